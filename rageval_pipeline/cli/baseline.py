@@ -1,0 +1,75 @@
+"""`rageval baseline update|show`: promote a reviewed evaluation to the committed baseline."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
+from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse
+from rageval_pipeline.core.summaries import select_runs, summaries
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _default(env: str, fallback: Path) -> Path:
+    return Path(os.environ.get(env) or fallback)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("baseline", help="update or show committed baselines")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, help_text in (
+        ("update", "write the latest (or a chosen) evaluation as the baseline file"),
+        ("show", "print the evaluations a baseline update would use"),
+    ):
+        sub = actions.add_parser(action, help=help_text)
+        sub.add_argument("--dataset", required=True)
+        sub.add_argument("--system", help="one system (default: every evaluated system)")
+        sub.add_argument("--run-id", help="a specific evaluation run (default: the latest)")
+        sub.add_argument(
+            "--storage",
+            type=Path,
+            default=_default("RAGEVAL_STORAGE", _ROOT / "data" / "storage"),
+            help="pipeline storage folder holding rageval.duckdb ($RAGEVAL_STORAGE)",
+        )
+        sub.add_argument(
+            "--baselines",
+            type=Path,
+            default=_default("RAGEVAL_BASELINES", _ROOT / "data" / "baselines"),
+            help="baseline folder ($RAGEVAL_BASELINES, default data/baselines)",
+        )
+        sub.set_defaults(func=_update if action == "update" else _show)
+    actions.choices["update"].add_argument("--note", help="why this baseline was accepted")
+
+
+def _selected(args: argparse.Namespace):
+    warehouse_file = args.storage / WAREHOUSE_FILE
+    if not warehouse_file.exists():
+        raise InputError(warehouse_file, "no warehouse yet: run an evaluation first")
+    warehouse = Warehouse(warehouse_file)
+    runs = select_runs(warehouse, dataset=args.dataset, system=args.system, run_id=args.run_id)
+    if runs.empty:
+        raise InputError(
+            warehouse_file,
+            f"no evaluation of dataset {args.dataset!r}"
+            + (f" by system {args.system!r}" if args.system else ""),
+        )
+    return summaries(warehouse, runs)
+
+
+def _show(args: argparse.Namespace) -> int:
+    for s in _selected(args):
+        means = ", ".join(f"{m}={v:.4f}" for m, v in sorted(s.measures.items()))
+        print(f"{s.dataset}/{s.system} run {s.run_id} ({s.fingerprint}): {means}")
+    return 0
+
+
+def _update(args: argparse.Namespace) -> int:
+    for s in _selected(args):
+        path = baseline_path(args.baselines, s.dataset, s.system)
+        write_baseline(baseline_from_summary(s, note=args.note), path)
+        print(f"wrote {path} from run {s.run_id}")
+    return 0

@@ -1,0 +1,120 @@
+"""`rageval eval` (trec_eval-style scores of one run) and `rageval compare` (two runs, tested)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pandas as pd
+
+from rageval_pipeline.core.compare import compare_runs
+from rageval_pipeline.core.evaluate import mean_table
+from rageval_pipeline.core.formats import read_qrels, read_run
+from rageval_pipeline.core.measures import evaluate, parse_measure, unjudged_queries
+
+DEFAULT_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
+FORMATS = ("table", "json", "csv")
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("qrels", metavar="QRELS", help="TREC or BEIR qrels, or Parquet")
+    common.add_argument(
+        "-m",
+        "--measure",
+        action="append",
+        dest="measures",
+        metavar="MEASURE",
+        help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(DEFAULT_MEASURES)})",
+    )
+    common.add_argument("--format", choices=FORMATS, default="table")
+
+    parser = subparsers.add_parser(
+        "eval",
+        parents=[common],
+        help="score a run like trec_eval",
+        description="Print measure, query id ('all' for the mean) and value, tab separated.",
+    )
+    parser.add_argument("run", metavar="RUN", help="TREC run or Parquet run")
+    parser.add_argument("-q", "--per-query", action="store_true", help="also print each query")
+    parser.set_defaults(func=run_eval)
+
+    parser = subparsers.add_parser(
+        "compare",
+        parents=[common],
+        help="compare two runs with paired significance tests",
+        description="Means, B - A with a 95%% CI, paired t-test and randomization test p-values "
+        "(Holm-corrected across measures).",
+    )
+    parser.add_argument("run_a", metavar="RUN_A")
+    parser.add_argument("run_b", metavar="RUN_B")
+    parser.add_argument("--permutations", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=run_compare)
+
+
+def _measures(args: argparse.Namespace) -> list[str]:
+    return [str(parse_measure(m)) for m in (args.measures or DEFAULT_MEASURES)]
+
+
+def _score(qrels: pd.DataFrame, path: str, measures: list[str]) -> pd.DataFrame:
+    run = read_run(path)
+    left_out = unjudged_queries(qrels, run)
+    if left_out:
+        shown = ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else "")
+        print(
+            f"note: {path}: {len(left_out)} queries without a relevant judgment are left out: "
+            f"{shown}",
+            file=sys.stderr,
+        )
+    return evaluate(qrels, run, measures)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    measures = _measures(args)
+    per_query = _score(read_qrels(args.qrels), args.run, measures)
+    means = mean_table(per_query)
+    if args.format == "json":
+        nested: dict[str, dict[str, float]] = {}
+        for query_id, measure, value in per_query.itertuples(index=False):
+            nested.setdefault(query_id, {})[measure] = value
+        document = {"mean": dict(zip(means["measure"], means["value"], strict=True))}
+        print(json.dumps(document | {"per_query": nested}, indent=2))
+        return 0
+    rows = means.assign(query_id="all")[["measure", "query_id", "value"]]
+    if args.per_query:
+        ordered = per_query.sort_values(["query_id"], kind="stable")
+        rows = pd.concat([ordered[["measure", "query_id", "value"]], rows], ignore_index=True)
+    if args.format == "csv":
+        print(rows.to_csv(index=False, float_format="%.6f"), end="")
+    else:
+        for measure, query_id, value in rows.itertuples(index=False):
+            print(f"{measure:<12}\t{query_id}\t{value:.4f}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    measures = _measures(args)
+    qrels = read_qrels(args.qrels)
+    table = compare_runs(
+        _score(qrels, args.run_a, measures),
+        _score(qrels, args.run_b, measures),
+        permutations=args.permutations,
+        seed=args.seed,
+    )
+    if args.format == "json":
+        print(table.to_json(orient="records", indent=2))
+    elif args.format == "csv":
+        print(table.to_csv(index=False, float_format="%.6f"), end="")
+    else:
+        print(f"A: {args.run_a}\nB: {args.run_b}")
+        print("measure     \tn\tmean A\tmean B\tB - A\t95% CI\t\tp t-test\tp random")
+        for r in table.itertuples(index=False):
+            print(
+                f"{r.measure:<12}\t{r.n_queries}\t{r.mean_a:.4f}\t{r.mean_b:.4f}\t{r.delta:+.4f}"
+                f"\t[{r.ci_low:+.4f}, {r.ci_high:+.4f}]\t{r.p_ttest_holm:.4f}"
+                f"\t\t{r.p_randomization_holm:.4f}"
+            )
+        print("p-values are two-sided and Holm-corrected across the measures.")
+    return 0

@@ -1,0 +1,1 @@
+"""The pure core: loaders, chunking, retrievers, measures, gate. No Dagster imports here."""

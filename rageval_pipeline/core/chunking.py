@@ -1,0 +1,117 @@
+"""Chunking strategies: turn a corpus table into a chunk table with stable ids and hashes.
+
+Strategies (`ChunkingConfig.strategy`):
+- `document`: one chunk per document (title is kept in its own column, not in the text).
+- `fixed`: windows of `size` whitespace tokens, consecutive windows sharing `overlap` tokens;
+  the last window ends at the last token. Whitespace tokens keep the rule model-agnostic and
+  reproducible by hand (judges of a suite can count them).
+- `paragraph`: split on blank lines.
+- `markdown_headers`: a new chunk starts at every line `#`..`######` followed by a space that
+  is not inside a ``` fence; text before the first header is a chunk of its own.
+
+Every strategy drops chunks that are empty after stripping, numbers the rest from 0
+(`chunk_index`) and names them `{doc_id}:chunk:{chunk_index}`, so ids are stable as long as the
+document and the configuration are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rageval_pipeline.core import tables
+
+Strategy = Literal["document", "fixed", "paragraph", "markdown_headers"]
+
+_HEADER = re.compile(r"^#{1,6} ")
+_FENCE = re.compile(r"^\s*```")
+_BLANK_LINES = re.compile(r"\n\s*\n")
+
+
+class ChunkingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Strategy = "document"
+    size: int = Field(256, gt=0, description="window size in whitespace tokens (fixed only)")
+    overlap: int = Field(32, ge=0, description="tokens shared by consecutive windows (fixed)")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingConfig:
+        if self.strategy == "fixed" and self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+def chunk_id(doc_id: str, index: int) -> str:
+    return f"{doc_id}:chunk:{index}"
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def split_text(text: str, config: ChunkingConfig) -> list[str]:
+    """The chunk texts of one document, in order, empty ones dropped."""
+    match config.strategy:
+        case "document":
+            parts = [text]
+        case "fixed":
+            parts = _windows(text.split(), config.size, config.overlap)
+        case "paragraph":
+            parts = _BLANK_LINES.split(text)
+        case "markdown_headers":
+            parts = _markdown_sections(text)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _windows(tokens: list[str], size: int, overlap: int) -> list[str]:
+    step = size - overlap
+    out = []
+    for start in range(0, max(len(tokens), 1), step):
+        out.append(" ".join(tokens[start : start + size]))
+        if start + size >= len(tokens):
+            break
+    return out
+
+
+def _markdown_sections(text: str) -> list[str]:
+    sections: list[list[str]] = [[]]
+    in_fence = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and _HEADER.match(line):
+            sections.append([])
+        sections[-1].append(line)
+    return ["\n".join(s) for s in sections]
+
+
+def _str(value: object) -> str:
+    """Missing strings arrive as None or NaN from pandas; both mean empty here."""
+    return value if isinstance(value, str) else ""
+
+
+def chunk_corpus(corpus: pd.DataFrame, config: ChunkingConfig, ingested_at: str) -> pd.DataFrame:
+    """A CHUNKS table for every document of a CORPUS table, in corpus order."""
+    rows = []
+    for doc in corpus.itertuples(index=False):
+        for index, text in enumerate(split_text(_str(doc.text), config)):
+            rows.append(
+                dict(
+                    chunk_id=chunk_id(doc.doc_id, index),
+                    doc_id=doc.doc_id,
+                    chunk_index=index,
+                    title=_str(doc.title),
+                    url=_str(doc.url),
+                    text=text,
+                    content_hash=content_hash(text),
+                    ingested_at=ingested_at,
+                )
+            )
+    if not rows:
+        return tables.empty(tables.CHUNKS)
+    return tables.conform(pd.DataFrame.from_records(rows), tables.CHUNKS).to_pandas()

@@ -1,0 +1,165 @@
+"""Aggregating per-query values: means, breakdowns by query attribute, latency, seed-000 report.
+
+All inputs are the long per-query table of `core.measures.evaluate` (query_id, measure, value)
+and the QUERIES table; every output is a plain long table or a pydantic model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+ATTRIBUTES = ("category", "difficulty", "intent", "query_type")
+# Percentiles use numpy's default linear interpolation between the two nearest ranks
+# (method "linear", Hyndman & Fan type 7, as Excel PERCENTILE.INC and pandas quantile).
+LATENCY_STATS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+# The measures seed 000's QualityReport needs in the per-query table.
+REPORT_MEASURES = ("P@5", "P@10", "R@10", "RR")
+
+
+def mean_table(per_query: pd.DataFrame) -> pd.DataFrame:
+    """Mean of each measure over its queries: columns measure, value (measures in input order)."""
+    means = per_query.groupby("measure", sort=False)["value"].mean()
+    return pd.DataFrame({"measure": means.index.astype(str), "value": means.to_numpy(float)})
+
+
+def _with_attributes(
+    table: pd.DataFrame, queries: pd.DataFrame, attributes: Sequence[str]
+) -> list[tuple[str, pd.DataFrame]]:
+    """(attribute, table joined with that attribute) for each attribute the queries table has;
+    queries whose attribute is null are left out of that attribute's groups."""
+    out = []
+    for attribute in attributes:
+        if attribute not in queries.columns:
+            continue
+        labels = queries[["query_id", attribute]].dropna().astype(str)
+        joined = table.merge(labels.rename(columns={attribute: "group"}), on="query_id")
+        out.append((attribute, joined))
+    return out
+
+
+def breakdown(
+    per_query: pd.DataFrame, queries: pd.DataFrame, attributes: Sequence[str] = ATTRIBUTES
+) -> pd.DataFrame:
+    """Means per group of each query attribute: attribute, group, measure, value, n_queries."""
+    frames = []
+    for attribute, joined in _with_attributes(per_query, queries, attributes):
+        stats = joined.groupby(["group", "measure"], sort=True)["value"].agg(["mean", "size"])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "attribute": attribute,
+                    "group": stats.index.get_level_values("group").astype(str),
+                    "measure": stats.index.get_level_values("measure").astype(str),
+                    "value": stats["mean"].to_numpy(float),
+                    "n_queries": stats["size"].to_numpy(np.int64),
+                }
+            )
+        )
+    columns = ["attribute", "group", "measure", "value", "n_queries"]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=float if c == "value" else str) for c in columns})
+    return pd.concat(frames, ignore_index=True)[columns]
+
+
+def query_latency(run: pd.DataFrame) -> pd.DataFrame:
+    """One latency per query (every row of a query carries the same one): query_id, latency_ms.
+
+    Queries without a latency (e.g. read from a TREC file) are left out.
+    """
+    latency = run.groupby("query_id", sort=True)["latency_ms"].first().dropna()
+    return pd.DataFrame(
+        {"query_id": latency.index.astype(str), "latency_ms": latency.to_numpy(float)}
+    )
+
+
+def _latency_rows(values: np.ndarray) -> list[tuple[str, float]]:
+    rows = [("count", float(len(values))), ("mean", float(np.mean(values)))]
+    return rows + [(name, float(np.percentile(values, q))) for name, q in LATENCY_STATS.items()]
+
+
+def latency_stats(
+    run: pd.DataFrame, queries: pd.DataFrame | None = None, attributes: Sequence[str] = ATTRIBUTES
+) -> pd.DataFrame:
+    """Latency count, mean, p50, p95, p99 (ms): attribute, group, stat, value.
+
+    The overall row set has attribute "all" and group "all"; then one set per group of each
+    query attribute. Empty when the run carries no latency.
+    """
+    latency = query_latency(run)
+    records: list[tuple[str, str, str, float]] = []
+    if len(latency):
+        records += [("all", "all", s, v) for s, v in _latency_rows(latency["latency_ms"])]
+        groups = _with_attributes(latency, queries, attributes) if queries is not None else []
+        for attribute, joined in groups:
+            for group, part in joined.groupby("group", sort=True):
+                rows = _latency_rows(part["latency_ms"].to_numpy())
+                records += [(attribute, str(group), s, v) for s, v in rows]
+    frame = pd.DataFrame.from_records(records, columns=["attribute", "group", "stat", "value"])
+    return frame.astype({"attribute": str, "group": str, "stat": str, "value": float})
+
+
+class CategoryMetrics(BaseModel):
+    """Seed 000's per-category (or per-difficulty) figures."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query_count: int = Field(ge=0)
+    precision_at_5: float
+    recall_at_10: float
+    mrr: float
+
+
+class QualityReport(BaseModel):
+    """Seed 000's QualityReport (section 4.2): means over the evaluated queries."""
+
+    model_config = ConfigDict(frozen=True)
+
+    total_queries: int = Field(ge=0)
+    precision_at_5: float
+    precision_at_10: float
+    recall_at_10: float
+    mrr: float
+    queries_with_no_relevant: int = Field(
+        ge=0, description="evaluated queries with no relevant document retrieved (RR = 0)"
+    )
+    by_category: dict[str, CategoryMetrics]
+    by_difficulty: dict[str, CategoryMetrics]
+
+
+def _category_metrics(wide: pd.DataFrame) -> CategoryMetrics:
+    return CategoryMetrics(
+        query_count=len(wide),
+        precision_at_5=float(wide["P@5"].mean()),
+        recall_at_10=float(wide["R@10"].mean()),
+        mrr=float(wide["RR"].mean()),
+    )
+
+
+def quality_report(per_query: pd.DataFrame, queries: pd.DataFrame) -> QualityReport:
+    """Seed 000's report from a per-query table holding REPORT_MEASURES (ValueError if not)."""
+    missing = [m for m in REPORT_MEASURES if m not in set(per_query["measure"])]
+    if missing:
+        raise ValueError(f"per-query table lacks {missing}; evaluate {list(REPORT_MEASURES)}")
+    wide = per_query[per_query["measure"].isin(REPORT_MEASURES)].pivot(
+        index="query_id", columns="measure", values="value"
+    )
+    labels = queries.set_index(queries["query_id"].astype(str))
+    by: dict[str, dict[str, CategoryMetrics]] = {}
+    for attribute in ("category", "difficulty"):
+        column = labels[attribute].reindex(wide.index) if attribute in labels else None
+        groups = wide.groupby(column, sort=True) if column is not None else []
+        by[attribute] = {str(group): _category_metrics(part) for group, part in groups}
+    return QualityReport(
+        total_queries=len(wide),
+        precision_at_5=float(wide["P@5"].mean()) if len(wide) else 0.0,
+        precision_at_10=float(wide["P@10"].mean()) if len(wide) else 0.0,
+        recall_at_10=float(wide["R@10"].mean()) if len(wide) else 0.0,
+        mrr=float(wide["RR"].mean()) if len(wide) else 0.0,
+        queries_with_no_relevant=int((wide["RR"] == 0).sum()),
+        by_category=by["category"],
+        by_difficulty=by["difficulty"],
+    )

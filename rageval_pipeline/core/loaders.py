@@ -1,0 +1,173 @@
+"""Datasets from disk into the pipeline's tables: BEIR folders and golden suites alike.
+
+A dataset folder is either BEIR's layout (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`)
+or a golden suite (`suite.json` / `suite.yaml`); `load_dataset` tells them apart, so suites go
+through the same ingestion as BEIR datasets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from rageval_pipeline.core import tables
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.formats import read_qrels
+
+SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
+_QUERY_ATTRIBUTES = ("intent", "category", "difficulty", "query_type")
+
+
+class Dataset(NamedTuple):
+    corpus: pd.DataFrame  # CORPUS
+    queries: pd.DataFrame  # QUERIES
+    qrels: pd.DataFrame  # QRELS, every split
+    reference_chunking: dict[str, Any] | None  # a suite's chunking for chunk-level qrels
+
+
+def suite_file(folder: Path) -> Path | None:
+    return next((folder / n for n in SUITE_FILES if (folder / n).exists()), None)
+
+
+def load_dataset(folder: Path) -> Dataset:
+    """Load a BEIR folder or a golden-suite folder."""
+    if (path := suite_file(folder)) is not None:
+        from rageval_pipeline.core.suites import load_suite, suite_tables
+
+        suite = load_suite(path)
+        t = suite_tables(suite)
+        return Dataset(t.corpus, t.queries, t.qrels, suite.chunking.model_dump())
+    return Dataset(
+        read_corpus(folder / "corpus.jsonl"),
+        read_queries(folder / "queries.jsonl"),
+        read_beir_qrels(folder / "qrels"),
+        None,
+    )
+
+
+def load_part(folder: Path, part: str, *, dataset: str) -> pd.DataFrame:
+    """One of `corpus`, `queries`, `qrels` of a dataset folder (a BEIR part reads one file).
+
+    Documents without a URL get `rageval://{dataset}/{doc_id}`, so every chunk carries a
+    resolvable source (seed 003 counts a missing url as incomplete metadata).
+    """
+    if suite_file(folder) is not None:
+        df = getattr(load_dataset(folder), part)
+    elif part == "corpus":
+        df = read_corpus(folder / "corpus.jsonl")
+    elif part == "queries":
+        df = read_queries(folder / "queries.jsonl")
+    elif part == "qrels":
+        df = read_beir_qrels(folder / "qrels")
+    else:
+        raise ValueError(f"unknown dataset part {part!r}")
+    if part == "corpus":
+        df = df.assign(
+            url=df["url"].where(df["url"] != "", "rageval://" + dataset + "/" + df["doc_id"])
+        )
+    return df
+
+
+def reference_chunking(folder: Path) -> dict[str, Any] | None:
+    """A suite's reference chunking (what its chunk ids are numbered under); None for BEIR."""
+    return load_dataset(folder).reference_chunking if suite_file(folder) else None
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    if not path.exists():
+        raise InputError(path, "file not found")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, f"invalid JSON ({exc.msg})", line=number) from None
+            if not isinstance(obj, dict):
+                raise InputError(path, "expected a JSON object", line=number)
+            yield number, obj
+
+
+def _text(path: Path, number: int, obj: dict, field: str, *, required: bool) -> str:
+    value = obj.get(field)
+    if value is None:
+        if required:
+            raise InputError(path, "missing required field", line=number, field=field)
+        return ""
+    if not isinstance(value, str):
+        raise InputError(
+            path, f"expected a string, got {type(value).__name__}", line=number, field=field
+        )
+    return value
+
+
+def _ids_unique(path: Path, ids: list[str], lines: list[int]) -> None:
+    seen: dict[str, int] = {}
+    for doc_id, number in zip(ids, lines, strict=True):
+        if doc_id in seen:
+            raise InputError(
+                path,
+                f"duplicate _id {doc_id!r} (first on line {seen[doc_id]})",
+                line=number,
+                field="_id",
+            )
+        seen[doc_id] = number
+
+
+def read_corpus(path: Path) -> pd.DataFrame:
+    """BEIR corpus.jsonl: `_id`, `title`, `text`, optional `metadata` (its `url` is lifted)."""
+    rows, lines = [], []
+    for number, obj in _jsonl(path):
+        meta = obj.get("metadata") or {}
+        rows.append(
+            dict(
+                doc_id=_text(path, number, obj, "_id", required=True),
+                title=_text(path, number, obj, "title", required=False),
+                text=_text(path, number, obj, "text", required=True),
+                url=str(meta.get("url") or "") if isinstance(meta, dict) else "",
+                metadata=json.dumps(meta, sort_keys=True, ensure_ascii=False),
+            )
+        )
+        lines.append(number)
+    _ids_unique(path, [r["doc_id"] for r in rows], lines)
+    return _table(rows, tables.CORPUS)
+
+
+def read_queries(path: Path) -> pd.DataFrame:
+    """BEIR queries.jsonl; intent/category/difficulty/query_type are read from `metadata`."""
+    rows, lines = [], []
+    for number, obj in _jsonl(path):
+        meta = obj.get("metadata") or {}
+        if not isinstance(meta, dict):
+            raise InputError(path, "expected an object", line=number, field="metadata")
+        row = dict(
+            query_id=_text(path, number, obj, "_id", required=True),
+            text=_text(path, number, obj, "text", required=True),
+            metadata=json.dumps(meta, sort_keys=True, ensure_ascii=False),
+        )
+        for attribute in _QUERY_ATTRIBUTES:
+            value = meta.get(attribute)
+            row[attribute] = None if value is None else str(value)
+        rows.append(row)
+        lines.append(number)
+    _ids_unique(path, [r["query_id"] for r in rows], lines)
+    return _table(rows, tables.QUERIES)
+
+
+def read_beir_qrels(folder: Path) -> pd.DataFrame:
+    """Every `<split>.tsv` (or `.txt`) in a qrels folder, 3- or 4-column, split from the name."""
+    files = sorted([*folder.glob("*.tsv"), *folder.glob("*.txt")])
+    if not files:
+        raise InputError(folder, "no qrels files (<split>.tsv) found")
+    return pd.concat([read_qrels(f, split=f.stem) for f in files], ignore_index=True)
+
+
+def _table(rows: list[dict], schema) -> pd.DataFrame:
+    if not rows:
+        return tables.empty(schema)
+    return tables.conform(pd.DataFrame.from_records(rows), schema).to_pandas()

@@ -1,0 +1,117 @@
+"""Fast 64-bit fingerprints of id strings, so joins and duplicate checks run on integers.
+
+Hashing millions of Python or Arrow strings into a hash table is the slowest step of evaluating
+a large run (about 1.5 s for 5M ids here); fingerprinting the Arrow buffer eight bytes at a time
+and sorting integers takes a fraction of that. Equal strings always get equal fingerprints; the
+callers verify every match on the real strings and fall back to exact codes on a collision, so
+results never depend on the hash.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_PARALLEL_FROM = 1 << 20  # ids; below this, starting threads costs more than it saves
+_MUL1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64 constants
+_MUL2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_WEIGHTS = np.random.default_rng(20240601).integers(1, 2**63, 64, dtype=np.uint64) | 1
+# _LOW_BYTES[n] keeps the first n bytes of a little-endian 8-byte word.
+_LOW_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+
+def arrow_strings(values: pd.Series | pa.Array | pa.ChunkedArray) -> pa.LargeStringArray:
+    """`values` as one contiguous Arrow large_string array (zero-copy for Arrow-backed columns)."""
+    arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.cast(pa.large_string())
+
+
+def _multipliers(count: int) -> np.ndarray:
+    """Fixed odd 64-bit multipliers, one per 8-byte word position (ids up to 512 bytes share
+    one table; longer ones draw more from the same seeded stream)."""
+    if count <= len(_WEIGHTS):
+        return _WEIGHTS[:count]
+    return np.random.default_rng(20240601).integers(1, 2**63, count, dtype=np.uint64) | 1
+
+
+def fingerprint(values: pa.LargeStringArray, salt: np.ndarray | None = None) -> np.ndarray:
+    """A uint64 per string; equal (string, salt) pairs give equal values.
+
+    Large inputs are split over two threads (numpy and Arrow release the GIL); each id's value
+    depends on its own bytes only, so the split does not change the result.
+    """
+    n = len(values)
+    if n < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+        return _fingerprint(values, salt)
+    half = n // 2
+    parts = [(0, half), (half, n)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = pool.map(
+            lambda part: _fingerprint(
+                values.slice(part[0], part[1] - part[0]),
+                None if salt is None else salt[part[0] : part[1]],
+            ),
+            parts,
+        )
+        return np.concatenate(list(done))
+
+
+def _fingerprint(values: pa.LargeStringArray, salt: np.ndarray | None) -> np.ndarray:
+    """`fingerprint` in one thread.
+
+    `salt` (e.g. the query index of each row) is mixed in, so one pass keys (query, doc) pairs.
+    Each id is read as 8-byte words, zero-filled after its end, so its value depends on its own
+    bytes only: Σ word_j · M_j + length · G (mod 2^64), then a splitmix64 finaliser. Nulls hash
+    like "".
+    """
+    _, offsets_buf, data_buf = values.buffers()
+    n = len(values)
+    offsets = np.frombuffer(offsets_buf, np.int64)[values.offset : values.offset + n + 1]
+    starts = offsets[:-1]
+    lengths = np.diff(offsets)
+    longest = int(lengths.max(initial=0))
+    width = -(-longest // 8) * 8
+    weights = _multipliers(width // 8)
+    # In-place arithmetic with one scratch array: fresh 8-byte-per-id temporaries cost more
+    # (page faults) than the arithmetic itself.
+    h = lengths.astype(np.uint64)
+    h *= _GOLDEN
+    scratch = np.empty_like(h)
+    if salt is not None:
+        scratch[:] = salt
+        scratch *= _MUL2
+        h += scratch
+    if n and not values.null_count and n * width <= 2 * int(offsets[-1] - offsets[0]) + 8 * n:
+        # Ids of similar length: Arrow pads them to one width, giving an (n, width/8) matrix.
+        padded = pc.ascii_rpad(values, width=width, padding="\0")
+        matrix = np.frombuffer(padded.buffers()[2], np.uint64, count=n * width // 8)
+        for column, weight in zip(matrix.reshape(n, width // 8).T, weights, strict=True):
+            np.multiply(column, weight, out=scratch)
+            h += scratch
+    else:
+        raw = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+        buffer = np.zeros(len(raw) + longest + 8, np.uint8)
+        buffer[: len(raw)] = raw
+        # Unaligned 8-byte words starting at every byte: one gather reads 8 bytes of each id.
+        words = np.ndarray(shape=(len(raw) + longest,), dtype="<u8", buffer=buffer, strides=(1,))
+        for j, weight in zip(range(0, longest, 8), weights, strict=True):
+            h += (words[starts + j] & _LOW_BYTES[np.clip(lengths - j, 0, 8)]) * weight
+    for shift, multiplier in ((30, _MUL1), (27, _MUL2), (31, None)):
+        np.right_shift(h, np.uint64(shift), out=scratch)
+        h ^= scratch
+        if multiplier is not None:
+            h *= multiplier
+    return h
+
+
+def exact_pair_keys(query_index: np.ndarray, doc_codes: np.ndarray) -> np.ndarray:
+    """One uint64 per (query, doc) from exact codes below 2**32: injective, unlike a hash."""
+    return (query_index.astype(np.uint64) << np.uint64(32)) | doc_codes.astype(np.uint64)

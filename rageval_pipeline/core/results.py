@@ -1,0 +1,80 @@
+"""Everything one evaluated run produces: per-query, mean, breakdown and latency tables.
+
+The level rule: chunk-level judgments are used only when the system chunks documents exactly as
+the suite's reference chunking does (otherwise its chunk ids mean something else); in every
+other case a run is evaluated at document level, each document ranked by its best chunk and
+judged by its best-graded chunk.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pandas as pd
+
+from rageval_pipeline.core.evaluate import breakdown, latency_stats, mean_table
+from rageval_pipeline.core.measures import evaluate, to_document_level
+
+DEFAULT_MEASURES = (
+    "nDCG@10",
+    "nDCG@5",
+    "P@5",
+    "P@10",
+    "P(rel=2)@5",
+    "R@5",
+    "R@10",
+    "R@100",
+    "RR",
+    "AP",
+    "Success@10",
+    "Diversity@10",
+    "Clustering@10",
+)
+
+
+class RunResults(NamedTuple):
+    level: str  # "chunk" or "document"
+    per_query: pd.DataFrame  # query_id, measure, value
+    means: pd.DataFrame  # measure, value
+    groups: pd.DataFrame  # attribute, group, measure, value, n_queries
+    latency: pd.DataFrame  # attribute, group, stat, value
+
+
+def source_of(chunk_ids: pd.Series) -> pd.Series:
+    """The document id of `{doc_id}:chunk:{n}` ids (ids without the marker are returned as-is)."""
+    return chunk_ids.str.rsplit(":chunk:", n=1).str[0]
+
+
+def document_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
+    """Chunk-level judgments lifted to their documents, each with its best chunk's grade."""
+    if qrels.empty or (qrels["level"] == "document").all():
+        return qrels
+    lifted = qrels.assign(
+        doc_id=source_of(qrels["doc_id"]).where(qrels["level"] == "chunk", qrels["doc_id"]),
+        level="document",
+    )
+    keys = ["split", "query_id", "doc_id", "level"]
+    return lifted.groupby(keys, as_index=False, sort=False)["relevance"].max()[qrels.columns]
+
+
+def measure_run(
+    run: pd.DataFrame,
+    qrels: pd.DataFrame,
+    queries: pd.DataFrame,
+    *,
+    chunk_level: bool,
+    measures: tuple[str, ...] = DEFAULT_MEASURES,
+) -> RunResults:
+    """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule."""
+    if chunk_level and (qrels["level"] == "chunk").any():
+        level, judged, ranked = "chunk", qrels, run
+    else:
+        level, judged, ranked = "document", document_qrels(qrels), to_document_level(run)
+    per_query = evaluate(judged, ranked, list(measures))
+    return RunResults(
+        level=level,
+        per_query=per_query,
+        means=mean_table(per_query),
+        groups=breakdown(per_query, queries),
+        latency=latency_stats(run, queries),
+    )

@@ -1,0 +1,82 @@
+"""Running queries through a retriever: timing per query, bounded concurrency, trec_eval order."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple, Protocol
+
+import pandas as pd
+
+from rageval_pipeline.core import tables
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.ranking import order_run
+
+
+class Hit(NamedTuple):
+    doc_id: str  # the retrieved unit (chunk id for chunked systems)
+    score: float
+    source_id: str | None = None  # the corpus document; defaults to doc_id
+
+
+class Retriever(Protocol):
+    def search(self, query: str, k: int) -> list[Hit]: ...
+
+
+def execute(
+    search: Callable[[str, int], Iterable[Hit]],
+    queries: pd.DataFrame,
+    k: int,
+    *,
+    concurrency: int = 1,
+) -> pd.DataFrame:
+    """Run every query (`query_id`, `text`) through `search`; return a RUN-shaped table.
+
+    Latency is wall time of the `search` call for that query, in milliseconds. Each query's hits
+    are cut to `k` after ordering, so a retriever that returns more cannot inflate a run.
+    """
+
+    def one(row: tuple[str, str]) -> list[dict]:
+        query_id, text = row
+        start = time.perf_counter()
+        try:
+            hits = list(search(text, k))
+        except InputError as exc:
+            # A retriever sees only the query text; name the query so the error can be acted on.
+            field = f"query {query_id}" + (f": {exc.field}" if exc.field else "")
+            raise InputError(exc.path, exc.problem, line=exc.line, field=field) from exc
+        latency_ms = (time.perf_counter() - start) * 1000.0
+        if not hits:
+            return [
+                dict(
+                    query_id=query_id,
+                    doc_id=None,
+                    source_id=None,
+                    score=None,
+                    latency_ms=latency_ms,
+                )
+            ]
+        return [
+            dict(
+                query_id=query_id,
+                doc_id=h.doc_id,
+                source_id=h.source_id or h.doc_id,
+                score=float(h.score),
+                latency_ms=latency_ms,
+            )
+            for h in hits
+        ]
+
+    rows = list(zip(queries["query_id"], queries["text"].fillna(""), strict=True))
+    if concurrency > 1:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            per_query = list(pool.map(one, rows))
+    else:
+        per_query = [one(r) for r in rows]
+    records = [r for rs in per_query for r in rs]
+    if not records:
+        return tables.empty(tables.RUN)
+    run = order_run(pd.DataFrame.from_records(records))
+    run = run[run["rank"].isna() | (run["rank"] <= k)]
+    return tables.conform(run, tables.RUN).to_pandas()

@@ -1,0 +1,63 @@
+"""BM25 over chunk text with bm25s (Lucene-style scoring), PyStemmer English stemming and
+English stopwords, title prepended to the text as BEIR's baselines do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import pandas as pd
+import Stemmer
+
+from rageval_pipeline.core.ranking import top_k
+from rageval_pipeline.core.retrieval.base import Hit
+
+_IDS_FILE = "ids.json"
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    return Stemmer.Stemmer("english")
+
+
+class BM25Index:
+    """A bm25s index over a chunk table, searchable by query text."""
+
+    def __init__(self, model: bm25s.BM25, ids: list[str], sources: list[str]) -> None:
+        self.model = model
+        self.ids = np.asarray(ids, dtype=object)
+        self.sources = sources
+        self._stemmer = _stemmer()
+
+    @classmethod
+    def build(cls, chunks: pd.DataFrame, *, k1: float = 1.5, b: float = 0.75) -> BM25Index:
+        texts = (chunks["title"].fillna("") + " " + chunks["text"].fillna("")).tolist()
+        tokens = bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False)
+        model = bm25s.BM25(k1=k1, b=b)
+        model.index(tokens, show_progress=False)
+        return cls(model, chunks["chunk_id"].tolist(), chunks["doc_id"].tolist())
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save(str(directory))
+        (directory / _IDS_FILE).write_text(
+            json.dumps({"ids": self.ids.tolist(), "sources": self.sources})
+        )
+
+    @classmethod
+    def load(cls, directory: Path) -> BM25Index:
+        meta = json.loads((directory / _IDS_FILE).read_text())
+        return cls(bm25s.BM25.load(str(directory)), meta["ids"], meta["sources"])
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        tokens = bm25s.tokenize(
+            [query], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False
+        )[0]
+        if not tokens:
+            return []
+        scores = self.model.get_scores(tokens)
+        return [
+            Hit(self.ids[i], float(scores[i]), self.sources[i])
+            for i in top_k(scores, self.ids, k, positive_only=True)
+        ]

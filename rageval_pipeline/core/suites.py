@@ -1,0 +1,531 @@
+"""Golden suites: hand-judged queries over a small document set, in one JSON or YAML file.
+
+`load_suite` parses and validates a suite and fails on the first problem with one line naming
+the file, the field (`queries[12].intent`) and the rule; `suite_tables` turns a valid suite into
+the pipeline's CORPUS, QUERIES and QRELS tables. The format is described in
+docs/suite-format.md; its JSON Schema is generated from these models:
+
+    python -m rageval_pipeline.core.suites --schema > data/suites/suite.schema.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, NamedTuple
+
+import pandas as pd
+import pyarrow as pa
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from rageval_pipeline.core import tables
+from rageval_pipeline.core.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.matching import (
+    Level,
+    MatchMode,
+    TargetError,
+    resolve_target,
+    split_chunk_id,
+)
+
+FORMAT_VERSION = "1.0"
+SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
+_RESERVED_METADATA = ("type", "format", "tags")  # corpus metadata puts these beside the free keys
+_MAP_FIELDS = ("judgments", "metadata")  # their keys are data, rendered as ["key"] in field paths
+
+
+def _rule(loc: tuple[str | int, ...], problem: str) -> PydanticCustomError:
+    """A cross-field rule failure; `loc` is relative to the model whose validator raises it."""
+    return PydanticCustomError("suite_rule", "{problem}", {"loc": loc, "problem": problem})
+
+
+def _grade(value: Any) -> int:
+    # type() rather than isinstance: JSON true must not pass as grade 1.
+    if type(value) is int and 0 <= value <= 3:
+        return value
+    raise ValueError("grade must be 0, 1, 2 or 3")
+
+
+def _content(value: JsonValue) -> JsonValue:
+    if isinstance(value, str | dict | list):
+        return value
+    raise ValueError("must be a string (or, for format json, an object or array)")
+
+
+Grade = Annotated[
+    int,
+    PlainValidator(_grade),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": 3}),
+]
+Content = Annotated[
+    JsonValue,
+    PlainValidator(_content),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}]}),
+]
+# Ids are written to whitespace-separated TREC qrels and run files.
+Id = Annotated[str, Field(pattern=r"^\S+$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Document(_Model):
+    """One document; its text is `content` or the file at `content_path`."""
+
+    id: Id
+    type: Literal["knowledge_artifact", "communication_signal", "interaction_event"]
+    format: Literal["markdown", "plain", "json"]
+    title: str
+    url: str | None = None
+    content: Content | None = None
+    content_path: str | None = Field(None, description="relative to the suite file")
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+    _text: str = PrivateAttr("")
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_names_no_chunk(cls, value: Any) -> Any:
+        if isinstance(value, str) and split_chunk_id(value) is not None:
+            raise ValueError("a document id must not end in ':chunk:<n>' (that names a chunk)")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _no_reserved_keys(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        for key in value:
+            if key in _RESERVED_METADATA:
+                raise _rule((key,), "reserved key: it is a document field, set it there")
+        return value
+
+    @model_validator(mode="after")
+    def _load_text(self, info: ValidationInfo) -> Document:
+        if (self.content is None) == (self.content_path is None):
+            given = "both" if self.content is not None else "neither"
+            raise _rule((), f"give exactly one of content and content_path ({given} given)")
+        field = "content" if self.content is not None else "content_path"
+        if self.content_path is not None:
+            text = _read_content(self.content_path, (info.context or {}).get("base_dir"))
+        elif isinstance(self.content, str):
+            text = self.content
+        elif self.format == "json":
+            text = json.dumps(self.content, indent=2, sort_keys=True, ensure_ascii=False)
+        else:
+            raise _rule((field,), "an object or array needs format json")
+        if self.format == "json":
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as error:
+                raise _rule((field,), f"format json but not valid JSON: {error}") from None
+        if not text.strip():
+            raise _rule((field,), "document text is empty")
+        self._text = text
+        return self
+
+    @property
+    def text(self) -> str:
+        """The indexed text: inline content, the file at content_path, or canonical JSON."""
+        return self._text
+
+
+def _read_content(content_path: str, base_dir: Path | None) -> str:
+    loc = ("content_path",)
+    if base_dir is None:
+        raise _rule(loc, "cannot be read: the suite was not loaded from a file (use load_suite)")
+    if Path(content_path).is_absolute():
+        raise _rule(loc, "must be relative to the suite file")
+    file = base_dir / content_path
+    if not file.is_file():
+        raise _rule(loc, f"no such file {str(file)!r}")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise _rule(loc, f"{str(file)!r} is not UTF-8 text") from None
+
+
+class Query(_Model):
+    """A query and its graded judgments of documents or of chunks."""
+
+    id: Id
+    query: str = Field(description="may be empty only when query_type is edge")
+    intent: str = Field(min_length=1, description="free label, e.g. factual, procedural")
+    category: str | None = None
+    difficulty: Literal["easy", "medium", "hard"] | None = None
+    query_type: Literal["specific", "broad", "paraphrase", "edge"] = "specific"
+    description: str | None = None
+    judgments: dict[str, Grade] = Field(
+        default_factory=dict,
+        description="target (document id or chunk id, one level per query) -> grade 0..3",
+    )
+    primary: str | None = Field(None, description="the judgments target with the highest grade")
+    top_1_chunk: str | None = Field(None, description="the chunk that should rank first")
+
+    _ids: dict[str, str] = PrivateAttr(default_factory=dict)  # target as written -> resolved id
+    _top_1_chunk_id: str | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _rules(self) -> Query:
+        edge = self.query_type == "edge"
+        if not edge and not self.query.strip():
+            raise _rule(("query",), "must not be empty unless query_type is edge")
+        if len({split_chunk_id(t) is None for t in self.judgments}) > 1:
+            raise _rule(("judgments",), "mixes document and chunk targets; use one level")
+        best = max(self.judgments.values(), default=0)
+        if best == 0 and not edge:
+            raise _rule(("judgments",), "needs a target with grade >= 1 unless query_type is edge")
+        if self.primary is None:
+            if best >= 1:
+                raise _rule(("primary",), "field required when a target has grade >= 1")
+        elif best == 0:
+            raise _rule(("primary",), "must be absent when no target has grade >= 1")
+        elif self.primary not in self.judgments:
+            raise _rule(("primary",), f"{self.primary!r} is not a target in judgments")
+        elif self.judgments[self.primary] != best:
+            raise _rule(
+                ("primary",),
+                f"{self.primary!r} has grade {self.judgments[self.primary]}, "
+                f"but the highest grade in judgments is {best}",
+            )
+        if self.top_1_chunk is not None and split_chunk_id(self.top_1_chunk) is None:
+            raise _rule(("top_1_chunk",), "must be a chunk id '<document>:chunk:<n>'")
+        return self
+
+    def _resolve(self, chunk_counts: dict[str, int], mode: MatchMode, at: tuple[str, int]) -> None:
+        """Resolve every target to its canonical id; `at` is this query's place in the suite."""
+        named_by: dict[str, str] = {}
+        for target in self.judgments:
+            loc = (*at, "judgments", target)
+            try:
+                resolved, _ = resolve_target(target, chunk_counts, mode)
+            except TargetError as error:
+                raise _rule(loc, str(error)) from None
+            if resolved in named_by:
+                raise _rule(loc, f"names {resolved!r}, already judged as {named_by[resolved]!r}")
+            named_by[resolved] = target
+            self._ids[target] = resolved
+        if self.top_1_chunk is not None:
+            try:
+                self._top_1_chunk_id, _ = resolve_target(self.top_1_chunk, chunk_counts, mode)
+            except TargetError as error:
+                raise _rule((*at, "top_1_chunk"), str(error)) from None
+
+    @property
+    def level(self) -> Level:
+        """Chunk level when the targets are chunk ids (all of them, by the rules), else document."""
+        chunked = any(split_chunk_id(t) is not None for t in self.judgments)
+        return "chunk" if chunked else "document"
+
+    @property
+    def qrels(self) -> list[tuple[str, int]]:
+        """(resolved id, grade) per judgment, in file order."""
+        return [(self._ids[target], grade) for target, grade in self.judgments.items()]
+
+    @property
+    def primary_id(self) -> str | None:
+        return self._ids[self.primary] if self.primary is not None else None
+
+    @property
+    def top_1_chunk_id(self) -> str | None:
+        return self._top_1_chunk_id
+
+
+class Suite(_Model):
+    """A golden suite, format 1.0: documents, queries and graded judgments."""
+
+    schema_: str | None = Field(
+        None, alias="$schema", description="optional: path or URL of suite.schema.json, for editors"
+    )
+    version: Literal["1.0"]
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="= the folder name")
+    description: str
+    created_at: datetime.date
+    chunking: ChunkingConfig = Field(
+        default_factory=ChunkingConfig,
+        description="reference chunking: chunk targets are numbered under it",
+    )
+    match: MatchMode = "exact"
+    documents: list[Document] = Field(min_length=1)
+    queries: list[Query] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_folder(cls, value: str, info: ValidationInfo) -> str:
+        folder = (info.context or {}).get("folder")
+        if folder is not None and value != folder:
+            raise ValueError(f"must equal the suite's folder name {folder!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _references(self) -> Suite:
+        for field, items in (("documents", self.documents), ("queries", self.queries)):
+            first: dict[str, int] = {}
+            for index, item in enumerate(items):
+                if item.id in first:
+                    raise _rule(
+                        (field, index, "id"),
+                        f"duplicate id {item.id!r} (first at {field}[{first[item.id]}])",
+                    )
+                first[item.id] = index
+        chunk_counts = {d.id: len(split_text(d.text, self.chunking)) for d in self.documents}
+        for index, query in enumerate(self.queries):
+            query._resolve(chunk_counts, self.match, ("queries", index))
+        return self
+
+    @property
+    def judgment_count(self) -> int:
+        return sum(len(q.judgments) for q in self.queries)
+
+
+class SuiteTables(NamedTuple):
+    corpus: pd.DataFrame  # tables.CORPUS
+    queries: pd.DataFrame  # tables.QUERIES
+    qrels: pd.DataFrame  # tables.QRELS
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file, or the suite.json / suite.yaml in a folder."""
+    file = _suite_file(Path(path))
+    raw = _parse(file)
+    if not isinstance(raw, dict):
+        raise InputError(file, "the top level must be an object")
+    if "version" not in raw:
+        raise InputError(file, "field required", field="version")
+    if raw["version"] != FORMAT_VERSION:
+        known = _show(FORMAT_VERSION)
+        problem = f"unknown suite format version {_show(raw['version'])} (known: {known})"
+        raise InputError(file, problem, field="version")
+    context = {
+        "base_dir": file.parent,
+        "folder": file.parent.name if file.name in SUITE_FILES else None,
+    }
+    try:
+        return Suite.model_validate(raw, context=context)
+    except ValidationError as error:
+        raise _first_problem(file, raw, error) from None
+
+
+def suite_tables(suite: Suite) -> SuiteTables:
+    """CORPUS, QUERIES and QRELS tables of a suite, rows in file order."""
+    corpus = [
+        dict(
+            doc_id=d.id,
+            title=d.title,
+            text=d.text,
+            url=d.url or "",
+            metadata=_json({**d.metadata, "type": d.type, "format": d.format, "tags": d.tags}),
+        )
+        for d in suite.documents
+    ]
+    queries = [
+        dict(
+            query_id=q.id,
+            text=q.query,
+            intent=q.intent,
+            category=q.category,
+            difficulty=q.difficulty,
+            query_type=q.query_type,
+            metadata=_json(
+                {
+                    "description": q.description,
+                    "primary": q.primary_id,
+                    "top_1_chunk": q.top_1_chunk_id,
+                }
+            ),
+        )
+        for q in suite.queries
+    ]
+    qrels = [
+        dict(split="test", query_id=q.id, doc_id=doc_id, relevance=grade, level=q.level)
+        for q in suite.queries
+        for doc_id, grade in q.qrels
+    ]
+    return SuiteTables(
+        corpus=_frame(corpus, tables.CORPUS),
+        queries=_frame(queries, tables.QUERIES),
+        qrels=_frame(qrels, tables.QRELS),
+    )
+
+
+def suite_json_schema() -> dict[str, Any]:
+    """JSON Schema of the suite file, generated from the models (committed as suite.schema.json)."""
+    schema = Suite.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _frame(rows: list[dict[str, Any]], schema: pa.Schema) -> pd.DataFrame:
+    return tables.conform(pd.DataFrame(rows, columns=schema.names), schema).to_pandas()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _show(value: Any) -> str:
+    """A short, stable rendering of an offending value for error messages."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _suite_file(path: Path) -> Path:
+    if path.is_dir():
+        found = [path / name for name in SUITE_FILES if (path / name).is_file()]
+        if not found:
+            raise InputError(
+                path, f"no suite file in this folder (looked for {', '.join(SUITE_FILES)})"
+            )
+        if len(found) > 1:
+            names = " and ".join(f.name for f in found)
+            raise InputError(path, f"holds both {names}; keep one")
+        return found[0]
+    if not path.is_file():
+        raise InputError(path, "no such file or folder")
+    if path.suffix not in (".json", ".yaml", ".yml"):
+        raise InputError(path, "a suite file must end in .json, .yaml or .yml")
+    return path
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json object hook: a repeated key (say, a target judged twice) would silently keep one."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"duplicate key {key!r} in one object")
+        out[key] = value
+    return out
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse(file: Path) -> Any:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(file, "not UTF-8 text") from None
+    if file.suffix == ".json":
+        try:
+            return json.loads(text, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError as error:
+            raise InputError(
+                file, f"invalid JSON (column {error.colno}): {error.msg}", line=error.lineno
+            ) from None
+        except _DuplicateKey as error:
+            raise InputError(file, str(error)) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        where = f" (column {mark.column + 1})" if mark else ""
+        line = mark.line + 1 if mark else None
+        raise InputError(file, f"invalid YAML{where}: {error.problem}", line=line) from None
+
+
+def _first_problem(file: Path, raw: dict[str, Any], error: ValidationError) -> InputError:
+    """The first validation error in file order, as one InputError line."""
+    found = []
+    for item in error.errors(include_url=False):
+        loc = tuple(item["loc"])
+        if item["type"] == "suite_rule":
+            loc += tuple(item["ctx"]["loc"])
+        found.append((_position(raw, loc), loc, item))
+    _, loc, item = min(found, key=lambda f: f[0])
+    return InputError(file, _problem(item), field=_render(loc) or None)
+
+
+def _position(raw: Any, loc: tuple[str | int, ...]) -> tuple[int, ...]:
+    """Where `loc` sits in the parsed file; a missing key sorts after its object's other keys."""
+    position = []
+    node = raw
+    for part in loc:
+        if isinstance(node, dict):
+            keys = list(node)
+            position.append(keys.index(part) if part in node else len(keys))
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            position.append(part)
+            node = node[part]
+        else:
+            break
+    return tuple(position)
+
+
+def _render(loc: tuple[str | int, ...]) -> str:
+    """("queries", 12, "intent") -> "queries[12].intent"; map keys as ["key"]."""
+    out = ""
+    key_next = False
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif key_next:
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"
+        else:
+            out += f".{part}" if out else part
+        key_next = not key_next and part in _MAP_FIELDS
+    return out
+
+
+def _problem(item: Any) -> str:
+    kind = item["type"]
+    if kind == "suite_rule":
+        return item["ctx"]["problem"]
+    if kind == "missing":
+        return "field required"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "too_short":
+        return "must not be empty"
+    if kind in ("model_type", "dict_type"):
+        message = "must be an object"
+    elif kind == "value_error":
+        message = str(item["ctx"]["error"])
+    else:
+        message = re.sub(r"^(Input|String|List) should", "must", item["msg"])
+    return f"{message} (got {_show(item['input'])})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--schema", action="store_true", required=True, help="print the suite JSON Schema"
+    )
+    parser.parse_args(argv)
+    print(json.dumps(suite_json_schema(), indent=2, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

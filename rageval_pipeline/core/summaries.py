@@ -1,0 +1,80 @@
+"""Read evaluated runs back from the warehouse as the gate's `RunSummary` models."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rageval_pipeline.core.gate import LATENCY_STATS, RunSummary
+from rageval_pipeline.core.storage import Warehouse
+
+_LATEST = """
+SELECT * FROM runs
+QUALIFY row_number() OVER (PARTITION BY dataset, split, system ORDER BY created_at DESC) = 1
+ORDER BY dataset, split, system
+"""
+
+
+def select_runs(
+    warehouse: Warehouse,
+    *,
+    dagster_run_id: str | None = None,
+    dataset: str | None = None,
+    system: str | None = None,
+    run_id: str | None = None,
+) -> pd.DataFrame:
+    """Runs to judge: one explicit run, or those of one Dagster run, or the latest of each
+    (dataset, split, system); optionally narrowed to one dataset and/or system."""
+    if run_id is not None:
+        runs = warehouse.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
+    elif dagster_run_id is not None:
+        runs = warehouse.query(
+            "SELECT * FROM runs WHERE dagster_run_id = ? ORDER BY dataset, split, system",
+            [dagster_run_id],
+        )
+    else:
+        runs = warehouse.query(_LATEST)
+    if dataset is not None:
+        runs = runs[runs["dataset"] == dataset]
+    if system is not None:
+        runs = runs[runs["system"] == system]
+    return runs.reset_index(drop=True)
+
+
+def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
+    """One RunSummary per row of `runs` (as returned by `select_runs`)."""
+    if runs.empty:
+        return []
+    ids = runs["run_id"].tolist()
+    marks = ", ".join("?" * len(ids))
+    means = warehouse.query(f"SELECT * FROM run_metrics WHERE run_id IN ({marks})", ids)
+    per_query = warehouse.query(f"SELECT * FROM query_metrics WHERE run_id IN ({marks})", ids)
+    latency = warehouse.query(f"SELECT * FROM latency WHERE run_id IN ({marks})", ids)
+    out = []
+    for run in runs.itertuples(index=False):
+        pq = per_query[per_query["run_id"] == run.run_id]
+        lat = latency[latency["run_id"] == run.run_id]
+        groups: dict[str, dict[str, float]] = {}
+        for row in lat[lat["stat"].isin(LATENCY_STATS)].itertuples(index=False):
+            key = "all" if row.attribute == "all" else f"{row.attribute}={row.group}"
+            groups.setdefault(key, {})[row.stat] = float(row.value)
+        queries: dict[str, dict[str, float]] = {}
+        for row in pq.itertuples(index=False):
+            queries.setdefault(row.query_id, {})[row.measure] = float(row.value)
+        out.append(
+            RunSummary(
+                dataset=run.dataset,
+                split=run.split,
+                system=run.system,
+                fingerprint=run.fingerprint,
+                run_id=run.run_id,
+                created_at=pd.Timestamp(run.created_at).isoformat(),
+                measures={
+                    r.measure: float(r.value)
+                    for r in means[means["run_id"] == run.run_id].itertuples(index=False)
+                },
+                per_query=queries,
+                latency=groups,
+                n_queries=int(run.n_queries),
+            )
+        )
+    return out

@@ -1,0 +1,92 @@
+"""The release gate: judge evaluated runs against thresholds and baselines, write reports.
+
+The gate is unpartitioned and reads the warehouse rather than loading upstream partitions, so
+materializing it alone recomputes nothing. Its blocking ERROR check is what makes
+`dagster job execute` exit non-zero when retrieval got worse.
+"""
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from rageval_pipeline.core import report
+from rageval_pipeline.core.gate import judge, load_baselines, load_policy
+from rageval_pipeline.core.summaries import select_runs, summaries
+from rageval_pipeline.dagster_defs.resources import Settings
+
+GATE_CHECK = "verdict_passes"
+
+
+def build_gate_asset(metrics_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefinition:
+    @dg.asset(
+        deps=list(metrics_keys),
+        group_name="gate",
+        code_version="1",
+        kinds={"duckdb"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                GATE_CHECK,
+                asset="gate",
+                blocking=True,
+                description="Fails (ERROR) when any blocking gate check fails.",
+            )
+        ],
+    )
+    def gate(context: dg.AssetExecutionContext, settings: Settings) -> Iterator:
+        """Verdict on this Dagster run's evaluations (or, materialized alone, on the latest
+        evaluation of every dataset and system), with JSON, Markdown and HTML reports."""
+        runs = select_runs(settings.warehouse, dagster_run_id=context.run.run_id)
+        scope = "this run"
+        if runs.empty:
+            runs, scope = select_runs(settings.warehouse), "latest evaluations"
+        verdict = judge(
+            summaries(settings.warehouse, runs),
+            load_baselines(Path(settings.baselines_dir)),
+            load_policy(settings.data / "gate.yaml"),
+        )
+        stamp = datetime.now(UTC)
+        folder = settings.reports_dir / f"{stamp:%Y%m%dT%H%M%SZ}"
+        paths = report.write_reports(verdict, folder)
+        report.write_reports(verdict, settings.reports_dir / "latest")
+        settings.warehouse.record_gate(
+            dict(
+                gate_id=f"{stamp:%Y%m%dT%H%M%S%fZ}",
+                dagster_run_id=context.run.run_id,
+                created_at=stamp,
+                passed=verdict.passed,
+                categories=",".join(verdict.categories),
+                summary=verdict.summary,
+                report_json=report.to_json(verdict),
+            )
+        )
+        failures = [c.message for c in verdict.failures]
+        log = context.log.info if verdict.passed else context.log.error
+        log(f"gate {'PASS' if verdict.passed else 'FAIL'} ({scope}): {verdict.summary}")
+        for message in failures:
+            context.log.error(message)
+        context.log.info(f"reports: {', '.join(str(p) for p in paths.values())}")
+        yield dg.MaterializeResult(
+            metadata={
+                "passed": verdict.passed,
+                "scope": scope,
+                "runs": ", ".join(runs["run_id"]),
+                "categories": ", ".join(verdict.categories) or "none",
+                "report_html": dg.MetadataValue.path(str(paths["html"])),
+                "report_md": dg.MetadataValue.path(str(paths["markdown"])),
+            }
+        )
+        yield dg.AssetCheckResult(
+            check_name=GATE_CHECK,
+            passed=verdict.passed,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=verdict.summary,
+            metadata={
+                "failures": dg.MetadataValue.json(failures),
+                "categories": json.dumps(verdict.categories),
+            },
+        )
+
+    return gate

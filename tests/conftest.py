@@ -1,0 +1,96 @@
+"""Shared fixtures: a loopback HTTP server, small BEIR archives, an isolated pipeline home."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import shutil
+import threading
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_BEIR = REPO.parent / "shared" / "data" / "beir"
+
+
+@dataclass
+class LoopbackServer:
+    """Serves a folder on 127.0.0.1; counts requests per path; can fail the first N GETs."""
+
+    root: Path
+    url: str = ""
+    requests: list[str] = field(default_factory=list)
+    fail_first: int = 0
+    fail_status: int = 503
+
+
+@pytest.fixture
+def loopback(tmp_path: Path) -> Iterator[LoopbackServer]:
+    root = tmp_path / "mirror"
+    root.mkdir()
+    state = LoopbackServer(root=root)
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def do_GET(self):
+            state.requests.append(self.path)
+            if state.fail_first > 0:
+                state.fail_first -= 1
+                self.send_error(state.fail_status)
+                return
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def make_beir_zip(name: str, source: Path) -> bytes:
+    """A BEIR-style archive (`{name}/corpus.jsonl`, ...) of a BEIR-layout folder."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path in sorted(source.rglob("*")):
+            if path.is_file() and path.suffix in {".jsonl", ".tsv"}:
+                zf.write(path, f"{name}/{path.relative_to(source)}")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def beir_mini() -> Path:
+    return REPO / "data" / "suites" / "beir-mini"
+
+
+@pytest.fixture
+def pipeline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private data folder (suites, systems.yaml with bm25 only, gate.yaml, baselines) and
+    storage folder, wired through the RAGEVAL_* environment variables."""
+    data = tmp_path / "data"
+    (data / "suites").mkdir(parents=True)
+    shutil.copytree(REPO / "data" / "suites" / "beir-mini", data / "suites" / "beir-mini")
+    (data / "systems.yaml").write_text(
+        json.dumps({"systems": {"bm25": {"retriever": "bm25"}}}, indent=2)
+    )
+    (data / "gate.yaml").write_text((REPO / "data" / "gate.yaml").read_text())
+    (data / "baselines").mkdir()
+    storage = tmp_path / "storage"
+    monkeypatch.setenv("RAGEVAL_DATA", str(data))
+    monkeypatch.setenv("RAGEVAL_STORAGE", str(storage))
+    monkeypatch.setenv("RAGEVAL_BASELINES", str(data / "baselines"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path

@@ -1,0 +1,121 @@
+import hashlib
+
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from rageval_pipeline.core import tables
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, split_text
+
+WHEN = "2025-01-01T00:00:00Z"
+
+
+def corpus(*docs: tuple[str, str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            dict(doc_id=d, title=f"T {d}", text=t, url=f"https://x/{d}", metadata="{}")
+            for d, t in docs
+        ]
+    )
+
+
+def test_document_strategy_is_one_chunk_per_document_without_the_title():
+    chunks = chunk_corpus(corpus(("a", "  alpha beta  "), ("b", "gamma")), ChunkingConfig(), WHEN)
+    assert chunks["chunk_id"].tolist() == ["a:chunk:0", "b:chunk:0"]
+    assert chunks["text"].tolist() == ["alpha beta", "gamma"]
+    assert chunks["title"].tolist() == ["T a", "T b"]
+    assert chunks["url"].tolist() == ["https://x/a", "https://x/b"]
+    assert set(chunks["ingested_at"]) == {WHEN}
+
+
+def test_chunk_table_has_the_chunks_schema():
+    chunks = chunk_corpus(corpus(("a", "x")), ChunkingConfig(), WHEN)
+    assert list(chunks.columns) == tables.CHUNKS.names
+    assert tables.conform(chunks, tables.CHUNKS).schema.equals(tables.CHUNKS)
+
+
+def test_fixed_windows_share_overlap_tokens_and_last_window_ends_at_last_token():
+    text = " ".join(f"w{i}" for i in range(10))
+    parts = split_text(text, ChunkingConfig(strategy="fixed", size=4, overlap=1))
+    assert parts == ["w0 w1 w2 w3", "w3 w4 w5 w6", "w6 w7 w8 w9"]
+    parts = split_text(text, ChunkingConfig(strategy="fixed", size=4, overlap=2))
+    assert parts[-1].split()[-1] == "w9"
+    assert parts == ["w0 w1 w2 w3", "w2 w3 w4 w5", "w4 w5 w6 w7", "w6 w7 w8 w9"]
+
+
+def test_fixed_short_document_is_one_window():
+    assert split_text("a b", ChunkingConfig(strategy="fixed", size=4, overlap=1)) == ["a b"]
+
+
+def test_fixed_tokens_are_whitespace_separated():
+    parts = split_text("a\tb\n\nc  d e", ChunkingConfig(strategy="fixed", size=3, overlap=0))
+    assert parts == ["a b c", "d e"]
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(4, 4), (4, 5)])
+def test_overlap_must_be_smaller_than_size(size, overlap):
+    with pytest.raises(ValidationError, match="overlap"):
+        ChunkingConfig(strategy="fixed", size=size, overlap=overlap)
+
+
+def test_overlap_limit_applies_to_fixed_only():
+    assert ChunkingConfig(strategy="paragraph", size=4, overlap=4).overlap == 4
+
+
+@pytest.mark.parametrize(
+    "bad", [dict(size=0), dict(overlap=-1), dict(strategy="sentences"), dict(extra=1)]
+)
+def test_invalid_configs_are_rejected(bad):
+    with pytest.raises(ValidationError):
+        ChunkingConfig(**bad)
+
+
+def test_paragraph_splits_on_blank_lines_and_drops_empty_chunks():
+    text = "one\nstill one\n\n  \n\ntwo\n   \nthree\n\n\n"
+    parts = split_text(text, ChunkingConfig(strategy="paragraph"))
+    assert parts == ["one\nstill one", "two", "three"]
+
+
+def test_markdown_headers_start_sections_and_keep_preamble():
+    text = "intro line\n# One\nbody 1\n## Two\nbody 2\n#not a header\n####### seven"
+    parts = split_text(text, ChunkingConfig(strategy="markdown_headers"))
+    assert parts == ["intro line", "# One\nbody 1", "## Two\nbody 2\n#not a header\n####### seven"]
+
+
+def test_markdown_headers_inside_code_fences_do_not_split():
+    text = "# Real\n```bash\n# a shell comment\n```\nafter\n  ```\n# also fenced\n```\n# Next"
+    parts = split_text(text, ChunkingConfig(strategy="markdown_headers"))
+    assert parts == [
+        "# Real\n```bash\n# a shell comment\n```\nafter\n  ```\n# also fenced\n```",
+        "# Next",
+    ]
+
+
+def test_ids_are_numbered_after_dropping_empty_chunks_and_are_stable():
+    docs = corpus(("d", "\n\nfirst\n\n\n\nsecond\n\n"), ("e", "   "))
+    config = ChunkingConfig(strategy="paragraph")
+    once = chunk_corpus(docs, config, WHEN)
+    assert once["chunk_id"].tolist() == ["d:chunk:0", "d:chunk:1"]
+    assert once["chunk_index"].tolist() == [0, 1]
+    assert once["doc_id"].tolist() == ["d", "d"]
+    pd.testing.assert_frame_equal(once, chunk_corpus(docs, config, WHEN))
+
+
+def test_content_hash_is_sha256_of_the_chunk_text():
+    chunks = chunk_corpus(
+        corpus(("a", "héllo\n\nworld")), ChunkingConfig(strategy="paragraph"), WHEN
+    )
+    for text, digest in zip(chunks["text"], chunks["content_hash"], strict=True):
+        assert digest == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert chunks["content_hash"].nunique() == 2
+
+
+def test_empty_corpus_gives_empty_chunk_table():
+    empty = chunk_corpus(corpus(), ChunkingConfig(), WHEN)
+    assert empty.empty and list(empty.columns) == tables.CHUNKS.names
+
+
+def test_null_text_gives_no_chunks():
+    docs = corpus(("a", "x"))
+    docs.loc[0, "text"] = None
+    assert chunk_corpus(docs, ChunkingConfig(), WHEN).empty

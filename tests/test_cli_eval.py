@@ -1,0 +1,107 @@
+"""`rageval eval` and `rageval compare` through the CLI entry point (and once as a process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rageval_pipeline.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "measures"
+QRELS, RUN_A, RUN_B = (str(FIXTURES / n) for n in ("qrels.trec", "run_a.trec", "run_b.trec"))
+# By hand: run_a ranks q1 as d3 (label 0), d2 (1), d1 (2), d4 and q2 as d8 (unjudged), d9 (1).
+# q3 has only a label-0 judgment, so it is left out.
+RR = {"q1": 0.5, "q2": 0.5}
+P_REL2_AT_5 = {"q1": 1 / 5, "q2": 0.0}
+
+
+def lines(capsys) -> list[list[str]]:
+    return [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+
+
+def test_eval_prints_like_trec_eval(capsys):
+    assert main(["eval", QRELS, RUN_A, "-m", "RR", "-m", "P(rel=2)@5", "--per-query"]) == 0
+    rows = {(m.strip(), q): float(v) for m, q, v in lines(capsys)}
+    for query in ("q1", "q2"):
+        assert rows[("RR", query)] == pytest.approx(RR[query], abs=1e-4)
+        assert rows[("P(rel=2)@5", query)] == pytest.approx(P_REL2_AT_5[query], abs=1e-4)
+    assert rows[("RR", "all")] == pytest.approx(0.5, abs=1e-4)
+    assert rows[("P(rel=2)@5", "all")] == pytest.approx(0.1, abs=1e-4)
+    assert ("RR", "q3") not in rows
+
+
+def test_eval_without_per_query_prints_only_means(capsys):
+    assert main(["eval", QRELS, RUN_A, "-m", "MRR"]) == 0
+    assert [[m.strip(), q] for m, q, _ in lines(capsys)] == [["RR", "all"]]
+
+
+def test_eval_json_has_exactly_mean_and_per_query(capsys):
+    assert main(["eval", QRELS, RUN_A, "-m", "RR", "-m", "P(rel=2)@5", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert set(document) == {"mean", "per_query"}
+    assert document["mean"] == pytest.approx({"RR": 0.5, "P(rel=2)@5": 0.1})
+    assert document["per_query"] == {
+        q: pytest.approx({"RR": RR[q], "P(rel=2)@5": P_REL2_AT_5[q]}) for q in RR
+    }
+
+
+def test_eval_csv(capsys):
+    assert main(["eval", QRELS, RUN_A, "-m", "RR", "--format", "csv", "--per-query"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "measure,query_id,value"
+    assert sorted(out[1:]) == ["RR,all,0.500000", "RR,q1,0.500000", "RR,q2,0.500000"]
+
+
+def test_compare_prints_means_deltas_and_p_values(capsys):
+    argv = ["compare", QRELS, RUN_A, RUN_B, "-m", "RR", "--permutations", "200", "--format", "json"]
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    # run_b puts a relevant doc first for q1 and q2: RR 1.0 for both.
+    assert row["measure"] == "RR"
+    assert (row["mean_a"], row["mean_b"], row["delta"]) == pytest.approx((0.5, 1.0, 0.5))
+    assert 0 <= row["p_randomization_holm"] <= 1
+    assert main(["compare", QRELS, RUN_A, RUN_B, "-m", "RR", "--permutations", "200"]) == 0
+    table = capsys.readouterr().out
+    assert "RR" in table and "+0.5000" in table and "Holm" in table
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["eval", QRELS, str(FIXTURES / "bad_score.trec")], "bad_score.trec:2: score:"),
+        (["eval", str(FIXTURES / "bad_fields.qrels"), RUN_A], "bad_fields.qrels:2:"),
+        (["eval", QRELS, str(FIXTURES / "dup_doc.trec")], "dup_doc.trec:3: doc_id:"),
+        (["eval", QRELS, RUN_A, "-m", "nDCG@ten"], "measure: cannot parse"),
+        (["compare", QRELS, RUN_A, "missing.trec"], "missing.trec: no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, expected):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([line for line in err if line.startswith("error:")]) == 1
+    assert expected in err[-1]
+    assert "Traceback" not in "\n".join(err)
+
+
+@pytest.mark.slow
+def test_console_script_in_a_subprocess():
+    script = Path(sys.executable).parent / "rageval"
+    done = subprocess.run(
+        [str(script), "eval", QRELS, str(FIXTURES / "bad_score.trec")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "bad_score.trec:2: score:" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run(
+        [str(script), "eval", QRELS, RUN_A, "-m", "RR"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0
+    measure, query, value = done.stdout.strip().split("\t")
+    assert (measure.strip(), query, float(value)) == ("RR", "all", pytest.approx(0.5))
+    assert done.stderr.startswith("note:")  # q3 left out, and said so

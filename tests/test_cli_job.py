@@ -1,0 +1,68 @@
+"""The real `dagster job execute` CLI: exit 0 on a passing gate, non-zero on a regression."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rageval_pipeline.core.gate import baseline_path
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+
+def dagster_execute(job: str, partition: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            str(BIN / "dagster"),
+            "job",
+            "execute",
+            "-m",
+            "rageval_pipeline",
+            "-j",
+            job,
+            "--tags",
+            json.dumps({"dagster/partition": partition}),
+        ],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_gate_exit_codes_follow_the_committed_baseline(pipeline_home):
+    env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
+    (pipeline_home / "dagster_home").mkdir()
+    first = dagster_execute("evaluate_dataset", "beir-mini", env, pipeline_home)
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    # Commit the evaluation as the baseline, then make the baseline claim a better nDCG@10.
+    update = subprocess.run(
+        [str(BIN / "rageval"), "baseline", "update", "--dataset", "beir-mini"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    path = baseline_path(pipeline_home / "data" / "baselines", "beir-mini", "bm25")
+    assert str(path) in update.stdout
+    good = path.read_text()
+    raised = json.loads(good)
+    raised["measures"]["nDCG@10"] = min(1.0, raised["measures"]["nDCG@10"] + 0.15)
+    path.write_text(json.dumps(raised))
+
+    failing = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
+    assert failing.returncode != 0
+    output = failing.stdout + failing.stderr
+    assert "nDCG@10" in output and "baseline" in output
+
+    path.write_text(good)
+    restored = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
+    assert restored.returncode == 0, restored.stderr[-3000:]

@@ -1,0 +1,110 @@
+"""Dense retrieval with the real packaged all-MiniLM-L6-v2 on a six-document fixture."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.retrieval.base import execute
+from rageval_pipeline.core.retrieval.dense import DenseIndex, load_model
+
+FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
+
+
+DOCUMENT = ChunkingConfig()
+
+
+def chunks(config: ChunkingConfig = DOCUMENT) -> pd.DataFrame:
+    corpus = pd.read_json(FIXTURES / "corpus.jsonl", lines=True, dtype=str)
+    corpus = corpus.assign(url="", metadata="{}")
+    return chunk_corpus(corpus, config, "2025-01-01T00:00:00Z")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> DenseIndex:
+    return DenseIndex.build(chunks(), tmp_path_factory.mktemp("emb"), batch_size=4)
+
+
+def test_offline_mode_is_forced():
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_model_is_loaded_once_with_max_seq_length():
+    model = load_model()
+    assert model is load_model()
+    assert model.max_seq_length == 256
+    assert load_model(max_seq_length=128).max_seq_length == 128
+
+
+def test_finds_the_semantically_relevant_document(index):
+    assert index.search("feline pets that chase rodents", 1)[0].doc_id == "cats:chunk:0"
+    hits = index.search("eruption of molten rock", 3)
+    assert hits[0] == ("volcano:chunk:0", pytest.approx(hits[0].score), "volcano")
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_vectors_are_normalised_title_plus_text(index):
+    assert np.allclose(np.linalg.norm(index.vectors, axis=1), 1.0, atol=1e-5)
+    expected = load_model().encode(["Cats " + chunks()["text"][0]], normalize_embeddings=True)
+    np.testing.assert_allclose(index.vectors[0], expected[0], atol=1e-5)
+
+
+def test_ties_are_broken_by_id_descending(index):
+    hits = index.search("chess openings", 2)
+    assert [h.doc_id for h in hits] == ["twin-b:chunk:0", "twin-a:chunk:0"]
+    assert hits[0].score == hits[1].score
+
+
+def test_blank_query_returns_nothing(index):
+    assert index.search("", 5) == [] and index.search("   ", 5) == []
+
+
+def test_save_load_round_trip_gives_identical_runs(index, tmp_path):
+    index.save(tmp_path / "idx")
+    loaded = DenseIndex.load(tmp_path / "idx")
+    queries = pd.DataFrame(
+        {"query_id": ["q1", "q2", "q3"], "text": ["moon and sea", "", "how to bake"]}
+    )
+    first = execute(index.search, queries, 3).drop(columns="latency_ms")
+    pd.testing.assert_frame_equal(
+        first, execute(loaded.search, queries, 3).drop(columns="latency_ms")
+    )
+    assert first[first["query_id"] == "q2"]["doc_id"].isna().all()
+
+
+def test_cache_rerun_embeds_nothing_and_chunking_change_only_new_chunks(tmp_path, monkeypatch):
+    model = load_model()
+    encoded: list[str] = []
+    real_encode = model.encode
+
+    def counting_encode(texts, **kwargs):
+        encoded.extend([texts] if isinstance(texts, str) else texts)
+        return real_encode(texts, **kwargs)
+
+    monkeypatch.setattr(model, "encode", counting_encode)
+    first = DenseIndex.build(chunks(), tmp_path)
+    # The two chess twins embed the same text: computed once.
+    assert len(encoded) == 5 and (first.stats.embedded, first.stats.cached) == (5, 0)
+
+    encoded.clear()
+    again = DenseIndex.build(chunks(), tmp_path)
+    assert encoded == [] and (again.stats.embedded, again.stats.cached) == (0, 6)
+    np.testing.assert_array_equal(first.vectors, again.vectors)
+
+    # Paragraph chunking splits only the tide document; every other chunk text is unchanged.
+    encoded.clear()
+    paragraphs = DenseIndex.build(chunks(ChunkingConfig(strategy="paragraph")), tmp_path)
+    assert sorted(encoded) == [
+        "Tides Spring tides happen at new and full moon.",
+        "Tides The gravitational pull of the moon raises the ocean twice a day.",
+    ]
+    assert (paragraphs.stats.embedded, paragraphs.stats.cached) == (2, 5)
+
+
+def test_unknown_model_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="unknown model 'no-such-model'"):
+        DenseIndex.build(chunks(), tmp_path, model_name="no-such-model")

@@ -1,0 +1,150 @@
+"""The embedding cache with a counting fake encoder (the real model is in test_dense.py)."""
+
+import hashlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from rageval_pipeline.core.retrieval import embeddings
+from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, embed
+
+
+def fake_vector(text: str) -> np.ndarray:
+    seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+    return np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+
+
+class CountingEncoder:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.seen.extend(texts)
+        return np.stack([fake_vector(t) for t in texts])
+
+
+def shards(cache: EmbeddingCache) -> list:
+    return sorted(cache.directory.glob("shard-*.parquet"))
+
+
+def test_rerun_embeds_nothing_and_returns_the_same_vectors(tmp_path):
+    cache = EmbeddingCache(tmp_path, "model-a")
+    texts = [f"text {i}" for i in range(10)]
+    first_encoder, second_encoder = CountingEncoder(), CountingEncoder()
+    first, stats1 = embed(texts, cache, first_encoder)
+    second, stats2 = embed(texts, cache, second_encoder)
+    assert len(first_encoder.seen) == 10 and (stats1.embedded, stats1.cached) == (10, 0)
+    assert second_encoder.seen == [] and (stats2.embedded, stats2.cached) == (0, 10)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first[3], fake_vector("text 3"))
+
+
+def test_changed_chunking_embeds_only_the_changed_texts(tmp_path):
+    cache = EmbeddingCache(tmp_path, "model-a")
+    embed(["a", "b", "c"], cache, CountingEncoder())
+    encoder = CountingEncoder()
+    vectors, stats = embed(["a", "b changed", "c", "d"], cache, encoder)
+    assert sorted(encoder.seen) == ["b changed", "d"]
+    assert (stats.n, stats.embedded, stats.cached) == (4, 2, 2)
+    np.testing.assert_array_equal(vectors[1], fake_vector("b changed"))
+
+
+def test_identical_texts_are_embedded_once(tmp_path):
+    encoder = CountingEncoder()
+    vectors, _ = embed(["x", "y", "x"], EmbeddingCache(tmp_path, "m"), encoder)
+    assert encoder.seen == ["x", "y"]
+    np.testing.assert_array_equal(vectors[0], vectors[2])
+
+
+def test_model_keys_do_not_share_vectors(tmp_path):
+    embed(["x"], EmbeddingCache(tmp_path, "model-a"), CountingEncoder())
+    encoder = CountingEncoder()
+    embed(["x"], EmbeddingCache(tmp_path, "model-a|max_seq_length=128"), encoder)
+    assert encoder.seen == ["x"]
+
+
+def test_vectors_are_stored_in_shards_not_one_file_per_text(tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "SHARD_ROWS", 4)
+    cache = EmbeddingCache(tmp_path, "m")
+    embed([f"t{i}" for i in range(10)], cache, CountingEncoder())
+    files = shards(cache)
+    assert [pq.read_metadata(f).num_rows for f in files] == [4, 4, 2]
+    embed([f"t{i}" for i in range(10)], cache, CountingEncoder())
+    assert shards(cache) == files  # a re-run writes nothing
+
+
+def test_interrupted_build_keeps_finished_shards(tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "SHARD_ROWS", 4)
+    cache = EmbeddingCache(tmp_path, "m")
+    texts = [f"t{i}" for i in range(10)]
+    calls = 0
+
+    def dies_on_second_batch(batch: list[str]) -> np.ndarray:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+        return CountingEncoder()(batch)
+
+    with pytest.raises(KeyboardInterrupt):
+        embed(texts, cache, dies_on_second_batch)
+    encoder = CountingEncoder()
+    embed(texts, cache, encoder)
+    assert len(encoder.seen) == 6
+
+
+def test_failed_write_leaves_no_partial_shard(tmp_path, monkeypatch):
+    cache = EmbeddingCache(tmp_path, "m")
+
+    def write_half_then_fail(table, where):
+        with open(where, "wb") as f:
+            f.write(b"PAR1 half a shard")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pq, "write_table", write_half_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        cache.put(["k"], np.ones((1, 8), dtype=np.float32))
+    assert list(cache.directory.iterdir()) == []
+
+
+def test_concurrent_processes_share_the_cache_safely(tmp_path):
+    # Two processes embed overlapping texts at once; both succeed, every shard is whole, and a
+    # third run finds everything cached.
+    script = textwrap.dedent(
+        f"""
+        import sys, numpy as np
+        from pathlib import Path
+        from rageval_pipeline.core.retrieval import embeddings
+        embeddings.SHARD_ROWS = 7
+        cache = embeddings.EmbeddingCache(Path({str(tmp_path)!r}), "m")
+        texts = [f"t{{i}}" for i in range(int(sys.argv[1]), int(sys.argv[1]) + 60)]
+        embeddings.embed(texts, cache, lambda b: np.ones((len(b), 8), dtype=np.float32))
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, start]) for start in ("0", "30")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    cache = EmbeddingCache(tmp_path, "m")
+    assert all(pq.read_metadata(f).num_rows > 0 for f in shards(cache))
+    assert not [p for p in cache.directory.iterdir() if p.name.startswith(".tmp-")]
+    encoder = CountingEncoder()
+    embed([f"t{i}" for i in range(90)], cache, encoder)
+    assert encoder.seen == []
+
+
+def test_stats_report_throughput_of_computed_embeddings_only(tmp_path):
+    cache = EmbeddingCache(tmp_path, "m")
+    _, computed = embed(["a", "b"], cache, CountingEncoder())
+    _, cached = embed(["a", "b"], cache, CountingEncoder())
+    assert computed.docs_per_s > 0 and cached.docs_per_s == 0.0
+    assert cached.as_metadata() == dict(
+        n_chunks=2, embedded=0, cached=2, seconds=round(cached.seconds, 3), docs_per_s=0.0
+    )
+
+
+def test_empty_input(tmp_path):
+    vectors, stats = embed([], EmbeddingCache(tmp_path, "m"), CountingEncoder())
+    assert vectors.shape[0] == 0 and stats.n == 0

@@ -1,0 +1,463 @@
+"""The release gate: tolerances, taxonomy, fingerprints, latency and its policy/baseline files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.gate import (
+    Baseline,
+    GatePolicy,
+    RunSummary,
+    Verdict,
+    baseline_from_summary,
+    baseline_path,
+    judge,
+    load_baseline,
+    load_baselines,
+    load_policy,
+    write_baseline,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "gate"
+REPO_POLICY = Path(__file__).parent.parent / "data" / "gate.yaml"
+STABLE_LATENCY = {"all": {"p50": 10.0, "p95": 30.0}}
+
+
+def summary(
+    measures: dict[str, float],
+    *,
+    per_query: dict[str, dict[str, float]] | None = None,
+    latency: dict[str, dict[str, float]] | None = None,
+    fingerprint: str = "cfg-1",
+    dataset: str = "nfcorpus",
+    split: str = "test",
+    system: str = "bm25",
+) -> RunSummary:
+    return RunSummary(
+        dataset=dataset,
+        split=split,
+        system=system,
+        fingerprint=fingerprint,
+        run_id=f"run-{system}",
+        created_at="2026-02-01T10:00:00+00:00",
+        measures=measures,
+        per_query=per_query or {},
+        latency=STABLE_LATENCY if latency is None else latency,
+        n_queries=len(per_query or {}) or 10,
+    )
+
+
+def compare(
+    run: RunSummary, base: RunSummary, policy: GatePolicy | None = None, **kwargs: object
+) -> Verdict:
+    baselines = {(base.dataset, base.system): baseline_from_summary(base, **kwargs)}
+    return judge([run], baselines, policy or GatePolicy())
+
+
+def only(verdict: Verdict, kind: str, measure: str | None = None):
+    found = [
+        c for c in verdict.checks if c.kind == kind and (measure is None or c.measure == measure)
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+# ----------------------------------------------------------------------------- baseline tolerance
+
+
+def test_noise_within_tolerance_passes():
+    verdict = compare(summary({"nDCG@10": 0.3100}), summary({"nDCG@10": 0.3210}))
+    assert verdict.passed
+    assert verdict.categories == []
+    assert verdict.summary.startswith("PASS")
+    assert only(verdict, "baseline", "nDCG@10").passed
+
+
+def test_drop_beyond_tolerance_fails_naming_measure_and_delta():
+    verdict = compare(summary({"nDCG@10": 0.2810}), summary({"nDCG@10": 0.3210}))
+    assert not verdict.passed
+    [failure] = verdict.failures
+    assert failure.measure == "nDCG@10"
+    assert failure.delta == pytest.approx(-0.04)
+    assert failure.message == (
+        "nfcorpus/bm25 nDCG@10 = 0.2810 < baseline 0.3210 - 5% (delta -0.0400, -12.5%)"
+    )
+    assert verdict.summary.startswith("FAIL: 1 blocking failure(s) in 1 of 1 run(s)")
+
+
+@pytest.mark.parametrize(("value", "passed"), [(0.38, True), (0.3799, False)])
+def test_drop_of_exactly_the_tolerance_passes(value, passed):
+    verdict = compare(summary({"R@100": value}), summary({"R@100": 0.40}))
+    assert verdict.passed is passed
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "value", "passed"),
+    [
+        ({"relative": None, "absolute": 0.02}, 0.385, True),
+        ({"relative": None, "absolute": 0.02}, 0.375, False),
+        # Both bands: the wider one (absolute 0.05 > 5% of 0.4) decides.
+        ({"relative": 0.05, "absolute": 0.05}, 0.36, True),
+        ({"relative": 0.05, "absolute": 0.05}, 0.34, False),
+        # A per-measure override replaces the field it writes: 25% of 0.4 = 0.1.
+        ({"relative": 0.05, "per_measure": {"R@100": {"relative": 0.25}}}, 0.31, True),
+        ({"relative": 0.05, "per_measure": {"R@100": {"relative": 0.25}}}, 0.29, False),
+    ],
+)
+def test_tolerance_bands(tolerance, value, passed):
+    policy = GatePolicy.model_validate({"datasets": {"default": {"tolerance": tolerance}}})
+    verdict = compare(summary({"R@100": value}), summary({"R@100": 0.40}), policy)
+    assert verdict.passed is passed
+
+
+def test_compare_list_restricts_compared_measures_and_requires_them():
+    policy = GatePolicy.model_validate({"datasets": {"default": {"compare": ["R@100", "RR"]}}})
+    verdict = compare(
+        summary({"nDCG@10": 0.1, "R@100": 0.5}), summary({"nDCG@10": 0.4, "R@100": 0.5}), policy
+    )
+    assert {c.measure for c in verdict.checks if c.kind == "baseline"} == {"R@100", "RR"}
+    [failure] = verdict.failures
+    assert failure.measure == "RR"
+    assert "not computed by this run" in failure.message
+
+
+# ------------------------------------------------------------------------------------- taxonomy
+
+UNIFORM = {f"q{i}": {"nDCG@10": 0.5} for i in range(8)}
+# 3 of 8 queries lose 0.3 while 5 gain 0.18: the mean is unchanged, the damage is not.
+SPIKED = {f"q{i}": {"nDCG@10": 0.2 if i < 3 else 0.68} for i in range(8)}
+GOOD = {"R@100": 0.6, "nDCG@10": 0.5, "Diversity@10": 0.8, "Clustering@10": 0.2}
+INTENT_LATENCY = {"all": {"p50": 10.0, "p95": 30.0}, "intent=factual": {"p50": 9.0, "p95": 40.0}}
+
+TAXONOMY_CASES = {
+    "recall_drop": ({**GOOD, "R@100": 0.50}, {}, None),
+    "ranking_shift": ({**GOOD, "nDCG@10": 0.40}, {}, None),
+    "diversity_collapse": ({**GOOD, "Diversity@10": 0.60}, {}, None),
+    "semantic_degraded_spike": (GOOD, SPIKED, None),
+    "latency_regression": (
+        GOOD,
+        {},
+        {**INTENT_LATENCY, "intent=factual": {"p50": 9.0, "p95": 80.0}},
+    ),
+}
+
+
+@pytest.mark.parametrize("category", sorted(TAXONOMY_CASES))
+def test_each_category_is_triggered_by_its_own_pattern_only(category):
+    measures, per_query, latency = TAXONOMY_CASES[category]
+    base = summary(GOOD, per_query=UNIFORM, latency=INTENT_LATENCY)
+    run = summary(measures, per_query=per_query or UNIFORM, latency=latency or INTENT_LATENCY)
+    verdict = compare(run, base)
+    assert not verdict.passed
+    assert verdict.categories == [category]
+    assert all(c.category == category for c in verdict.failures)
+
+
+def test_unchanged_run_triggers_no_category():
+    base = summary(GOOD, per_query=UNIFORM, latency=INTENT_LATENCY)
+    verdict = compare(base, base)
+    assert verdict.passed
+    assert verdict.categories == []
+    assert all(c.category is None for c in verdict.checks)
+
+
+def test_spike_skipped_without_per_query_baseline_values():
+    verdict = compare(summary(GOOD, per_query=SPIKED), summary(GOOD))
+    spike = only(verdict, "spike")
+    assert spike.passed and not spike.blocking
+    assert "skipped" in spike.message
+
+
+def test_spike_uses_first_compared_measure_without_ndcg():
+    base = summary({"RR": 0.5}, per_query={f"q{i}": {"RR": 0.5} for i in range(4)})
+    run = summary({"RR": 0.5}, per_query={f"q{i}": {"RR": 0.1 if i < 2 else 0.9} for i in range(4)})
+    verdict = compare(run, base)
+    assert only(verdict, "spike").measure == "RR"
+    assert verdict.categories == ["semantic_degraded_spike"]
+
+
+def test_worst_queries_lists_the_largest_drops_first():
+    policy = GatePolicy(worst_queries=2)
+    base = summary(
+        GOOD, per_query={"a": {"nDCG@10": 0.9}, "b": {"nDCG@10": 0.9}, "c": {"nDCG@10": 0.9}}
+    )
+    run = summary(
+        GOOD, per_query={"a": {"nDCG@10": 0.8}, "b": {"nDCG@10": 0.1}, "c": {"nDCG@10": 0.95}}
+    )
+    verdict = compare(run, base, policy)
+    assert [(w.query_id, round(w.delta, 4)) for w in verdict.worst_queries] == [
+        ("b", -0.8),
+        ("a", -0.1),
+    ]
+
+
+# ---------------------------------------------------------------------------- Clustering direction
+
+
+@pytest.mark.parametrize(("value", "passed"), [(0.15, True), (0.20, True), (0.30, False)])
+def test_clustering_fails_when_it_rises(value, passed):
+    verdict = compare(summary({"Clustering@10": value}), summary({"Clustering@10": 0.20}))
+    assert verdict.passed is passed
+    if not passed:
+        assert verdict.categories == ["diversity_collapse"]
+        assert "> baseline 0.2000 + 5%" in verdict.failures[0].message
+
+
+@pytest.mark.parametrize(("value", "passed"), [(0.20, True), (0.30, False)])
+def test_clustering_threshold_is_a_maximum(value, passed):
+    policy = GatePolicy.model_validate(
+        {"datasets": {"default": {"thresholds": {"Clustering@10": 0.25}}}}
+    )
+    verdict = judge([summary({"Clustering@10": value})], {}, policy)
+    assert only(verdict, "threshold").passed is passed
+
+
+# ------------------------------------------------------------------- thresholds and targets
+
+
+def test_threshold_blocks_and_target_only_warns():
+    policy = load_policy(FIXTURES / "policy.yaml")  # nfcorpus: nDCG@10 >= 0.30, target R@100 0.80
+    verdict = judge([summary({"nDCG@10": 0.35, "R@100": 0.5})], {}, policy)
+    assert verdict.passed
+    target = only(verdict, "target")
+    assert not target.passed and not target.blocking
+    assert "(advisory)" in target.message
+
+    failing = judge([summary({"nDCG@10": 0.25, "R@100": 0.9})], {}, policy)
+    [failure] = failing.failures
+    assert (failure.kind, failure.measure, failure.reference) == ("threshold", "nDCG@10", 0.30)
+    assert "0.2500 < threshold 0.3000" in failure.message
+    assert failing.categories == ["ranking_shift"]
+
+
+def test_threshold_on_a_measure_the_run_lacks_blocks():
+    policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"R@100": 0.5}}}})
+    verdict = judge([summary({"nDCG@10": 0.5})], {}, policy)
+    assert not verdict.passed
+    assert "not computed" in verdict.failures[0].message
+
+
+# ------------------------------------------------------------------- fingerprint, missing baseline
+
+
+def test_fingerprint_mismatch_blocks_and_keeps_deltas_as_information():
+    base = summary({"nDCG@10": 0.40}, fingerprint="cfg-old")
+    verdict = compare(summary({"nDCG@10": 0.30}, fingerprint="cfg-new"), base)
+    assert not verdict.passed
+    [failure] = verdict.failures
+    assert failure.kind == "fingerprint"
+    assert "another configuration" in failure.message
+    assert "rageval baseline update" in failure.message
+    info = only(verdict, "baseline", "nDCG@10")
+    assert not info.passed and not info.blocking
+    assert info.delta == pytest.approx(-0.10)
+    assert verdict.categories == []  # the drop is not a judged regression
+
+
+def test_missing_baseline_warns_and_thresholds_still_apply():
+    policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"nDCG@10": 0.5}}}})
+    verdict = judge([summary({"nDCG@10": 0.6})], {}, policy)
+    assert verdict.passed
+    missing = only(verdict, "missing_baseline")
+    assert not missing.passed and not missing.blocking
+    assert "no baseline" in missing.message
+
+    verdict = judge([summary({"nDCG@10": 0.4})], {}, policy)
+    assert [c.kind for c in verdict.failures] == ["threshold"]
+
+
+def test_baseline_of_another_split_counts_as_missing():
+    verdict = compare(summary({"nDCG@10": 0.1}, split="dev"), summary({"nDCG@10": 0.5}))
+    assert verdict.passed
+    assert "split test" in only(verdict, "missing_baseline").message
+
+
+# -------------------------------------------------------------------------------------- latency
+
+
+def test_latency_regression_by_intent_names_the_group():
+    base = summary(GOOD, latency={**INTENT_LATENCY, "intent=howto": {"p50": 20.0, "p95": 50.0}})
+    run = summary(
+        GOOD,
+        latency={
+            **INTENT_LATENCY,
+            "intent=factual": {"p50": 9.0, "p95": 80.0},
+            "intent=howto": {"p50": 21.0, "p95": 52.0},
+        },
+    )
+    verdict = compare(run, base)
+    [failure] = verdict.failures
+    assert (failure.group, failure.measure, failure.category) == (
+        "intent=factual",
+        "p95",
+        "latency_regression",
+    )
+    assert "[intent=factual] = 80.0 ms" in failure.message
+    assert "delta +40.0 ms" in failure.message
+
+
+def test_latency_jitter_below_the_floor_passes():
+    # +100% but only +2 ms: under the 5 ms floor.
+    base = summary(GOOD, latency={"all": {"p50": 2.0, "p95": 3.0}})
+    run = summary(GOOD, latency={"all": {"p50": 4.0, "p95": 5.0}})
+    assert compare(run, base).passed
+
+
+def test_latency_max_applies_to_overall_statistics():
+    policy = load_policy(FIXTURES / "policy.yaml")  # nfcorpus: p95 <= 500 ms
+    run = summary({"nDCG@10": 0.5}, latency={"all": {"p50": 100.0, "p95": 612.0}})
+    verdict = judge([run], {}, policy)
+    failure = only(verdict, "latency")
+    assert not failure.passed and failure.blocking
+    assert failure.category == "latency_regression"
+    assert "612.0 ms > max 500.0 ms" in failure.message
+
+
+# ---------------------------------------------------------------------------- judge as a whole
+
+
+def test_judge_is_deterministic_and_order_independent():
+    runs = [
+        summary({"nDCG@10": 0.3}, system="dense"),
+        summary({"nDCG@10": 0.2}, system="bm25"),
+    ]
+    baselines = {("nfcorpus", "bm25"): baseline_from_summary(summary({"nDCG@10": 0.4}))}
+    first = judge(runs, baselines, GatePolicy())
+    second = judge(list(reversed(runs)), baselines, GatePolicy())
+    assert first.model_dump() == second.model_dump()
+    assert first.runs == [("nfcorpus", "test", "bm25"), ("nfcorpus", "test", "dense")]
+
+
+def test_no_runs_fails_closed():
+    verdict = judge([], {}, GatePolicy())
+    assert not verdict.passed
+    assert verdict.summary == "FAIL: no runs were judged"
+
+
+def test_duplicate_runs_are_rejected():
+    with pytest.raises(ValueError, match="more than one summary"):
+        judge([summary({}), summary({})], {}, GatePolicy())
+
+
+# --------------------------------------------------------------------------------------- policy
+
+
+def test_policy_rules_exact_name_then_first_matching_pattern():
+    policy = load_policy(FIXTURES / "policy.yaml")
+    assert policy.rules_for("nfcorpus").thresholds == {"nDCG@10": 0.30}
+    # "cqa*" comes before "cqadupstack-*", so it wins for cqadupstack-android.
+    cqa = policy.rules_for("cqadupstack-android").tolerance
+    assert (cqa.relative, cqa.absolute) == (None, 0.02)
+    other = policy.rules_for("scifact")
+    assert other.thresholds == {}
+    assert other.tolerance.relative == 0.05
+
+
+def test_dataset_entry_only_replaces_the_fields_it_writes():
+    policy = GatePolicy.model_validate(
+        {
+            "datasets": {
+                "default": {"tolerance": {"relative": 0.1}, "latency_tolerance": {"floor_ms": 9}},
+                "scifact": {"thresholds": {"nDCG@10": 0.6}},
+            }
+        }
+    )
+    rules = policy.rules_for("scifact")
+    assert rules.thresholds == {"nDCG@10": 0.6}
+    assert rules.tolerance.relative == 0.1
+    assert rules.latency_tolerance.floor_ms == 9
+
+
+def test_repository_policy_has_the_documented_default():
+    rules = load_policy(REPO_POLICY).rules_for("any-dataset")
+    assert rules.thresholds == {}
+    assert (rules.tolerance.relative, rules.tolerance.absolute) == (0.05, None)
+    assert rules.latency_tolerance.relative == 0.5
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "line"),
+    [
+        ("policy_bad_type.yaml", "datasets.default.tolerance.relative", 5),
+        ("policy_unknown_key.yaml", "datasets.default.tolerence", 4),
+        ("policy_bad_syntax.yaml", None, 5),
+    ],
+)
+def test_policy_errors_name_file_field_and_line(name, field, line):
+    with pytest.raises(InputError) as raised:
+        load_policy(FIXTURES / name)
+    error = raised.value
+    assert error.path == str(FIXTURES / name)
+    assert error.field == field
+    assert error.line == line
+    assert name in str(error)
+
+
+# ------------------------------------------------------------------------------------ baselines
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "line"),
+    [
+        ("baseline_bad_measure.json", "measures.nDCG@10", 6),
+        ("baseline_bad_version.json", "version", 10),
+        ("baseline_bad_json.json", None, 3),
+    ],
+)
+def test_baseline_errors_name_file_field_and_line(name, field, line):
+    with pytest.raises(InputError) as raised:
+        load_baseline(FIXTURES / name)
+    assert (raised.value.field, raised.value.line) == (field, line)
+    assert name in str(raised.value)
+
+
+def test_write_then_load_baseline_round_trips(tmp_path):
+    run = summary(
+        {"nDCG@10": 0.123456789, "R@100": 0.5},
+        per_query={"q1": {"nDCG@10": 0.1}},
+        latency={"all": {"p50": 1.0000004, "p95": 2.0}},
+    )
+    baseline = baseline_from_summary(run, note="reviewed")
+    path = baseline_path(tmp_path, "nfcorpus", "bm25")
+    write_baseline(baseline, path)
+    first = path.read_text()
+    write_baseline(load_baseline(path), path)
+
+    assert path.read_text() == first  # stable: rewriting a loaded baseline changes nothing
+    assert first.endswith("}\n")
+    assert '\n  "dataset": "nfcorpus",' in first
+    assert list(json.loads(first)) == sorted(json.loads(first))
+    loaded = load_baseline(path)
+    assert loaded.measures == {"nDCG@10": 0.123457, "R@100": 0.5}
+    assert loaded.latency["all"]["p50"] == 1.0
+    assert (loaded.source_run_id, loaded.note, loaded.version) == ("run-bm25", "reviewed", "1")
+    assert loaded.recorded_at == run.created_at
+    assert sorted(p.name for p in path.parent.iterdir()) == ["bm25.json"]  # no temp file left
+
+
+def test_load_baselines_keys_by_dataset_and_system():
+    baselines = load_baselines(FIXTURES / "baselines")
+    assert list(baselines) == [("nfcorpus", "bm25")]
+    assert isinstance(baselines[("nfcorpus", "bm25")], Baseline)
+    assert baselines[("nfcorpus", "bm25")].measures["nDCG@10"] == 0.321
+
+
+def test_load_baselines_rejects_a_misplaced_file(tmp_path):
+    fixture = (FIXTURES / "baselines" / "nfcorpus" / "bm25.json").read_text()
+    (tmp_path / "nfcorpus").mkdir()
+    (tmp_path / "nfcorpus" / "dense.json").write_text(fixture)
+    with pytest.raises(InputError) as raised:
+        load_baselines(tmp_path)
+    assert raised.value.field == "system"
+    assert "dense.json" in str(raised.value)
+
+
+def test_baseline_path_refuses_names_that_escape_the_root(tmp_path):
+    assert baseline_path(tmp_path, "nfcorpus", "bm25") == tmp_path / "nfcorpus" / "bm25.json"
+    with pytest.raises(InputError) as raised:
+        baseline_path(tmp_path, "..", "bm25")
+    assert raised.value.field == "dataset"

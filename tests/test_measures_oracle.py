@@ -1,0 +1,76 @@
+"""Every measure trec_eval also computes agrees with pytrec_eval (trec_eval's C code) to 1e-9.
+
+Random qrels and runs with tied scores, graded labels 0-3, unjudged documents, documents judged
+0, rows in any order. Queries that retrieved nothing are left out here: trec_eval drops them,
+we score them 0 (tested in test_measures.py).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import pytrec_eval
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rageval_pipeline.core.measures import evaluate
+
+CUTOFFS = (1, 3, 5, 10)
+DOCS = [f"d{i}" for i in range(12)]
+
+
+def _ours_and_trec(rel: int) -> dict[str, str]:
+    """Our measure name -> pytrec_eval name, at relevance threshold `rel`."""
+    suffix = "" if rel == 1 else f"(rel={rel})"
+    pairs = {f"RR{suffix}": "recip_rank", f"AP{suffix}": "map", f"Rprec{suffix}": "Rprec"}
+    for k in CUTOFFS:
+        pairs[f"P{suffix}@{k}"] = f"P_{k}"
+        pairs[f"R{suffix}@{k}"] = f"recall_{k}"
+        pairs[f"AP{suffix}@{k}"] = f"map_cut_{k}"
+        pairs[f"Success{suffix}@{k}"] = f"success_{k}"
+        pairs[f"nDCG@{k}"] = f"ndcg_cut_{k}"  # trec_eval's ndcg ignores the threshold
+    return pairs
+
+
+@st.composite
+def collections(draw):
+    n_queries = draw(st.integers(1, 4))
+    qrels, run = [], []
+    for q in range(n_queries):
+        judged = draw(st.lists(st.sampled_from(DOCS), unique=True, max_size=8))
+        qrels += [(f"q{q}", d, draw(st.integers(0, 3))) for d in judged]
+        retrieved = draw(st.lists(st.sampled_from(DOCS), unique=True, min_size=1, max_size=12))
+        # Few distinct scores, so ties (broken by doc id, descending) are common.
+        run += [(f"q{q}", d, float(draw(st.integers(0, 4)))) for d in retrieved]
+    order = draw(st.permutations(range(len(run))))
+    if draw(st.booleans()):  # also the grouped, score-sorted layout retrievers write
+        order = sorted(range(len(run)), key=lambda i: (run[i][0], -run[i][2]))
+    qrels_df = pd.DataFrame(qrels, columns=["query_id", "doc_id", "relevance"])
+    run_df = pd.DataFrame([run[i] for i in order], columns=["query_id", "doc_id", "score"])
+    return qrels_df, run_df
+
+
+@pytest.mark.parametrize("rel", [1, 2])
+@settings(max_examples=60, deadline=None)
+@given(data=collections())
+def test_agrees_with_pytrec_eval(rel, data):
+    qrels, run = data
+    pairs = _ours_and_trec(rel)
+    ours = evaluate(qrels, run, list(pairs))
+    trec_qrels: dict[str, dict[str, int]] = {}
+    for q, d, r in qrels.itertuples(index=False):
+        trec_qrels.setdefault(q, {})[d] = int(r)
+    trec_run: dict[str, dict[str, float]] = {}
+    for q, d, s in run.itertuples(index=False):
+        trec_run.setdefault(q, {})[d] = s
+    evaluator = pytrec_eval.RelevanceEvaluator(trec_qrels, set(pairs.values()), relevance_level=rel)
+    theirs = evaluator.evaluate(trec_run)
+
+    judged = set(qrels.loc[qrels["relevance"] >= 1, "query_id"])
+    assert set(ours["query_id"]) == judged  # every judged query, retrieved or not
+    compared = 0
+    for q, measure, value in ours.itertuples(index=False):
+        if q in theirs:  # all random queries retrieve something, so all judged ones are here
+            assert value == pytest.approx(theirs[q][pairs[measure]], abs=1e-9), (q, measure)
+            compared += 1
+    assert compared == len(judged) * len(pairs)

@@ -1,0 +1,151 @@
+"""The Dagster layer through `dagster.materialize`: a real DuckDB file and real Parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import pytrec_eval
+
+from rageval_pipeline.core.gate import baseline_path, load_baseline
+from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.definitions import build_definitions
+
+PARTITION = "beir-mini"
+
+
+def _materialize(defs: dg.Definitions, selection=None, partition=PARTITION, **kwargs):
+    assets = list(defs.assets)
+    return dg.materialize(
+        assets,
+        selection=selection,
+        partition_key=partition,
+        resources=defs.resources,
+        raise_on_error=False,
+        **kwargs,
+    )
+
+
+def _asset_file(home: Path, *key: str) -> Path:
+    return home / "storage" / "assets" / Path(*key) / f"{PARTITION}.parquet"
+
+
+@pytest.fixture
+def evaluated(pipeline_home):
+    defs = build_definitions()
+    result = _materialize(defs)
+    assert result.success
+    return defs, result, pipeline_home
+
+
+def test_end_to_end_writes_tables_warehouse_and_passing_gate(evaluated):
+    _, result, home = evaluated
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks == {"metadata_complete": True, "hashes_valid": True, "verdict_passes": True}
+    warehouse = Warehouse(home / "storage" / "rageval.duckdb")
+    runs = warehouse.query("SELECT * FROM runs")
+    assert runs[["dataset", "split", "system", "level"]].values.tolist() == [
+        [PARTITION, "test", "bm25", "document"]
+    ]
+    means = warehouse.query("SELECT measure, value FROM run_metrics")
+    assert {"nDCG@10", "R@100", "RR", "P@5"} <= set(means["measure"])
+    assert (home / "storage" / "reports" / "latest" / "gate.html").exists()
+    for table in ("run_metrics", "query_metrics", "group_metrics", "latency"):
+        assert list((home / "storage" / "tables" / table).rglob("*.parquet")), table
+
+
+def test_per_query_values_equal_pytrec_eval(evaluated):
+    _, _, home = evaluated
+    run = pq.read_table(_asset_file(home, "bm25", "run")).to_pandas()
+    qrels = pq.read_table(_asset_file(home, "qrels")).to_pandas()
+    qrels = qrels[qrels["split"] == "test"]
+    ours = Warehouse(home / "storage" / "rageval.duckdb").query(
+        "SELECT query_id, measure, value FROM query_metrics"
+    )
+    # Documents are single chunks here: the document id is the run's source_id.
+    trec_run: dict[str, dict[str, float]] = {}
+    for row in run.dropna(subset=["doc_id"]).itertuples():
+        trec_run.setdefault(row.query_id, {})[row.source_id] = row.score
+    trec_qrels: dict[str, dict[str, int]] = {}
+    for row in qrels.itertuples():
+        trec_qrels.setdefault(row.query_id, {})[row.doc_id] = int(row.relevance)
+    oracle = pytrec_eval.RelevanceEvaluator(
+        trec_qrels, {"ndcg_cut.10", "recall.100", "recip_rank", "P.5"}
+    ).evaluate(trec_run)
+    names = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100", "RR": "recip_rank", "P@5": "P_5"}
+    compared = 0
+    for row in ours[ours["measure"].isin(names)].itertuples():
+        if row.query_id in oracle:
+            assert row.value == pytest.approx(oracle[row.query_id][names[row.measure]], abs=1e-9)
+            compared += 1
+    assert compared == 4 * len(oracle) > 0
+
+
+def test_gate_alone_recomputes_nothing_upstream(evaluated):
+    defs, _, home = evaluated
+    warehouse = Warehouse(home / "storage" / "rageval.duckdb")
+    runs_before = warehouse.query("SELECT run_id FROM runs")
+    run_file = _asset_file(home, "bm25", "run")
+    stamp = run_file.stat().st_mtime_ns
+    result = dg.materialize(
+        list(defs.assets), selection="gate", resources=defs.resources, raise_on_error=False
+    )
+    assert result.success
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert materialized == {"gate"}
+    assert run_file.stat().st_mtime_ns == stamp
+    assert warehouse.query("SELECT run_id FROM runs").equals(runs_before)
+
+
+def test_replay_gives_identical_rankings_and_metrics(evaluated):
+    defs, _, home = evaluated
+    first_run = pq.read_table(_asset_file(home, "bm25", "run")).to_pandas()
+    first_metrics = pq.read_table(_asset_file(home, "bm25", "metrics")).to_pandas()
+    assert _materialize(defs, selection="bm25/run+").success
+    second_run = pq.read_table(_asset_file(home, "bm25", "run")).to_pandas()
+    second_metrics = pq.read_table(_asset_file(home, "bm25", "metrics")).to_pandas()
+    cols = ["query_id", "doc_id", "rank", "score"]
+    pd.testing.assert_frame_equal(first_run[cols], second_run[cols])
+    cols = ["query_id", "measure", "value"]
+    pd.testing.assert_frame_equal(first_metrics[cols], second_metrics[cols])
+
+
+def test_baseline_regression_fails_the_blocking_check(evaluated):
+    from rageval_pipeline.cli import main
+
+    defs, _, home = evaluated
+    baselines = home / "data" / "baselines"
+    storage = str(home / "storage")
+    assert (
+        main(
+            [
+                "baseline",
+                "update",
+                "--dataset",
+                PARTITION,
+                "--storage",
+                storage,
+                "--baselines",
+                str(baselines),
+            ]
+        )
+        == 0
+    )
+    path = baseline_path(baselines, PARTITION, "bm25")
+    assert load_baseline(path).measures["nDCG@10"] > 0
+    raw = json.loads(path.read_text())
+    raw["measures"]["nDCG@10"] = min(1.0, raw["measures"]["nDCG@10"] + 0.2)
+    path.write_text(json.dumps(raw))
+    result = dg.materialize(
+        list(defs.assets), selection="gate", resources=defs.resources, raise_on_error=False
+    )
+    [check] = result.get_asset_check_evaluations()
+    assert not check.passed
+    assert check.severity == dg.AssetCheckSeverity.ERROR
+    assert "nDCG@10" in check.description or "nDCG@10" in json.dumps(
+        check.metadata["failures"].value
+    )

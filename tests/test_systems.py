@@ -1,0 +1,303 @@
+import json
+import re
+import shutil
+import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.retrieval import fusion
+from rageval_pipeline.core.retrieval.base import Hit, execute
+from rageval_pipeline.core.systems import (
+    BM25System,
+    DenseSystem,
+    HttpSystem,
+    build_index,
+    fuse,
+    load_systems,
+    open_external,
+    open_retriever,
+    run_external_file,
+)
+
+REPO = Path(__file__).parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "systems.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def fingerprints(tmp_path: Path, text: str) -> dict[str, str]:
+    return {name: s.fingerprint() for name, s in load_systems(write(tmp_path, text)).items()}
+
+
+def test_shipped_systems_file():
+    systems = load_systems(REPO / "data" / "systems.yaml")
+    assert list(systems) == ["bm25", "dense", "hybrid"]
+    assert [s.name for s in systems.values()] == ["bm25", "dense", "hybrid"]
+    bm25, dense, hybrid = systems.values()
+    assert (bm25.k1, bm25.b, bm25.chunking) == (1.5, 0.75, ChunkingConfig(strategy="document"))
+    assert (dense.model, dense.batch_size, dense.max_seq_length) == ("all-MiniLM-L6-v2", 32, 256)
+    assert (hybrid.members, hybrid.k) == (["bm25", "dense"], 60)
+    assert [s.needs_index for s in systems.values()] == [True, True, False]
+    assert [s.is_fusion for s in systems.values()] == [False, False, True]
+    assert not any(s.is_external for s in systems.values())
+    assert all(re.fullmatch(r"[0-9a-f]{16}", s.fingerprint()) for s in systems.values())
+
+
+def test_fingerprint_is_pinned():
+    # Changing this value invalidates every stored run: do it only on purpose.
+    assert BM25System(retriever="bm25").fingerprint() == "a3ad410a75f7acc1"
+
+
+def test_fingerprint_ignores_the_name_and_what_does_not_change_results(tmp_path):
+    fp = fingerprints(
+        tmp_path,
+        """
+        systems:
+          a: {retriever: dense}
+          b: {retriever: dense, batch_size: 8, model: all-MiniLM-L6-v2}
+          h1: {retriever: http, url: "http://x/s"}
+          h2: {retriever: http, url: "http://x/s", timeout_s: 1, concurrency: 9, retries: 1,
+               headers_from_env: {Authorization: TOKEN}}
+        """,
+    )
+    assert fp["a"] == fp["b"] and fp["h1"] == fp["h2"]
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        "{retriever: bm25, k1: 1.2}",
+        "{retriever: bm25, b: 0.5}",
+        "{retriever: bm25, chunking: {strategy: paragraph}}",
+        "{retriever: bm25, chunking: {strategy: fixed, size: 100, overlap: 10}}",
+        "{retriever: dense}",
+    ],
+)
+def test_fingerprint_changes_with_what_changes_results(tmp_path, changed):
+    fp = fingerprints(tmp_path, f"systems:\n  base: {{retriever: bm25}}\n  other: {changed}\n")
+    assert fp["base"] != fp["other"]
+
+
+def test_fusion_fingerprint_follows_its_members(tmp_path):
+    text = """
+        systems:
+          bm25: {{retriever: bm25, k1: {k1}}}
+          dense: {{retriever: dense}}
+          hybrid: {{retriever: rrf, members: [bm25, dense]}}
+          outer: {{retriever: weighted, members: {{hybrid: 1, dense: 2}}}}
+        """
+    before = fingerprints(tmp_path, text.format(k1=1.5))
+    after = fingerprints(tmp_path, text.format(k1=1.2))
+    assert before["dense"] == after["dense"]
+    assert before["hybrid"] != after["hybrid"] and before["outer"] != after["outer"]
+    k_changed = fingerprints(tmp_path, text.format(k1=1.5).replace("dense]}", "dense], k: 10}"))
+    assert k_changed["hybrid"] != before["hybrid"]
+
+
+def test_run_file_fingerprint_follows_content_not_location(tmp_path):
+    text = "systems:\n  ours: {retriever: run_file, path: runs/ours.trec}\n"
+    for folder in ("one", "two"):
+        (tmp_path / folder / "runs").mkdir(parents=True)
+        shutil.copy(FIXTURES / "run.trec", tmp_path / folder / "runs" / "ours.trec")
+    one, two = (fingerprints(tmp_path / f, text)["ours"] for f in ("one", "two"))
+    assert one == two
+    (tmp_path / "two" / "runs" / "ours.trec").write_text("q1 Q0 d9 1 0.1 x\n")
+    assert fingerprints(tmp_path / "two", text)["ours"] != one
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "problem"),
+    [
+        (
+            "hybrid: {retriever: rrf, members: [bm25, nope]}",
+            "systems.hybrid.members[1]",
+            "unknown system 'nope'",
+        ),
+        ("x: {retriever: faiss}", "systems.x", "does not match any of the expected tags"),
+        ("x: {k1: 1}", "systems.x", "Unable to extract tag using discriminator 'retriever'"),
+        ("x: {retriever: bm25, k1: fast}", "systems.x.k1", "valid number"),
+        ("x: {retriever: bm25, colour: red}", "systems.x.colour", "Extra inputs"),
+        (
+            "x: {retriever: bm25, chunking: {strategy: fixed, size: 4, overlap: 4}}",
+            "systems.x.chunking",
+            "overlap (4) must be smaller than size (4)",
+        ),
+        ("x: {retriever: rrf, members: [bm25]}", "systems.x.members", "at least 2"),
+        ("x: {retriever: weighted, members: {bm25: 0, y: 1}}", "systems.x.members.bm25", "than 0"),
+        (
+            "x: {retriever: weighted, members: {bm25: 1, nope: 1}}",
+            "systems.x.members.nope",
+            "unknown system 'nope'",
+        ),
+        ("x: {retriever: http, url: 'ftp://x'}", "systems.x.url", "pattern"),
+        ("x: {retriever: python, entry_point: 'mod.func'}", "systems.x.entry_point", "pattern"),
+        ("'bad name': {retriever: bm25}", "systems.bad name", "a system name is"),
+        (
+            "a: {retriever: rrf, members: [bm25, b]}\n  b: {retriever: rrf, members: [a, bm25]}",
+            "systems.a.members",
+            "fusion cycle: a -> b -> a",
+        ),
+    ],
+)
+def test_config_errors_name_the_file_and_field(tmp_path, body, field, problem):
+    path = write(tmp_path, f"systems:\n  bm25: {{retriever: bm25}}\n  {body}\n")
+    with pytest.raises(InputError) as err:
+        load_systems(path)
+    assert (err.value.path, err.value.field) == (str(path), field)
+    assert problem in err.value.problem
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(InputError, match="not valid YAML") as err:
+        load_systems(write(tmp_path, "systems:\n  a: {retriever: bm25\n  b: 1\n"))
+    assert err.value.line == 3
+    with pytest.raises(InputError, match="'systems' mapping"):
+        load_systems(write(tmp_path, "- bm25\n"))
+    with pytest.raises(InputError, match="unknown top-level key"):
+        load_systems(write(tmp_path, "systems: {}\nsystem: {}\n"))
+    with pytest.raises(InputError, match="cannot read"):
+        load_systems(tmp_path / "missing.yaml")
+
+
+def chunks() -> pd.DataFrame:
+    corpus = pd.read_json(FIXTURES / "corpus.jsonl", lines=True, dtype=str)
+    return chunk_corpus(corpus.assign(url="", metadata="{}"), ChunkingConfig(), "t")
+
+
+QUERIES = pd.DataFrame({"query_id": ["q1", "q2"], "text": ["moon tides ocean", "bake bread"]})
+
+
+def test_index_systems_build_open_and_fuse(tmp_path):
+    systems = load_systems(REPO / "data" / "systems.yaml")
+    runs = {}
+    for name in ("bm25", "dense"):
+        meta = build_index(
+            systems[name], chunks(), tmp_path / name, embeddings_dir=tmp_path / "emb"
+        )
+        assert meta["n_chunks"] == 6 and meta["seconds"] >= 0 and meta["docs_per_s"] >= 0
+        runs[name] = execute(open_retriever(systems[name], tmp_path / name).search, QUERIES, 3)
+        assert runs[name].groupby("query_id")["doc_id"].first().to_dict() == {
+            "q1": "tide:chunk:0",
+            "q2": "bread:chunk:0",
+        }
+    assert (meta["embedded"], meta["cached"]) == (5, 0)  # twin documents embed one text
+    again = build_index(
+        systems["dense"], chunks(), tmp_path / "d2", embeddings_dir=tmp_path / "emb"
+    )
+    assert (again["embedded"], again["cached"]) == (0, 6)
+
+    fused = fuse(systems["hybrid"], runs)
+    pd.testing.assert_frame_equal(fused, fusion.rrf([runs["bm25"], runs["dense"]], k=60))
+    with pytest.raises(ValueError, match=r"no run for member\(s\) \['dense'\]"):
+        fuse(systems["hybrid"], {"bm25": runs["bm25"]})
+
+
+def test_weighted_system_fuses_with_its_weights(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        systems:
+          a: {retriever: bm25}
+          b: {retriever: bm25, k1: 1.2}
+          w: {retriever: weighted, level: document, members: {a: 1, b: 3}}
+        """,
+    )
+    runs = {
+        "a": pd.DataFrame(
+            dict(query_id="q", doc_id=["x", "y"], source_id=None, score=[2.0, 1.0], latency_ms=1.0)
+        ),
+        "b": pd.DataFrame(
+            dict(query_id="q", doc_id=["y", "x"], source_id=None, score=[2.0, 1.0], latency_ms=1.0)
+        ),
+    }
+    fused = fuse(load_systems(path)["w"], runs)
+    assert fused["doc_id"].tolist() == ["y", "x"] and fused["score"].tolist() == [3.0, 1.0]
+
+
+def test_helpers_refuse_the_wrong_kind(tmp_path):
+    bm25 = BM25System(retriever="bm25")
+    with pytest.raises(ValueError, match="not fusions"):
+        fuse(bm25, {})
+    with pytest.raises(ValueError, match="not interactive"):
+        open_external(bm25, base_dir=tmp_path)
+    with pytest.raises(ValueError, match="no run file"):
+        run_external_file(bm25, tmp_path)
+    http = HttpSystem(retriever="http", url="http://127.0.0.1:9/s")
+    with pytest.raises(ValueError, match="have no index"):
+        build_index(http, chunks(), tmp_path, embeddings_dir=tmp_path)
+    with pytest.raises(ValueError, match="have no index"):
+        open_retriever(http, tmp_path)
+    assert (
+        http.is_external and not http.needs_index and not DenseSystem(retriever="dense").is_fusion
+    )
+
+
+def test_run_file_system_reads_relative_to_its_base_dir(tmp_path):
+    shutil.copy(FIXTURES / "run.trec", tmp_path / "ours.trec")
+    path = write(tmp_path, "systems:\n  ours: {retriever: run_file, path: ours.trec}\n")
+    system = load_systems(path)["ours"]
+    assert system.is_external
+    run = run_external_file(system, tmp_path)
+    assert run["doc_id"].tolist() == ["d2", "d0", "d1:chunk:2", "d3"]
+
+
+def test_python_system_imports_from_base_dir(tmp_path):
+    path = write(
+        tmp_path, "systems:\n  ours: {retriever: python, entry_point: 'my_search:dicts'}\n"
+    )
+    retriever = open_external(load_systems(path)["ours"], base_dir=FIXTURES)
+    assert retriever.search("q", 3) == [Hit("doc-a", 0.1, "a")]
+
+
+def test_http_headers_come_from_the_environment_only(tmp_path, monkeypatch):
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.headers.get("Authorization"))
+            body = json.dumps({"results": [{"id": "d", "score": 1}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        path = write(
+            tmp_path,
+            f"""
+            systems:
+              ours:
+                retriever: http
+                url: http://127.0.0.1:{server.server_address[1]}/search
+                headers_from_env: {{Authorization: RAGEVAL_TEST_TOKEN}}
+            """,
+        )
+        system = load_systems(path)["ours"]
+        monkeypatch.delenv("RAGEVAL_TEST_TOKEN", raising=False)
+        with pytest.raises(InputError, match="RAGEVAL_TEST_TOKEN is not set") as err:
+            open_external(system, base_dir=tmp_path)
+        assert err.value.field == "headers_from_env.Authorization"
+        monkeypatch.setenv("RAGEVAL_TEST_TOKEN", "Bearer t0ken")
+        retriever = open_external(system, base_dir=tmp_path)
+        assert retriever.search("q", 1) == [Hit("d", 1.0, None)]
+        assert seen == ["Bearer t0ken"]
+        assert "t0ken" not in system.model_dump_json()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,149 @@
+"""Structural checks of golden suite 1 (techdocs, seed 000), independent of the suite loader.
+
+The suite is read with json and the reference chunking (`split_text` with markdown_headers),
+so these tests keep guarding the data even if the loader changes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rageval_pipeline.core.chunking import ChunkingConfig, split_text
+
+SUITE_DIR = Path(__file__).parents[1] / "data/suites/techdocs"
+SAMPLE_QUERIES = {
+    "Q001": ("How do I configure OAuth authentication?", "procedural", "easy"),
+    "Q015": ("What is the difference between chunking strategies?", "comparative", "medium"),
+    "Q042": ("Why might search results be inaccurate after re-indexing?", "troubleshoot", "hard"),
+}
+CATEGORY_COUNTS = {
+    "factual": 15,
+    "conceptual": 12,
+    "procedural": 10,
+    "comparative": 8,
+    "troubleshoot": 5,
+}
+DIFFICULTY_COUNTS = {"easy": 20, "medium": 20, "hard": 10}
+QUERY_TYPES = {"specific", "broad", "paraphrase", "edge"}
+
+
+@pytest.fixture(scope="module")
+def suite() -> dict:
+    return json.loads((SUITE_DIR / "suite.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def chunks(suite: dict) -> dict[str, str]:
+    """Every chunk id of the reference chunking -> its text."""
+    assert suite["chunking"] == {"strategy": "markdown_headers"}
+    config = ChunkingConfig(strategy="markdown_headers")
+    out = {}
+    for doc in suite["documents"]:
+        text = (SUITE_DIR / doc["content_path"]).read_text(encoding="utf-8")
+        for index, chunk in enumerate(split_text(text, config)):
+            out[f"{doc['id']}:chunk:{index}"] = chunk
+    return out
+
+
+def test_header(suite: dict) -> None:
+    assert suite["version"] == "1.0"
+    assert suite["name"] == "techdocs"
+    assert suite["match"] == "exact"
+    assert suite["description"].strip()
+
+
+def test_documents(suite: dict) -> None:
+    docs = suite["documents"]
+    assert len(docs) >= 20
+    ids = [d["id"] for d in docs]
+    assert len(ids) == len(set(ids)), "document ids must be unique"
+    files = {p.name for p in (SUITE_DIR / "documents").glob("*.md")}
+    assert {Path(d["content_path"]).name for d in docs} == files, "every file listed exactly once"
+    for doc in docs:
+        assert doc["content_path"] == f"documents/{doc['id']}.md"
+        assert doc["type"] == "knowledge_artifact" and doc["format"] == "markdown"
+        assert doc["title"].strip()
+        text = (SUITE_DIR / doc["content_path"]).read_text(encoding="utf-8")
+        assert text.startswith(f"# {doc['title']}\n"), f"{doc['id']}: first line is '# <title>'"
+        words = len(text.split())
+        assert 300 <= words <= 800, f"{doc['id']}: {words} words, expected 300-800"
+
+
+def test_every_document_has_several_sections(chunks: dict[str, str], suite: dict) -> None:
+    per_doc = Counter(cid.split(":chunk:")[0] for cid in chunks)
+    for doc in suite["documents"]:
+        assert per_doc[doc["id"]] >= 6, f"{doc['id']} has only {per_doc[doc['id']]} chunks"
+
+
+def test_exactly_fifty_queries_with_sequential_unique_ids(suite: dict) -> None:
+    ids = [q["id"] for q in suite["queries"]]
+    assert len(ids) == 50
+    assert len(set(ids)) == 50
+    assert ids == [f"Q{i:03d}" for i in range(1, 51)]
+    texts = [q["query"].strip().lower() for q in suite["queries"]]
+    assert len(set(texts)) == 50, "query texts must be unique"
+
+
+def test_category_and_difficulty_counts(suite: dict) -> None:
+    queries = suite["queries"]
+    assert dict(Counter(q["category"] for q in queries)) == CATEGORY_COUNTS
+    assert dict(Counter(q["difficulty"] for q in queries)) == DIFFICULTY_COUNTS
+    for q in queries:
+        assert q["intent"] == q["category"], q["id"]
+        assert q["query_type"] in QUERY_TYPES, q["id"]
+        assert q["query"].strip() and q["description"].strip(), q["id"]
+
+
+def test_seed_sample_queries_are_present(suite: dict) -> None:
+    by_id = {q["id"]: q for q in suite["queries"]}
+    for qid, (text, category, difficulty) in SAMPLE_QUERIES.items():
+        q = by_id[qid]
+        assert (q["query"], q["category"], q["difficulty"]) == (text, category, difficulty)
+
+
+def test_grades_are_integers_0_to_3(suite: dict) -> None:
+    for q in suite["queries"]:
+        for target, grade in q["judgments"].items():
+            assert type(grade) is int and 0 <= grade <= 3, (q["id"], target, grade)
+
+
+def test_every_query_has_two_relevant_targets_and_a_maximal_primary(suite: dict) -> None:
+    for q in suite["queries"]:
+        judgments = q["judgments"]
+        relevant = [t for t, g in judgments.items() if g >= 1]
+        assert len(relevant) >= 2, f"{q['id']}: only {len(relevant)} targets with grade >= 1"
+        assert q["primary"] in judgments, f"{q['id']}: primary is not judged"
+        assert judgments[q["primary"]] == max(judgments.values()), f"{q['id']}: primary not max"
+        assert judgments[q["primary"]] >= 2, f"{q['id']}: primary should at least be relevant"
+
+
+def test_every_judged_chunk_exists_under_reference_chunking(
+    suite: dict, chunks: dict[str, str]
+) -> None:
+    pattern = re.compile(r"^[a-z0-9-]+:chunk:\d+$")
+    missing = [
+        (q["id"], target)
+        for q in suite["queries"]
+        for target in q["judgments"]
+        if not pattern.match(target) or target not in chunks
+    ]
+    assert not missing, f"judged ids that are not chunks: {missing}"
+
+
+def test_judged_chunks_are_sections_not_bare_titles(suite: dict, chunks: dict[str, str]) -> None:
+    """Relevant targets should be real sections; a '# Title' chunk judged 3 would be a slip."""
+    for q in suite["queries"]:
+        for target, grade in q["judgments"].items():
+            if grade == 3:
+                assert chunks[target].startswith("## "), (q["id"], target)
+
+
+def test_some_distractors_are_judged_zero(suite: dict) -> None:
+    zeros = sum(g == 0 for q in suite["queries"] for g in q["judgments"].values())
+    assert zeros >= 50
+    assert sum(any(g == 0 for g in q["judgments"].values()) for q in suite["queries"]) >= 40
