@@ -119,3 +119,14 @@ def test_null_text_gives_no_chunks():
     docs = corpus(("a", "x"))
     docs.loc[0, "text"] = None
     assert chunk_corpus(docs, ChunkingConfig(), WHEN).empty
+
+
+def test_reference_strategy_resolves_to_the_datasets_chunking():
+    suite = ChunkingConfig(strategy="markdown_headers")
+    reference = ChunkingConfig(strategy="reference")
+    assert reference.resolve(suite) == suite
+    assert reference.resolve(None) == ChunkingConfig(strategy="document")
+    fixed = ChunkingConfig(strategy="fixed", size=10, overlap=2)
+    assert fixed.resolve(suite) == fixed
+    with pytest.raises(ValueError, match="resolve the `reference` chunking"):
+        split_text("text", reference)

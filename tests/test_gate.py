@@ -21,6 +21,7 @@ from rageval_pipeline.core.gate import (
     load_policy,
     write_baseline,
 )
+from rageval_pipeline.core.report import to_markdown
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gate"
 REPO_POLICY = Path(__file__).parent.parent / "data" / "gate.yaml"
@@ -270,6 +271,14 @@ def test_missing_baseline_warns_and_thresholds_still_apply():
     assert [c.kind for c in verdict.failures] == ["threshold"]
 
 
+def test_measures_without_any_rule_are_reported_as_values():
+    policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"nDCG@10": 0.5}}}})
+    verdict = judge([summary({"nDCG@10": 0.6, "RR": 0.75})], {}, policy)
+    [value] = [c for c in verdict.checks if c.kind == "value"]
+    assert (value.measure, value.value, value.passed, value.blocking) == ("RR", 0.75, True, False)
+    assert "| RR | 0.7500 |" in to_markdown(verdict)
+
+
 def test_baseline_of_another_split_counts_as_missing():
     verdict = compare(summary({"nDCG@10": 0.1}, split="dev"), summary({"nDCG@10": 0.5}))
     assert verdict.passed
@@ -376,7 +385,12 @@ def test_repository_policy_has_the_documented_default():
     rules = load_policy(REPO_POLICY).rules_for("any-dataset")
     assert rules.thresholds == {}
     assert (rules.tolerance.relative, rules.tolerance.absolute) == (0.05, None)
-    assert rules.latency_tolerance.relative == 0.5
+    assert (rules.latency_tolerance.relative, rules.latency_tolerance.floor_ms) == (1.0, 25)
+    # The seeds' suites: MRR blocks, the targets the shipped systems miss are advisory.
+    techdocs = load_policy(REPO_POLICY).rules_for("techdocs")
+    assert techdocs.thresholds == {"RR": 0.70}
+    assert techdocs.targets == {"P@5": 0.70, "R@10": 0.75}
+    assert load_policy(REPO_POLICY).rules_for("hotel").targets["P(rel=2)@5"] == 0.60
 
 
 @pytest.mark.parametrize(

@@ -115,6 +115,11 @@ def write(tmp_path: Path, suite: dict, name: str = "case.json") -> Path:
             "mixed_levels.json",
             "queries[0].judgments: mixes document and chunk targets; use one level",
         ),
+        (
+            "reference_chunking.json",
+            "chunking: a suite's chunking is the reference itself: name a concrete strategy "
+            '(got {"strategy": "reference"})',
+        ),
         ("invalid_json.json", "invalid JSON (column 3): Expecting ',' delimiter"),
         ("duplicate_judgment.yaml", "invalid YAML (column 7): duplicate key 'guide'"),
     ],

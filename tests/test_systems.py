@@ -44,7 +44,7 @@ def test_shipped_systems_file():
     assert list(systems) == ["bm25", "dense", "hybrid"]
     assert [s.name for s in systems.values()] == ["bm25", "dense", "hybrid"]
     bm25, dense, hybrid = systems.values()
-    assert (bm25.k1, bm25.b, bm25.chunking) == (1.5, 0.75, ChunkingConfig(strategy="document"))
+    assert (bm25.k1, bm25.b, bm25.chunking) == (1.5, 0.75, ChunkingConfig(strategy="reference"))
     assert (dense.model, dense.batch_size, dense.max_seq_length) == ("all-MiniLM-L6-v2", 32, 256)
     assert (hybrid.members, hybrid.k) == (["bm25", "dense"], 60)
     assert [s.needs_index for s in systems.values()] == [True, True, False]

@@ -8,6 +8,9 @@ Strategies (`ChunkingConfig.strategy`):
 - `paragraph`: split on blank lines.
 - `markdown_headers`: a new chunk starts at every line `#`..`######` followed by a space that
   is not inside a ``` fence; text before the first header is a chunk of its own.
+- `reference`: the dataset's own reference chunking (a golden suite's, under which its
+  chunk-level judgments are numbered), or `document` for datasets without one (BEIR). Resolve
+  it with `ChunkingConfig.resolve` before splitting.
 
 Every strategy drops chunks that are empty after stripping, numbers the rest from 0
 (`chunk_index`) and names them `{doc_id}:chunk:{chunk_index}`, so ids are stable as long as the
@@ -25,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rageval_pipeline.core import tables
 
-Strategy = Literal["document", "fixed", "paragraph", "markdown_headers"]
+Strategy = Literal["document", "fixed", "paragraph", "markdown_headers", "reference"]
 
 _HEADER = re.compile(r"^#{1,6} ")
 _FENCE = re.compile(r"^\s*```")
@@ -44,6 +47,12 @@ class ChunkingConfig(BaseModel):
         if self.strategy == "fixed" and self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
         return self
+
+    def resolve(self, reference: ChunkingConfig | None) -> ChunkingConfig:
+        """The concrete chunking for a dataset whose reference chunking is `reference`."""
+        if self.strategy != "reference":
+            return self
+        return reference or ChunkingConfig()
 
 
 def chunk_id(doc_id: str, index: int) -> str:
@@ -65,6 +74,8 @@ def split_text(text: str, config: ChunkingConfig) -> list[str]:
             parts = _BLANK_LINES.split(text)
         case "markdown_headers":
             parts = _markdown_sections(text)
+        case "reference":
+            raise ValueError("resolve the `reference` chunking for a dataset before splitting")
     return [p.strip() for p in parts if p.strip()]
 
 

@@ -48,6 +48,7 @@ CheckKind = Literal[
     "latency_baseline",  # latency statistic of one group against the baseline
     "fingerprint",  # the baseline was recorded for this system configuration
     "missing_baseline",  # no baseline for this run: only absolute limits apply
+    "value",  # informational: a measure with nothing to compare against, shown in reports
 ]
 Family = Literal["recall", "ranking", "diversity"]
 LatencyStat = Literal["mean", "p50", "p95", "p99"]
@@ -798,7 +799,21 @@ def _judge_run(
     checks += _latency_max_checks(run)
     if baseline is not None:
         checks += _latency_baseline_checks(run, baseline, blocking)
+    shown = {c.measure for c in checks}
+    checks += [_value_check(run, m, v) for m, v in run.summary.measures.items() if m not in shown]
     return checks, worst
+
+
+def _value_check(run: _Run, measure: str, value: float) -> Check:
+    """A measure no rule covers: reported so every report shows the run's full results."""
+    return run.check(
+        kind="value",
+        measure=measure,
+        value=value,
+        passed=True,
+        blocking=False,
+        message=f"{run.label} {measure} = {value:.4f}",
+    )
 
 
 def judge(

@@ -27,7 +27,7 @@ from rageval_pipeline.core.storage import write_text
 
 Tone = Literal["pass", "fail", "warn"]
 _LABEL: dict[Tone, str] = {"pass": "✅ PASS", "fail": "❌ FAIL", "warn": "⚠️ advisory"}
-_QUALITY_KINDS = frozenset({"threshold", "target", "baseline"})
+_QUALITY_KINDS = frozenset({"threshold", "target", "baseline", "value"})
 _LATENCY_KINDS = frozenset({"latency", "latency_baseline"})
 REPORT_FILES = {"json": "gate.json", "markdown": "gate.md", "html": "gate.html"}
 

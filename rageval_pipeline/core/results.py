@@ -13,7 +13,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from rageval_pipeline.core.evaluate import breakdown, latency_stats, mean_table
-from rageval_pipeline.core.measures import evaluate, to_document_level
+from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
 
 DEFAULT_MEASURES = (
     "nDCG@10",
@@ -27,6 +27,7 @@ DEFAULT_MEASURES = (
     "RR",
     "AP",
     "Success@10",
+    "ER@5",
     "Diversity@10",
     "Clustering@10",
 )
@@ -66,11 +67,23 @@ def measure_run(
     measures: tuple[str, ...] = DEFAULT_MEASURES,
 ) -> RunResults:
     """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule."""
+    documents = document_qrels(qrels)
     if chunk_level and (qrels["level"] == "chunk").any():
         level, judged, ranked = "chunk", qrels, run
     else:
-        level, judged, ranked = "document", document_qrels(qrels), to_document_level(run)
-    per_query = evaluate(judged, ranked, list(measures))
+        level, judged, ranked = "document", documents, to_document_level(run)
+    parsed = [parse_measure(m) for m in measures]
+    # Measures over source documents (ER, Diversity, Clustering) read the run as retrieved:
+    # on a document-level run every document appears once and Diversity would always be 1.
+    by_source = [m for m in parsed if m.USES_SOURCE]
+    ranked_measures = [m for m in parsed if not m.USES_SOURCE]
+    per_query = pd.concat(
+        [
+            evaluate(judged, ranked, ranked_measures),
+            evaluate(documents, run, by_source),
+        ],
+        ignore_index=True,
+    )
     return RunResults(
         level=level,
         per_query=per_query,

@@ -275,6 +275,13 @@ class Suite(_Model):
             raise ValueError(f"must equal the suite's folder name {folder!r}")
         return value
 
+    @field_validator("chunking")
+    @classmethod
+    def _concrete_chunking(cls, value: ChunkingConfig) -> ChunkingConfig:
+        if value.strategy == "reference":
+            raise ValueError("a suite's chunking is the reference itself: name a concrete strategy")
+        return value
+
     @model_validator(mode="after")
     def _references(self) -> Suite:
         for field, items in (("documents", self.documents), ("queries", self.queries)):

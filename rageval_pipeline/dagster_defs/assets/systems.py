@@ -51,14 +51,28 @@ def queries_for_split(queries: pd.DataFrame, qrels: pd.DataFrame, split: str) ->
     return queries[queries["query_id"].isin(judged)].sort_values("query_id", kind="mergesort")
 
 
-def _chunk_level(system: systems.SystemConfig, catalog: dict, reference: dict | None) -> bool:
+def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
+    reference = loaders.reference_chunking(dataset_folder(settings, dataset))
+    return None if reference is None else ChunkingConfig(**reference)
+
+
+def _chunk_level(
+    system: systems.SystemConfig, catalog: dict, reference: ChunkingConfig | None
+) -> bool:
     """Chunk-level judgments apply only when every chunking behind the run is the suite's."""
     if reference is None:
         return False
-    wanted = ChunkingConfig(**reference)
     if system.is_fusion:
         return all(_chunk_level(catalog[m], catalog, reference) for m in system.members)
-    return system.needs_index and system.chunking == wanted
+    return system.needs_index and system.chunking.resolve(reference) == reference
+
+
+def _config(system: systems.SystemConfig, reference: ChunkingConfig | None) -> dict:
+    """The system's configuration as recorded with a run, `reference` chunking resolved."""
+    config = system.model_dump(mode="json")
+    if system.needs_index:
+        config["chunking"] = system.chunking.resolve(reference).model_dump(mode="json")
+    return config
 
 
 def build_system_assets(
@@ -85,10 +99,12 @@ def build_system_assets(
             kinds={"parquet"},
             **common,
         )
-        def chunks(context: dg.AssetExecutionContext, corpus: pd.DataFrame):
+        def chunks(context: dg.AssetExecutionContext, settings: Settings, corpus: pd.DataFrame):
+            chunking = system.chunking.resolve(reference_of(settings, context.partition_key))
             ingested_at = datetime.now(UTC).isoformat(timespec="seconds")
-            df = chunk_corpus(corpus, system.chunking, ingested_at)
-            yield dg.Output(df, metadata={"chunks": len(df), "documents": len(corpus)})
+            df = chunk_corpus(corpus, chunking, ingested_at)
+            meta = {"chunks": len(df), "documents": len(corpus), "chunking": chunking.strategy}
+            yield dg.Output(df, metadata=meta)
             yield from chunk_check_results(df)
 
         @dg.asset(
@@ -173,7 +189,7 @@ def build_system_assets(
         queries: pd.DataFrame,
     ) -> pd.DataFrame:
         dataset, split = context.partition_key, settings.split
-        reference = loaders.reference_chunking(dataset_folder(settings, dataset))
+        reference = reference_of(settings, dataset)
         judged = qrels[qrels["split"] == split]
         results = measure_run(
             run, judged, queries, chunk_level=_chunk_level(system, catalog, reference)
@@ -196,7 +212,7 @@ def build_system_assets(
                 n_queries=int(results.per_query["query_id"].nunique()),
                 dagster_run_id=context.run.run_id,
                 created_at=created,
-                config=json.dumps(system.model_dump(mode="json"), sort_keys=True),
+                config=json.dumps(_config(system, reference), sort_keys=True),
             ),
             tables_out,
         )
