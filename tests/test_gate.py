@@ -309,6 +309,21 @@ def test_latency_regression_by_intent_names_the_group():
     assert "delta +40.0 ms" in failure.message
 
 
+def test_latency_groups_outside_the_compared_attributes_are_not_gated():
+    slow = {"p50": 90.0, "p95": 300.0}
+    base = summary(GOOD, latency={**INTENT_LATENCY, "difficulty=hard": {"p50": 9.0, "p95": 30.0}})
+    run = summary(GOOD, latency={**INTENT_LATENCY, "difficulty=hard": slow})
+    assert compare(run, base).passed
+    policy = GatePolicy.model_validate(
+        {"datasets": {"default": {"latency_tolerance": {"attributes": ["intent", "difficulty"]}}}}
+    )
+    verdict = judge([run], {("nfcorpus", "bm25"): baseline_from_summary(base)}, policy)
+    assert [(c.group, c.measure) for c in verdict.failures] == [
+        ("difficulty=hard", "p50"),
+        ("difficulty=hard", "p95"),
+    ]
+
+
 def test_latency_jitter_below_the_floor_passes():
     # +100% but only +2 ms: under the 5 ms floor.
     base = summary(GOOD, latency={"all": {"p50": 2.0, "p95": 3.0}})

@@ -322,6 +322,13 @@ class LatencyTolerance(_Strict):
     relative: float = Field(default=0.5, ge=0)
     floor_ms: float = Field(default=5.0, ge=0)
     stats: list[LatencyStat] = Field(default_factory=lambda: ["p50", "p95"])
+    attributes: list[str] = Field(
+        default_factory=lambda: ["intent"],
+        description="query attributes whose groups are compared besides `all` (seed 004: intent)",
+    )
+
+    def compares(self, group: str) -> bool:
+        return group == OVERALL or group.split("=", 1)[0] in self.attributes
 
 
 class Spike(_Strict):
@@ -709,7 +716,8 @@ def _latency_max_checks(run: _Run) -> list[Check]:
 def _latency_baseline_checks(run: _Run, baseline: Baseline, blocking: bool) -> list[Check]:
     tolerance = run.rules.latency_tolerance
     checks = []
-    for group in _groups(set(run.summary.latency) & set(baseline.latency)):
+    shared = set(run.summary.latency) & set(baseline.latency)
+    for group in _groups(g for g in shared if tolerance.compares(g)):
         ours, theirs = run.summary.latency[group], baseline.latency[group]
         for stat in tolerance.stats:
             if stat not in ours or stat not in theirs:
