@@ -15,7 +15,7 @@ from rageval_pipeline.dagster_defs.schedules import build_nightly
 
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
-    settings = settings or Settings.from_env()
+    settings = settings or Settings()
     datasets = dataset_partitions(settings.data / "suites")
     catalog = load_systems(settings.data / "systems.yaml")
     system_assets = [a for s in catalog.values() for a in build_system_assets(s, catalog, datasets)]

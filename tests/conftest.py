@@ -82,9 +82,13 @@ def pipeline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     storage folder, wired through the RAGEVAL_* environment variables."""
     data = tmp_path / "data"
     (data / "suites").mkdir(parents=True)
-    shutil.copytree(REPO / "data" / "suites" / "beir-mini", data / "suites" / "beir-mini")
+    for suite in ("beir-mini", "techdocs"):
+        shutil.copytree(REPO / "data" / "suites" / suite, data / "suites" / suite)
     (data / "systems.yaml").write_text(
-        json.dumps({"systems": {"bm25": {"retriever": "bm25"}}}, indent=2)
+        json.dumps(
+            {"systems": {"bm25": {"retriever": "bm25", "chunking": {"strategy": "reference"}}}},
+            indent=2,
+        )
     )
     (data / "gate.yaml").write_text((REPO / "data" / "gate.yaml").read_text())
     (data / "baselines").mkdir()

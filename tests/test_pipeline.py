@@ -30,8 +30,8 @@ def _materialize(defs: dg.Definitions, selection=None, partition=PARTITION, **kw
     )
 
 
-def _asset_file(home: Path, *key: str) -> Path:
-    return home / "storage" / "assets" / Path(*key) / f"{PARTITION}.parquet"
+def _asset_file(home: Path, *key: str, partition: str = PARTITION) -> Path:
+    return home / "storage" / "assets" / Path(*key) / f"{partition}.parquet"
 
 
 @pytest.fixture
@@ -56,6 +56,12 @@ def test_end_to_end_writes_tables_warehouse_and_passing_gate(evaluated):
     assert (home / "storage" / "reports" / "latest" / "gate.html").exists()
     for table in ("run_metrics", "query_metrics", "group_metrics", "latency"):
         assert list((home / "storage" / "tables" / table).rglob("*.parquet")), table
+    [quality] = (home / "storage" / "reports" / "quality" / PARTITION / "bm25").glob("*.md")
+    queries = len(
+        (home / "data" / "suites" / PARTITION / "qrels" / "test.tsv").read_text().splitlines()[1:]
+    )
+    assert "| difficulty | queries | P@5 | R@10 | MRR |" in quality.read_text()
+    assert queries > 0
 
 
 def test_per_query_values_equal_pytrec_eval(evaluated):
@@ -149,3 +155,24 @@ def test_baseline_regression_fails_the_blocking_check(evaluated):
     assert "nDCG@10" in check.description or "nDCG@10" in json.dumps(
         check.metadata["failures"].value
     )
+
+
+def test_golden_suite_replays_identically_at_chunk_level(pipeline_home):
+    defs = build_definitions()
+    tables = []
+    for _ in range(2):
+        assert _materialize(defs, partition="techdocs").success
+        run = pq.read_table(_asset_file(pipeline_home, "bm25", "run", partition="techdocs"))
+        metrics = pq.read_table(_asset_file(pipeline_home, "bm25", "metrics", partition="techdocs"))
+        tables.append((run.to_pandas(), metrics.to_pandas()))
+    (run_a, metrics_a), (run_b, metrics_b) = tables
+    cols = ["query_id", "doc_id", "rank", "score"]
+    pd.testing.assert_frame_equal(run_a[cols], run_b[cols])
+    cols = ["query_id", "measure", "value"]
+    pd.testing.assert_frame_equal(metrics_a[cols], metrics_b[cols])
+    # Chunk ids of the suite's markdown_headers chunking, judged at chunk level.
+    assert run_a["doc_id"].str.contains(":chunk:").all()
+    levels = Warehouse(pipeline_home / "storage" / "rageval.duckdb").query(
+        "SELECT DISTINCT level FROM runs WHERE dataset = 'techdocs'"
+    )
+    assert levels["level"].tolist() == ["chunk"]

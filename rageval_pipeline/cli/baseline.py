@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from rageval_pipeline.core import paths
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
 from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse
 from rageval_pipeline.core.summaries import select_runs, summaries
-
-_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _default(env: str, fallback: Path) -> Path:
-    return Path(os.environ.get(env) or fallback)
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -32,13 +26,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         sub.add_argument(
             "--storage",
             type=Path,
-            default=_default("RAGEVAL_STORAGE", _ROOT / "data" / "storage"),
+            default=paths.storage_dir(),
             help="pipeline storage folder holding rageval.duckdb ($RAGEVAL_STORAGE)",
         )
         sub.add_argument(
             "--baselines",
             type=Path,
-            default=_default("RAGEVAL_BASELINES", _ROOT / "data" / "baselines"),
+            default=paths.baselines_dir(),
             help="baseline folder ($RAGEVAL_BASELINES, default data/baselines)",
         )
         sub.set_defaults(func=_update if action == "update" else _show)

@@ -129,6 +129,28 @@ class QualityReport(BaseModel):
     by_category: dict[str, CategoryMetrics]
     by_difficulty: dict[str, CategoryMetrics]
 
+    def to_markdown(self, title: str) -> str:
+        """Seed 000's report as Markdown: totals, then one table per breakdown."""
+        lines = [
+            f"### {title}",
+            "",
+            f"{self.total_queries} queries: P@5 {self.precision_at_5:.3f}, "
+            f"P@10 {self.precision_at_10:.3f}, R@10 {self.recall_at_10:.3f}, "
+            f"MRR {self.mrr:.3f}; {self.queries_with_no_relevant} with no relevant result.",
+        ]
+        for name, groups in (("category", self.by_category), ("difficulty", self.by_difficulty)):
+            lines += [
+                "",
+                f"| {name} | queries | P@5 | R@10 | MRR |",
+                "| --- | --- | --- | --- | --- |",
+            ]
+            lines += [
+                f"| {group} | {m.query_count} | {m.precision_at_5:.3f} | {m.recall_at_10:.3f} "
+                f"| {m.mrr:.3f} |"
+                for group, m in groups.items()
+            ]
+        return "\n".join(lines) + "\n"
+
 
 def _category_metrics(wide: pd.DataFrame) -> CategoryMetrics:
     return CategoryMetrics(

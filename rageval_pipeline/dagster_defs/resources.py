@@ -1,50 +1,38 @@
 """Resources: where things live (settings) and how asset tables are stored (Parquet IO)."""
 
-import os
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 import pyarrow.parquet as pq
 
+from rageval_pipeline.core import paths
 from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse, write_parquet
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env_path(name: str, default: Path) -> str:
-    return str(Path(os.environ.get(name) or default).resolve())
 
 
 class Settings(dg.ConfigurableResource):
-    """Paths and run-wide knobs. Defaults come from the environment, so CI and the UI agree:
-    RAGEVAL_STORAGE (everything the pipeline writes), RAGEVAL_DATA (committed inputs: suites,
-    systems.yaml, gate.yaml), RAGEVAL_BASELINES (baseline files), RAGEVAL_BEIR_MIRROR."""
+    """Paths and run-wide knobs. A path left unset comes from the environment (see
+    `rageval_pipeline.core.paths`), so run config may set only what it changes, e.g.
+    `resources: {settings: {config: {top_k: 10}}}`."""
 
-    storage_dir: str
-    data_dir: str
-    baselines_dir: str
-    beir_mirror: str | None = None
+    storage_dir: str | None = None
+    data_dir: str | None = None
+    baselines_dir: str | None = None
+    beir_mirror: str | None = None  # default: $RAGEVAL_BEIR_MIRROR, else BEIR's official host
     top_k: int = 100
     split: str = "test"
 
-    @classmethod
-    def from_env(cls) -> "Settings":
-        data = Path(_env_path("RAGEVAL_DATA", PROJECT_ROOT / "data"))
-        return cls(
-            storage_dir=_env_path("RAGEVAL_STORAGE", PROJECT_ROOT / "data" / "storage"),
-            data_dir=str(data),
-            baselines_dir=_env_path("RAGEVAL_BASELINES", data / "baselines"),
-            beir_mirror=os.environ.get("RAGEVAL_BEIR_MIRROR") or None,
-        )
-
     @property
     def storage(self) -> Path:
-        return Path(self.storage_dir)
+        return Path(self.storage_dir) if self.storage_dir else paths.storage_dir()
 
     @property
     def data(self) -> Path:
-        return Path(self.data_dir)
+        return Path(self.data_dir) if self.data_dir else paths.data_dir()
+
+    @property
+    def baselines(self) -> Path:
+        return Path(self.baselines_dir) if self.baselines_dir else paths.baselines_dir()
 
     @property
     def warehouse(self) -> Warehouse:
@@ -61,12 +49,13 @@ class Settings(dg.ConfigurableResource):
 class ParquetIOManager(dg.ConfigurableIOManager):
     """Each asset partition's DataFrame as one Parquet file, written atomically."""
 
-    base_dir: str
+    base_dir: str | None = None  # default: the storage folder ($RAGEVAL_STORAGE)
 
     def _path(self, context: dg.OutputContext | dg.InputContext) -> Path:
         key = context.asset_key.path
         part = context.asset_partition_key if context.has_asset_partitions else "all"
-        return Path(self.base_dir, "assets", *key, f"{part}.parquet")
+        base = Path(self.base_dir) if self.base_dir else paths.storage_dir()
+        return base.joinpath("assets", *key, f"{part}.parquet")
 
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
         path = self._path(context)

@@ -8,7 +8,6 @@ materializing it alone recomputes nothing. Its blocking ERROR check is what make
 import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 
@@ -44,7 +43,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefinition
             runs, scope = select_runs(settings.warehouse), "latest evaluations"
         verdict = judge(
             summaries(settings.warehouse, runs),
-            load_baselines(Path(settings.baselines_dir)),
+            load_baselines(settings.baselines),
             load_policy(settings.data / "gate.yaml"),
         )
         stamp = datetime.now(UTC)

@@ -16,9 +16,10 @@ import pandas as pd
 
 from rageval_pipeline.core import loaders, systems, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, content_hash
+from rageval_pipeline.core.evaluate import quality_report
 from rageval_pipeline.core.results import measure_run
 from rageval_pipeline.core.retrieval import execute
-from rageval_pipeline.core.storage import write_parquet
+from rageval_pipeline.core.storage import write_parquet, write_text
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.resources import Settings
 
@@ -226,13 +227,23 @@ def build_system_assets(
                 / f"system={name}"
                 / f"{run_id}.parquet",
             )
+        quality = quality_report(results.per_query, queries)
+        quality_md = quality.to_markdown(f"{dataset} / {name} ({results.level} level)")
+        quality_dir = settings.reports_dir / "quality" / dataset / name
+        write_text(quality_dir / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
+        write_text(quality_dir / f"{run_id}.md", quality_md)
         means = dict(zip(results.means["measure"], results.means["value"], strict=True))
         context.log.info(
             f"{dataset}/{name} ({results.level} level): "
             + ", ".join(f"{m}={v:.4f}" for m, v in means.items())
         )
         context.add_output_metadata(
-            {"run_id": run_id, "level": results.level, **{m: float(v) for m, v in means.items()}}
+            {
+                "run_id": run_id,
+                "level": results.level,
+                "quality_report": dg.MetadataValue.md(quality_md),
+                **{m: float(v) for m, v in means.items()},
+            }
         )
         return results.per_query.assign(run_id=run_id)
 
