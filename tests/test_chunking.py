@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from rageval_pipeline.core import tables
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, split_text
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity, split_text
 
 WHEN = "2025-01-01T00:00:00Z"
 
@@ -130,3 +130,13 @@ def test_reference_strategy_resolves_to_the_datasets_chunking():
     assert fixed.resolve(suite) == fixed
     with pytest.raises(ValueError, match="resolve the `reference` chunking"):
         split_text("text", reference)
+
+
+def test_integrity_rates_catch_missing_metadata_and_tampered_text():
+    chunks = chunk_corpus(corpus(("a", "one two"), ("b", "three four")), ChunkingConfig(), WHEN)
+    chunks["url"] = "https://example.org/doc"
+    assert integrity(chunks) == (1.0, 1.0)
+    missing_url = chunks.assign(url=["https://example.org/doc", ""])
+    assert integrity(missing_url) == (0.5, 1.0)
+    tampered = chunks.assign(text=["one two", "three five"])
+    assert integrity(tampered) == (1.0, 0.5)

@@ -69,3 +69,16 @@ def test_bad_corpus_lines_name_file_line_and_field(tmp_path, lines, expected):
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(InputError, match=r"queries.jsonl: file not found"):
         loaders.read_queries(tmp_path / "queries.jsonl")
+
+
+def test_judged_queries_keep_one_split_in_id_order(beir_mini):
+    dataset = loaders.load_dataset(beir_mini)
+    test = loaders.judged_queries(dataset.queries, dataset.qrels, "test")
+    dev = loaders.judged_queries(dataset.queries, dataset.qrels, "dev")
+    test_ids = {
+        line.split("\t")[0]
+        for line in (beir_mini / "qrels" / "test.tsv").read_text().splitlines()[1:]
+    }
+    assert set(test["query_id"]) == test_ids
+    assert test["query_id"].tolist() == sorted(test_ids)
+    assert not set(test["query_id"]) & set(dev["query_id"])

@@ -176,3 +176,55 @@ def test_golden_suite_replays_identically_at_chunk_level(pipeline_home):
         "SELECT DISTINCT level FROM runs WHERE dataset = 'techdocs'"
     )
     assert levels["level"].tolist() == ["chunk"]
+
+
+USER_SEARCH = '''
+"""A team's own search, as an entry point: titles that share a word with the query."""
+import json
+from pathlib import Path
+
+_DOCS = [json.loads(line) for line in (Path(__file__).parent / "suites" / "beir-mini"
+         / "corpus.jsonl").read_text().splitlines()]
+
+
+def search(query, top_k):
+    words = set(query.lower().split())
+    scored = [(d["_id"], len(words & set(d["title"].lower().split()))) for d in _DOCS]
+    return [(i, float(s)) for i, s in scored if s > 0][:top_k]
+'''
+
+
+def test_users_own_systems_run_file_and_entry_point(evaluated):
+    """A run file made elsewhere scores exactly as the run it was written from; a Python
+    entry point is timed per query and measured like any built-in system."""
+    from rageval_pipeline.core.formats import write_trec_run
+
+    _, _, home = evaluated
+    data = home / "data"
+    bm25_run = pq.read_table(_asset_file(home, "bm25", "run")).to_pandas()
+    write_trec_run(bm25_run.assign(doc_id=bm25_run["source_id"]), data / "ours.trec", tag="ours")
+    (data / "user_search.py").write_text(USER_SEARCH)
+    (data / "systems.yaml").write_text(
+        json.dumps(
+            {
+                "systems": {
+                    "bm25": {"retriever": "bm25", "chunking": {"strategy": "reference"}},
+                    "replay": {"retriever": "run_file", "path": "ours.trec"},
+                    "titles": {"retriever": "python", "entry_point": "user_search:search"},
+                }
+            }
+        )
+    )
+    defs = build_definitions()
+    result = _materialize(defs, selection="key:replay/run+ or key:titles/run+")
+    assert result.success
+    warehouse = Warehouse(home / "storage" / "rageval.duckdb")
+    means = warehouse.query(
+        "SELECT system, measure, value FROM run_metrics WHERE measure IN ('nDCG@10', 'RR')"
+    ).pivot(index="measure", columns="system", values="value")
+    assert means["replay"].tolist() == pytest.approx(means["bm25"].tolist(), abs=1e-12)
+    assert set(means.columns) == {"bm25", "replay", "titles"}
+    latency = warehouse.query(
+        "SELECT value FROM latency WHERE system = 'titles' AND attribute = 'all' AND stat = 'p50'"
+    )
+    assert latency["value"].iloc[0] >= 0

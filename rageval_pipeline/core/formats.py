@@ -194,15 +194,7 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
         bad = np.flatnonzero((relevance.isna() | (relevance % 1 != 0)).to_numpy())
         if bad.size:
             raise InputError(path, f"row {bad[0] + 1} is not an integer", field="relevance")
-        duplicated = np.flatnonzero(frame.duplicated(["query_id", "doc_id"]).to_numpy())
-        if duplicated.size:
-            row = frame.iloc[duplicated[0]]
-            raise InputError(
-                path,
-                f"row {duplicated[0] + 1}: query {row['query_id']!r} judges doc "
-                f"{row['doc_id']!r} twice",
-                field="doc_id",
-            )
+        _no_duplicate_pairs(path, frame, frame.duplicated(["query_id", "doc_id"]), "judges")
         frame = frame.assign(relevance=relevance.astype(np.int64))
         if split is not None or "split" not in frame.columns:
             frame = frame.assign(split=split)
@@ -213,6 +205,18 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
         frame["relevance"] = frame["relevance"].astype(np.int64)
     frame = frame.astype({"query_id": str, "doc_id": str})
     return tables.conform(frame, tables.QRELS).to_pandas()
+
+
+def _no_duplicate_pairs(path: Path, frame: pd.DataFrame, duplicated: pd.Series, verb: str) -> None:
+    """InputError naming the first Parquet row that repeats a (query, doc) pair."""
+    rows = np.flatnonzero(duplicated.to_numpy())
+    if rows.size:
+        row = frame.iloc[rows[0]]
+        raise InputError(
+            path,
+            f"row {rows[0] + 1}: query {row['query_id']!r} {verb} doc {row['doc_id']!r} twice",
+            field="doc_id",
+        )
 
 
 def read_run(path: str | Path) -> pd.DataFrame:
@@ -227,15 +231,9 @@ def read_run(path: str | Path) -> pd.DataFrame:
         _null_row(path, frame, ("query_id",))
         hit = frame["doc_id"].notna()
         _null_row(path, frame[hit], ("score",))
-        duplicated = np.flatnonzero((frame.duplicated(["query_id", "doc_id"]) & hit).to_numpy())
-        if duplicated.size:
-            row = frame.iloc[duplicated[0]]
-            raise InputError(
-                path,
-                f"row {duplicated[0] + 1}: query {row['query_id']!r} retrieves doc "
-                f"{row['doc_id']!r} twice",
-                field="doc_id",
-            )
+        _no_duplicate_pairs(
+            path, frame, frame.duplicated(["query_id", "doc_id"]) & hit, "retrieves"
+        )
         if "source_id" not in frame.columns:
             frame = frame.assign(source_id=frame["doc_id"])
         if "latency_ms" not in frame.columns:

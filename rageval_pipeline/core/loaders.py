@@ -72,6 +72,12 @@ def load_part(folder: Path, part: str, *, dataset: str) -> pd.DataFrame:
     return df
 
 
+def judged_queries(queries: pd.DataFrame, qrels: pd.DataFrame, split: str) -> pd.DataFrame:
+    """The queries judged in `split`, by id (BEIR's queries.jsonl holds every split's queries)."""
+    judged = set(qrels.loc[qrels["split"] == split, "query_id"])
+    return queries[queries["query_id"].isin(judged)].sort_values("query_id", kind="mergesort")
+
+
 def reference_chunking(folder: Path) -> dict[str, Any] | None:
     """A suite's reference chunking (what its chunk ids are numbered under); None for BEIR."""
     return load_dataset(folder).reference_chunking if suite_file(folder) else None

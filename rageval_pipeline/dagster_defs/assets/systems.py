@@ -15,7 +15,7 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core import loaders, systems, tables
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, content_hash
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
 from rageval_pipeline.core.evaluate import quality_report
 from rageval_pipeline.core.results import measure_run
 from rageval_pipeline.core.retrieval import execute
@@ -23,15 +23,10 @@ from rageval_pipeline.core.storage import write_parquet, write_text
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.resources import Settings
 
-CHUNK_METADATA = ("text", "url", "title", "chunk_index", "ingested_at", "content_hash")
-
 
 def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
-    """Seed 003's integrity checks: every chunk has all metadata and a hash matching its text."""
-    n = max(len(chunks), 1)
-    filled = chunks[list(CHUNK_METADATA)].notna() & chunks[list(CHUNK_METADATA)].astype(str).ne("")
-    complete = float(filled.all(axis=1).sum()) / n
-    valid = float((chunks["text"].map(content_hash) == chunks["content_hash"]).sum()) / n
+    """Seed 003's integrity checks; anything under 100% fails them."""
+    complete, valid = integrity(chunks)
     return [
         dg.AssetCheckResult(
             check_name="metadata_complete",
@@ -44,12 +39,6 @@ def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
             metadata={"hash_validation_rate": valid, "chunks": len(chunks)},
         ),
     ]
-
-
-def queries_for_split(queries: pd.DataFrame, qrels: pd.DataFrame, split: str) -> pd.DataFrame:
-    """The queries judged in `split` (BEIR's queries.jsonl holds every split's queries)."""
-    judged = set(qrels.loc[qrels["split"] == split, "query_id"])
-    return queries[queries["query_id"].isin(judged)].sort_values("query_id", kind="mergesort")
 
 
 def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
@@ -140,7 +129,7 @@ def build_system_assets(
     )
     def run(context: dg.AssetExecutionContext, settings: Settings, **inputs) -> pd.DataFrame:
         dataset = context.partition_key
-        queries = queries_for_split(inputs["queries"], inputs["qrels"], settings.split)
+        queries = loaders.judged_queries(inputs["queries"], inputs["qrels"], settings.split)
         started = time.perf_counter()
         if system.is_fusion:
             result = systems.fuse(system, {m: inputs[f"member_{m}"] for m in system.members})
