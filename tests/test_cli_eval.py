@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rageval_pipeline.cli import main
@@ -105,3 +106,24 @@ def test_console_script_in_a_subprocess():
     measure, query, value = done.stdout.strip().split("\t")
     assert (measure.strip(), query, float(value)) == ("RR", "all", pytest.approx(0.5))
     assert done.stderr.startswith("note:")  # q3 left out, and said so
+
+
+def test_document_level_ranks_documents_by_their_best_chunk(tmp_path, capsys):
+    # q1's chunks: d3's chunk (label 0) first, then two chunks of d2 (label 1), then d1 (2).
+    run = pd.DataFrame(
+        {
+            "query_id": ["q1"] * 4,
+            "doc_id": ["d3:chunk:0", "d2:chunk:1", "d2:chunk:0", "d1:chunk:0"],
+            "source_id": ["d3", "d2", "d2", "d1"],
+            "score": [4.0, 3.0, 2.0, 1.0],
+        }
+    )
+    path = tmp_path / "chunks.parquet"
+    run.to_parquet(path)
+    assert main(["eval", QRELS, str(path), "-m", "RR", "-m", "P@3", "--per-query"]) == 0
+    as_chunks = {(m.strip(), q): float(v) for m, q, v in lines(capsys)}
+    assert as_chunks[("RR", "q1")] == 0.0  # chunk ids are not judged
+    assert main(["eval", QRELS, str(path), "-m", "RR", "-m", "P@3", "--document-level", "-q"]) == 0
+    as_documents = {(m.strip(), q): float(v) for m, q, v in lines(capsys)}
+    assert as_documents[("RR", "q1")] == pytest.approx(1 / 2, abs=1e-4)
+    assert as_documents[("P@3", "q1")] == pytest.approx(2 / 3, abs=1e-4)  # d3, d2, d1

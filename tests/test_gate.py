@@ -227,6 +227,7 @@ def test_threshold_blocks_and_target_only_warns():
     target = only(verdict, "target")
     assert not target.passed and not target.blocking
     assert "(advisory)" in target.message
+    assert target.category is None  # a missed target is not a regression
 
     failing = judge([summary({"nDCG@10": 0.25, "R@100": 0.9})], {}, policy)
     [failure] = failing.failures

@@ -11,7 +11,12 @@ import pandas as pd
 from rageval_pipeline.core.compare import compare_runs
 from rageval_pipeline.core.evaluate import mean_table
 from rageval_pipeline.core.formats import read_qrels, read_run
-from rageval_pipeline.core.measures import evaluate, parse_measure, unjudged_queries
+from rageval_pipeline.core.measures import (
+    evaluate,
+    parse_measure,
+    to_document_level,
+    unjudged_queries,
+)
 
 DEFAULT_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 FORMATS = ("table", "json", "csv")
@@ -29,6 +34,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(DEFAULT_MEASURES)})",
     )
     common.add_argument("--format", choices=FORMATS, default="table")
+    common.add_argument(
+        "--document-level",
+        action="store_true",
+        help="rank each source document by its best chunk before scoring (a chunk run, such "
+        "as the pipeline's <system>/run Parquet, against document qrels)",
+    )
 
     parser = subparsers.add_parser(
         "eval",
@@ -58,8 +69,12 @@ def _measures(args: argparse.Namespace) -> list[str]:
     return [str(parse_measure(m)) for m in (args.measures or DEFAULT_MEASURES)]
 
 
-def _score(qrels: pd.DataFrame, path: str, measures: list[str]) -> pd.DataFrame:
+def _score(
+    qrels: pd.DataFrame, path: str, measures: list[str], document_level: bool
+) -> pd.DataFrame:
     run = read_run(path)
+    if document_level:
+        run = to_document_level(run)
     left_out = unjudged_queries(qrels, run)
     if left_out:
         shown = ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else "")
@@ -73,7 +88,7 @@ def _score(qrels: pd.DataFrame, path: str, measures: list[str]) -> pd.DataFrame:
 
 def run_eval(args: argparse.Namespace) -> int:
     measures = _measures(args)
-    per_query = _score(read_qrels(args.qrels), args.run, measures)
+    per_query = _score(read_qrels(args.qrels), args.run, measures, args.document_level)
     means = mean_table(per_query)
     if args.format == "json":
         nested: dict[str, dict[str, float]] = {}
@@ -98,8 +113,8 @@ def run_compare(args: argparse.Namespace) -> int:
     measures = _measures(args)
     qrels = read_qrels(args.qrels)
     table = compare_runs(
-        _score(qrels, args.run_a, measures),
-        _score(qrels, args.run_b, measures),
+        _score(qrels, args.run_a, measures, args.document_level),
+        _score(qrels, args.run_b, measures, args.document_level),
         permutations=args.permutations,
         seed=args.seed,
     )

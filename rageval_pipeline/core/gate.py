@@ -533,7 +533,8 @@ def _absolute_check(run: _Run, measure: str, limit: float, kind: CheckKind) -> C
         relative_delta=relative,
         passed=passed,
         blocking=blocking,
-        category=None if passed else _category(measure),
+        # A missed advisory target is not a regression: it carries no taxonomy label.
+        category=None if passed or not blocking else _category(measure),
         message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f} "
         f"({_delta_text(delta, relative)}){advisory}",
     )
