@@ -66,3 +66,16 @@ def test_gate_exit_codes_follow_the_committed_baseline(pipeline_home):
     path.write_text(good)
     restored = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
     assert restored.returncode == 0, restored.stderr[-3000:]
+
+
+def test_malformed_suite_stops_the_job_before_any_asset_runs(pipeline_home):
+    suite = pipeline_home / "data" / "suites" / "techdocs" / "suite.json"
+    raw = json.loads(suite.read_text())
+    del raw["queries"][12]["intent"]
+    suite.write_text(json.dumps(raw))
+    env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
+    (pipeline_home / "dagster_home").mkdir()
+    result = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
+    assert result.returncode != 0
+    assert f"{suite}: queries[12].intent: field required" in result.stdout + result.stderr
+    assert not (pipeline_home / "storage" / "assets").exists(), "an asset ran"

@@ -4,19 +4,27 @@ from pathlib import Path
 
 import dagster as dg
 
+from rageval_pipeline.core import loaders
 from rageval_pipeline.core.beir import BEIR_MD5
+from rageval_pipeline.core.suites import load_suite
 
 
 def bundled_suites(suites_dir: Path) -> list[str]:
-    """Folders under data/suites holding a suite file or a BEIR layout."""
+    """Folders under data/suites holding a golden suite or a BEIR layout.
+
+    Golden suites are validated here, when the definitions load, so a malformed suite stops
+    every job before any asset runs, with the file, field path and rule in the message.
+    """
     if not suites_dir.is_dir():
         return []
-    return sorted(
-        p.name
-        for p in suites_dir.iterdir()
-        if p.is_dir()
-        and any((p / f).exists() for f in ("suite.json", "suite.yaml", "corpus.jsonl"))
-    )
+    names = []
+    for folder in sorted(p for p in suites_dir.iterdir() if p.is_dir()):
+        if (path := loaders.suite_file(folder)) is not None:
+            load_suite(path)
+            names.append(folder.name)
+        elif (folder / "corpus.jsonl").exists():
+            names.append(folder.name)
+    return names
 
 
 def dataset_partitions(suites_dir: Path) -> dg.StaticPartitionsDefinition:

@@ -1,0 +1,67 @@
+"""BM25 over chunks with bm25s: Lucene scoring, stemming, stopwords, ties by id, edge queries."""
+
+from __future__ import annotations
+
+import bm25s
+import numpy as np
+import pandas as pd
+import pytest
+import Stemmer
+
+from rageval_pipeline.core.retrieval.bm25 import BM25Index
+
+DOCS = {
+    "espresso:chunk:0": "Descaling the espresso machine removes limescale from the boiler.",
+    "grinder:chunk:0": "Burr grinders crush beans evenly; blade grinders chop them.",
+    "kettle:chunk:0": "Descale a kettle with citric acid and rinse twice.",
+    "twin-a:chunk:0": "Milk frothing needs cold whole milk.",
+    "twin-b:chunk:0": "Milk frothing needs cold whole milk.",
+}
+
+
+@pytest.fixture
+def chunks() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "chunk_id": list(DOCS),
+            "doc_id": [c.split(":chunk:")[0] for c in DOCS],
+            "title": "",
+            "text": list(DOCS.values()),
+        }
+    )
+
+
+def test_scores_equal_bm25s_and_stemming_matches_word_forms(chunks):
+    index = BM25Index.build(chunks, k1=1.2, b=0.75)
+    hits = index.search("descaling machines", 5)
+    assert [h.doc_id for h in hits] == ["espresso:chunk:0", "kettle:chunk:0"]
+    assert hits[1].source_id == "kettle"
+    stemmer = Stemmer.Stemmer("english")
+    reference = bm25s.BM25(k1=1.2, b=0.75)
+    reference.index(bm25s.tokenize(list(DOCS.values()), stopwords="en", stemmer=stemmer))
+    query = bm25s.tokenize(
+        ["descaling machines"], stopwords="en", stemmer=stemmer, return_ids=False
+    )
+    expected = reference.get_scores(query[0])
+    for hit in hits:
+        assert hit.score == pytest.approx(float(expected[list(DOCS).index(hit.doc_id)]))
+
+
+def test_identical_documents_tie_and_are_ordered_by_id_descending(chunks):
+    hits = BM25Index.build(chunks).search("cold milk", 5)
+    assert [h.doc_id for h in hits] == ["twin-b:chunk:0", "twin-a:chunk:0"]
+    assert hits[0].score == hits[1].score
+
+
+@pytest.mark.parametrize("query", ["", "   ", "the and of"])
+def test_empty_or_stopword_only_queries_return_nothing(chunks, query):
+    assert BM25Index.build(chunks).search(query, 10) == []
+
+
+def test_saved_index_searches_identically(chunks, tmp_path):
+    index = BM25Index.build(chunks)
+    index.save(tmp_path / "idx")
+    loaded = BM25Index.load(tmp_path / "idx")
+    for query in ("descale", "grinder beans", "milk"):
+        assert loaded.search(query, 3) == index.search(query, 3)
+    assert np.array_equal(loaded.ids, index.ids)
