@@ -505,6 +505,31 @@ class _Run:
         s = self.summary
         return Check(dataset=s.dataset, split=s.split, system=s.system, **fields)
 
+    def compared(
+        self,
+        *,
+        value: float,
+        reference: float,
+        passed: bool,
+        category: Category | None,
+        message: str,
+        unit: str = "",
+        **fields: Any,
+    ) -> Check:
+        """A check of `value` against `reference`: deltas computed, the failure's taxonomy
+        label kept only when it failed, and the delta appended to the message."""
+        delta, relative = _deltas(value, reference)
+        return self.check(
+            value=value,
+            reference=reference,
+            delta=delta,
+            relative_delta=relative,
+            passed=passed,
+            category=None if passed else category,
+            message=f"{message} ({_delta_text(delta, relative, unit)})",
+            **fields,
+        )
+
 
 def _absolute_check(run: _Run, measure: str, limit: float, kind: CheckKind) -> Check:
     blocking = kind == "threshold"
@@ -522,22 +547,20 @@ def _absolute_check(run: _Run, measure: str, limit: float, kind: CheckKind) -> C
     higher = higher_is_better(measure)
     passed = value >= limit if higher else value <= limit
     relation = (">=" if passed else "<") if higher else ("<=" if passed else ">")
-    delta, relative = _deltas(value, limit)
-    advisory = "" if blocking or passed else " (advisory)"
-    return run.check(
+    check = run.compared(
         kind=kind,
         measure=measure,
         value=value,
         reference=limit,
-        delta=delta,
-        relative_delta=relative,
         passed=passed,
         blocking=blocking,
         # A missed advisory target is not a regression: it carries no taxonomy label.
-        category=None if passed or not blocking else _category(measure),
-        message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f} "
-        f"({_delta_text(delta, relative)}){advisory}",
+        category=_category(measure) if blocking else None,
+        message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f}",
     )
+    if blocking or passed:
+        return check
+    return check.model_copy(update={"message": check.message + " (advisory)"})
 
 
 def _baseline_check(run: _Run, measure: str, baseline: Baseline, blocking: bool) -> Check:
@@ -564,19 +587,15 @@ def _baseline_check(run: _Run, measure: str, baseline: Baseline, blocking: bool)
     passed = worsening <= band.allowed(reference) + _EPS
     relation = "within" if passed else ("<" if higher else ">")
     bound = f"baseline {reference:.4f} {'-' if higher else '+'} {band.describe(reference)}"
-    delta, relative = _deltas(value, reference)
-    return run.check(
+    return run.compared(
         kind="baseline",
         measure=measure,
         value=value,
         reference=reference,
-        delta=delta,
-        relative_delta=relative,
         passed=passed,
         blocking=blocking,
-        category=None if passed else _category(measure),
-        message=f"{run.label} {measure} = {value:.4f} {relation} {bound} "
-        f"({_delta_text(delta, relative)})",
+        category=_category(measure),
+        message=f"{run.label} {measure} = {value:.4f} {relation} {bound}",
     )
 
 
@@ -623,8 +642,8 @@ def _spike_check(run: _Run, baseline: Baseline, measure: str, blocking: bool) ->
     dropped = sum(_worsening(measure, ref, val) > spike.drop + _EPS for _, ref, val in pairs)
     share = dropped / len(pairs)
     passed = share <= spike.share + _EPS
-    delta, relative = _deltas(share, spike.share)
     relation = "<=" if passed else ">"
+    delta, relative = _deltas(share, spike.share)
     return run.check(
         kind="spike",
         measure=measure,
@@ -693,22 +712,19 @@ def _latency_max_checks(run: _Run) -> list[Check]:
             )
             continue
         passed = value <= limit
-        delta, relative = _deltas(value, limit)
         checks.append(
-            run.check(
+            run.compared(
                 kind="latency",
                 measure=stat,
                 group=OVERALL,
                 value=value,
                 reference=limit,
-                delta=delta,
-                relative_delta=relative,
                 passed=passed,
                 blocking=True,
-                category=None if passed else "latency_regression",
+                category="latency_regression",
+                unit=" ms",
                 message=f"{run.label} latency {stat} [{OVERALL}] = {value:.1f} ms "
-                f"{'<=' if passed else '>'} max {limit:.1f} ms "
-                f"({_delta_text(delta, relative, ' ms')})",
+                f"{'<=' if passed else '>'} max {limit:.1f} ms",
             )
         )
     return checks
@@ -724,30 +740,27 @@ def _latency_baseline_checks(run: _Run, baseline: Baseline, blocking: bool) -> l
             if stat not in ours or stat not in theirs:
                 continue
             value, reference = ours[stat], theirs[stat]
-            delta, relative = _deltas(value, reference)
             passed = not (
                 value > reference * (1 + tolerance.relative) + _EPS
-                and delta > tolerance.floor_ms + _EPS
+                and value - reference > tolerance.floor_ms + _EPS
             )
             bound = (
                 f"baseline {reference:.1f} ms + {tolerance.relative * 100:g}% and "
                 f"+ {tolerance.floor_ms:g} ms"
             )
             checks.append(
-                run.check(
+                run.compared(
                     kind="latency_baseline",
                     measure=stat,
                     group=group,
                     value=value,
                     reference=reference,
-                    delta=delta,
-                    relative_delta=relative,
                     passed=passed,
                     blocking=blocking,
-                    category=None if passed else "latency_regression",
+                    category="latency_regression",
+                    unit=" ms",
                     message=f"{run.label} latency {stat} [{group}] = {value:.1f} ms "
-                    f"{'within' if passed else '>'} {bound} "
-                    f"({_delta_text(delta, relative, ' ms')})",
+                    f"{'within' if passed else '>'} {bound}",
                 )
             )
     return checks
