@@ -228,3 +228,19 @@ def test_users_own_systems_run_file_and_entry_point(evaluated):
         "SELECT value FROM latency WHERE system = 'titles' AND attribute = 'all' AND stat = 'p50'"
     )
     assert latency["value"].iloc[0] >= 0
+
+
+def test_history_lists_every_evaluation_oldest_first(evaluated, capsys):
+    from rageval_pipeline.cli import main
+
+    defs, _, home = evaluated
+    assert _materialize(defs, selection="key:bm25/metrics").success
+    storage = str(home / "storage")
+    assert main(["history", "--dataset", PARTITION, "-m", "MRR", "--storage", storage]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 2
+    assert rows[0][0] <= rows[1][0]
+    assert {r[2] for r in rows} == {"bm25"} and {r[5] for r in rows} == {"RR"}
+    assert rows[0][6] == rows[1][6]  # same inputs, same value
+    assert main(["history", "--dataset", "nope", "--storage", storage]) == 2
+    assert "no nDCG@10 for dataset 'nope'" in capsys.readouterr().err

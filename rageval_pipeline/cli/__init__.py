@@ -13,11 +13,11 @@ from rageval_pipeline.core.errors import InputError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rageval_pipeline.cli import baseline, evaluate, validate
+    from rageval_pipeline.cli import baseline, evaluate, history, validate
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (evaluate, validate, baseline):
+    for module in (evaluate, validate, baseline, history):
         module.add_parsers(subparsers)
     return parser
 

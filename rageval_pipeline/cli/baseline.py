@@ -8,7 +8,7 @@ from pathlib import Path
 from rageval_pipeline.core import paths
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
-from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse
+from rageval_pipeline.core.storage import Warehouse
 from rageval_pipeline.core.summaries import select_runs, summaries
 
 
@@ -40,14 +40,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _selected(args: argparse.Namespace):
-    warehouse_file = args.storage / WAREHOUSE_FILE
-    if not warehouse_file.exists():
-        raise InputError(warehouse_file, "no warehouse yet: run an evaluation first")
-    warehouse = Warehouse(warehouse_file)
+    warehouse = Warehouse.existing(args.storage)
     runs = select_runs(warehouse, dataset=args.dataset, system=args.system, run_id=args.run_id)
     if runs.empty:
         raise InputError(
-            warehouse_file,
+            warehouse.path,
             f"no evaluation of dataset {args.dataset!r}"
             + (f" by system {args.system!r}" if args.system else ""),
         )

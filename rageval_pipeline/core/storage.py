@@ -20,6 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rageval_pipeline.core.errors import InputError
+
 DEFAULT_STORAGE_ENV = "RAGEVAL_STORAGE"
 WAREHOUSE_FILE = "rageval.duckdb"
 
@@ -46,6 +48,10 @@ CREATE TABLE IF NOT EXISTS latency (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
     attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE
 );
+CREATE OR REPLACE VIEW history AS
+    SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
+           m.measure, m.value
+    FROM runs r JOIN run_metrics m USING (run_id);
 CREATE TABLE IF NOT EXISTS gate_results (
     gate_id VARCHAR PRIMARY KEY, dagster_run_id VARCHAR, created_at TIMESTAMP,
     passed BOOLEAN, categories VARCHAR, summary VARCHAR, report_json VARCHAR
@@ -87,6 +93,14 @@ class Warehouse:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+
+    @classmethod
+    def existing(cls, storage: Path) -> Warehouse:
+        """The warehouse of a storage folder; InputError when nothing was evaluated there yet."""
+        path = storage / WAREHOUSE_FILE
+        if not path.exists():
+            raise InputError(path, "no warehouse yet: run an evaluation first")
+        return cls(path)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -1,0 +1,54 @@
+"""`rageval history`: how a measure moved across evaluations (the warehouse's `history` view)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rageval_pipeline.core import paths
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.measures import parse_measure
+from rageval_pipeline.core.storage import Warehouse
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "history",
+        help="a measure across evaluations, oldest first",
+        description="One line per evaluation: time, dataset, system, fingerprint, level, value.",
+    )
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--system", help="one system (default: all)")
+    parser.add_argument("-m", "--measure", default="nDCG@10")
+    parser.add_argument("--limit", type=int, default=20, help="most recent N evaluations")
+    parser.add_argument(
+        "--storage",
+        type=Path,
+        default=paths.storage_dir(),
+        help="pipeline storage folder holding rageval.duckdb ($RAGEVAL_STORAGE)",
+    )
+    parser.set_defaults(func=run_history)
+
+
+def run_history(args: argparse.Namespace) -> int:
+    measure = str(parse_measure(args.measure))
+    warehouse = Warehouse.existing(args.storage)
+    rows = warehouse.query(
+        """
+        SELECT * FROM (
+            SELECT created_at, dataset, system, fingerprint, level, value FROM history
+            WHERE dataset = ? AND measure = ? AND (? IS NULL OR system = ?)
+            ORDER BY created_at DESC LIMIT ?
+        ) ORDER BY created_at
+        """,
+        [args.dataset, measure, args.system, args.system, args.limit],
+    )
+    if rows.empty:
+        raise InputError(warehouse.path, f"no {measure} for dataset {args.dataset!r}")
+    for row in rows.itertuples(index=False):
+        stamp = row.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{stamp}\t{row.dataset}\t{row.system}\t{row.fingerprint}\t{row.level}"
+            f"\t{measure}\t{row.value:.4f}"
+        )
+    return 0
