@@ -21,10 +21,11 @@ import pandas as pd
 import pytrec_eval
 
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.ranking import to_document_level
 from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
-from rageval_pipeline.core.retrieval.fusion import collapse_to_documents, rrf
+from rageval_pipeline.core.retrieval.fusion import rrf
 
 DEPTH = 100  # members retrieve 100 per query, as the fused run's depth
 
@@ -45,7 +46,7 @@ def read_nfcorpus(archive: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, 
 
 def ndcg10(run: pd.DataFrame, qrels: dict[str, dict[str, int]]) -> float:
     """Mean nDCG@10 over the judged queries, on source documents (trec_eval via pytrec_eval)."""
-    docs = collapse_to_documents(run).dropna(subset=["doc_id"])
+    docs = to_document_level(run).dropna(subset=["doc_id"])
     as_dict: dict[str, dict[str, float]] = {}
     for qid, did, score in docs[["query_id", "doc_id", "score"]].itertuples(index=False):
         as_dict.setdefault(qid, {})[did] = float(score)

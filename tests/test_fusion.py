@@ -2,8 +2,8 @@ import pandas as pd
 import pytest
 
 from rageval_pipeline.core import tables
-from rageval_pipeline.core.ranking import order_run
-from rageval_pipeline.core.retrieval.fusion import collapse_to_documents, rrf, weighted
+from rageval_pipeline.core.ranking import order_run, to_document_level
+from rageval_pipeline.core.retrieval.fusion import rrf, weighted
 
 
 def run(rows: list[tuple], latency: dict[str, float] | None = None) -> pd.DataFrame:
@@ -123,7 +123,7 @@ def test_collapse_keeps_each_documents_best_chunk():
             ("q", "d1:chunk:3", 0.9, "d1"),
         ]
     )
-    collapsed = collapse_to_documents(chunked)
+    collapsed = to_document_level(chunked, keep_scores=True)
     assert ranked(collapsed) == [("d1", 0.9), ("d2", 0.5)]
     assert collapsed["source_id"].tolist() == ["d1", "d2"]
     assert collapsed["rank"].tolist() == [1, 2]

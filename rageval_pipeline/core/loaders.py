@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pandas as pd
 
 from rageval_pipeline.core import tables
+from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import read_qrels
+from rageval_pipeline.core.suites import load_suite, suite_tables
 
 SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
 _QUERY_ATTRIBUTES = ("intent", "category", "difficulty", "query_type")
@@ -26,7 +28,7 @@ class Dataset(NamedTuple):
     corpus: pd.DataFrame  # CORPUS
     queries: pd.DataFrame  # QUERIES
     qrels: pd.DataFrame  # QRELS, every split
-    reference_chunking: dict[str, Any] | None  # a suite's chunking for chunk-level qrels
+    reference_chunking: ChunkingConfig | None  # a suite's chunking for chunk-level qrels
 
 
 def suite_file(folder: Path) -> Path | None:
@@ -36,11 +38,9 @@ def suite_file(folder: Path) -> Path | None:
 def load_dataset(folder: Path) -> Dataset:
     """Load a BEIR folder or a golden-suite folder."""
     if (path := suite_file(folder)) is not None:
-        from rageval_pipeline.core.suites import load_suite, suite_tables
-
         suite = load_suite(path)
         t = suite_tables(suite)
-        return Dataset(t.corpus, t.queries, t.qrels, suite.chunking.model_dump())
+        return Dataset(t.corpus, t.queries, t.qrels, suite.chunking)
     return Dataset(
         read_corpus(folder / "corpus.jsonl"),
         read_queries(folder / "queries.jsonl"),
@@ -78,9 +78,10 @@ def judged_queries(queries: pd.DataFrame, qrels: pd.DataFrame, split: str) -> pd
     return queries[queries["query_id"].isin(judged)].sort_values("query_id", kind="mergesort")
 
 
-def reference_chunking(folder: Path) -> dict[str, Any] | None:
+def reference_chunking(folder: Path) -> ChunkingConfig | None:
     """A suite's reference chunking (what its chunk ids are numbered under); None for BEIR."""
-    return load_dataset(folder).reference_chunking if suite_file(folder) else None
+    path = suite_file(folder)
+    return None if path is None else load_suite(path).chunking
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:

@@ -35,6 +35,31 @@ def order_run(run: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def to_document_level(run: pd.DataFrame, *, keep_scores: bool = False) -> pd.DataFrame:
+    """Collapse a chunk run to one row per (query, source document): its best chunk, i.e. the
+    first in trec_eval order. Placeholder rows (null doc_id) are kept.
+
+    By default a document's score becomes 1/rank, strictly decreasing, so any evaluator that
+    re-sorts by (score desc, doc id desc) sees exactly the chunk order: keeping chunk scores
+    could reorder tied documents, since doc ids and chunk ids do not sort alike ("a" vs "a-b").
+    `keep_scores` keeps the best chunk's score instead, for score-based fusion, and re-ranks.
+    """
+    if "source_id" not in run.columns:
+        return run.copy()
+    ordered = order_run(run)
+    hit = ordered["doc_id"].notna()
+    hits = ordered[hit].copy()
+    hits["doc_id"] = hits["source_id"].fillna(hits["doc_id"])
+    hits["source_id"] = hits["doc_id"]
+    hits = hits.drop_duplicates(["query_id", "doc_id"], keep="first")
+    out = pd.concat([hits, ordered[~hit]], ignore_index=True)
+    if keep_scores:
+        return order_run(out)
+    rank = hits.groupby("query_id", sort=False).cumcount() + 1
+    out.loc[: len(hits) - 1, "score"] = (1.0 / rank.astype(np.float64)).to_numpy()
+    return order_run(out)
+
+
 def top_k(scores: np.ndarray, ids: np.ndarray, k: int, *, positive_only: bool = False) -> list[int]:
     """Indices of the k best scores in trec_eval order (score desc, id desc).
 

@@ -502,27 +502,3 @@ def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame) -> list[str]:
     judged = set(qrels.loc[qrels["relevance"] >= JUDGED_LEVEL, "query_id"].astype(str))
     seen = set(run["query_id"].astype(str)) | set(qrels["query_id"].astype(str))
     return sorted(seen - judged)
-
-
-def to_document_level(run: pd.DataFrame) -> pd.DataFrame:
-    """Collapse a chunk run to one row per (query, source document), ranked by its best chunk.
-
-    Chunks are put in trec_eval order first, so "best" is the first occurrence; the document then
-    gets score 1/rank, strictly decreasing, so any evaluator re-sorting by (score desc, doc id
-    desc) sees exactly this order. Placeholder rows (null doc_id) are kept.
-    """
-    if "source_id" not in run.columns:
-        return run.copy()
-    ordered = order_run(run)
-    hits = ordered[ordered["doc_id"].notna()].copy()
-    misses = ordered[ordered["doc_id"].isna()]
-    hits["doc_id"] = hits["source_id"].fillna(hits["doc_id"])
-    hits["source_id"] = hits["doc_id"]
-    hits = hits.drop_duplicates(["query_id", "doc_id"], keep="first")
-    rank = hits.groupby("query_id", sort=False).cumcount() + 1
-    hits["rank"] = rank.astype("Int32")
-    hits["score"] = 1.0 / rank.astype(np.float64)
-    out = pd.concat([hits, misses], ignore_index=True) if len(misses) else hits
-    return out.sort_values(["query_id", "rank"], kind="mergesort", na_position="last").reset_index(
-        drop=True
-    )

@@ -17,19 +17,10 @@ from typing import Literal
 import pandas as pd
 
 from rageval_pipeline.core import tables
-from rageval_pipeline.core.ranking import order_run
+from rageval_pipeline.core.ranking import order_run, to_document_level
 
 Level = Literal["chunk", "document"]
 _COLUMNS = ("query_id", "doc_id", "source_id", "score")
-
-
-def collapse_to_documents(run: pd.DataFrame) -> pd.DataFrame:
-    """One row per (query, source document): its best-scoring chunk, re-ranked by document."""
-    hits = run[run["doc_id"].notna()].copy()
-    hits["source_id"] = hits["source_id"].fillna(hits["doc_id"])
-    hits = order_run(hits).drop_duplicates(["query_id", "source_id"], keep="first")
-    hits["doc_id"] = hits["source_id"]
-    return order_run(pd.concat([hits, run[run["doc_id"].isna()]], ignore_index=True))
 
 
 def rrf(runs: Sequence[pd.DataFrame], *, k: int = 60, level: Level = "chunk") -> pd.DataFrame:
@@ -72,7 +63,10 @@ def _fuse(
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
     if level not in ("chunk", "document"):
         raise ValueError(f"fusion level must be 'chunk' or 'document', got {level!r}")
-    members = [collapse_to_documents(r) if level == "document" else order_run(r) for r in runs]
+    members = [
+        to_document_level(r, keep_scores=True) if level == "document" else order_run(r)
+        for r in runs
+    ]
     latency = (
         pd.concat([m.groupby("query_id", sort=False)["latency_ms"].first() for m in members])
         .groupby(level=0)

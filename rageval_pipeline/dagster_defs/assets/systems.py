@@ -42,8 +42,7 @@ def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
 
 
 def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
-    reference = loaders.reference_chunking(dataset_folder(settings, dataset))
-    return None if reference is None else ChunkingConfig(**reference)
+    return loaders.reference_chunking(dataset_folder(settings, dataset))
 
 
 def _chunk_level(
