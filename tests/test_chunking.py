@@ -5,7 +5,13 @@ import pytest
 from pydantic import ValidationError
 
 from rageval_pipeline.core import tables
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity, split_text
+from rageval_pipeline.core.chunking import (
+    ChunkingConfig,
+    chunk_corpus,
+    integrity,
+    source_ids,
+    split_text,
+)
 
 WHEN = "2025-01-01T00:00:00Z"
 
@@ -140,3 +146,8 @@ def test_integrity_rates_catch_missing_metadata_and_tampered_text():
     assert integrity(missing_url) == (0.5, 1.0)
     tampered = chunks.assign(text=["one two", "three five"])
     assert integrity(tampered) == (1.0, 0.5)
+
+
+def test_source_ids_take_the_document_part_of_chunk_ids_only():
+    ids = pd.Series(["a:chunk:0", "b:c:chunk:12", "plain", "x:chunk:", "y:chunk:1a"])
+    assert source_ids(ids).tolist() == ["a", "b:c", "plain", "x:chunk:", "y:chunk:1a"]

@@ -14,26 +14,17 @@ Never substring matching: a near miss must fail loudly rather than credit the wr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
 from typing import Literal
 
-from rageval_pipeline.core.chunking import chunk_id
+from rageval_pipeline.core.chunking import chunk_id, split_chunk_id
 
 MatchMode = Literal["exact", "suffix"]
 Level = Literal["document", "chunk"]
 
-_CHUNK_ID = re.compile(r"^(?P<doc>.+):chunk:(?P<index>\d+)$")
-
 
 class TargetError(ValueError):
     """A target that names no document or chunk, or more than one document."""
-
-
-def split_chunk_id(target: str) -> tuple[str, int] | None:
-    """`(doc, n)` for a chunk id `doc:chunk:n`, None for anything else (a document target)."""
-    found = _CHUNK_ID.match(target)
-    return (found["doc"], int(found["index"])) if found else None
 
 
 def matches(target: str, candidate: str, mode: MatchMode) -> bool:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from rageval_pipeline.core.chunking import source_ids
 from rageval_pipeline.core.evaluate import breakdown, latency_stats, mean_table
 from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
 
@@ -41,17 +42,12 @@ class RunResults(NamedTuple):
     latency: pd.DataFrame  # attribute, group, stat, value
 
 
-def source_of(chunk_ids: pd.Series) -> pd.Series:
-    """The document id of `{doc_id}:chunk:{n}` ids (ids without the marker are returned as-is)."""
-    return chunk_ids.str.rsplit(":chunk:", n=1).str[0]
-
-
 def document_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
     """Chunk-level judgments lifted to their documents, each with its best chunk's grade."""
     if qrels.empty or (qrels["level"] == "document").all():
         return qrels
     lifted = qrels.assign(
-        doc_id=source_of(qrels["doc_id"]).where(qrels["level"] == "chunk", qrels["doc_id"]),
+        doc_id=source_ids(qrels["doc_id"]).where(qrels["level"] == "chunk", qrels["doc_id"]),
         level="document",
     )
     keys = ["split", "query_id", "doc_id", "level"]

@@ -25,6 +25,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rageval_pipeline.core import formats
+from rageval_pipeline.core.chunking import source_ids
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.retrieval.base import Hit
 
@@ -274,7 +275,6 @@ class PythonRetriever:
 # --- (a) run file ----------------------------------------------------------------------
 
 RunFormat = Literal["auto", "trec", "parquet"]
-_CHUNK_ID = re.compile(r"^(?P<source>.+):chunk:\d+$")
 
 
 def read_run_file(path: Path, format: RunFormat = "auto") -> pd.DataFrame:
@@ -289,7 +289,7 @@ def read_run_file(path: Path, format: RunFormat = "auto") -> pd.DataFrame:
         if found != format:
             raise InputError(path, f"declared {format} but the file is {found}", field="format")
     run = formats.read_run(path)
-    derived = run["doc_id"].str.extract(_CHUNK_ID)["source"]
+    derived = source_ids(run["doc_id"])
     run["source_id"] = run["source_id"].mask(run["source_id"] == run["doc_id"], derived)
     run["source_id"] = run["source_id"].fillna(run["doc_id"])
     return run
