@@ -146,6 +146,9 @@ def test_integrity_rates_catch_missing_metadata_and_tampered_text():
     assert integrity(missing_url) == (0.5, 1.0)
     tampered = chunks.assign(text=["one two", "three five"])
     assert integrity(tampered) == (1.0, 0.5)
+    untitled = chunks.assign(title="")  # BEIR corpora such as FiQA have no titles
+    assert integrity(untitled) == (1.0, 1.0)
+    assert integrity(chunks.assign(title=[None, "T"])) == (0.5, 1.0)
 
 
 def test_source_ids_take_the_document_part_of_chunk_ids_only():

@@ -143,8 +143,11 @@ def chunk_corpus(corpus: pd.DataFrame, config: ChunkingConfig, ingested_at: str)
     return tables.conform(pd.DataFrame.from_records(rows), tables.CHUNKS).to_pandas()
 
 
-# Seed 003's metadata fields: a chunk is complete when none of them is null or empty.
+# Seed 003's metadata fields: a chunk is complete when none of them is null, and the ones that
+# identify and locate it are not empty either. A title may be empty: several BEIR corpora (FiQA,
+# for one) have none, and that is the data, not a broken ingestion.
 CHUNK_METADATA = ("text", "url", "title", "chunk_index", "ingested_at", "content_hash")
+_NON_EMPTY = ("text", "url", "ingested_at", "content_hash")
 
 
 def integrity(chunks: pd.DataFrame) -> tuple[float, float]:
@@ -154,8 +157,8 @@ def integrity(chunks: pd.DataFrame) -> tuple[float, float]:
     """
     if chunks.empty:
         return 1.0, 1.0
-    fields = chunks[list(CHUNK_METADATA)]
-    filled = fields.notna() & fields.astype(str).ne("")
-    complete = float(filled.all(axis=1).mean())
+    present = chunks[list(CHUNK_METADATA)].notna().all(axis=1)
+    filled = chunks[list(_NON_EMPTY)].astype(str).ne("").all(axis=1)
+    complete = float((present & filled).mean())
     valid = float((chunks["text"].map(content_hash) == chunks["content_hash"]).mean())
     return complete, valid

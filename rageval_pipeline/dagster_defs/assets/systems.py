@@ -81,8 +81,8 @@ def build_system_assets(
             key=[name, "chunks"],
             ins={"corpus": dg.AssetIn("corpus")},
             check_specs=[
-                dg.AssetCheckSpec("metadata_complete", asset=[name, "chunks"]),
-                dg.AssetCheckSpec("hashes_valid", asset=[name, "chunks"]),
+                dg.AssetCheckSpec("metadata_complete", asset=[name, "chunks"], blocking=True),
+                dg.AssetCheckSpec("hashes_valid", asset=[name, "chunks"], blocking=True),
             ],
             description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
             kinds={"parquet"},
