@@ -244,3 +244,17 @@ def test_history_lists_every_evaluation_oldest_first(evaluated, capsys):
     assert rows[0][6] == rows[1][6]  # same inputs, same value
     assert main(["history", "--dataset", "nope", "--storage", storage]) == 2
     assert "no nDCG@10 for dataset 'nope'" in capsys.readouterr().err
+
+
+def test_unreachable_archive_fails_the_ingest_step_with_the_url(
+    pipeline_home, loopback, monkeypatch
+):
+    monkeypatch.setenv("RAGEVAL_BEIR_MIRROR", loopback.url)
+    defs = build_definitions()
+    result = _materialize(defs, selection="beir_archive", partition="scifact")
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = failure.step_failure_data.error.cause.message
+    assert f"{loopback.url}/scifact.zip failed: HTTP 404" in message
+    assert loopback.requests == ["/scifact.zip"]
+    assert not (pipeline_home / "storage" / "archives" / "scifact.zip").exists()
