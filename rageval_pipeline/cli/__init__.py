@@ -8,8 +8,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rageval_pipeline.core.errors import InputError
+
+
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    """`--storage`: the pipeline folder holding rageval.duckdb, for commands that read it."""
+    from rageval_pipeline.core import paths
+
+    parser.add_argument(
+        "--storage",
+        type=Path,
+        default=paths.storage_dir(),
+        help="pipeline storage folder holding rageval.duckdb ($RAGEVAL_STORAGE)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rageval_pipeline.cli import add_storage_option
 from rageval_pipeline.core import paths
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
@@ -23,12 +24,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         sub.add_argument("--dataset", required=True)
         sub.add_argument("--system", help="one system (default: every evaluated system)")
         sub.add_argument("--run-id", help="a specific evaluation run (default: the latest)")
-        sub.add_argument(
-            "--storage",
-            type=Path,
-            default=paths.storage_dir(),
-            help="pipeline storage folder holding rageval.duckdb ($RAGEVAL_STORAGE)",
-        )
+        add_storage_option(sub)
         sub.add_argument(
             "--baselines",
             type=Path,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from rageval_pipeline.core import paths
+from rageval_pipeline.cli import add_storage_option
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures import parse_measure
 from rageval_pipeline.core.storage import Warehouse
@@ -21,12 +20,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--system", help="one system (default: all)")
     parser.add_argument("-m", "--measure", default="nDCG@10")
     parser.add_argument("--limit", type=int, default=20, help="most recent N evaluations")
-    parser.add_argument(
-        "--storage",
-        type=Path,
-        default=paths.storage_dir(),
-        help="pipeline storage folder holding rageval.duckdb ($RAGEVAL_STORAGE)",
-    )
+    add_storage_option(parser)
     parser.set_defaults(func=run_history)
 
 

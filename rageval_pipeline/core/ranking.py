@@ -28,10 +28,9 @@ def order_run(run: pd.DataFrame) -> pd.DataFrame:
     order = pc.sort_indices(table, sort_keys=[(*key, "at_end") for key in keys]).to_numpy()
     out = run.take(order).reset_index(drop=True)
     hit = out["doc_id"].notna().to_numpy()
-    rank = np.zeros(len(out), dtype=np.int64)
+    rank = np.zeros(len(out), dtype=np.int32)
     rank[hit] = out.loc[hit].groupby("query_id", sort=False).cumcount().to_numpy() + 1
-    out["rank"] = pd.array(np.where(hit, rank, 0), dtype="Int32")
-    out.loc[~hit, "rank"] = pd.NA
+    out["rank"] = pd.arrays.IntegerArray(rank, mask=~hit)  # misses: null rank
     return out
 
 

@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 
 from rageval_pipeline.core.errors import InputError
 
-DEFAULT_STORAGE_ENV = "RAGEVAL_STORAGE"
 WAREHOUSE_FILE = "rageval.duckdb"
 
 # Long format (`measure`, `value`): a new measure needs no schema change.
