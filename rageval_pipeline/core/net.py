@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from rageval_pipeline.core.errors import InputError, NetworkError
+from rageval_pipeline.core.limits import EnvLimits
 
 T = TypeVar("T")
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -49,10 +50,8 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header name
 _CHUNK = 1 << 16
 
 
-class NetLimits(BaseModel):
+class NetLimits(EnvLimits):
     """Bounds of one kind of call; every field can be overridden by `{env_prefix}_{FIELD}`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     deadline_s: float = Field(30.0, gt=0, description="total wall time of one attempt")
     connect_timeout_s: float = Field(10.0, gt=0, description="TCP/TLS connect, per attempt")
@@ -61,28 +60,6 @@ class NetLimits(BaseModel):
     attempts: int = Field(3, ge=1, description="attempts in all, the first included")
     backoff_s: float = Field(0.5, ge=0, description="first wait; doubles per retry")
     max_retry_after_s: float = Field(60.0, ge=0, description="longest Retry-After honoured")
-    env_prefix: str = Field("", exclude=True)
-
-    @classmethod
-    def from_env(cls, prefix: str, **defaults: Any) -> NetLimits:
-        """Limits from `defaults`, each overridden by the variable `{prefix}_{FIELD}` if set."""
-        values: dict[str, Any] = dict(defaults)
-        for name in cls.model_fields:
-            variable = f"{prefix}_{name.upper()}"
-            if name != "env_prefix" and variable in os.environ:
-                values[name] = os.environ[variable]
-        try:
-            return cls(**values, env_prefix=prefix)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            name = str(first["loc"][0])
-            variable = f"{prefix}_{name.upper()}"
-            source = variable if variable in os.environ else name
-            raise InputError("environment", first["msg"], field=source) from None
-
-    def hint(self, name: str) -> str:
-        """` (RAGEVAL_X_FIELD)`: where the user changes this limit, for error messages."""
-        return f" ({self.env_prefix}_{name.upper()})" if self.env_prefix else ""
 
 
 @dataclass(frozen=True)
