@@ -47,7 +47,6 @@ from rageval_pipeline.core.limits import EnvLimits
 T = TypeVar("T")
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header name
-_CHUNK = 1 << 16
 
 
 class NetLimits(EnvLimits):
@@ -279,7 +278,7 @@ class HttpSession:
             )
         except (httpx.UnsupportedProtocol, httpx.InvalidURL):
             failure = NetworkError(where, "not a valid http(s) URL")
-        except (httpx.HTTPError, UnicodeError, ValueError) as exc:
+        except (httpx.HTTPError, UnicodeError, ValueError, TypeError) as exc:
             # e.g. LocalProtocolError: our own request is invalid. Its message may quote a
             # header value, so only the type is shown; retrying cannot help.
             failure = NetworkError(where, f"the request could not be sent ({type(exc).__name__})")
@@ -345,7 +344,7 @@ class HttpSession:
         size = 0
         sink = dest.open("wb") if dest is not None else None
         try:
-            async for chunk in response.aiter_bytes(_CHUNK):
+            async for chunk in response.aiter_bytes():  # as decoded: no buffering past the cap
                 size += len(chunk)
                 if size > cap:
                     raise NetworkError(where, too_big)
