@@ -154,7 +154,7 @@ class TestDecoding:
         with pytest.raises(NetworkError) as err:
             fetch(url).json()
         assert str(err.value) == f"{url}: response is not valid JSON"
-        assert err.value.__cause__ is None and err.value.__suppress_context__
+        assert err.value.__cause__ is None and err.value.__context__ is None
 
 
 class TestRetries:
@@ -361,3 +361,25 @@ def test_redact_url_drops_user_info_and_query(url, shown):
 def test_deflate_is_decoded_when_valid(scripted):
     url = scripted.route("/d", reply(200, zlib.compress(b"hello"), {"Content-Encoding": "deflate"}))
     assert fetch(url).content == b"hello"
+
+
+class TestPerRequestHeaders:
+    @pytest.mark.parametrize(("value", "problem"), MALFORMED[:4])
+    def test_bad_per_request_values_are_refused_before_sending(self, scripted, value, problem):
+        url = scripted.route("/h", reply(200))
+        with pytest.raises(InputError) as err, net.HttpSession(limits()) as session:
+            session.request("GET", url, headers={"X-Key": value})
+        assert str(err.value) == (
+            f"{url}: headers.X-Key: invalid value: {problem} (the value is not shown)"
+        )
+        assert scripted.requests == []
+
+    @pytest.mark.parametrize("cross_origin", [False, True])
+    def test_per_request_headers_do_not_follow_to_another_origin(self, scripted, cross_origin):
+        other = scripted.url.replace("127.0.0.1", "localhost") if cross_origin else scripted.url
+        scripted.route("/old", reply(308, headers={"Location": other + "/new"}))
+        scripted.route("/new", reply(200, b"{}"))
+        with net.HttpSession(limits()) as session:
+            session.request("POST", scripted.url + "/old", json={}, headers={"X-Key": SECRET})
+        new = scripted.hits("/new")[0]
+        assert ("X-Key" in new.headers, new.method) == (not cross_origin, "POST")
