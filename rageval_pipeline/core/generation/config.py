@@ -122,9 +122,11 @@ def from_env(role: Role = "answer", env: Mapping[str, str] | None = None) -> Pro
             stream=stream,
             **tuning,
         )
-    except ValueError as exc:  # pydantic: name the field, never echo input (keys are input)
-        fields = ", ".join(str(e["loc"][0]) for e in getattr(exc, "errors", list)())
+    except ValueError as exc:  # pydantic: name the variables, never echo input (keys are input)
+        fields = [str(e["loc"][0]) for e in getattr(exc, "errors", list)()] or ["model"]
+        names = [
+            f"RAG_EVAL_{up}_MODEL" if f == "model" else f"RAG_EVAL_{f.upper()}" for f in fields
+        ]
         raise GenerationError(
-            f"invalid generation setting(s) for the {role} model: {fields or 'model'} "
-            f"(set RAG_EVAL_{up}_MODEL)"
+            f"invalid or missing generation setting(s) for the {role} model: {', '.join(names)}"
         ) from None

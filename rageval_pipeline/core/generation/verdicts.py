@@ -16,7 +16,7 @@ _WORDS = re.compile(r"[a-z]+")
 # A negated verdict ("not true", "isn't false") is a sentence, not a verdict: unparseable.
 _NEGATIONS = {"not", "no", "isn", "aren", "never", "neither", "nor"}
 _FINAL = re.compile(r"final\s*score\s*[:=\-]?\s*\**\s*([0-3])\b", re.IGNORECASE)
-_DIGIT = re.compile(r"(?<![\d.])([0-9])(?![\d.])")
+_DIGIT = re.compile(r"(?<![\d.])([0-9])(?!\d|\.\d)")  # a lone digit, not part of 1.5 or 10
 
 
 def parse_verdict(text: str) -> Verdict:
