@@ -264,3 +264,20 @@ def record(
         except Exception:
             con.execute("ROLLBACK")
             raise
+
+
+def unit_texts(corpus: pd.DataFrame, *chunk_tables: pd.DataFrame) -> Texts:
+    """(title, text) of every corpus document and every chunk, by id: what a run or a qrels
+    row may name."""
+    texts: Texts = {
+        str(d): (str(t or ""), str(x or ""))
+        for d, t, x in zip(corpus["doc_id"], corpus["title"], corpus["text"], strict=True)
+    }
+    for chunks in chunk_tables:
+        texts.update(
+            {
+                str(c): (str(t or ""), str(x or ""))
+                for c, t, x in zip(chunks["chunk_id"], chunks["title"], chunks["text"], strict=True)
+            }
+        )
+    return texts
