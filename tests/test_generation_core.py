@@ -243,16 +243,19 @@ def test_suggest_marks_the_model_and_never_writes_grade(ollama, tmp_path):
 
 def test_sheet_round_trip_and_bad_line(tmp_path):
     path = tmp_path / "sheet.jsonl"
-    row = dict(query_id="q", query="Q", target_id="t", target_text="T", systems="a,b", grade="")
+    row = dict(query_id="q", query="Q", target_id="t", target_text="T", systems="a@3 b@1", grade="")
+    row["best_rank"] = 1
     path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "grade": 7}) + "\n")
     with pytest.raises(InputError) as info:
         labels.read_sheet(path)
     assert info.value.line == 2 and info.value.field == "grade"
     path.write_text(json.dumps(row) + "\n")
     (read,) = labels.read_sheet(path)
-    assert read.systems == ["a", "b"] and read.grade is None
+    assert read.ranks() == {"a": 3, "b": 1} and read.grade is None
     labels.write_sheet(tmp_path / "out.jsonl", [read])
-    assert json.loads((tmp_path / "out.jsonl").read_text())["suggested_grade"] is None
+    written = json.loads((tmp_path / "out.jsonl").read_text())
+    assert written["suggested_grade"] is None and written["best_rank"] == 1
+    assert written["systems"] == "a@3 b@1"
 
 
 def quadratic_kappa(a, b, k=4):
@@ -277,7 +280,7 @@ def test_agreement_kappa_and_kendall_tau():
     assert report.pairs == 6
     assert report.kappa_quadratic == pytest.approx(quadratic_kappa(human, llm))
     assert report.systems == ["a", "b", "c"]
-    assert report.human_scores == [2.5, 0.5, 1.5]  # gains summed per query, mean over 2 queries
+    assert report.human_scores == [2.5, 0.5, 1.5]  # no ranks: gains summed, mean of 2 queries
     expected = kendalltau(report.human_scores, report.llm_scores).statistic
     assert report.kendall_tau == pytest.approx(expected)
     assert not math.isnan(report.kendall_tau)

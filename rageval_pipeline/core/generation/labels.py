@@ -1,20 +1,24 @@
 """LLM-suggested relevance labels for a judging sheet, and their agreement with human grades.
 
 A judging sheet (`rageval pool`) is JSONL, one (query, target) pair a line: `query_id`,
-`query`, `target_id`, `target_text`, `systems` (the systems that retrieved it), `grade` (the
-human grade, null until judged). `suggest` adds `suggested_grade` (0-3, null when the output
-was unparseable), `suggested_by` (provider:model), `suggested_raw` and `suggested_agreement`;
-it never writes `grade`: a suggestion becomes a judgment only through a human's review.
+`query`, `target_id`, `target_text`, `systems` (the systems that retrieved it, with ranks),
+`grade` (the human grade, empty until judged); other columns are kept as they are.
+`suggest` adds `suggested_grade` (0-3, null when the output was unparseable), `suggested_by`
+(provider:model), `suggested_raw` and `suggested_agreement`; it never writes `grade`: a
+suggestion becomes a judgment only through a human's review (`rageval pool merge` reads
+`grade` alone).
 
 Agreement with existing human grades: Cohen's weighted kappa (quadratic weights, scikit-learn)
 on the pairs graded by both, and Kendall's tau (scipy) between the system rankings the two
-label sets give. A system's score is its mean cumulated gain over queries, each query's gain
-the sum of the grades of the pooled targets that system retrieved (the pool holds no ranks).
+label sets give. A system's score is its mean DCG over queries, computed on the pooled targets
+it retrieved at the ranks the pool recorded (`systems`: "bm25@3 dense@1").
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -28,28 +32,34 @@ from rageval_pipeline.core.storage import write_text
 
 
 class SheetRow(BaseModel):
-    model_config = ConfigDict(extra="allow")  # keep any column the pool tool adds
+    model_config = ConfigDict(extra="allow")  # keep any column the pool tool adds (best_rank)
 
     query_id: str
     query: str
     target_id: str
     target_text: str
-    systems: list[str] = Field(default_factory=list)
+    systems: str | list[str] = ""  # `rageval pool` writes "bm25@3 dense@1"
     grade: int | None = Field(None, ge=0, le=3)
     suggested_grade: int | None = Field(None, ge=0, le=3)
     suggested_by: str | None = None
     suggested_raw: list[str] | None = None
     suggested_agreement: float | None = None
 
-    @field_validator("systems", mode="before")
-    @classmethod
-    def _split(cls, value):
-        return [s for s in value.split(",") if s] if isinstance(value, str) else value
-
     @field_validator("grade", mode="before")
     @classmethod
     def _blank(cls, value):
-        return None if value == "" else value
+        return None if isinstance(value, str) and not value.strip() else value
+
+    def ranks(self) -> dict[str, int | None]:
+        """System -> the rank at which it retrieved this target (None when not recorded)."""
+        names = (
+            self.systems if isinstance(self.systems, list) else re.split(r"[\s,]+", self.systems)
+        )
+        out: dict[str, int | None] = {}
+        for item in filter(None, names):
+            name, _, rank = item.partition("@")
+            out[name] = int(rank) if rank.isdigit() else None
+        return out
 
 
 class Agreement(BaseModel):
@@ -109,12 +119,13 @@ def suggest(
 
 
 def system_scores(rows: list[SheetRow], label: str) -> dict[str, float]:
-    """Mean over queries of the cumulated gain of each system's pooled targets."""
+    """Mean over queries of each system's DCG over its pooled targets, at the ranks the pool
+    recorded (undiscounted where no rank was recorded)."""
     gain: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     queries = sorted({r.query_id for r in rows})
     for r in rows:
-        for system in r.systems:
-            gain[system][r.query_id] += getattr(r, label)
+        for system, rank in r.ranks().items():
+            gain[system][r.query_id] += getattr(r, label) / math.log2(1 + (rank or 1))
     return {s: sum(g[q] for q in queries) / len(queries) for s, g in sorted(gain.items())}
 
 
