@@ -62,39 +62,28 @@ def test_keys_never_reach_output_event_log_or_storage(pipeline_home):
         "RAG_EVAL_ANTHROPIC_MODEL": "claude-fake",
     }
     outputs = []
+
+    def generate(key: str):
+        env_key = {**env, "RAG_EVAL_ANTHROPIC_API_KEY": key}
+        outputs.append(dagster_execute("evaluate_generation", PARTITION, env_key, pipeline_home))
+        return outputs[-1]
+
     try:
         ok = dagster_execute("evaluate_bm25", PARTITION, env, pipeline_home)
         assert ok.returncode == 0, ok.stderr[-2000:]
         for key in (f"{secret}\n", f"{secret}-clé", f" {secret}"):
-            bad = dagster_execute(
-                "evaluate_generation",
-                PARTITION,
-                {**env, "RAG_EVAL_ANTHROPIC_API_KEY": key},
-                pipeline_home,
-            )
+            bad = generate(key)
             assert bad.returncode != 0
             assert "RAG_EVAL_ANTHROPIC_API_KEY is malformed" in bad.stdout + bad.stderr
-            outputs.append(bad)
         assert fake.requests == []  # a malformed key is refused before any request
         # A valid key the provider refuses, with its error echoing the key back.
         echo = f'{{"type": "error", "error": {{"message": "invalid x-api-key {secret}"}}}}'
         fake.script = [Scripted(401, echo.encode())]
-        refused = dagster_execute(
-            "evaluate_generation",
-            PARTITION,
-            {**env, "RAG_EVAL_ANTHROPIC_API_KEY": secret},
-            pipeline_home,
-        )
+        refused = generate(secret)
         assert refused.returncode != 0
         assert "RAG_EVAL_ANTHROPIC_API_KEY was refused" in refused.stdout + refused.stderr
-        good = dagster_execute(
-            "evaluate_generation",
-            PARTITION,
-            {**env, "RAG_EVAL_ANTHROPIC_API_KEY": secret},
-            pipeline_home,
-        )
+        good = generate(secret)
         assert good.returncode == 0, good.stderr[-2000:]
-        outputs += [refused, good]
     finally:
         fake.stop()
     assert fake.requests[-1]["headers"]["x-api-key"] == secret  # it was really used

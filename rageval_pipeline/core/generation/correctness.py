@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement, prompt_hash
 from rageval_pipeline.core.generation.verdicts import Verdict, parse_verdict
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.storage import Warehouse, insert_rows
 
 MEASURE = "AnswerCorrectness"
 MAX_TARGETS = 5  # seed 002: "top 3-5 highly relevant documents"
@@ -248,22 +248,13 @@ def record(
         "run_metrics": rows["run_metrics"].assign(**keys, created_at=created_at),
         "query_metrics": rows["query_metrics"].assign(**keys),
     }
-    with warehouse.connect() as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for table, df in tables.items():
-                con.execute(
-                    f"DELETE FROM {table} WHERE run_id = ? AND measure LIKE ?",
-                    [keys["run_id"], f"{MEASURE}%"],
-                )
-                con.register("incoming", df)
-                cols = ", ".join(f'"{c}"' for c in df.columns)
-                con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
-                con.unregister("incoming")
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+    with warehouse.transaction() as con:
+        for table, df in tables.items():
+            con.execute(
+                f"DELETE FROM {table} WHERE run_id = ? AND measure LIKE ?",
+                [keys["run_id"], f"{MEASURE}%"],
+            )
+            insert_rows(con, table, df)
 
 
 def unit_texts(corpus: pd.DataFrame, *chunk_tables: pd.DataFrame) -> Texts:
