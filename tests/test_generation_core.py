@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest, kendalltau
 
+from rageval_pipeline.core import beir, loaders
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, labels
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
@@ -17,6 +18,7 @@ from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.generation.providers import client_for
 from rageval_pipeline.core.generation.verdicts import parse_grade, parse_verdict
 from rageval_pipeline.core.net import NetLimits
+from tests.conftest import SHARED_BEIR
 from tests.llm_servers import FakeLLM
 
 
@@ -284,3 +286,23 @@ def test_agreement_kappa_and_kendall_tau():
     expected = kendalltau(report.human_scores, report.llm_scores).statistic
     assert report.kendall_tau == pytest.approx(expected)
     assert not math.isnan(report.kendall_tau)
+
+
+@pytest.mark.skipif(
+    not (SHARED_BEIR / "nfcorpus.zip").exists(),
+    reason="../shared/data/beir/nfcorpus.zip (official BEIR archive) is absent",
+)
+def test_seed_002_nfcorpus_queries_have_grade_2_targets_in_beir_test_qrels(tmp_path):
+    folder = beir.extract_archive(SHARED_BEIR / "nfcorpus.zip", tmp_path, "nfcorpus")
+    qrels = loaders.read_beir_qrels(folder / "qrels")
+    test = qrels[qrels["split"] == "test"]
+    plan = correctness.plan_ground_truth(
+        loaders.read_queries(folder / "queries.jsonl"),
+        test,
+        correctness.GENERATION_SETS["nfcorpus"],
+    )
+    assert [p[2] for p in plan] == [2, 2, 2, 2, 2]  # the highest grade present, recorded
+    assert [len(p[3]) for p in plan] == [5] * 5
+    highly = test[test["relevance"] == 2].groupby("query_id").size()
+    # Seed 002's counts of highly relevant documents: 21, 20, 16, 15, 14.
+    assert highly[list(correctness.GENERATION_SETS["nfcorpus"])].tolist() == [21, 20, 16, 15, 14]

@@ -1,9 +1,10 @@
 """Seed 002's generation check: reference answers, RAG answers, LLM-as-judge correctness.
 
 1. `synthesize_ground_truth`: for each query of a dataset's generation set, a reference answer
-   written from its most relevant judged targets (the highest grade the query has; BEIR's
-   nfcorpus test qrels give seed 002's five queries grade 1 only, so which grade was used is
-   recorded per query), at most `MAX_TARGETS` of them, in id order.
+   written from its most relevant judged targets: those of the highest grade the query has
+   (recorded per query), at most `MAX_TARGETS` of them, in id order. For seed 002's five
+   nfcorpus queries that is grade 2: BEIR's test qrels hold 21, 20, 16, 15 and 14 grade-2
+   documents for them, the seed's counts (checked in tests/test_generation_core.py).
 2. `rag_answers`: each system answers from its own top `context_k` retrieved units.
 3. `judge_answers`: the judge compares answer and reference, TRUE/FALSE, raw output kept; with
    n samples, the verdict is the strict majority (else `unparseable`) and agreement is reported.
