@@ -44,6 +44,10 @@ class FakeLLM:
     script: list[Scripted] = field(default_factory=list)
     requests: list[dict] = field(default_factory=list)
     url: str = ""
+    delay_s: float = 0.0  # every normal answer waits this long (to observe concurrency)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, port: int = 0) -> FakeLLM:
         state = self
@@ -60,6 +64,12 @@ class FakeLLM:
                     self._send(step.status, step.body, step.headers)
                     return
                 prompt = body["messages"][-1]["content"]
+                with state._lock:
+                    state.in_flight += 1
+                    state.max_in_flight = max(state.max_in_flight, state.in_flight)
+                time.sleep(state.delay_s)
+                with state._lock:
+                    state.in_flight -= 1
                 text = state.reply(prompt)
                 if body.get("stream", state.provider == "ollama"):
                     self._stream(state.stream_parts(body, prompt, text))

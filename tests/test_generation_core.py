@@ -159,6 +159,12 @@ def test_dry_run_counts_calls_and_tokens_without_calling(ollama, tmp_path):
     assert dry.usage.input_tokens == 10 + 11 and dry.usage.output_tokens == 2 * 512
 
 
+def test_concurrency_is_limited(ollama):
+    ollama.delay_s = 0.3
+    make_llm(ollama, None, concurrency=2).complete_all([f"q{i}" for i in range(6)])
+    assert len(ollama.requests) == 6 and ollama.max_in_flight == 2
+
+
 def test_usage_is_recorded(ollama, tmp_path):
     llm = make_llm(ollama, None)
     llm.complete("one two three")

@@ -232,7 +232,8 @@ def _system_assets(
 def build_generation(
     catalog: dict[str, systems.SystemConfig], datasets: dg.PartitionsDefinition
 ) -> tuple[list[dg.AssetsDefinition], object, dict]:
-    """The group's assets, its job and its resource, for `definitions` to add when configured."""
+    """The group's assets, its job (an unresolved asset job: Dagster exports no name for that
+    type) and its resource, for `definitions` to add when configured."""
     job = dg.define_asset_job(
         JOB,
         selection=dg.AssetSelection.groups(GROUP),
