@@ -8,27 +8,35 @@ one has the same guarantees (docs/limits.md, "Network and archives"):
   under `asyncio.timeout` on a private event-loop thread, and cancellation closes the
   connection wherever it is (connect, headers or body);
 - a response-size cap, counted on the decoded bytes as they stream (a gzip bomb stops early);
-- a redirect limit; session headers (credentials) are dropped on a redirect to another origin;
+- a redirect limit; the headers we set (credentials) are dropped on a redirect to another
+  origin;
 - retries with exponential backoff that honour `Retry-After`, for transient failures only:
   connect/read errors, a server dropping the connection, the deadline, 408/425/429/5xx.
   A 4xx, an invalid request (local protocol error), a bad Content-Encoding or an oversized
   body fails at once;
-- every failure is a `NetworkError` naming the URL without its query string or user info, and
-  never chained to the httpx exception (`from None`): httpx exceptions carry the request and
-  its headers, and Dagster records chained exceptions.
+- every failure is a `NetworkError` (an `InputError`) naming the URL without its query string
+  or user info, raised outside any `except` clause so it chains to nothing: httpx exceptions
+  carry the request and its headers, and Dagster records chained exceptions. A response body
+  is never quoted in an error (servers echo request headers in them).
 
 Headers whose values come from the environment are validated before use (`headers_from_env`):
 a bad one is an error naming the header and the variable, never the value.
 
-Callers: `HttpSession(limits, headers=...)` is thread-safe and pools connections; use it as a
-context manager or `close()` it. Limits come from `NetLimits.from_env(prefix, **defaults)`, so
-each use (BEIR download, HTTP search, LLM clients) has its own overridable `{prefix}_*` knobs.
+Use (e.g. an LLM client; `HttpSession` is thread-safe and pools connections):
+
+    limits = NetLimits.from_env("RAGEVAL_LLM", deadline_s=120)   # RAGEVAL_LLM_* override
+    headers = headers_from_env({"x-api-key": "RAG_EVAL_ANTHROPIC_API_KEY"})
+    with HttpSession(limits, headers) as session:
+        reply = session.request("POST", url, json=body, headers={"anthropic-version": "..."})
+    if reply.status != 200: ...   # non-transient statuses come back; transient were retried
+    data = reply.json()           # a NetworkError naming the URL when the body is not JSON
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import json as jsonlib
 import os
 import re
 import threading
@@ -39,20 +47,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from rageval_pipeline.core.errors import InputError, NetworkError
+from rageval_pipeline.core.limits import EnvLimits
 
 T = TypeVar("T")
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header name
-_CHUNK = 1 << 16
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header name
 
 
-class NetLimits(BaseModel):
+class NetLimits(EnvLimits):
     """Bounds of one kind of call; every field can be overridden by `{env_prefix}_{FIELD}`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     deadline_s: float = Field(30.0, gt=0, description="total wall time of one attempt")
     connect_timeout_s: float = Field(10.0, gt=0, description="TCP/TLS connect, per attempt")
@@ -61,28 +67,6 @@ class NetLimits(BaseModel):
     attempts: int = Field(3, ge=1, description="attempts in all, the first included")
     backoff_s: float = Field(0.5, ge=0, description="first wait; doubles per retry")
     max_retry_after_s: float = Field(60.0, ge=0, description="longest Retry-After honoured")
-    env_prefix: str = Field("", exclude=True)
-
-    @classmethod
-    def from_env(cls, prefix: str, **defaults: Any) -> NetLimits:
-        """Limits from `defaults`, each overridden by the variable `{prefix}_{FIELD}` if set."""
-        values: dict[str, Any] = dict(defaults)
-        for name in cls.model_fields:
-            variable = f"{prefix}_{name.upper()}"
-            if name != "env_prefix" and variable in os.environ:
-                values[name] = os.environ[variable]
-        try:
-            return cls(**values, env_prefix=prefix)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            name = str(first["loc"][0])
-            variable = f"{prefix}_{name.upper()}"
-            source = variable if variable in os.environ else name
-            raise InputError("environment", first["msg"], field=source) from None
-
-    def hint(self, name: str) -> str:
-        """` (RAGEVAL_X_FIELD)`: where the user changes this limit, for error messages."""
-        return f" ({self.env_prefix}_{name.upper()})" if self.env_prefix else ""
 
 
 @dataclass(frozen=True)
@@ -99,12 +83,13 @@ class Reply:
     redirects: list[str] = field(default_factory=list)
 
     def json(self) -> Any:
-        import json
-
+        """The body as JSON; a `NetworkError` naming the URL when it is not (never chained:
+        the decoder's exception holds the whole body, which may echo request headers)."""
         try:
-            return json.loads(self.content)
-        except (ValueError, UnicodeDecodeError):
-            raise NetworkError(self.url, "response is not valid JSON") from None
+            return jsonlib.loads(self.content)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
+            pass
+        raise NetworkError(self.url, "response is not valid JSON")
 
 
 # --- URLs and headers --------------------------------------------------------------------
@@ -138,7 +123,7 @@ def header_problem(value: str) -> str | None:
 def check_headers(headers: Mapping[str, str], where: str | None = None) -> dict[str, str]:
     """`headers` as a dict once every name and value is valid; errors never quote a value."""
     for name, value in headers.items():
-        if not _TOKEN.match(name):
+        if not _HEADER_NAME.match(name):
             raise InputError(where, "not a valid header name", field=f"headers.{name!r}")
         problem = header_problem(value)
         if problem:
@@ -154,7 +139,7 @@ def headers_from_env(mapping: Mapping[str, str], where: str | None = None) -> di
     out: dict[str, str] = {}
     for header, variable in mapping.items():
         at = f"headers_from_env.{header}"
-        if not _TOKEN.match(header):
+        if not _HEADER_NAME.match(header):
             raise InputError(where, "not a valid header name", field=f"headers_from_env.{header!r}")
         if variable not in os.environ:
             raise InputError(where, f"environment variable {variable} is not set", field=at)
@@ -202,6 +187,18 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
+@dataclass(frozen=True)
+class _Call:
+    """What one `request` sends and where its body goes, the same for every attempt."""
+
+    method: str
+    url: str
+    json: Any
+    headers: dict[str, str]
+    dest: Path | None
+    progress: Callable[[int, int | None], None] | None
+
+
 class _Transient(Exception):
     """A failure worth another attempt; `reason` is safe to show, `wait_s` from Retry-After."""
 
@@ -242,17 +239,22 @@ class HttpSession:
         url: str,
         *,
         json: Any = None,
+        headers: Mapping[str, str] | None = None,
         dest: Path | None = None,
         progress: Callable[[int, int | None], None] | None = None,
     ) -> Reply:
         """One call with retries. Any status that is not transient is returned (the caller
-        decides what a 404 means); transient ones are retried, then raised. With `dest`, the
-        body is streamed into that file (rewritten on each attempt) instead of memory."""
+        decides what a 404 means); transient ones are retried, then raised. `headers` are
+        added to this request only (validated like the session's). With `dest`, the body is
+        streamed into that file (rewritten on each attempt) instead of memory. A streamed
+        answer (NDJSON, server-sent events) is read whole under the deadline: parse
+        `Reply.content` line by line."""
         where, limits = redact_url(url), self.limits
+        call = _Call(method, url, json, check_headers(headers or {}, where), dest, progress)
         started = time.monotonic()
         for attempt in range(1, limits.attempts + 1):
             try:
-                reply = _run(self._attempt(method, url, json, dest, progress))
+                reply = _run(self._attempt(call))
                 return replace(reply, elapsed_s=time.monotonic() - started, attempts=attempt)
             except _Transient as exc:
                 last = exc
@@ -271,19 +273,12 @@ class HttpSession:
             time.sleep(wait)
         raise NetworkError(where, f"failed after {limits.attempts} attempt(s): {last.reason}")
 
-    async def _attempt(
-        self,
-        method: str,
-        url: str,
-        json: Any,
-        dest: Path | None,
-        progress: Callable[[int, int | None], None] | None,
-    ) -> Reply:
-        limits, where = self.limits, redact_url(url)
+    async def _attempt(self, call: _Call) -> Reply:
+        limits, where = self.limits, redact_url(call.url)
         failure: Exception
         try:
             async with asyncio.timeout(limits.deadline_s):
-                return await self._exchange(url, method, json, dest, progress)
+                return await self._exchange(call)
         except NetworkError as exc:
             failure = exc
         except TimeoutError:
@@ -302,30 +297,25 @@ class HttpSession:
             )
         except (httpx.UnsupportedProtocol, httpx.InvalidURL):
             failure = NetworkError(where, "not a valid http(s) URL")
-        except (httpx.HTTPError, UnicodeError, ValueError) as exc:
+        except (httpx.HTTPError, UnicodeError, ValueError, TypeError) as exc:
             # e.g. LocalProtocolError: our own request is invalid. Its message may quote a
             # header value, so only the type is shown; retrying cannot help.
             failure = NetworkError(where, f"the request could not be sent ({type(exc).__name__})")
         # Raised here, outside the except clauses, so nothing chains to the httpx exception.
         raise failure
 
-    async def _exchange(
-        self,
-        url: str,
-        method: str,
-        json: Any,
-        dest: Path | None,
-        progress: Callable[[int, int | None], None] | None,
-    ) -> Reply:
+    async def _exchange(self, call: _Call) -> Reply:
         """Send, follow redirects up to the limit, and read the final response."""
-        limits, where = self.limits, redact_url(url)
-        request = self._client.build_request(method, url, json=json)
+        limits, where = self.limits, redact_url(call.url)
+        request = self._client.build_request(
+            call.method, call.url, json=call.json, headers=call.headers
+        )
         redirects: list[str] = []
         while True:
             response = await self._client.send(request, stream=True)
             try:
                 if not response.has_redirect_location:
-                    return await self._finish(response, where, dest, progress, redirects)
+                    return await self._finish(response, where, call, redirects)
                 if len(redirects) >= limits.max_redirects:
                     raise NetworkError(
                         where,
@@ -333,26 +323,22 @@ class HttpSession:
                         f"{limits.hint('max_redirects')}; the last one to "
                         f"{redact_url(response.url.join(response.headers['location']))}",
                     )
-                request = self._next(request, response)
+                request = self._next(request, response, call)
                 redirects.append(redact_url(request.url))
             finally:
                 await response.aclose()
 
-    def _next(self, request: httpx.Request, response: httpx.Response) -> httpx.Request:
-        """The redirected request (httpx's rules), without session headers across origins."""
+    def _next(self, request: httpx.Request, response: httpx.Response, call: _Call) -> httpx.Request:
+        """The redirected request (httpx's rules), without the headers we set (session and
+        call: credentials among them) when it leads to another origin."""
         follow = self._client._build_redirect_request(request, response)
         if _origin(follow.url) != _origin(request.url):
-            for name in self._headers:
+            for name in [*self._headers, *call.headers]:
                 follow.headers.pop(name, None)
         return follow
 
     async def _finish(
-        self,
-        response: httpx.Response,
-        where: str,
-        dest: Path | None,
-        progress: Callable[[int, int | None], None] | None,
-        redirects: list[str],
+        self, response: httpx.Response, where: str, call: _Call, redirects: list[str]
     ) -> Reply:
         limits, status = self.limits, response.status_code
         if status in RETRY_STATUS:
@@ -366,9 +352,9 @@ class HttpSession:
         total = int(declared) if declared.isdigit() else None
         body = bytearray()
         size = 0
-        sink = dest.open("wb") if dest is not None else None
+        sink = call.dest.open("wb") if call.dest is not None else None
         try:
-            async for chunk in response.aiter_bytes(_CHUNK):
+            async for chunk in response.aiter_bytes():  # as decoded: no buffering past the cap
                 size += len(chunk)
                 if size > cap:
                     raise NetworkError(where, too_big)
@@ -376,8 +362,8 @@ class HttpSession:
                     sink.write(chunk)
                 else:
                     body += chunk
-                if progress is not None:
-                    progress(size, total)
+                if call.progress is not None:
+                    call.progress(size, total)
         finally:
             if sink is not None:
                 sink.close()
