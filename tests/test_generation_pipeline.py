@@ -100,6 +100,8 @@ def test_generation_end_to_end_cached_and_dry(ollama, pipeline_home):
     assert truth["references"][0]["targets"] == ["c01"]
     answers = pd.read_parquet(storage / "assets/bm25/answers/beir-mini.parquet")
     assert all(json.loads(c) for c in answers["context_ids"])  # answered from retrieved context
+    no_context = result.asset_materializations_for_node("bm25__answers")[0].metadata
+    assert no_context["no_context"].value == 0
     meta = result.asset_materializations_for_node("bm25__answer_judgments")[0].metadata
     assert meta["unparseable"].value == 1 and meta["llm_calls"].value == 2
 

@@ -177,7 +177,10 @@ def _system_assets(
         df = correctness.rag_answers(
             llm, run, _references(ground_truth), texts, generation.context_k
         )
-        context.add_output_metadata({"answers": len(df), **_usage(llm)})
+        empty = int((df["context_ids"] == "[]").sum())
+        if empty:  # e.g. an external system whose ids are not in the corpus
+            context.log.warning(f"{empty} answer(s) had no retrieved text to answer from")
+        context.add_output_metadata({"answers": len(df), "no_context": empty, **_usage(llm)})
         return df
 
     @dg.asset(
