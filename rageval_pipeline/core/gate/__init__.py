@@ -1,0 +1,77 @@
+"""Release gate: run summaries, baselines, the gate policy, the verdict and its regression taxonomy.
+
+The Dagster layer reads run summaries from the warehouse and baselines from `data/baselines/`,
+calls `judge`, and fails its asset check when the verdict has not passed. Everything here is pure
+and deterministic: the same summaries, baselines and policy always give the same verdict.
+Semantics are documented in docs/gate.md.
+"""
+
+from rageval_pipeline.core.gate.baselines import (
+    baseline_from_summary,
+    baseline_path,
+    load_baseline,
+    load_baselines,
+    write_baseline,
+)
+from rageval_pipeline.core.gate.judge import judge
+from rageval_pipeline.core.gate.models import (
+    BASELINE_VERSION,
+    CATEGORIES,
+    LATENCY_STATS,
+    OVERALL,
+    Baseline,
+    Category,
+    Check,
+    CheckKind,
+    Family,
+    LatencyStat,
+    QueryRegression,
+    RunSummary,
+    Verdict,
+    higher_is_better,
+    measure_family,
+    measure_sort_key,
+)
+from rageval_pipeline.core.gate.policy import (
+    DEFAULT_RULES_KEY,
+    Band,
+    GatePolicy,
+    GateRules,
+    LatencyTolerance,
+    Spike,
+    Tolerance,
+    load_policy,
+)
+
+__all__ = [
+    "BASELINE_VERSION",
+    "CATEGORIES",
+    "DEFAULT_RULES_KEY",
+    "LATENCY_STATS",
+    "OVERALL",
+    "Band",
+    "Baseline",
+    "Category",
+    "Check",
+    "CheckKind",
+    "Family",
+    "GatePolicy",
+    "GateRules",
+    "LatencyStat",
+    "LatencyTolerance",
+    "QueryRegression",
+    "RunSummary",
+    "Spike",
+    "Tolerance",
+    "Verdict",
+    "baseline_from_summary",
+    "baseline_path",
+    "higher_is_better",
+    "judge",
+    "load_baseline",
+    "load_baselines",
+    "load_policy",
+    "measure_family",
+    "measure_sort_key",
+    "write_baseline",
+]
