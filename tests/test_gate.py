@@ -412,8 +412,8 @@ def test_repository_policy_has_the_documented_default():
 @pytest.mark.parametrize(
     ("name", "field", "line"),
     [
-        ("policy_bad_type.yaml", "datasets.default.tolerance.relative", 5),
-        ("policy_unknown_key.yaml", "datasets.default.tolerence", 4),
+        ("policy_bad_type.yaml", 'datasets["default"].tolerance.relative', 5),
+        ("policy_unknown_key.yaml", 'datasets["default"].tolerence', 4),
         ("policy_bad_syntax.yaml", None, 5),
     ],
 )
@@ -433,7 +433,7 @@ def test_policy_errors_name_file_field_and_line(name, field, line):
 @pytest.mark.parametrize(
     ("name", "field", "line"),
     [
-        ("baseline_bad_measure.json", "measures.nDCG@10", 6),
+        ("baseline_bad_measure.json", 'measures["nDCG@10"]', 6),
         ("baseline_bad_version.json", "version", 10),
         ("baseline_bad_json.json", None, 3),
     ],

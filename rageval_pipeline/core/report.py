@@ -20,9 +20,8 @@ from rageval_pipeline.core.gate import (
     Check,
     QueryRegression,
     Verdict,
-    higher_is_better,
-    measure_sort_key,
 )
+from rageval_pipeline.core.measures.names import sort_key, try_parse
 from rageval_pipeline.core.storage import write_text
 
 Tone = Literal["pass", "fail", "warn"]
@@ -82,7 +81,8 @@ def _number(check: Check, value: float | None) -> str:
 
 def _limit(check: Check) -> str:
     """How a threshold, target or latency maximum reads in the Threshold column."""
-    at_least = check.kind != "latency" and higher_is_better(check.measure or "")
+    measure = try_parse(check.measure or "") if check.kind != "latency" else None
+    at_least = measure is not None and measure.higher_is_better
     text = f"{'≥' if at_least else '≤'} {_number(check, check.reference)}"
     return text + " (target)" if check.kind == "target" else text
 
@@ -115,7 +115,7 @@ def _run_table(checks: list[Check]) -> _Table:
             quality.setdefault(check.measure, []).append(check)
         elif check.kind in _LATENCY_KINDS and check.measure and check.group:
             latency.setdefault((check.group, check.measure), []).append(check)
-    rows = [_metric_row(m, quality[m]) for m in sorted(quality, key=measure_sort_key)]
+    rows = [_metric_row(m, quality[m]) for m in sorted(quality, key=sort_key)]
     latency_order = sorted(
         latency, key=lambda k: (k[0] != OVERALL, k[0], LATENCY_STATS.index(k[1]))
     )

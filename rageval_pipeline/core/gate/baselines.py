@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ValidationError
-
+from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.models import Baseline, RunSummary
 from rageval_pipeline.core.storage import write_text
@@ -60,64 +58,9 @@ def baseline_path(root: Path, dataset: str, system: str) -> Path:
     return root / dataset / f"{_safe_component(root, system, 'system')}.json"
 
 
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _field_path(loc: tuple[Any, ...]) -> str | None:
-    return ".".join(str(part) for part in loc) or None
-
-
-def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
-    """1-based line of the deepest key (or item) of `loc` present in a YAML or JSON document."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            pair = next(((k, v) for k, v in node.value if k.value == str(part)), None)
-        elif (
-            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
-        ):
-            pair = (node.value[part], node.value[part])
-        else:
-            pair = None
-        if pair is None:
-            break
-        line = pair[0].start_mark.line + 1
-        node = pair[1]
-    return line
-
-
-def _validate(model: type[_M], data: Any, path: Path, text: str) -> _M:
-    if data is None:
-        raise InputError(path, "file is empty")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = tuple(error["loc"])
-        more = exc.error_count() - 1
-        problem = error["msg"] + (f" (and {more} more problem(s))" if more else "")
-        raise InputError(path, problem, line=_line_of(text, loc), field=_field_path(loc)) from None
-
-
-def _read(path: Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot read file: {exc}") from None
-
-
 def load_baseline(path: Path) -> Baseline:
     """Read and validate one baseline file; InputError names the file, line and field."""
-    text = _read(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-    return _validate(Baseline, data, Path(path), text)
+    return load_model(Path(path), Baseline)
 
 
 def load_baselines(root: Path) -> dict[tuple[str, str], Baseline]:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rageval_pipeline.core.gate.models import (
-    _FAMILY_CATEGORY,
     LATENCY_STATS,
     OVERALL,
     Baseline,
@@ -17,11 +16,9 @@ from rageval_pipeline.core.gate.models import (
     QueryRegression,
     RunSummary,
     Verdict,
-    higher_is_better,
-    measure_family,
-    measure_sort_key,
 )
 from rageval_pipeline.core.gate.policy import GatePolicy, GateRules
+from rageval_pipeline.core.measures.names import parse_measure, sort_key
 
 # Values read back from 6-decimal baselines must not fail a comparison that sits on the boundary.
 _EPS = 1e-9
@@ -39,12 +36,15 @@ def _delta_text(delta: float, relative: float | None, unit: str = "") -> str:
 
 
 def _category(measure: str) -> Category | None:
-    family = measure_family(measure)
-    return _FAMILY_CATEGORY[family] if family else None
+    return parse_measure(measure).category
+
+
+def _higher_is_better(measure: str) -> bool:
+    return parse_measure(measure).higher_is_better
 
 
 @dataclass(frozen=True)
-class _Run:
+class _Evaluation:
     summary: RunSummary
     rules: GateRules
 
@@ -82,7 +82,7 @@ class _Run:
         )
 
 
-def _absolute_check(run: _Run, measure: str, limit: float, kind: CheckKind) -> Check:
+def _absolute_check(run: _Evaluation, measure: str, limit: float, kind: CheckKind) -> Check:
     blocking = kind == "threshold"
     value = run.summary.measures.get(measure)
     if value is None:
@@ -95,7 +95,7 @@ def _absolute_check(run: _Run, measure: str, limit: float, kind: CheckKind) -> C
             message=f"{run.label} {measure} was not computed by this run but the policy has a "
             f"{kind} for it",
         )
-    higher = higher_is_better(measure)
+    higher = _higher_is_better(measure)
     passed = value >= limit if higher else value <= limit
     relation = (">=" if passed else "<") if higher else ("<=" if passed else ">")
     check = run.compared(
@@ -114,7 +114,7 @@ def _absolute_check(run: _Run, measure: str, limit: float, kind: CheckKind) -> C
     return check.model_copy(update={"message": check.message + " (advisory)"})
 
 
-def _baseline_check(run: _Run, measure: str, baseline: Baseline, blocking: bool) -> Check:
+def _baseline_check(run: _Evaluation, measure: str, baseline: Baseline, blocking: bool) -> Check:
     value = run.summary.measures.get(measure)
     reference = baseline.measures.get(measure)
     if value is None or reference is None:
@@ -133,7 +133,7 @@ def _baseline_check(run: _Run, measure: str, baseline: Baseline, blocking: bool)
             else f"{run.label} {measure} is not in the baseline; update the baseline to compare it",
         )
     band = run.rules.tolerance.for_measure(measure)
-    higher = higher_is_better(measure)
+    higher = _higher_is_better(measure)
     worsening = reference - value if higher else value - reference
     passed = worsening <= band.allowed(reference) + _EPS
     relation = "within" if passed else ("<" if higher else ">")
@@ -150,13 +150,13 @@ def _baseline_check(run: _Run, measure: str, baseline: Baseline, blocking: bool)
     )
 
 
-def _compared_measures(run: _Run, baseline: Baseline) -> list[str]:
+def _compared_measures(run: _Evaluation, baseline: Baseline) -> list[str]:
     if run.rules.compare is not None:
         return list(run.rules.compare)
-    return sorted(set(run.summary.measures) & set(baseline.measures), key=measure_sort_key)
+    return sorted(set(run.summary.measures) & set(baseline.measures), key=sort_key)
 
 
-def _primary_measure(run: _Run, compared: list[str]) -> str | None:
+def _primary_measure(run: _Evaluation, compared: list[str]) -> str | None:
     if run.rules.spike.measure:
         return run.rules.spike.measure
     if "nDCG@10" in compared:
@@ -164,7 +164,9 @@ def _primary_measure(run: _Run, compared: list[str]) -> str | None:
     return compared[0] if compared else None
 
 
-def _per_query_pairs(run: _Run, baseline: Baseline, measure: str) -> list[tuple[str, float, float]]:
+def _per_query_pairs(
+    run: _Evaluation, baseline: Baseline, measure: str
+) -> list[tuple[str, float, float]]:
     """(query_id, baseline value, run value) for queries measured in both, by query id."""
     ours = run.summary.per_query
     return [
@@ -175,10 +177,10 @@ def _per_query_pairs(run: _Run, baseline: Baseline, measure: str) -> list[tuple[
 
 
 def _worsening(measure: str, reference: float, value: float) -> float:
-    return reference - value if higher_is_better(measure) else value - reference
+    return reference - value if _higher_is_better(measure) else value - reference
 
 
-def _spike_check(run: _Run, baseline: Baseline, measure: str, blocking: bool) -> Check:
+def _spike_check(run: _Evaluation, baseline: Baseline, measure: str, blocking: bool) -> Check:
     spike = run.rules.spike
     pairs = _per_query_pairs(run, baseline, measure)
     if not pairs:
@@ -211,7 +213,7 @@ def _spike_check(run: _Run, baseline: Baseline, measure: str, blocking: bool) ->
 
 
 def _worst_queries(
-    run: _Run, baseline: Baseline, measure: str, limit: int
+    run: _Evaluation, baseline: Baseline, measure: str, limit: int
 ) -> list[QueryRegression]:
     worse = [
         (_worsening(measure, ref, val), qid, ref, val)
@@ -240,7 +242,7 @@ def _groups(groups: Iterable[str]) -> list[str]:
     return sorted(groups, key=lambda g: (g != OVERALL, g))
 
 
-def _latency_max_checks(run: _Run) -> list[Check]:
+def _latency_max_checks(run: _Evaluation) -> list[Check]:
     overall = run.summary.latency.get(OVERALL, {})
     checks = []
     for stat in LATENCY_STATS:
@@ -281,7 +283,7 @@ def _latency_max_checks(run: _Run) -> list[Check]:
     return checks
 
 
-def _latency_baseline_checks(run: _Run, baseline: Baseline, blocking: bool) -> list[Check]:
+def _latency_baseline_checks(run: _Evaluation, baseline: Baseline, blocking: bool) -> list[Check]:
     tolerance = run.rules.latency_tolerance
     checks = []
     shared = set(run.summary.latency) & set(baseline.latency)
@@ -321,7 +323,9 @@ def _update_hint(summary: RunSummary) -> str:
     return f"rageval baseline update --dataset {summary.dataset} --system {summary.system}"
 
 
-def _baseline_status(run: _Run, baseline: Baseline | None) -> tuple[Check, Baseline | None, bool]:
+def _baseline_status(
+    run: _Evaluation, baseline: Baseline | None
+) -> tuple[Check, Baseline | None, bool]:
     """The fingerprint or missing-baseline check, the baseline to compare with (None when there
     is none for this split) and whether those comparisons may block."""
     s = run.summary
@@ -355,7 +359,7 @@ def _baseline_status(run: _Run, baseline: Baseline | None) -> tuple[Check, Basel
 
 
 def _judge_run(
-    run: _Run, baseline: Baseline | None, worst_limit: int
+    run: _Evaluation, baseline: Baseline | None, worst_limit: int
 ) -> tuple[list[Check], list[QueryRegression]]:
     status, baseline, blocking = _baseline_status(run, baseline)
     checks = [status]
@@ -377,7 +381,7 @@ def _judge_run(
     return checks, worst
 
 
-def _value_check(run: _Run, measure: str, value: float) -> Check:
+def _value_check(run: _Evaluation, measure: str, value: float) -> Check:
     """A measure no rule covers: reported so every report shows the run's full results."""
     return run.check(
         kind="value",
@@ -409,7 +413,7 @@ def judge(
     checks: list[Check] = []
     worst: list[QueryRegression] = []
     for summary in runs:
-        run = _Run(summary, policy.rules_for(summary.dataset))
+        run = _Evaluation(summary, policy.rules_for(summary.dataset))
         run_checks, run_worst = _judge_run(
             run, baselines.get((summary.dataset, summary.system)), policy.worst_queries
         )

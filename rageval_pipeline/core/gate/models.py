@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
 
-Category = Literal[
-    "diversity_collapse",
-    "latency_regression",
-    "ranking_shift",
-    "recall_drop",
-    "semantic_degraded_spike",
-]
+from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
+
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 CheckKind = Literal[
     "threshold",  # blocking absolute minimum (maximum for lower-is-better measures)
@@ -27,52 +21,10 @@ CheckKind = Literal[
     "missing_baseline",  # no baseline for this run: only absolute limits apply
     "value",  # informational: a measure with nothing to compare against, shown in reports
 ]
-Family = Literal["recall", "ranking", "diversity"]
 LatencyStat = Literal["mean", "p50", "p95", "p99"]
 LATENCY_STATS: tuple[LatencyStat, ...] = get_args(LatencyStat)
 BASELINE_VERSION = "1"
 OVERALL = "all"  # the latency group key covering every query
-
-# A measure's family is decided by its name up to the first non-letter: "nDCG@10" -> "nDCG",
-# "P(rel=2)@5" -> "P". Unknown names are still compared (higher is better) but get no category.
-_FAMILIES: dict[str, Family] = {
-    "R": "recall",
-    "Success": "recall",
-    "ER": "recall",
-    "nDCG": "ranking",
-    "RR": "ranking",
-    "AP": "ranking",
-    "P": "ranking",
-    "Rprec": "ranking",
-    "Diversity": "diversity",
-    "Clustering": "diversity",
-}
-_LOWER_IS_BETTER = frozenset({"Clustering"})
-_FAMILY_CATEGORY: dict[Family, Category] = {
-    "recall": "recall_drop",
-    "ranking": "ranking_shift",
-    "diversity": "diversity_collapse",
-}
-
-
-def _base_name(measure: str) -> str:
-    match = re.match(r"[A-Za-z]+", measure)
-    return match.group(0) if match else measure
-
-
-def measure_family(measure: str) -> Family | None:
-    """The family of a canonical measure name ("R@100" -> "recall"), None when unknown."""
-    return _FAMILIES.get(_base_name(measure))
-
-
-def higher_is_better(measure: str) -> bool:
-    """False only for measures where a rise is a regression (Clustering@k)."""
-    return _base_name(measure) not in _LOWER_IS_BETTER
-
-
-def measure_sort_key(measure: str) -> tuple[Any, ...]:
-    """Natural order, so that nDCG@10 sorts before nDCG@100."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", measure))
 
 
 def _check_timestamp(value: str) -> str:
@@ -84,6 +36,7 @@ def _check_timestamp(value: str) -> str:
 
 
 Name = Annotated[str, Field(min_length=1)]
+MeasureValues = Annotated[dict[MeasureName, FiniteFloat], OneSpellingEach]
 Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
 
 
@@ -101,8 +54,8 @@ class _SummaryFields(_Strict):
     split: Name
     system: Name
     fingerprint: Name = Field(description="stable hash of the system configuration")
-    measures: dict[str, FiniteFloat]
-    per_query: dict[str, dict[str, FiniteFloat]] = Field(default_factory=dict)
+    measures: MeasureValues
+    per_query: dict[str, MeasureValues] = Field(default_factory=dict)
     latency: dict[str, dict[LatencyStat, FiniteFloat]] = Field(
         default_factory=dict, description='group ("all", "intent=factual") -> stat -> ms'
     )

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
-import yaml
-from pydantic import BaseModel, Field, FiniteFloat
+from pydantic import BaseModel, Field
 
-from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.gate.baselines import _M, _read, _validate
-from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, _Strict
+from rageval_pipeline.core.config import load_model
+from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, MeasureValues, _Strict
+from rageval_pipeline.core.measures.names import MeasureName, OneSpellingEach
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class Band(_Strict):
@@ -42,7 +43,7 @@ def _overlay(base: _M, override: BaseModel) -> _M:
 class Tolerance(Band):
     """The default band plus per-measure overrides, which inherit the fields they leave out."""
 
-    per_measure: dict[str, Band] = Field(default_factory=dict)
+    per_measure: Annotated[dict[MeasureName, Band], OneSpellingEach] = Field(default_factory=dict)
 
     def for_measure(self, measure: str) -> Band:
         band = Band(relative=self.relative, absolute=self.absolute)
@@ -72,7 +73,9 @@ class LatencyTolerance(_Strict):
 class Spike(_Strict):
     """semantic_degraded_spike: more than `share` of queries lost more than `drop` of `measure`."""
 
-    measure: str | None = Field(default=None, description="default nDCG@10, else first compared")
+    measure: MeasureName | None = Field(
+        default=None, description="default nDCG@10, else first compared"
+    )
     drop: float = Field(default=0.2, gt=0)
     share: float = Field(default=0.25, ge=0, le=1)
 
@@ -80,12 +83,12 @@ class Spike(_Strict):
 class GateRules(_Strict):
     """The rules of one dataset (or dataset pattern)."""
 
-    thresholds: dict[str, FiniteFloat] = Field(default_factory=dict)
-    targets: dict[str, FiniteFloat] = Field(default_factory=dict)
+    thresholds: MeasureValues = Field(default_factory=dict)
+    targets: MeasureValues = Field(default_factory=dict)
     latency_max_ms: dict[LatencyStat, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     tolerance: Tolerance = Field(default_factory=Tolerance)
     latency_tolerance: LatencyTolerance = Field(default_factory=LatencyTolerance)
-    compare: list[str] | None = None
+    compare: Annotated[list[MeasureName], OneSpellingEach] | None = None
     spike: Spike = Field(default_factory=Spike)
 
 
@@ -111,12 +114,4 @@ class GatePolicy(_Strict):
 
 def load_policy(path: Path) -> GatePolicy:
     """Read and validate the gate policy; InputError names the file, line and field."""
-    text = _read(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(path, f"invalid YAML: {problem}", line=line) from None
-    return _validate(GatePolicy, data, Path(path), text)
+    return load_model(Path(path), GatePolicy)
