@@ -10,7 +10,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "suites"
 TINY = FIXTURES / "tiny"
 BAD = FIXTURES / "malformed" / "missing_query.json"
 OK_LINE = f"ok: {TINY} (3 documents, 3 queries, 5 judgments)\n"
-ERROR_LINE = f"error: {BAD}: queries[0].query: field required\n"
+ERROR_LINE = f"error: {BAD}:16: queries[0].query: field required\n"
 
 
 def test_valid_suite_exits_0(capsys):

@@ -109,7 +109,7 @@ def write(tmp_path: Path, suite: dict, name: str = "case.json") -> Path:
         ),
         (
             "content_path_missing.json",
-            f"documents[0].content_path: no such file '{MALFORMED / 'documents' / 'guide.md'}'",
+            'documents[0].content_path: no such file (got "documents/guide.md")',
         ),
         (
             "mixed_levels.json",
@@ -121,13 +121,41 @@ def write(tmp_path: Path, suite: dict, name: str = "case.json") -> Path:
             '(got {"strategy": "reference"})',
         ),
         ("invalid_json.json", "invalid JSON (column 3): Expecting ',' delimiter"),
-        ("duplicate_judgment.yaml", "invalid YAML (column 7): duplicate key 'guide'"),
+        (
+            "duplicate_judgment.yaml",
+            'queries[0].judgments: duplicate key "guide" (first on line 17)',
+        ),
     ],
 )
 def test_malformed_fixture_fails_with_exact_message(case, expected):
     path = MALFORMED / case
-    line = {"invalid_json.json": ":4", "duplicate_judgment.yaml": ":18"}.get(case, "")
-    assert problem(path) == f"{path}{line}: {expected}"
+    assert problem(path) == f"{path}:{FIXTURE_LINES[case]}: {expected}"
+
+
+# The line of the offending key (or of the object that lacks one) in each malformed fixture.
+FIXTURE_LINES = {
+    "missing_query.json": 16,
+    "missing_intent.json": 32,
+    "grade_not_integer.json": 21,
+    "difficulty_not_a_level.json": 24,
+    "unknown_document_target.json": 22,
+    "unknown_chunk_target.json": 25,
+    "duplicate_document_id.json": 15,
+    "duplicate_query_id.json": 33,
+    "grade_out_of_range.json": 21,
+    "unknown_version.json": 2,
+    "no_documents.json": 6,
+    "no_queries.json": 15,
+    "primary_not_top_graded.json": 31,
+    "missing_primary.json": 16,
+    "content_and_content_path.json": 7,
+    "no_content.json": 7,
+    "content_path_missing.json": 12,
+    "mixed_levels.json": 27,
+    "reference_chunking.json": 7,
+    "invalid_json.json": 4,
+    "duplicate_judgment.yaml": 18,
+}
 
 
 def edit(change):
@@ -228,8 +256,8 @@ def query(suite):
     ],
 )
 def test_rule_fails_with_exact_message(tmp_path, change, expected):
-    path = write(tmp_path, edit(change))
-    assert problem(path) == f"{path}: {expected}"
+    path = write(tmp_path, edit(change))  # one line of JSON
+    assert problem(path) == f"{path}:1: {expected}"
 
 
 def test_suffix_matching_and_targets_naming_one_document_twice(tmp_path):
@@ -253,31 +281,31 @@ def test_suffix_matching_and_targets_naming_one_document_twice(tmp_path):
     query(suite).update(judgments={"a.rs": 3, "src/a.rs": 1})
     path = write(tmp_path, suite)
     assert problem(path) == (
-        f"{path}: queries[0].judgments[\"src/a.rs\"]: names 'src/a.rs', already judged as 'a.rs'"
+        f"{path}:1: queries[0].judgments[\"src/a.rs\"]: names 'src/a.rs', already judged as 'a.rs'"
     )
 
     query(suite).update(judgments={"a.rs": 3})
     suite["match"] = "exact"
     path = write(tmp_path, suite)
     assert problem(path) == (
-        f"{path}: queries[0].judgments[\"a.rs\"]: unknown target 'a.rs': no document id equals it"
+        f"{path}:1: queries[0].judgments[\"a.rs\"]: unknown target 'a.rs': no document id equals it"
     )
 
 
 def test_json_duplicate_key(tmp_path):
     path = tmp_path / "dup.json"
-    path.write_text('{"version": "1.0", "version": "1.0"}', encoding="utf-8")
-    assert problem(path) == f"{path}: duplicate key 'version' in one object"
+    path.write_text('{"version": "1.0",\n "version": "1.0"}', encoding="utf-8")
+    assert problem(path) == f'{path}:2: duplicate key "version" (first on line 1)'
 
 
 @pytest.mark.parametrize(
     ("name", "text", "expected"),
     [
-        ("", None, "no suite file in this folder (looked for suite.json, suite.yaml, suite.yml)"),
-        ("missing.json", None, "no such file or folder"),
-        ("suite.txt", "{}", "a suite file must end in .json, .yaml or .yml"),
-        ("list.json", "[]", "the top level must be an object"),
-        ("both", None, "holds both suite.json and suite.yaml; keep one"),
+        ("", None, ": no suite file in this folder (looked for suite.json, suite.yaml, suite.yml)"),
+        ("missing.json", None, ": no such file"),
+        ("suite.txt", "{}", ': unknown file type ".txt": expected one of .json, .yaml, .yml'),
+        ("list.json", "[]", ":1: the top level must be an object"),
+        ("both", None, ": holds both suite.json and suite.yaml; keep one"),
     ],
 )
 def test_bad_paths(tmp_path, name, text, expected):
@@ -288,14 +316,15 @@ def test_bad_paths(tmp_path, name, text, expected):
         path.mkdir()
         (path / "suite.json").write_text("{}", encoding="utf-8")
         (path / "suite.yaml").write_text("{}", encoding="utf-8")
-    assert problem(path) == f"{path}: {expected}"
+    assert problem(path) == f"{path}{expected}"
 
 
 def test_suite_name_must_be_its_folder(tmp_path):
     folder = tmp_path / "other"
     shutil.copytree(TINY, folder)
     assert problem(folder) == (
-        f"{folder / 'suite.json'}: name: must equal the suite's folder name 'other' (got \"tiny\")"
+        f"{folder / 'suite.json'}:4: name: "
+        "must equal the suite's folder name 'other' (got \"tiny\")"
     )
 
 
