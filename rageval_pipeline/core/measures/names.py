@@ -43,6 +43,7 @@ Category = Literal[
     "ranking_shift",
     "recall_drop",
     "semantic_degraded_spike",
+    "unjudged_spike",
 ]
 
 
@@ -57,7 +58,7 @@ class Measure(BaseModel):
     CATEGORY: ClassVar[Category | None]  # how a drop is reported; None: not a regression
     HIGHER_IS_BETTER: ClassVar[bool] = True
     CUTOFF: ClassVar[Cutoff] = "required"
-    PARAMS: ClassVar[frozenset[str]] = frozenset({"rel"})
+    PARAMS: ClassVar[frozenset[str]] = frozenset({"rel", "judged"})
     USES_QRELS: ClassVar[bool] = True
     USES_SOURCE: ClassVar[bool] = False
 
@@ -66,6 +67,10 @@ class Measure(BaseModel):
     gain: Literal["lin", "exp"] = Field(
         default="lin", description="nDCG gain: label (trec_eval) or 2^label - 1 (Burges)"
     )
+    judged: bool = Field(
+        default=False,
+        description="condensed: unjudged documents removed before ranking (trec_eval -J, Sakai)",
+    )
 
     @model_validator(mode="after")
     def _check_family_rules(self) -> Measure:
@@ -73,15 +78,15 @@ class Measure(BaseModel):
             raise ValueError(f"{self.NAME} needs a cutoff, e.g. {self.NAME}@10")
         if self.CUTOFF == "none" and self.k is not None:
             raise ValueError(f"{self.NAME} takes no cutoff")
-        for param in ("rel", "gain"):
+        for param in ("rel", "gain", "judged"):
             default = type(self).model_fields[param].default
             if param not in self.PARAMS and getattr(self, param) != default:
                 raise ValueError(f"{self.NAME} takes no parameter {param!r}")
         return self
 
-    def params(self) -> dict[str, int | str]:
+    def params(self) -> dict[str, int | str | bool]:
         """The parameters that differ from their defaults, by name."""
-        out: dict[str, int | str] = {}
+        out: dict[str, int | str | bool] = {}
         for param in sorted(self.PARAMS):
             value = getattr(self, param)
             if value != type(self).model_fields[param].default:
@@ -104,7 +109,8 @@ class Measure(BaseModel):
         params = self.params()
         text = self.NAME
         if params:
-            text += "(" + ",".join(f"{key}={value}" for key, value in params.items()) + ")"
+            shown = (key if value is True else f"{key}={value}" for key, value in params.items())
+            text += "(" + ",".join(shown) + ")"
         if self.k is not None:
             text += f"@{self.k}"
         return text
@@ -160,7 +166,7 @@ class nDCG(Measure):
     ALIASES = ("ndcg_cut",)
     FAMILY = "ranking"
     CATEGORY = "ranking_shift"
-    PARAMS = frozenset({"gain"})
+    PARAMS = frozenset({"gain", "judged"})
 
 
 class AP(Measure):
@@ -214,6 +220,7 @@ class ER(Measure):
     ALIASES = ("entityrecall", "entity_recall")
     FAMILY = "recall"
     CATEGORY = "recall_drop"
+    PARAMS = frozenset({"rel"})
     USES_SOURCE = True
 
 
@@ -307,10 +314,12 @@ def _parse(name: str) -> Measure:
     fields: dict[str, object] = {}
     for item in filter(None, (match["before"] or match["after"] or "").split(",")):
         key, sep, value = item.partition("=")
-        if not sep or key not in ("rel", "gain"):
+        if item == "judged":  # a bare flag: the condensed variant
+            key, sep, value = "judged", "=", "true"
+        if not sep or key not in ("rel", "gain", "judged"):
             raise InputError(
                 None,
-                f"measure {name!r}: bad parameter {item!r} (rel=N or gain=lin|exp)",
+                f"measure {name!r}: bad parameter {item!r} (rel=N, gain=lin|exp or judged)",
                 field="measure",
             )
         fields[key] = value
