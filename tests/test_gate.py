@@ -85,7 +85,8 @@ def test_drop_beyond_tolerance_fails_naming_measure_and_delta():
     assert failure.measure == "nDCG@10"
     assert failure.delta == pytest.approx(-0.04)
     assert failure.message == (
-        "nfcorpus/bm25 nDCG@10 = 0.2810 < baseline 0.3210 - 5% (delta -0.0400, -12.5%)"
+        "nfcorpus/bm25 nDCG@10 = 0.2810 < baseline 0.3210 - 5% (delta -0.0400, -12.5%); no "
+        "per-query values in both run and baseline, so the mean alone decides"
     )
     assert verdict.summary.startswith("FAIL: 1 blocking failure(s) in 1 of 1 run(s)")
 
@@ -136,7 +137,7 @@ INTENT_LATENCY = {"all": {"p50": 10.0, "p95": 30.0}, "intent=factual": {"p50": 9
 
 TAXONOMY_CASES = {
     "recall_drop": ({**GOOD, "R@100": 0.50}, {}, None),
-    "ranking_shift": ({**GOOD, "nDCG@10": 0.40}, {}, None),
+    "ranking_shift": ({**GOOD, "nDCG@10": 0.40}, {q: {"nDCG@10": 0.4} for q in UNIFORM}, None),
     "diversity_collapse": ({**GOOD, "Diversity@10": 0.60}, {}, None),
     "semantic_degraded_spike": (GOOD, SPIKED, None),
     "latency_regression": (

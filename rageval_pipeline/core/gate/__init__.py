@@ -35,7 +35,9 @@ from rageval_pipeline.core.gate.policy import (
     GateRules,
     LatencyTolerance,
     Spike,
+    Statistics,
     Tolerance,
+    UnjudgedSpike,
     load_policy,
 )
 
@@ -57,7 +59,9 @@ __all__ = [
     "QueryRegression",
     "RunSummary",
     "Spike",
+    "Statistics",
     "Tolerance",
+    "UnjudgedSpike",
     "Verdict",
     "baseline_from_summary",
     "baseline_path",

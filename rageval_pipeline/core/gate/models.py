@@ -8,6 +8,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
 
 from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
+from rageval_pipeline.core.statistics import PairedTest
 
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 CheckKind = Literal[
@@ -15,6 +16,7 @@ CheckKind = Literal[
     "target",  # advisory absolute minimum: reported, never blocking
     "baseline",  # mean measure against the baseline within tolerance
     "spike",  # share of queries whose primary measure dropped sharply against the baseline
+    "unjudged",  # share of unjudged documents in the top k, against the baseline
     "latency",  # overall latency statistic against latency_max_ms
     "latency_baseline",  # latency statistic of one group against the baseline
     "fingerprint",  # the baseline was recorded for this system configuration
@@ -60,6 +62,9 @@ class _SummaryFields(_Strict):
         default_factory=dict, description='group ("all", "intent=factual") -> stat -> ms'
     )
     n_queries: int = Field(ge=0)
+    intervals: Annotated[dict[MeasureName, tuple[FiniteFloat, FiniteFloat]], OneSpellingEach] = (
+        Field(default_factory=dict, description="95% bootstrap interval of each mean")
+    )
 
 
 class RunSummary(_SummaryFields):
@@ -100,6 +105,10 @@ class Check(BaseModel):
     blocking: bool
     category: Category | None = None
     message: str
+    ci_low: float | None = None  # interval of `value` (a mean over queries)
+    ci_high: float | None = None
+    paired: PairedTest | None = None  # per-query comparison with the baseline
+    inconclusive: bool = False  # beyond tolerance, but the statistics cannot tell it from noise
 
 
 class QueryRegression(BaseModel):
@@ -131,8 +140,14 @@ class Verdict(BaseModel):
 
     @property
     def warnings(self) -> list[Check]:
-        """Failing non-blocking checks: missed targets, missing baselines, informational deltas."""
+        """Failing non-blocking checks: missed targets, missing baselines, informational deltas,
+        inconclusive drops."""
         return [c for c in self.checks if not c.blocking and not c.passed]
+
+    @property
+    def inconclusive(self) -> list[Check]:
+        """Drops beyond tolerance that the suite's statistics cannot tell from noise."""
+        return [c for c in self.checks if c.inconclusive]
 
     @property
     def runs(self) -> list[tuple[str, str, str]]:
@@ -163,5 +178,6 @@ class Verdict(BaseModel):
                 f"FAIL: {len(failures)} blocking failure(s) in {len(failing_runs)} of "
                 f"{len(runs)} run(s): {labels}"
             )
-        warnings = len(self.warnings)
-        return f"PASS: {len(runs)} run(s), {len(self.checks)} checks, {warnings} warning(s)"
+        warnings, unsure = len(self.warnings), len(self.inconclusive)
+        text = f"PASS: {len(runs)} run(s), {len(self.checks)} checks, {warnings} warning(s)"
+        return text + (f", {unsure} inconclusive" if unsure else "")

@@ -11,6 +11,12 @@ from pydantic import BaseModel, Field
 from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, MeasureValues, _Strict
 from rageval_pipeline.core.measures.names import MeasureName, OneSpellingEach
+from rageval_pipeline.core.statistics import (
+    DEFAULT_ALPHA,
+    DEFAULT_POWER,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+)
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -80,6 +86,31 @@ class Spike(_Strict):
     share: float = Field(default=0.25, ge=0, le=1)
 
 
+class Statistics(_Strict):
+    """How a drop beyond tolerance is judged from per-query values against the baseline.
+
+    `interval`: it fails when the whole (1 - alpha) paired bootstrap interval of the difference
+    lies beyond the tolerance band; `significance`: when the paired randomization test is
+    significant at `alpha` after Holm's correction across the run's compared measures; `point`:
+    on the mean alone (no statistics). Otherwise a drop beyond tolerance is `inconclusive`.
+    """
+
+    rule: Literal["interval", "significance", "point"] = "interval"
+    alpha: float = Field(default=DEFAULT_ALPHA, gt=0, lt=1)
+    resamples: int = Field(default=DEFAULT_RESAMPLES, ge=100, le=1_000_000)
+    seed: int = Field(default=DEFAULT_SEED, ge=0)
+    power: float = Field(default=DEFAULT_POWER, gt=0, lt=1, description="for the MDE")
+
+
+class UnjudgedSpike(_Strict):
+    """unjudged_spike: `measure` (a Judged@k) fell by more than `drop` against the baseline, so
+    the run retrieves documents nobody judged; its drops may be missing judgments."""
+
+    measure: MeasureName = "Judged@10"
+    drop: float = Field(default=0.1, gt=0, le=1)
+    blocking: bool = False
+
+
 class GateRules(_Strict):
     """The rules of one dataset (or dataset pattern)."""
 
@@ -90,6 +121,8 @@ class GateRules(_Strict):
     latency_tolerance: LatencyTolerance = Field(default_factory=LatencyTolerance)
     compare: Annotated[list[MeasureName], OneSpellingEach] | None = None
     spike: Spike = Field(default_factory=Spike)
+    statistics: Statistics = Field(default_factory=Statistics)
+    unjudged: UnjudgedSpike = Field(default_factory=UnjudgedSpike)
 
 
 DEFAULT_RULES_KEY = "default"
