@@ -104,7 +104,7 @@ def validate(document: Document, model: type[M], context: dict[str, Any] | None 
             loc = tuple(item["loc"])
             if item["type"] == "rule":
                 loc += tuple(item["ctx"]["loc"])
-            raw, rendered = field_paths.locate(model, loc)
+            raw, rendered = field_paths.locate(model, loc, document.data)
             found.append((field_paths.position(document.data, raw), raw, rendered, item))
         _, raw, rendered, item = min(found, key=lambda f: f[0])
         raise document.error(raw, field_paths.problem(item, quote), rendered) from None
