@@ -587,7 +587,10 @@ def test_misspelt_measure_fails_at_load_naming_file_line_and_field(tmp_path, rul
 @pytest.mark.parametrize(
     ("rules", "expected"),
     [
-        ("    thresholds: {nDCG@10: 0.3, NDCG@10: 0.4}", 'thresholds: "nDCG@10" and "NDCG@10"'),
+        (
+            "    thresholds: {nDCG@10: 0.3, NDCG@10: 0.4}",
+            'thresholds: "nDCG@10" and "NDCG@10" both name nDCG@10',
+        ),
         (
             "    targets: {MRR: 0.3, recip_rank: 0.4}",
             'targets: "MRR" and "recip_rank" both name RR',
