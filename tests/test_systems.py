@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import shutil
 import textwrap
@@ -337,3 +338,55 @@ def test_http_headers_come_from_the_environment_only(tmp_path, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ----------------------------------------------------------------------------------- confinement
+
+
+def run_file_system(tmp_path: Path, run_path: str) -> Path:
+    folder = tmp_path / "config"
+    folder.mkdir(exist_ok=True)
+    (folder / "runs").mkdir(exist_ok=True)
+    shutil.copy(FIXTURES / "run.trec", folder / "runs" / "ours.trec")
+    (tmp_path / "theirs.trec").write_text("q1 Q0 d1 1 1.0 x\n")
+    return write(folder, f"systems:\n  replay:\n    retriever: run_file\n    path: '{run_path}'\n")
+
+
+@pytest.mark.parametrize(
+    ("run_path", "make", "rule"),
+    [
+        ("../theirs.trec", None, "leaves the file's folder through '..'"),
+        ("runs/../../theirs.trec", None, "leaves the file's folder through '..'"),
+        ("/proc/self/environ", None, "must be a path relative to the file's folder, not absolute"),
+        ("/etc/passwd", None, "must be a path relative to the file's folder, not absolute"),
+        ("runs/leak.trec", "../../theirs.trec", "is a symlink to a file outside the file's folder"),
+        ("runs/env.trec", "/proc/self/environ", "is a symlink to a file outside the file's folder"),
+        ("runs/pipe.trec", "fifo", "is a FIFO, not a regular file"),
+        ("runs", None, "is a folder, not a regular file"),
+    ],
+)
+def test_run_file_path_stays_inside_the_systems_folder(tmp_path, run_path, make, rule):
+    path = run_file_system(tmp_path, run_path)
+    if make == "fifo":
+        os.mkfifo(path.parent / run_path)
+    elif make is not None:
+        (path.parent / run_path).symlink_to(make)
+    with pytest.raises(InputError) as err:
+        load_systems(path)
+    assert str(err.value) == f'{path}:4: systems["replay"].path: {rule} (got "{run_path}")'
+
+
+def test_run_file_inside_the_folder_loads_and_is_checked_again_when_read(tmp_path):
+    path = run_file_system(tmp_path, "runs/ours.trec")
+    system = load_systems(path)["replay"]
+    assert system.resolved_path() == (path.parent / "runs" / "ours.trec").resolve()
+    fingerprint = system.fingerprint()
+    (path.parent / "runs" / "ours.trec").unlink()
+    (path.parent / "runs" / "ours.trec").symlink_to(tmp_path / "theirs.trec")
+    with pytest.raises(InputError) as err:
+        system.fingerprint()
+    assert str(err.value) == (
+        f"{path.parent}: path: is a symlink to a file outside the file's folder "
+        '(got "runs/ours.trec")'
+    )
+    assert len(fingerprint) == 16
