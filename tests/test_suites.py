@@ -1,6 +1,7 @@
 import copy
 import datetime
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -394,3 +395,98 @@ def test_committed_json_schema_is_generated_from_the_models():
     #   python -m rageval_pipeline.core.suites --schema > data/suites/suite.schema.json
     committed = json.loads((ROOT / "data" / "suites" / "suite.schema.json").read_text())
     assert committed == suite_json_schema()
+
+
+# ----------------------------------------------------------------------------------- confinement
+
+
+def suite_naming(tmp_path: Path, content_path: str) -> Path:
+    """A suite folder (with a legitimate documents/guide.md) whose document reads content_path."""
+    folder = tmp_path / "base"
+    (folder / "documents").mkdir(parents=True, exist_ok=True)
+    (folder / "documents" / "guide.md").write_text("Tokens expire after one hour.")
+    (tmp_path / "secret.md").write_text("outside the suite")
+    suite = edit(lambda s: doc(s).pop("content"))
+    doc(suite)["content_path"] = content_path
+    return write(folder, suite, "suite.json")
+
+
+def confinement_problem(tmp_path: Path, content_path: str) -> str:
+    path = suite_naming(tmp_path, content_path)
+    return problem(path).removeprefix(f"{path}:1: documents[0].content_path: ")
+
+
+@pytest.mark.parametrize(
+    "content_path",
+    [
+        "../secret.md",
+        "documents/../../secret.md",
+        "../../../../../../../../proc/self/environ",
+        "./../base/../secret.md",
+    ],
+)
+def test_content_path_cannot_climb_out_of_the_suite_folder(tmp_path, content_path):
+    assert confinement_problem(tmp_path, content_path) == (
+        f"leaves the file's folder through '..' (got {json.dumps(content_path)})"
+    )
+
+
+@pytest.mark.parametrize("content_path", ["/etc/passwd", "/proc/self/environ", "\\\\host\\share"])
+def test_content_path_cannot_be_absolute(tmp_path, content_path):
+    assert confinement_problem(tmp_path, content_path) == (
+        "must be a path relative to the file's folder, not absolute "
+        f"(got {json.dumps(content_path)})"
+    )
+
+
+def test_an_absolute_path_inside_the_folder_is_refused_too(tmp_path):
+    inside = str(tmp_path / "base" / "documents" / "guide.md")
+    assert confinement_problem(tmp_path, inside) == (
+        f"must be a path relative to the file's folder, not absolute (got {json.dumps(inside)})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        ("documents/leak.md", "../../secret.md"),  # relative symlink out
+        ("documents/environ.md", "/proc/self/environ"),
+        ("documents/passwd.md", "/etc/passwd"),
+        ("outside/secret.md", None),  # a symlinked folder pointing out
+    ],
+)
+def test_content_path_cannot_follow_a_symlink_out(tmp_path, link, target):
+    path = suite_naming(tmp_path, link)
+    source = path.parent / link
+    if target is None:
+        source.parent.symlink_to(tmp_path, target_is_directory=True)
+    else:
+        source.symlink_to(target)
+    assert problem(path) == (
+        f"{path}:1: documents[0].content_path: is a symlink to a file outside the file's folder "
+        f"(got {json.dumps(link)})"
+    )
+
+
+def test_a_symlink_inside_the_folder_is_followed(tmp_path):
+    path = suite_naming(tmp_path, "documents/alias.md")
+    (path.parent / "documents" / "alias.md").symlink_to("guide.md")
+    assert load_suite(path).documents[0].text == "Tokens expire after one hour."
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "kind"),
+    [
+        ("documents/pipe.md", os.mkfifo, "a FIFO"),
+        ("documents/sub", os.mkdir, "a folder"),
+        ("documents", None, "a folder"),
+    ],
+)
+def test_content_path_must_be_a_regular_file(tmp_path, name, make, kind):
+    path = suite_naming(tmp_path, name)
+    if make is not None:
+        make(path.parent / name)
+    assert problem(path) == (
+        f"{path}:1: documents[0].content_path: is {kind}, not a regular file "
+        f"(got {json.dumps(name)})"
+    )

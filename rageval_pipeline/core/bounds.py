@@ -89,9 +89,10 @@ def read_text(path: Path) -> str:
         raise ValueError(f"is not UTF-8 text (byte {exc.start})") from None
 
 
-def confined(folder: Path, name: str) -> Path:
+def confined(folder: Path, name: str, *, exists: bool = True) -> Path:
     """The regular file `name` names inside `folder`, resolved; ValueError when it is absolute,
-    leaves the folder (through `..` or a symlink) or is not a regular file."""
+    leaves the folder (through `..` or a symlink) or is not a regular file. With
+    `exists=False` a file that is not there yet passes (it is checked again when read)."""
     if Path(name).is_absolute() or name.startswith("\\"):
         raise ValueError(
             f"must be a path relative to the file's folder, not absolute (got {quote(name)})"
@@ -103,6 +104,8 @@ def confined(folder: Path, name: str) -> Path:
     target = lexical.resolve()
     if not target.is_relative_to(root):
         raise ValueError(f"is a symlink to a file outside the file's folder (got {quote(name)})")
+    if not exists and not target.exists():
+        return target
     try:
         _regular_file(target)
     except ValueError as exc:

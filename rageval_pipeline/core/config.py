@@ -104,7 +104,7 @@ def validate(document: Document, model: type[M], context: dict[str, Any] | None 
             loc = tuple(item["loc"])
             if item["type"] == "rule":
                 loc += tuple(item["ctx"]["loc"])
-            raw, rendered = field_paths.locate(model, loc)
+            raw, rendered = field_paths.locate(model, loc, document.data)
             found.append((field_paths.position(document.data, raw), raw, rendered, item))
         _, raw, rendered, item = min(found, key=lambda f: f[0])
         raise document.error(raw, field_paths.problem(item, quote), rendered) from None
@@ -147,7 +147,7 @@ def _parse_json(path: Path, text: str) -> Document:
         _json_positions(text)  # raises the problem with its line
         raise _Problem(None, (), "nesting deeper than this parser can read") from None
     if _deeper_than(data, limit("depth")):
-        _json_positions(text)
+        _json_positions(text)  # raises the problem with its line
     return Document(path, data, json_text=text)
 
 
@@ -253,22 +253,21 @@ class _Loader(yaml.SafeLoader):
         self._weight[id(node)] = 1 + sum(self._weight[id(c)] for c in children)
         return node
 
-    def _enter(self, start_mark: Any) -> None:
-        if len(self._loc) >= self._max_depth:
-            raise _Problem(
-                start_mark.line + 1,
-                (),
-                f"nesting deeper than {self._max_depth} levels (RAGEVAL_MAX_DEPTH)",
-            )
-
-    def compose_sequence_node(self, anchor: Any) -> Any:
-        self._enter(self.peek_event().start_mark)
+    def _open(self, kind: type[yaml.CollectionNode], anchor: Any) -> Any:
+        """A new, empty collection node, as PyYAML's composer makes it, within the depth limit."""
         start = self.get_event()
+        if len(self._loc) >= self._max_depth:
+            problem = f"nesting deeper than {self._max_depth} levels (RAGEVAL_MAX_DEPTH)"
+            raise _Problem(start.start_mark.line + 1, (), problem)
         tag = start.tag if start.tag not in (None, "!") else None
-        tag = tag or self.resolve(yaml.SequenceNode, None, start.implicit)
-        node = yaml.SequenceNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
+        tag = tag or self.resolve(kind, None, start.implicit)
+        node = kind(tag, [], start.start_mark, None, flow_style=start.flow_style)
         if anchor is not None:
             self.anchors[anchor] = node
+        return node
+
+    def compose_sequence_node(self, anchor: Any) -> Any:
+        node = self._open(yaml.SequenceNode, anchor)
         while not self.check_event(yaml.SequenceEndEvent):
             index = len(node.value)
             self.positions[(*self._loc, index)] = self.peek_event().start_mark.line + 1
@@ -279,13 +278,7 @@ class _Loader(yaml.SafeLoader):
         return node
 
     def compose_mapping_node(self, anchor: Any) -> Any:
-        self._enter(self.peek_event().start_mark)
-        start = self.get_event()
-        tag = start.tag if start.tag not in (None, "!") else None
-        tag = tag or self.resolve(yaml.MappingNode, None, start.implicit)
-        node = yaml.MappingNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
-        if anchor is not None:
-            self.anchors[anchor] = node
+        node = self._open(yaml.MappingNode, anchor)
         seen: dict[tuple[str, str], int] = {}
         while not self.check_event(yaml.MappingEndEvent):
             key = self.compose_node(node, None)

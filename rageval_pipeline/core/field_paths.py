@@ -51,12 +51,16 @@ def _unwrap(tp: Any) -> Any:
             return tp
 
 
-def _tagged(members: tuple[Any, ...], tag: str | int) -> Any:
-    """The union member whose Literal field has the value `tag`, else None."""
+def _tagged(members: tuple[Any, ...], tag: Any, node: Any) -> Any:
+    """The union member whose Literal field has the value `tag`, or the value that field has
+    in `node` (the data at this place), else None."""
     for member in members:
         if isinstance(member, type) and issubclass(member, BaseModel):
-            for info in member.model_fields.values():
-                if get_origin(info.annotation) is Literal and tag in get_args(info.annotation):
+            for name, info in member.model_fields.items():
+                if get_origin(info.annotation) is not Literal:
+                    continue
+                values = get_args(info.annotation)
+                if tag in values or (isinstance(node, dict) and node.get(name) in values):
                     return member
     return None
 
@@ -68,23 +72,31 @@ def _model_field(model: type[BaseModel], part: str) -> Any:
     return None
 
 
-def locate(model: type[BaseModel], loc: Loc) -> tuple[Loc, str]:
+def _child(node: Any, part: str | int) -> Any:
+    if isinstance(node, dict):
+        return node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return node[part]
+    return None
+
+
+def locate(model: type[BaseModel], loc: Loc, data: Any) -> tuple[Loc, str]:
     """(the location in the file's data, its rendering) of a pydantic error location."""
     tp: Any = model
     raw: list[str | int] = []
     out = ""
+    node = data
     for part in loc:
         if part == "[key]":  # pydantic marks a map key that failed validation
             continue
         tp = _unwrap(tp)
-        if isinstance(tp, tuple):  # a union: the part may name the member tried
-            member = _tagged(tp, part)
-            if member is not None:
-                tp = member
+        if isinstance(tp, tuple):  # a union: the part may be the tag of the member tried
+            tp = _tagged(tp, part, node)
+            if tp is not None and not (isinstance(node, dict) and part in node):
                 continue
-            tp = None
         origin = get_origin(tp)
         raw.append(part)
+        node = _child(node, part)
         if isinstance(part, int):
             out += f"[{part}]"
             tp = get_args(tp)[0] if origin in (list, tuple) and get_args(tp) else None

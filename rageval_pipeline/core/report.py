@@ -81,8 +81,8 @@ def _number(check: Check, value: float | None) -> str:
 
 def _limit(check: Check) -> str:
     """How a threshold, target or latency maximum reads in the Threshold column."""
-    measure = try_parse(check.measure or "") if check.kind != "latency" else None
-    at_least = measure is not None and measure.higher_is_better
+    measure = try_parse(check.measure or "")
+    at_least = check.kind != "latency" and (measure is None or measure.higher_is_better)
     text = f"{'≥' if at_least else '≤'} {_number(check, check.reference)}"
     return text + " (target)" if check.kind == "target" else text
 

@@ -10,7 +10,7 @@ rank judged documents only and keep their own label: a drop there is a real one.
 
 from __future__ import annotations
 
-from rageval_pipeline.core.gate.context import EPS, Evaluation
+from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check
 from rageval_pipeline.core.measures.names import try_parse
 

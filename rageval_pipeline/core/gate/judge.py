@@ -6,8 +6,8 @@ paired statistics), `coverage` (unjudged documents), `latency`; `context` is wha
 
 from __future__ import annotations
 
-from rageval_pipeline.core.gate.context import Evaluation, category_of, higher_is_better
 from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
+from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
 from rageval_pipeline.core.gate.models import (
     Baseline,
@@ -26,6 +26,7 @@ from rageval_pipeline.core.gate.quality import (
     spike_check,
     worst_queries,
 )
+from rageval_pipeline.core.measures.names import parse_measure
 
 _QUALITY_KINDS = frozenset({"threshold", "target", "baseline"})
 
@@ -43,7 +44,7 @@ def _absolute_check(run: Evaluation, measure: str, limit: float, kind: CheckKind
             message=f"{run.label} {measure} was not computed by this run but the policy has a "
             f"{kind} for it",
         )
-    higher = higher_is_better(measure)
+    higher = parse_measure(measure).higher_is_better
     passed = value >= limit if higher else value <= limit
     relation = (">=" if passed else "<") if higher else ("<=" if passed else ">")
     check = run.compared(
@@ -54,7 +55,7 @@ def _absolute_check(run: Evaluation, measure: str, limit: float, kind: CheckKind
         passed=passed,
         blocking=blocking,
         # A missed advisory target is not a regression: it carries no taxonomy label.
-        category=category_of(measure) if blocking else None,
+        category=parse_measure(measure).category if blocking else None,
         message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f}",
     )
     if blocking or passed:

@@ -1,10 +1,10 @@
-"""Latency checks: absolute maximums and per-group comparisons with the baseline."""
+"""Latency checks: absolute maxima and per-group comparison with the baseline."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rageval_pipeline.core.gate.context import EPS, Evaluation
+from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
 from rageval_pipeline.core.gate.models import LATENCY_STATS, OVERALL, Baseline, Check
 
 

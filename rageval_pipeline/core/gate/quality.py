@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rageval_pipeline.core.gate.context import (
+from rageval_pipeline.core.gate.evaluation import (
     EPS,
     Evaluation,
-    category_of,
     deltas,
-    higher_is_better,
     per_query_pairs,
     worsening,
 )
@@ -68,7 +66,7 @@ def _proven(run: Evaluation, measure: str, allowed: float, test: PairedTest | No
         return True
     if stats.rule == "significance":
         return test.p_holm is not None and test.p_holm < stats.alpha
-    if higher_is_better(measure):
+    if parse_measure(measure).higher_is_better:
         return test.ci_high < -allowed - EPS
     return test.ci_low > allowed + EPS
 
@@ -112,7 +110,7 @@ def baseline_check(
         )
     band = run.rules.tolerance.for_measure(measure)
     allowed = band.allowed(reference)
-    higher = higher_is_better(measure)
+    higher = parse_measure(measure).higher_is_better
     beyond = worsening(measure, reference, value) > allowed + EPS
     failed = beyond and _proven(run, measure, allowed, test)
     unsure = beyond and not failed
@@ -126,7 +124,7 @@ def baseline_check(
         reference=reference,
         passed=not beyond,
         blocking=blocking and not unsure,
-        category=None if unsure else category_of(measure),
+        category=None if unsure else parse_measure(measure).category,
         message=f"{prefix}{run.label} {measure} = {value:.4f} {relation} {bound}",
         paired=test,
         inconclusive=unsure,

@@ -1,4 +1,4 @@
-"""What every gate check of one run shares: the run, its rules, and how deltas read."""
+"""One run under judgement: its summary, its rules, and how its checks are built."""
 
 from __future__ import annotations
 
@@ -18,22 +18,16 @@ def deltas(value: float, reference: float) -> tuple[float, float | None]:
     return delta, (delta / reference if reference else None)
 
 
-def delta_text(delta: float, relative: float | None, unit: str = "") -> str:
+def _delta_text(delta: float, relative: float | None, unit: str = "") -> str:
     digits = ".1f" if unit else ".4f"
     text = f"delta {delta:+{digits}}{unit}"
     return text + (f", {relative:+.1%}" if relative is not None else "")
 
 
-def category_of(measure: str) -> Category | None:
-    return parse_measure(measure).category
-
-
-def higher_is_better(measure: str) -> bool:
-    return parse_measure(measure).higher_is_better
-
-
 @dataclass(frozen=True)
 class Evaluation:
+    """One run summary with the policy rules of its dataset."""
+
     summary: RunSummary
     rules: GateRules
 
@@ -70,7 +64,7 @@ class Evaluation:
             relative_delta=relative,
             passed=passed,
             category=None if passed else category,
-            message=f"{message} ({delta_text(delta, relative, unit)})",
+            message=f"{message} ({_delta_text(delta, relative, unit)})",
             **fields,
         )
 
@@ -88,4 +82,4 @@ def per_query_pairs(
 
 
 def worsening(measure: str, reference: float, value: float) -> float:
-    return reference - value if higher_is_better(measure) else value - reference
+    return reference - value if parse_measure(measure).higher_is_better else value - reference
