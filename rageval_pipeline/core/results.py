@@ -31,6 +31,11 @@ DEFAULT_MEASURES = (
     "ER@5",
     "Diversity@10",
     "Clustering@10",
+    # Judgment coverage, and condensed (judged-only) variants beside the standard measures: a
+    # drop in the standard measure but not its condensed one points at missing judgments.
+    "Judged@10",
+    "nDCG(judged)@10",
+    "P(judged)@10",
 )
 
 

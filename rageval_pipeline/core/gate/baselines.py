@@ -9,6 +9,7 @@ from typing import Any
 from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.models import Baseline, RunSummary
+from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage import write_text
 
 
@@ -31,7 +32,7 @@ def baseline_from_summary(
 
 def _round_floats(value: Any) -> Any:
     if isinstance(value, float):
-        return round(value, 6) + 0.0  # + 0.0 turns -0.0 into 0.0
+        return round_metric(value)
     if isinstance(value, dict):
         return {k: _round_floats(v) for k, v in value.items()}
     if isinstance(value, list):

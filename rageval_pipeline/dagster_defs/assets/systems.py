@@ -17,6 +17,7 @@ import pandas as pd
 from rageval_pipeline.core import loaders, systems, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
 from rageval_pipeline.core.evaluate import quality_report
+from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results import measure_run
 from rageval_pipeline.core.retrieval import execute
 from rageval_pipeline.core.storage import write_parquet, write_text
@@ -39,6 +40,16 @@ def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
             metadata={"hash_validation_rate": valid, "chunks": len(chunks)},
         ),
     ]
+
+
+def _means_table(means: pd.DataFrame) -> str:
+    """Every mean with its 95% bootstrap interval, as a Markdown table for the UI."""
+    rows = [
+        f"| {r.measure} | {round_metric(r.value)} | [{round_metric(r.ci_low)}, "
+        f"{round_metric(r.ci_high)}] |"
+        for r in means.itertuples(index=False)
+    ]
+    return "\n".join(["| measure | mean | 95% CI |", "| --- | --- | --- |", *rows])
 
 
 def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
@@ -230,7 +241,8 @@ def build_system_assets(
                 "run_id": run_id,
                 "level": results.level,
                 "quality_report": dg.MetadataValue.md(quality_md),
-                **{m: float(v) for m, v in means.items()},
+                "means_95ci": dg.MetadataValue.md(_means_table(results.means)),
+                **{m: round_metric(v) for m, v in means.items()},
             }
         )
         return results.per_query.assign(run_id=run_id)
