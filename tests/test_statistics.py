@@ -112,5 +112,12 @@ def test_paired_test_puts_it_together_and_holm_adjusts_across_measures():
     adjusted = with_holm({"x": test, "y": test.model_copy(update={"p_value": 0.01})})
     assert adjusted["y"].p_holm == pytest.approx(0.02)
     assert adjusted["x"].p_holm >= test.p_value
+    # The MDE's SD: the larger of the differences' and the reference's.
+    sd = max(np.std(b - a, ddof=1), np.std(a, ddof=1))
+    assert test.mde == pytest.approx(minimum_detectable_effect(sd, 60))
+    uniform = paired_test(np.ones(10), np.r_[np.full(2, 0.43), np.ones(8)], resamples=1_000)
+    assert uniform.mde == pytest.approx(
+        minimum_detectable_effect(np.std([0.57] * 2 + [0] * 8, ddof=1), 10)
+    )
     single = paired_test(a[:1], b[:1])
     assert single.ci_low is None and single.p_value is None

@@ -145,14 +145,16 @@ def paired_test(
     """Mean difference B - A, its (1 - alpha) bootstrap interval, the randomization p-value and
     the minimum detectable effect, from aligned per-query values.
 
-    The MDE is a property of the suite, not of this change: it uses the spread of A (the
-    reference) across queries as the SD of the differences, i.e. it assumes the per-query
-    scores of two systems correlate at 0.5 (sd_diff = sd_A * sqrt(2 (1 - 0.5))).
+    The MDE's SD is the larger of the SD of the observed differences and the SD of A (the
+    reference) across queries. The latter is the SD of the differences of two systems whose
+    per-query scores correlate at 0.5 (sd_A * sqrt(2 (1 - 0.5))): it keeps the MDE a property
+    of the suite when the change itself barely moved anything, and the former keeps it honest
+    when the reference is uniform (every query at 1.0).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     diff = b - a
     low, high = bootstrap_ci(diff, resamples=resamples, seed=seed, confidence=1 - alpha)
-    sd = float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")
+    sd = max(np.std(diff, ddof=1), np.std(a, ddof=1)) if len(a) > 1 else float("nan")
     return PairedTest(
         n=len(diff),
         delta=float(diff.mean()) if len(diff) else 0.0,
