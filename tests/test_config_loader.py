@@ -277,3 +277,14 @@ def test_special_files_are_refused_without_being_opened(tmp_path):
     assert problem(folder) == f"{folder}: is a folder, not a regular file"
     assert problem(device) == f"{device}: is a character device, not a regular file"
     assert problem(tmp_path / "missing.json") == f"{tmp_path / 'missing.json'}: no such file"
+
+
+def test_a_long_key_is_quoted_to_200_characters_in_the_field_path(tmp_path):
+    key = "k" * 1000
+    path = write(
+        tmp_path, "a.json", json.dumps({"version": 1, "items": [{"name": "x", "tags": {key: "x"}}]})
+    )
+    assert problem(path) == (
+        f'{path}:1: items[0].tags["{"k" * 196}...]: must be a valid integer, unable to parse '
+        'string as an integer (got "x")'
+    )

@@ -107,7 +107,7 @@ def validate(document: Document, model: type[M], context: dict[str, Any] | None 
             raw, rendered = field_paths.locate(model, loc, document.data)
             found.append((field_paths.position(document.data, raw), raw, rendered, item))
         _, raw, rendered, item = min(found, key=lambda f: f[0])
-        raise document.error(raw, field_paths.problem(item, quote), rendered) from None
+        raise document.error(raw, field_paths.problem(item), rendered) from None
 
 
 def load_model(path: Path, model: type[M], context: dict[str, Any] | None = None) -> M:

@@ -266,7 +266,7 @@ def parse_measure(name: str | Measure) -> Measure:
     if isinstance(name, Measure):
         return name
     if not isinstance(name, str):
-        raise InputError(None, f"a measure name is a string, not {name!r}", field="measure")
+        raise InputError(None, f"a measure name is a string, not {quote(name)}", field="measure")
     return _parse(name)
 
 
@@ -297,20 +297,20 @@ def _parse(name: str) -> Measure:
         return _build(name, _ALIASES[trec["family"].lower()], {"k": int(trec["k"])})
     match = _SYNTAX.match(text)
     if match is None:
-        raise InputError(None, f"cannot parse measure {name!r}", field="measure")
+        raise InputError(None, f"cannot parse measure {quote(name)}", field="measure")
     family = _ALIASES.get(match["family"].lower())
     if family is None:
         known = ", ".join(FAMILIES)
-        raise InputError(None, f"unknown measure {name!r} (known: {known})", field="measure")
+        raise InputError(None, f"unknown measure {quote(name)} (known: {known})", field="measure")
     if match["before"] is not None and match["after"] is not None:
-        raise InputError(None, f"measure {name!r} has two parameter lists", field="measure")
+        raise InputError(None, f"measure {quote(name)} has two parameter lists", field="measure")
     fields: dict[str, object] = {}
     for item in filter(None, (match["before"] or match["after"] or "").split(",")):
         key, sep, value = item.partition("=")
         if not sep or key not in ("rel", "gain"):
             raise InputError(
                 None,
-                f"measure {name!r}: bad parameter {item!r} (rel=N or gain=lin|exp)",
+                f"measure {quote(name)}: bad parameter {quote(item)} (rel=N or gain=lin|exp)",
                 field="measure",
             )
         fields[key] = value
@@ -324,7 +324,7 @@ def _build(name: str, family: type[Measure], fields: dict[str, object]) -> Measu
         return family(**fields)
     except ValidationError as exc:
         problem = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
-        raise InputError(None, f"measure {name!r}: {problem}", field="measure") from None
+        raise InputError(None, f"measure {quote(name)}: {problem}", field="measure") from None
 
 
 # --------------------------------------------------------------------- names in files people write
