@@ -272,7 +272,13 @@ def parse_measure(name: str | Measure) -> Measure:
 
 def canonical(name: str | Measure) -> str:
     """The canonical name of any spelling: "ndcg_cut_10" -> "nDCG@10"; InputError if none."""
-    return str(parse_measure(name))
+    return _canonical(name) if isinstance(name, str) else str(parse_measure(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(name: str) -> str:
+    """Cached: the gate canonicalises every measure key of every per-query row it reads."""
+    return str(_parse(name))
 
 
 def try_parse(name: str) -> Measure | None:
@@ -290,7 +296,7 @@ def sort_key(name: str) -> tuple[Any, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse(name: str) -> Measure:
-    """parse_measure of a string; cached, as the gate parses every key of every summary."""
+    """parse_measure of a string; cached, as names repeat across every query and summary."""
     text = name.strip().replace(" ", "")
     trec = _TREC_EVAL.match(text)
     if trec is not None and trec["family"].lower() in _ALIASES:
@@ -342,13 +348,13 @@ def _one_spelling_each(value: Any) -> Any:
     if isinstance(value, dict | list):
         seen: dict[str, Any] = {}
         for name in value:
-            measure = try_parse(name) if isinstance(name, str) else None
-            if measure is None:
+            try:
+                measure = canonical(name)
+            except InputError:
                 continue  # the name's own validation reports it
-            if str(measure) in seen:
-                first = seen[str(measure)]
-                raise rule((), f"{quote(first)} and {quote(name)} both name {measure}")
-            seen[str(measure)] = name
+            if measure in seen:
+                raise rule((), f"{quote(seen[measure])} and {quote(name)} both name {measure}")
+            seen[measure] = name
     return value
 
 
