@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rageval_pipeline.core.consistency import inconsistencies
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites import load_suite
 
@@ -30,6 +31,11 @@ def run(args: argparse.Namespace) -> int:
             suite = load_suite(path)
         except InputError as error:
             print(f"error: {error.describe()}", file=sys.stderr)
+            status = 2
+            continue
+        if found := inconsistencies(suite):
+            for item in found:
+                print(f"error: {path}: {item.field}: {item.problem}", file=sys.stderr)
             status = 2
             continue
         print(
