@@ -189,7 +189,7 @@ def test_merge_that_would_break_the_suite_writes_nothing(suite_dir, tmp_path, ca
     original = (suite_dir / "suite.json").read_bytes()
     assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
     assert capsys.readouterr().err == (
-        f"error: {suite_dir / 'suite.json'}: queries[2].primary: the merged suite would not "
+        f"error: {suite_dir / 'suite.json'}: queries[2].primary: the edited suite would not "
         "validate: field required when a target has grade >= 1\n"
     )
     assert (suite_dir / "suite.json").read_bytes() == original
