@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.suites import load_suite
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +23,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check every path (one bad suite does not hide the next one's problems)."""
+    from rageval_pipeline.core.suites import load_suite
+
     status = 0
     for path in args.paths:
         try:

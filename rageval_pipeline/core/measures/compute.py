@@ -499,6 +499,10 @@ def evaluate(
 
 def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame) -> list[str]:
     """Query ids of the run or the qrels with no label >= 1: left out of every qrels measure."""
-    judged = set(qrels.loc[qrels["relevance"] >= JUDGED_LEVEL, "query_id"].astype(str))
-    seen = set(run["query_id"].astype(str)) | set(qrels["query_id"].astype(str))
-    return sorted(seen - judged)
+    relevant = qrels["relevance"].to_numpy(dtype=np.int64, na_value=0) >= JUDGED_LEVEL
+    judged = pc.unique(arrow_strings(qrels["query_id"]).filter(pa.array(relevant)))
+    seen = pc.unique(
+        pa.concat_arrays([arrow_strings(run["query_id"]), arrow_strings(qrels["query_id"])])
+    ).drop_null()
+    left_out = seen.filter(pc.invert(pc.is_in(seen, value_set=judged)))
+    return left_out.take(pc.sort_indices(left_out)).to_pylist()
