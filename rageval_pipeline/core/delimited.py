@@ -10,7 +10,7 @@ The rules, the same for every text format:
 - a line ends at `\\n` (an optional `\\r` before it is dropped); blank lines are skipped;
 - whitespace formats split at runs of spaces and tabs; tab formats at each single tab;
 - every line has exactly the format's fields; no field is empty or contains whitespace;
-- integers are `[+-]?[0-9]+` within int32; reals are decimal (`1`, `-.5`, `2.5e-3`), finite.
+- integers are `-?[0-9]+` within int32; reals are decimal (`1`, `-.5`, `2.5e-3`), finite.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import pyarrow.csv as pv
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.keys import arrow_strings, fingerprint
 
-INTEGER = r"^[+-]?[0-9]+$"
+INTEGER = r"^-?[0-9]+$"
 REAL = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 # Any Unicode whitespace (RE2's \s is ASCII only), as Python's str.split would see it.
 WHITESPACE = r"[\s\v\p{Z}\x{85}\x{1c}-\x{1f}]"
 INT32 = (-(2**31), 2**31 - 1)
+_SPACE_BYTES = {b"\t", b" ", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f"}
 QUOTE_LIMIT = 200  # characters of a bad value quoted in an error message
 # Largest decompressed input: RAGEVAL_MAX_DECOMPRESSED_BYTES overrides (default 8 GiB).
 MAX_DECOMPRESSED = int(os.environ.get("RAGEVAL_MAX_DECOMPRESSED_BYTES") or 8 << 30)
@@ -101,7 +102,10 @@ def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Tab
     skip = 1 if fmt.header is not None else 0
     columns = _fast_columns(data, fmt, skip)
     if columns is not None:
-        table, bad = _checked(columns, fmt)
+        # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
+        separators = {b"\t"} if fmt.tab else {b" "}
+        spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
+        table, bad = _checked(columns, fmt, spaced=spaced)
         if bad is None:
             return table
     numbers, columns = _columns_by_line(path, data, fmt, skip, accepted)
@@ -198,9 +202,16 @@ def _first(mask: pa.Array | np.ndarray) -> int | None:
 
 
 def _checked(
-    columns: dict[str, pa.Array], fmt: TextFormat, numbers: np.ndarray | None = None
+    columns: dict[str, pa.Array],
+    fmt: TextFormat,
+    numbers: np.ndarray | None = None,
+    spaced: bool = True,
 ) -> tuple[pa.Table, tuple[int, str, str] | None]:
-    """(typed table, None) or (partial table, the first (row, field, problem) in file order)."""
+    """(typed table, None) or (partial table, the first (row, field, problem) in file order).
+
+    `spaced` False: the caller knows no field can hold whitespace. Cheap kernels (casts, byte
+    lengths) decide whether a column is clean; the slower regexes only run to find a bad row.
+    """
     found: list[tuple[int, int, str, str]] = []  # (row, field position, field, problem)
 
     def report(row: int | None, field: str, problem: object) -> None:
@@ -211,9 +222,10 @@ def _checked(
     for name, values in columns.items():
         if len(values) and pc.min(pc.binary_length(values)).as_py() == 0:
             report(_first(pc.equal(values, "")), name, "is empty")
-        row = _first(pc.match_substring_regex(values, WHITESPACE))
-        if row is not None:
-            report(row, name, f"{quote(values[row].as_py())} contains whitespace")
+        if spaced:
+            row = _first(pc.match_substring_regex(values, WHITESPACE))
+            if row is not None:
+                report(row, name, f"{quote(values[row].as_py())} contains whitespace")
         if name in fmt.integers:
             typed[name] = _integers(values, name, report)
         elif name in fmt.reals:
@@ -227,14 +239,25 @@ def _checked(
     return table, (row, field, problem)
 
 
-def _integers(values: pa.Array, name: str, report) -> pa.Array | None:
-    shaped = pc.match_substring_regex(values, INTEGER)
-    row = _first(pc.invert(shaped))
-    if row is not None:
-        report(row, name, f"{quote(values[row].as_py())} is not an integer")
+def _cast(values: pa.Array, kind: pa.DataType) -> pa.Array | None:
+    try:
+        return pc.cast(values, kind)
+    except pa.ArrowInvalid:
         return None
-    long = pc.greater(pc.utf8_length(values), 12)  # beyond int64 parsing needs, and int32's
-    numbers = pc.cast(pc.if_else(long, "9999999999", values), pa.int64())
+
+
+def _integers(values: pa.Array, name: str, report) -> pa.Array | None:
+    numbers = _cast(values, pa.int64())
+    if numbers is None or pc.any(pc.match_substring(values, "x", ignore_case=True)).as_py():
+        row = _first(pc.invert(pc.match_substring_regex(values, INTEGER)))
+        if row is not None:
+            report(row, name, f"{quote(values[row].as_py())} is not an integer")
+            return None
+        # Well-formed but maybe past int64: more than 10 significant digits is past int32.
+        digits = pc.utf8_ltrim(pc.utf8_ltrim(values, characters="-"), characters="0")
+        numbers = pc.cast(
+            pc.if_else(pc.greater(pc.utf8_length(digits), 10), "1e10", values), pa.float64()
+        )
     low, high = INT32
     row = _first(pc.or_(pc.less(numbers, low), pc.greater(numbers, high)))
     if row is not None:
@@ -244,17 +267,15 @@ def _integers(values: pa.Array, name: str, report) -> pa.Array | None:
 
 
 def _reals(values: pa.Array, name: str, report) -> pa.Array | None:
-    shaped = pc.match_substring_regex(values, REAL)
-    row = _first(pc.invert(shaped))
-    if row is not None:
-        report(row, name, f"{quote(values[row].as_py())} is not a finite number")
-        return None
-    numbers = pc.cast(values, pa.float64())
-    row = _first(pc.invert(pc.is_finite(numbers)))
-    if row is not None:
-        report(row, name, f"{quote(values[row].as_py())} is not a finite number")
-        return None
-    return numbers
+    numbers = _cast(values, pa.float64())
+    infinite = None if numbers is None else pc.invert(pc.is_finite(numbers))
+    if infinite is not None and _first(infinite) is None:
+        return numbers
+    bad = pc.invert(pc.match_substring_regex(values, REAL))
+    row = _first(bad if infinite is None else pc.or_(bad, infinite))
+    row = 0 if row is None else row  # (a cast refusing what the pattern accepts: say so too)
+    report(row, name, f"{quote(values[row].as_py())} is not a finite number")
+    return None
 
 
 def _duplicates(

@@ -19,7 +19,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rageval_pipeline.core import tables
-from rageval_pipeline.core.delimited import TextFormat, first_repeat, input_bytes, quote, read_text
+from rageval_pipeline.core.delimited import (
+    INT32,
+    TextFormat,
+    first_repeat,
+    input_bytes,
+    quote,
+    read_text,
+)
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.ranking import order_run
 
@@ -89,12 +96,14 @@ def _parquet(path: Path, data: bytes, spec: tuple[dict, dict], accepted: str) ->
     )
 
 
-def _bad_row(path: Path, name: str, mask: pa.Array | np.ndarray, problem: str) -> None:
-    """Raise naming the first row (1-based) where `mask` is true, if any."""
-    mask = np.asarray(mask.to_numpy(zero_copy_only=False) if hasattr(mask, "to_numpy") else mask)
-    rows = np.flatnonzero(mask)
+def _bad_row(
+    path: Path, name: str, mask: pa.Array, problem: str, values: pa.Array | None = None
+) -> None:
+    """Raise naming the first row (1-based) where `mask` is true, if any, and its value."""
+    rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
     if rows.size:
-        raise InputError(path, f"row {rows[0] + 1}: {problem}", field=name)
+        shown = "" if values is None else f"{quote(values[int(rows[0])].as_py())} "
+        raise InputError(path, f"row {rows[0] + 1}: {shown}{problem}", field=name)
 
 
 def _lossless(path: Path, name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Array:
@@ -113,23 +122,23 @@ def _lossless(path: Path, name: str, column: pa.ChunkedArray, target: pa.DataTyp
     numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
     if not numeric:
         raise InputError(path, f"has type {kind}, expected {target}", field=name)
+    as_float = values.cast(pa.float64(), safe=False)  # exact near the bounds checked below
     if pa.types.is_floating(kind):
-        _bad_row(
-            path,
-            name,
-            pc.fill_null(pc.invert(pc.is_finite(values)), False),
-            "is not a finite number",
-        )
+        infinite = pc.invert(pc.is_finite(as_float))
+        _bad_row(path, name, pc.fill_null(infinite, False), "is not a finite number", values)
     if pa.types.is_integer(target):
         if pa.types.is_floating(kind):
-            whole = pc.equal(values, pc.floor(values))
-            _bad_row(path, name, pc.fill_null(pc.invert(whole), False), "is not an integer")
-        low, high = -(2**31), 2**31 - 1
-        outside = pc.or_(pc.less(values, low), pc.greater(values, high))
-        _bad_row(path, name, pc.fill_null(outside, False), f"is out of range ({low} to {high})")
+            fraction = pc.not_equal(as_float, pc.floor(as_float))
+            _bad_row(path, name, pc.fill_null(fraction, False), "is not an integer", values)
+        low, high = INT32
+        outside = pc.or_(pc.less(as_float, low), pc.greater(as_float, high))
+        _bad_row(
+            path, name, pc.fill_null(outside, False), f"is out of range ({low} to {high})", values
+        )
     elif pa.types.is_integer(kind):
-        inexact = pc.greater(pc.abs(values), _EXACT_FLOAT_INT)
-        _bad_row(path, name, pc.fill_null(inexact, False), "is not exact as a float64")
+        inexact = pc.greater_equal(pc.abs(as_float), float(_EXACT_FLOAT_INT))
+        _bad_row(path, name, pc.fill_null(inexact, False), "is not exact as a float64", values)
+        return as_float
     return values.cast(target)
 
 
@@ -215,9 +224,8 @@ def read_run(path: str | Path) -> pd.DataFrame:
     table = read_text(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")
-    query, doc, score = (table.column(n) for n in ("query_id", "doc_id", "score"))
-    rank = _trec_ranks(query, doc, score.to_numpy())
-    table = pa.table(
+    query, doc, score = (table.column(n).combine_chunks() for n in ("query_id", "doc_id", "score"))
+    run = pa.table(
         {
             "query_id": query,
             "doc_id": doc,
@@ -226,34 +234,46 @@ def read_run(path: str | Path) -> pd.DataFrame:
             "latency_ms": pa.nulls(table.num_rows, pa.float64()),
         }
     )
-    if rank is None:
-        return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
-    return _shaped(table.append_column("rank", pa.array(rank)), tables.RUN)
+    ranked = _trec_order(query, doc, score.to_numpy())
+    if ranked is None:
+        return _shaped(pa.Table.from_pandas(order_run(run.to_pandas())), tables.RUN)
+    order, rank = ranked
+    return _shaped(run.take(pa.array(order)).append_column("rank", pa.array(rank)), tables.RUN)
 
 
-def _trec_ranks(query: pa.Array, doc: pa.Array, score: np.ndarray) -> np.ndarray | None:
-    """Each row's rank when the rows already are in trec_eval order (queries ascending, score
-    desc, doc id desc), else None: the usual case costs a few vectorised comparisons, not a
-    sort (`order_run` sorts the others)."""
+def _trec_order(
+    query: pa.Array, doc: pa.Array, score: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(row order, rank) putting rows in `order_run`'s order (queries ascending, score desc,
+    doc id desc), for a run grouped by query with scores descending, as retrievers write them:
+    query blocks are reordered by their first id and tied rows by doc id, with no full sort.
+    None for other runs (`order_run` sorts those)."""
     n = len(query)
     same = pc.equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(np.r_[True, ~same])
     heads = query.take(pa.array(starts))
-    if (
-        len(heads) > 1
-        and not pc.all(pc.greater(heads.slice(1), heads.slice(0, len(heads) - 1))).as_py()
-    ):
+    if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
         return None
-    if np.any(same & (score[1:] > score[:-1])):
-        return None
-    tie = np.flatnonzero(same & (score[1:] == score[:-1]))
-    if (
-        tie.size
-        and not pc.all(pc.less(doc.take(pa.array(tie + 1)), doc.take(pa.array(tie)))).as_py()
-    ):
-        return None
-    block = np.cumsum(np.r_[True, ~same]) - 1
-    return (np.arange(n) - starts[block] + 1).astype(np.int32)
+    sizes = np.diff(np.r_[starts, n])
+    blocks = pc.sort_indices(heads).to_numpy()
+    # Rows of the blocks in id order: each block's start, then +1 within it.
+    offsets = np.repeat(starts[blocks] - np.r_[0, np.cumsum(sizes[blocks])[:-1]], sizes[blocks])
+    order = np.arange(n) + offsets
+    tie = same & (score[1:] == score[:-1])
+    if tie.any():
+        tied = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # rows in a run of ties
+        run_id = np.cumsum(np.r_[True, ~tie])[tied]  # which run of equal (query, score)
+        by_doc = pc.sort_indices(
+            pa.table({"run": run_id, "doc": doc.take(pa.array(tied))}),
+            sort_keys=[("run", "ascending"), ("doc", "descending")],
+        )
+        reordered = np.arange(n)
+        reordered[tied] = tied[by_doc.to_numpy()]
+        order = reordered[order]
+    block_of_row = np.repeat(np.arange(len(blocks)), sizes[blocks])
+    first_of_block = np.r_[0, np.cumsum(sizes[blocks])[:-1]]
+    rank = np.arange(n) - first_of_block[block_of_row] + 1
+    return order, rank.astype(np.int32)
 
 
 def write_trec_run(run: pd.DataFrame, path: str | Path, tag: str) -> None:
