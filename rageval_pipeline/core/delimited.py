@@ -105,7 +105,8 @@ def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Tab
         # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
         separators = {b"\t"} if fmt.tab else {b" "}
         spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
-        table, bad = _checked(columns, fmt, spaced=spaced)
+        hexed = b"0x" in data or b"0X" in data
+        table, bad = _checked(columns, fmt, spaced=spaced, hexed=hexed)
         if bad is None:
             return table
     numbers, columns = _columns_by_line(path, data, fmt, skip, accepted)
@@ -119,7 +120,7 @@ def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Tab
 def _fast_columns(data: bytes, fmt: TextFormat, skip: int) -> dict[str, pa.Array] | None:
     """pyarrow.csv's tokenising, or None when it could read the file otherwise than the rules
     (a lone carriage return is a line end to it; other failures are reported by the slow path)."""
-    if data.count(b"\r") != data.count(b"\r\n"):
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
     try:
         table = pv.read_csv(
@@ -136,7 +137,7 @@ def _fast_columns(data: bytes, fmt: TextFormat, skip: int) -> dict[str, pa.Array
                 ignore_empty_lines=True,
             ),
             convert_options=pv.ConvertOptions(
-                column_types=dict.fromkeys(fmt.fields, pa.large_string()),
+                column_types=dict.fromkeys(fmt.fields, pa.string()),
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
@@ -144,9 +145,13 @@ def _fast_columns(data: bytes, fmt: TextFormat, skip: int) -> dict[str, pa.Array
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return None
-    if skip and data.split(b"\n", 1)[0].rstrip(b"\r") != fmt.header.encode():
+    if skip and data[: data.find(b"\n")].rstrip(b"\r") != fmt.header.encode():
         return None
-    return {name: table.column(name).combine_chunks() for name in fmt.fields}
+    # Only the id columns are made contiguous (fingerprints read their buffers).
+    return {
+        name: table.column(name).combine_chunks() if name in fmt.unique else table.column(name)
+        for name in fmt.fields
+    }
 
 
 def _columns_by_line(
@@ -206,11 +211,13 @@ def _checked(
     fmt: TextFormat,
     numbers: np.ndarray | None = None,
     spaced: bool = True,
+    hexed: bool = True,
 ) -> tuple[pa.Table, tuple[int, str, str] | None]:
     """(typed table, None) or (partial table, the first (row, field, problem) in file order).
 
-    `spaced` False: the caller knows no field can hold whitespace. Cheap kernels (casts, byte
-    lengths) decide whether a column is clean; the slower regexes only run to find a bad row.
+    `spaced`, `hexed` False: the caller knows no field holds whitespace, or `0x`. Cheap
+    kernels (casts, byte lengths) decide whether a column is clean; the slower regexes only
+    run to find a bad row.
     """
     found: list[tuple[int, int, str, str]] = []  # (row, field position, field, problem)
 
@@ -227,7 +234,7 @@ def _checked(
             if row is not None:
                 report(row, name, f"{quote(values[row].as_py())} contains whitespace")
         if name in fmt.integers:
-            typed[name] = _integers(values, name, report)
+            typed[name] = _integers(values, name, report, hexed)
         elif name in fmt.reals:
             typed[name] = _reals(values, name, report)
     if not found:
@@ -246,9 +253,13 @@ def _cast(values: pa.Array, kind: pa.DataType) -> pa.Array | None:
         return None
 
 
-def _integers(values: pa.Array, name: str, report) -> pa.Array | None:
-    numbers = _cast(values, pa.int64())
-    if numbers is None or pc.any(pc.match_substring(values, "x", ignore_case=True)).as_py():
+def _integers(values: pa.Array, name: str, report, hexed: bool) -> pa.Array | None:
+    numbers = _cast(values, pa.int64())  # also reads hexadecimal `0x1f`: refused below
+    if hexed and numbers is not None:
+        numbers = (
+            None if pc.any(pc.match_substring(values, "0x", ignore_case=True)).as_py() else numbers
+        )
+    if numbers is None:
         row = _first(pc.invert(pc.match_substring_regex(values, INTEGER)))
         if row is not None:
             report(row, name, f"{quote(values[row].as_py())} is not an integer")
@@ -302,7 +313,7 @@ def first_repeat(query: pa.Array, doc: pa.Array) -> tuple[int, int] | None:
     are compared as strings, so a collision never reports a false duplicate.
     """
     query, doc = arrow_strings(query), arrow_strings(doc)
-    keys = fingerprint(doc, fingerprint(query))
+    keys = fingerprint(doc, _query_salt(query))
     ordered = np.sort(keys)
     same = ordered[1:] == ordered[:-1]
     if not same.any():
@@ -315,3 +326,15 @@ def first_repeat(query: pa.Array, doc: pa.Array) -> tuple[int, int] | None:
     at = repeats[0]
     match = (frame["q"] == frame["q"].iloc[at]) & (frame["d"] == frame["d"].iloc[at])
     return int(rows[at]), int(rows[np.flatnonzero(match.to_numpy())[0]])
+
+
+def _query_salt(query: pa.LargeStringArray) -> np.ndarray:
+    """A uint64 per row, equal for equal query ids: the block number when rows come grouped by
+    query (a few comparisons), else the ids' fingerprints."""
+    n = len(query)
+    same = pc.equal(query.slice(1), query.slice(0, max(n - 1, 0))).to_numpy(zero_copy_only=False)
+    block = np.cumsum(np.r_[True, ~same]) if n else np.zeros(0, np.int64)
+    heads = query.take(pa.array(np.flatnonzero(np.r_[True, ~same]))) if n else query
+    if pc.count_distinct(heads).as_py() != len(heads):
+        return fingerprint(query)
+    return block.astype(np.uint64)

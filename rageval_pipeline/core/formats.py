@@ -238,7 +238,11 @@ def read_run(path: str | Path) -> pd.DataFrame:
     if ranked is None:
         return _shaped(pa.Table.from_pandas(order_run(run.to_pandas())), tables.RUN)
     order, rank = ranked
-    return _shaped(run.take(pa.array(order)).append_column("rank", pa.array(rank)), tables.RUN)
+    rows = pa.array(order)
+    doc = doc.take(rows)
+    ordered = {"query_id": query.take(rows), "doc_id": doc, "source_id": doc}
+    ordered |= {"score": score.take(rows), "rank": pa.array(rank)}
+    return _shaped(pa.table(ordered | {"latency_ms": run.column("latency_ms")}), tables.RUN)
 
 
 def _trec_order(
