@@ -183,7 +183,8 @@ def test_fast_and_line_by_line_paths_agree(tmp_path, kind, fmt, data):
     fast = delimited._fast_columns(content, fmt, skip)
     if fast is None:
         return
-    table, bad = delimited._checked(fast, fmt)
+    columns, spaced, hexed = fast
+    table, bad = delimited._checked(columns, fmt, spaced=spaced, hexed=hexed)
     if bad is not None:
         return
     try:

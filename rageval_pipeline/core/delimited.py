@@ -100,12 +100,9 @@ class _Reader:
 def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:
     """The file's rows as a table (integers int32, reals float64, the rest strings)."""
     skip = 1 if fmt.header is not None else 0
-    columns = _fast_columns(data, fmt, skip)
-    if columns is not None:
-        # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
-        separators = {b"\t"} if fmt.tab else {b" "}
-        spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
-        hexed = b"0x" in data or b"0X" in data
+    fast = _fast_columns(data, fmt, skip)
+    if fast is not None:
+        columns, spaced, hexed = fast
         table, bad = _checked(columns, fmt, spaced=spaced, hexed=hexed)
         if bad is None:
             return table
@@ -117,11 +114,25 @@ def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Tab
     raise InputError(path, problem, line=int(numbers[row]), field=field)
 
 
-def _fast_columns(data: bytes, fmt: TextFormat, skip: int) -> dict[str, pa.Array] | None:
-    """pyarrow.csv's tokenising, or None when it could read the file otherwise than the rules
-    (a lone carriage return is a line end to it; other failures are reported by the slow path)."""
+def _fast_columns(
+    data: bytes, fmt: TextFormat, skip: int
+) -> tuple[dict[str, pa.Array], bool, bool] | None:
+    """(columns, spaced, hexed) by pyarrow.csv, or None when it could read the file otherwise
+    than the rules (a lone carriage return is a line end to it; other failures are reported by
+    the slow path). `spaced`/`hexed`: the bytes may hold whitespace in a field, or `0x`.
+
+    Numbers are parsed by the CSV reader itself when no field can hold whitespace or `0x`
+    (the two things its number parsers accept and the rules do not; `nan`, `inf` are caught
+    as non-finite); else every column is read as text and checked."""
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
+    # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
+    separators = {b"\t"} if fmt.tab else {b" "}
+    spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
+    hexed = b"0x" in data or b"0X" in data
+    types = dict.fromkeys(fmt.fields, pa.string())
+    if not (spaced or hexed):
+        types |= dict.fromkeys(fmt.integers, pa.int32()) | dict.fromkeys(fmt.reals, pa.float64())
     try:
         table = pv.read_csv(
             pa.BufferReader(data),
@@ -137,7 +148,7 @@ def _fast_columns(data: bytes, fmt: TextFormat, skip: int) -> dict[str, pa.Array
                 ignore_empty_lines=True,
             ),
             convert_options=pv.ConvertOptions(
-                column_types=dict.fromkeys(fmt.fields, pa.string()),
+                column_types=types,
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
@@ -148,10 +159,11 @@ def _fast_columns(data: bytes, fmt: TextFormat, skip: int) -> dict[str, pa.Array
     if skip and data[: data.find(b"\n")].rstrip(b"\r") != fmt.header.encode():
         return None
     # Only the id columns are made contiguous (fingerprints read their buffers).
-    return {
+    columns = {
         name: table.column(name).combine_chunks() if name in fmt.unique else table.column(name)
         for name in fmt.fields
     }
+    return columns, spaced, hexed
 
 
 def _columns_by_line(
@@ -227,6 +239,16 @@ def _checked(
 
     typed = dict(columns)
     for name, values in columns.items():
+        if pa.types.is_integer(values.type):  # parsed by the CSV reader: int32 by construction
+            continue
+        if pa.types.is_floating(values.type):
+            row = _first(pc.invert(pc.is_finite(values)))
+            report(
+                row,
+                name,
+                f"{quote(None if row is None else values[row].as_py())} is not a finite number",
+            )
+            continue
         if len(values) and pc.min(pc.binary_length(values)).as_py() == 0:
             report(_first(pc.equal(values, "")), name, "is empty")
         if spaced:
