@@ -1,8 +1,9 @@
 """Delimited text into typed Arrow columns, checked without a Python loop over rows.
 
-A file is tokenised by pyarrow's multithreaded CSV reader with every column read as a string
-(its own number parsers accept `0x1`, `nan` and `inf`), then checked by Arrow compute kernels.
-When the fast read or any check fails, the file is tokenised again line by line in Arrow (regex
+A file is tokenised by pyarrow's multithreaded CSV reader with explicit column types, then
+checked by Arrow compute kernels; a few byte scans of the raw file (is it ASCII, does it hold
+other whitespace, `0x`, doubled delimiters) decide how much checking the columns need. When
+the fast read or any check fails, the file is tokenised again line by line in Arrow (regex
 split, line numbers kept) and the same checks name the first bad line and field. That second
 pass is also the definition: the fast one is only a shortcut for files it reads identically.
 
@@ -16,6 +17,7 @@ The rules, the same for every text format:
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import zlib
 from dataclasses import dataclass
@@ -73,7 +75,7 @@ def input_bytes(path: str | Path) -> tuple[Path, bytes]:
     if data[:2] != b"\x1f\x8b":
         return path, data
     try:
-        with gzip.GzipFile(fileobj=_Reader(data)) as handle:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
             data = handle.read(MAX_DECOMPRESSED + 1)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(path, f"is not a valid gzip file ({exc})") from None
@@ -83,18 +85,6 @@ def input_bytes(path: str | Path) -> tuple[Path, bytes]:
             f"decompresses to more than {MAX_DECOMPRESSED} bytes (RAGEVAL_MAX_DECOMPRESSED_BYTES)",
         )
     return path, data
-
-
-class _Reader:
-    """A minimal binary file over bytes (gzip.GzipFile needs read())."""
-
-    def __init__(self, data: bytes) -> None:
-        self._view, self._at = memoryview(data), 0
-
-    def read(self, size: int = -1) -> bytes:
-        end = len(self._view) if size < 0 else self._at + size
-        out, self._at = bytes(self._view[self._at : end]), min(end, len(self._view))
-        return out
 
 
 def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:
