@@ -121,14 +121,8 @@ def _fast_columns(
     spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
     hexed = b"0x" in data or b"0X" in data
     types = dict.fromkeys(fmt.fields, pa.string())
-    wanted = list(fmt.fields)
     if not (spaced or hexed):
         types |= dict.fromkeys(fmt.integers, pa.int32()) | dict.fromkeys(fmt.reals, pa.float64())
-        if not _may_have_empty_fields(data, b"\t" if fmt.tab else b" "):
-            # Columns only checked (a TREC run's `Q0` and tag) need not become strings: no
-            # field can be empty or hold whitespace, and the reader counts every line's fields.
-            kept = (*fmt.unique, *fmt.integers, *fmt.reals)
-            wanted = [f for f in fmt.fields if f in kept]
     try:
         table = pv.read_csv(
             pa.BufferReader(data),
@@ -145,7 +139,6 @@ def _fast_columns(
             ),
             convert_options=pv.ConvertOptions(
                 column_types=types,
-                include_columns=wanted,
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
@@ -158,16 +151,9 @@ def _fast_columns(
     # Only the id columns are made contiguous (fingerprints read their buffers).
     columns = {
         name: table.column(name).combine_chunks() if name in fmt.unique else table.column(name)
-        for name in wanted
+        for name in fmt.fields
     }
     return columns, spaced, hexed
-
-
-def _may_have_empty_fields(data: bytes, delimiter: bytes) -> bool:
-    """Whether some field could be empty: a doubled delimiter or one at a line's edge."""
-    edges = (delimiter * 2, b"\n" + delimiter, delimiter + b"\n", delimiter + b"\r\n")
-    starts = data.startswith(delimiter) or data.startswith(b"\xef\xbb\xbf" + delimiter)
-    return starts or data.endswith(delimiter) or any(edge in data for edge in edges)
 
 
 def _columns_by_line(
