@@ -80,6 +80,8 @@ def _measures(args: argparse.Namespace) -> list[str]:
 def _score(
     qrels: pd.DataFrame, qrels_path: str, path: str, measures: list[str], document_level: bool
 ) -> pd.DataFrame:
+    import pandas as pd
+
     from rageval_pipeline.core.formats import read_run
     from rageval_pipeline.core.measures import evaluate, to_document_level, unjudged_queries
 
@@ -99,7 +101,7 @@ def _score(
         raise InputError(
             qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
         )
-    if not run["query_id"].isin(per_query["query_id"].unique()).any():
+    if not pd.Index(run["query_id"].unique()).isin(per_query["query_id"].unique()).any():
         raise InputError(path, f"no query of the run is judged in {qrels_path}")
     return per_query
 

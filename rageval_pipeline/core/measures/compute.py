@@ -511,7 +511,7 @@ def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame) -> list[str]:
     relevant = qrels["relevance"].to_numpy(dtype=np.int64, na_value=0) >= JUDGED_LEVEL
     judged = pc.unique(arrow_strings(qrels["query_id"]).filter(pa.array(relevant)))
     seen = pc.unique(
-        pa.concat_arrays([arrow_strings(run["query_id"]), arrow_strings(qrels["query_id"])])
+        pa.concat_arrays([pc.unique(arrow_strings(table["query_id"])) for table in (run, qrels)])
     ).drop_null()
     left_out = seen.filter(pc.invert(pc.is_in(seen, value_set=judged)))
     return left_out.take(pc.sort_indices(left_out)).to_pylist()
