@@ -87,6 +87,12 @@ def input_bytes(path: str | Path) -> tuple[Path, bytes]:
     return path, data
 
 
+def first_line(data: bytes) -> bytes:
+    """The first line, without a byte order mark or line end (no copy of the rest)."""
+    end = data.find(b"\n")
+    return (data if end < 0 else data[:end]).removeprefix(b"\xef\xbb\xbf").rstrip(b"\r")
+
+
 def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:
     """The file's rows as a table (integers int32, reals float64, the rest strings)."""
     skip = 1 if fmt.header is not None else 0
@@ -146,7 +152,7 @@ def _fast_columns(
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return None
-    if skip and data[: data.find(b"\n")].rstrip(b"\r") != fmt.header.encode():
+    if skip and first_line(data) != fmt.header.encode():
         return None
     # Only the id columns are made contiguous (fingerprints read their buffers).
     columns = {

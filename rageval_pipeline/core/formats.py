@@ -22,6 +22,7 @@ from rageval_pipeline.core import tables
 from rageval_pipeline.core.delimited import (
     INT32,
     TextFormat,
+    first_line,
     first_repeat,
     input_bytes,
     quote,
@@ -178,8 +179,8 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
         if "level" not in table.column_names:
             table = _set(table, "level", "document")
     else:
-        beir = data.lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0].rstrip(b"\r")
-        fmt = BEIR_QRELS if beir == BEIR_QRELS.header.encode() else TREC_QRELS
+        beir = first_line(data) == BEIR_QRELS.header.encode()
+        fmt = BEIR_QRELS if beir else TREC_QRELS
         table = read_text(path, data, fmt, QRELS_FORMATS)
         table = _set(_set(table, "split", split), "level", "document")
     if not table.num_rows:
