@@ -281,3 +281,30 @@ def test_grouped_runs_are_ordered_like_order_run(rows, rnd):
     assert got is not None
     assert got[0].tolist() == expected["row"].tolist()
     assert got[1].tolist() == expected["rank"].tolist()
+
+
+def non_utf8_name(tmp_path: Path) -> Path:
+    """A Parquet file whose schema names a column with a byte that is not UTF-8."""
+    path = parquet(tmp_path, query_id=Q, doc_id=D, score=[1.0, 2.0])
+    path.write_bytes(path.read_bytes().replace(b"\x18\x05score", b"\x18\x05\x80core"))
+    return path
+
+
+def non_utf8_text(tmp_path: Path) -> Path:
+    """A Parquet string column holding bytes that are not UTF-8 (Arrow does not check)."""
+    offsets = pa.py_buffer(np.array([0, 2, 4], np.int32).tobytes())
+    text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"d1\xff\xfe")])
+    return parquet(tmp_path, query_id=Q, doc_id=text, score=[1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (non_utf8_name, "input: has a column name that is not UTF-8"),
+        (non_utf8_text, "input: doc_id: holds text that is not UTF-8"),
+    ],
+)
+def test_parquet_text_that_is_not_utf8_is_refused(tmp_path, make, expected):
+    with pytest.raises(InputError) as raised:
+        read_run(make(tmp_path))
+    assert str(raised.value).replace(str(tmp_path) + "/", "") == expected

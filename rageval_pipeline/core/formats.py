@@ -81,7 +81,10 @@ def _parquet(path: Path, data: bytes, spec: tuple[dict, dict], accepted: str) ->
     except (OSError, pa.ArrowException) as exc:
         detail = " ".join(str(exc).split())
         raise InputError(path, f"is not a readable Parquet file ({quote(detail)[1:-1]})") from None
-    names = [n for n in table.column_names if not _PANDAS_INDEX.fullmatch(n)]
+    try:
+        names = [n for n in table.column_names if not _PANDAS_INDEX.fullmatch(n)]
+    except UnicodeDecodeError:
+        raise InputError(path, "has a column name that is not UTF-8") from None
     for name in names:
         if name not in required and name not in optional:
             raise InputError(path, f"unexpected column; accepted: {accepted}", field=name)
@@ -119,6 +122,10 @@ def _lossless(path: Path, name: str, column: pa.ChunkedArray, target: pa.DataTyp
         strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
         if not any(is_kind(kind) for is_kind in strings):
             raise InputError(path, f"has type {kind}, expected a string", field=name)
+        try:
+            values.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+        except pa.ArrowInvalid:
+            raise InputError(path, "holds text that is not UTF-8", field=name) from None
         return values.cast(target)
     numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
     if not numeric:
