@@ -35,8 +35,6 @@ def test_qrels_format_comes_from_the_content_not_the_name(tmp_path):
     beir_named_trec = tmp_path / "qrels.trec"  # BEIR content behind a misleading name
     shutil.copy(FIXTURES / "qrels.tsv", beir_named_trec)
     assert judgments(read_qrels(beir_named_trec)) == JUDGMENTS
-    headerless = read_qrels(FIXTURES / "qrels_noheader.txt")
-    assert judgments(headerless) == [("q1", "d1", 2), ("q1", "d2", 1)]
 
 
 def test_parquet_qrels_and_runs(tmp_path):
@@ -75,7 +73,7 @@ def test_trec_run_is_re_ranked_and_shaped_like_run():
     [
         ("bad_score.trec", read_run, 2, "score", "'high' is not a finite number"),
         ("dup_doc.trec", read_run, 3, "doc_id", "'d1' again (first on line 1)"),
-        ("bad_fields.qrels", read_qrels, 2, None, "expected 4 fields"),
+        ("bad_fields.qrels", read_qrels, 2, None, "found 3 whitespace-separated fields"),
         ("bad_label.tsv", read_qrels, 3, "relevance", "'one' is not an integer"),
     ],
 )
@@ -94,9 +92,6 @@ def test_unreadable_inputs(tmp_path):
     (tmp_path / "empty").write_text("\n\n")
     with pytest.raises(InputError, match="no judgments"):
         read_qrels(tmp_path / "empty")
-    (tmp_path / "five").write_text("q1 0 d1 1 extra\n")
-    with pytest.raises(InputError, match="found 5 fields"):
-        read_qrels(tmp_path / "five")
     (tmp_path / "latin1").write_bytes(b"q1 0 d1 1\nq1 0 caf\xe9 1\n")
     with pytest.raises(InputError) as raised:
         read_qrels(tmp_path / "latin1")

@@ -67,7 +67,7 @@ def test_bad_corpus_lines_name_file_line_and_field(tmp_path, lines, expected):
 
 
 def test_missing_file_is_named(tmp_path):
-    with pytest.raises(InputError, match=r"queries.jsonl: file not found"):
+    with pytest.raises(InputError, match=r"queries.jsonl: no such file"):
         loaders.read_queries(tmp_path / "queries.jsonl")
 
 

@@ -1,12 +1,15 @@
 """`rageval`: trec_eval-style evaluation, run comparison, suite validation, baselines.
 
-Every subcommand module contributes `add_parsers(subparsers)`; bad input anywhere surfaces as
-one `error: file:line: field: problem` line and exit code 2, never a traceback.
+Every subcommand module contributes `add_parsers(subparsers)` and imports its heavy libraries
+(pandas, scipy, DuckDB) inside the functions that need them, so `rageval --help` starts fast.
+Bad input anywhere surfaces as one `error: file:line: field: problem` line and exit code 2,
+never a traceback; a bad option value is refused by argument parsing (also exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +28,22 @@ def add_storage_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def at_least(low: int):
+    """An argparse type: an integer >= low (argparse turns the ValueError into exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below the minimum {low}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rageval_pipeline.cli import baseline, evaluate, history, pool, suggest, validate
 
@@ -38,10 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        return status
     except InputError as exc:
-        print(f"error: {exc.describe()}", file=sys.stderr)
+        print(f"error: {' '.join(exc.describe().split())}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader stopped early (`rageval eval ... | head -1`): what it read is what it
+        # wanted. Point stdout at /dev/null so the interpreter's final flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -8,10 +8,6 @@ from pathlib import Path
 from rageval_pipeline.cli import add_storage_option
 from rageval_pipeline.core import paths
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
-from rageval_pipeline.core.measures.names import sort_key
-from rageval_pipeline.core.storage import Warehouse
-from rageval_pipeline.core.summaries import select_runs, summaries
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -37,6 +33,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _selected(args: argparse.Namespace):
+    from rageval_pipeline.core.storage import Warehouse
+    from rageval_pipeline.core.summaries import select_runs, summaries
+
     warehouse = Warehouse.existing(args.storage)
     runs = select_runs(warehouse, dataset=args.dataset, system=args.system, run_id=args.run_id)
     if runs.empty:
@@ -49,6 +48,8 @@ def _selected(args: argparse.Namespace):
 
 
 def _show(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.measures.names import sort_key
+
     for s in _selected(args):
         means = ", ".join(f"{m}={s.measures[m]:.4f}" for m in sorted(s.measures, key=sort_key))
         print(f"{s.dataset}/{s.system} run {s.run_id} ({s.fingerprint}): {means}")
@@ -56,6 +57,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
+
     for s in _selected(args):
         path = baseline_path(args.baselines, s.dataset, s.system)
         write_baseline(baseline_from_summary(s, note=args.note), path)

@@ -5,18 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from rageval_pipeline.cli import at_least
+from rageval_pipeline.core.errors import InputError
 
-from rageval_pipeline.core.compare import compare_runs
-from rageval_pipeline.core.evaluate import mean_table
-from rageval_pipeline.core.formats import read_qrels, read_run
-from rageval_pipeline.core.measures import (
-    evaluate,
-    parse_measure,
-    to_document_level,
-    unjudged_queries,
-)
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 FORMATS = ("table", "json", "csv")
@@ -30,6 +25,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--measure",
         action="append",
         dest="measures",
+        type=_measure,
         metavar="MEASURE",
         help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(DEFAULT_MEASURES)})",
     )
@@ -60,18 +56,35 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("run_a", metavar="RUN_A")
     parser.add_argument("run_b", metavar="RUN_B")
-    parser.add_argument("--permutations", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--permutations", type=at_least(1), default=10_000, help="randomization test resamples"
+    )
+    parser.add_argument("--seed", type=at_least(0), default=0)
     parser.set_defaults(func=run_compare)
 
 
+def _measure(text: str) -> str:
+    """An argparse type: the canonical measure name (a bad one exits 2 at parsing)."""
+    from rageval_pipeline.core.measures import parse_measure
+
+    try:
+        return str(parse_measure(text))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.problem) from None
+
+
 def _measures(args: argparse.Namespace) -> list[str]:
-    return [str(parse_measure(m)) for m in (args.measures or DEFAULT_MEASURES)]
+    return args.measures or [_measure(m) for m in DEFAULT_MEASURES]
 
 
 def _score(
-    qrels: pd.DataFrame, path: str, measures: list[str], document_level: bool
+    qrels: pd.DataFrame, qrels_path: str, path: str, measures: list[str], document_level: bool
 ) -> pd.DataFrame:
+    import pandas as pd
+
+    from rageval_pipeline.core.formats import read_run
+    from rageval_pipeline.core.measures import evaluate, to_document_level, unjudged_queries
+
     run = read_run(path)
     if document_level:
         run = to_document_level(run)
@@ -83,12 +96,25 @@ def _score(
             f"{shown}",
             file=sys.stderr,
         )
-    return evaluate(qrels, run, measures)
+    per_query = evaluate(qrels, run, measures)
+    if per_query.empty:
+        raise InputError(
+            qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
+        )
+    if not pd.Index(run["query_id"].unique()).isin(per_query["query_id"].unique()).any():
+        raise InputError(path, f"no query of the run is judged in {qrels_path}")
+    return per_query
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from rageval_pipeline.core.evaluate import mean_table
+    from rageval_pipeline.core.formats import read_qrels
+
     measures = _measures(args)
-    per_query = _score(read_qrels(args.qrels), args.run, measures, args.document_level)
+    qrels = read_qrels(args.qrels)
+    per_query = _score(qrels, args.qrels, args.run, measures, args.document_level)
     means = mean_table(per_query)
     if args.format == "json":
         nested: dict[str, dict[str, float]] = {}
@@ -110,11 +136,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.compare import compare_runs
+    from rageval_pipeline.core.formats import read_qrels
+
     measures = _measures(args)
     qrels = read_qrels(args.qrels)
     table = compare_runs(
-        _score(qrels, args.run_a, measures, args.document_level),
-        _score(qrels, args.run_b, measures, args.document_level),
+        _score(qrels, args.qrels, args.run_a, measures, args.document_level),
+        _score(qrels, args.qrels, args.run_b, measures, args.document_level),
         permutations=args.permutations,
         seed=args.seed,
     )

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from rageval_pipeline.cli import add_storage_option
+from rageval_pipeline.cli import add_storage_option, at_least
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures import parse_measure
-from rageval_pipeline.core.storage import Warehouse
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -19,12 +17,15 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--system", help="one system (default: all)")
     parser.add_argument("-m", "--measure", default="nDCG@10")
-    parser.add_argument("--limit", type=int, default=20, help="most recent N evaluations")
+    parser.add_argument("--limit", type=at_least(1), default=20, help="most recent N evaluations")
     add_storage_option(parser)
     parser.set_defaults(func=run_history)
 
 
 def run_history(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.measures import parse_measure
+    from rageval_pipeline.core.storage import Warehouse
+
     measure = str(parse_measure(args.measure))
     warehouse = Warehouse.existing(args.storage)
     rows = warehouse.query(

@@ -7,11 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rageval_pipeline.core.consistency import inconsistencies
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.gate import load_policy
-from rageval_pipeline.core.suites import load_suite
-from rageval_pipeline.core.systems import load_systems
 
 _POLICY_FILES = ("gate.yaml", "gate.yml")
 _SYSTEMS_FILES = ("systems.yaml", "systems.yml")
@@ -36,6 +32,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check every path (one bad suite does not hide the next one's problems)."""
+
     status = 0
     for path in args.paths:
         try:
@@ -50,6 +47,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(path: Path) -> str:
     """Load `path` as what its name says it is; a short summary of what it holds."""
+    from rageval_pipeline.core.consistency import inconsistencies
+    from rageval_pipeline.core.gate import load_policy
+    from rageval_pipeline.core.suites import load_suite
+    from rageval_pipeline.core.systems import load_systems
+
     if path.name in _POLICY_FILES:
         return f"gate policy, {len(load_policy(path).datasets)} dataset rule(s)"
     if path.name in _SYSTEMS_FILES:

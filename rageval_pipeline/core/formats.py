@@ -1,184 +1,173 @@
 """Readers and writers for TREC runs, TREC and BEIR qrels, and Parquet.
 
-Readers return tables shaped like `core.tables` QRELS and RUN. Text files are parsed by pandas
-first; when anything looks wrong, a line-by-line scan finds the first bad line and raises an
-InputError naming the file, the 1-based line and the field. The qrels format is told from the
-content (Parquet magic bytes, BEIR header, number of fields), never from the file name.
+Readers return tables shaped like `core.tables` QRELS and RUN. A file is one known format
+exactly, told from its content (Parquet magic bytes, the BEIR header line), never from its name,
+and anything else is refused with the accepted formats listed: nothing is guessed. Text is parsed
+column-wise (`core.delimited`); Parquet is checked against the expected schema, with casts only
+where they lose nothing. Gzip-compressed files are read as their content.
 """
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Callable, Sequence
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from rageval_pipeline.core import tables
+from rageval_pipeline.core.delimited import (
+    INT32,
+    TextFormat,
+    first_line,
+    first_repeat,
+    input_bytes,
+    quote,
+    read_text,
+)
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.ranking import order_run
 
-TREC_RUN_FIELDS = ("query_id", "iteration", "doc_id", "rank", "score", "tag")
-TREC_QRELS_FIELDS = ("query_id", "iteration", "doc_id", "relevance")
-BEIR_QRELS_FIELDS = ("query_id", "doc_id", "relevance")
-BEIR_HEADER = ("query-id", "corpus-id", "score")
+TREC_RUN = TextFormat(
+    "a TREC run",
+    ("query_id", "iteration", "doc_id", "rank", "score", "tag"),
+    tab=False,
+    integers=("rank",),
+    reals=("score",),
+)
+TREC_QRELS = TextFormat(
+    "TREC qrels",
+    ("query_id", "iteration", "doc_id", "relevance"),
+    tab=False,
+    integers=("relevance",),
+)
+BEIR_QRELS = TextFormat(
+    "BEIR qrels",
+    ("query_id", "doc_id", "relevance"),
+    tab=True,
+    integers=("relevance",),
+    header="query-id\tcorpus-id\tscore",
+)
+RUN_FORMATS = (
+    "TREC run (6 whitespace-separated fields: query_id Q0 doc_id rank score tag), "
+    "Parquet run (query_id, doc_id, score; optional source_id, rank, latency_ms)"
+)
+QRELS_FORMATS = (
+    "TREC qrels (4 whitespace-separated fields: query_id iteration doc_id relevance), "
+    "BEIR qrels (header query-id<TAB>corpus-id<TAB>score, then 3 tab-separated fields), "
+    "Parquet qrels (query_id, doc_id, relevance; optional split, level)"
+)
+# Parquet columns: required, then optional, with the type each is read as.
+_RUN_PARQUET = (
+    {"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()},
+    {"source_id": pa.string(), "rank": pa.int32(), "latency_ms": pa.float64()},
+)
+_QRELS_PARQUET = (
+    {"query_id": pa.string(), "doc_id": pa.string(), "relevance": pa.int32()},
+    {"split": pa.string(), "level": pa.string()},
+)
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+_EXACT_FLOAT_INT = 2**53  # integers a float64 holds exactly
 
 
-def _integer(text: str) -> object:
-    return int(text)
-
-
-def _finite(text: str) -> object:
-    value = float(text)
-    if not np.isfinite(value):
-        raise ValueError(text)
-    return value
-
-
-# What a field must parse as, and how the problem is worded when it does not.
-_CHECKS: dict[str, tuple[Callable[[str], object], str]] = {
-    "rank": (_integer, "is not an integer"),
-    "relevance": (_integer, "is not an integer"),
-    "score": (_finite, "is not a finite number"),
-}
-
-
-def _existing(path: str | Path) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(path, "no such file")
-    return path
-
-
-def _is_parquet(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(4) == b"PAR1"
-
-
-def _lines(path: Path) -> list[tuple[int, str]]:
-    """(1-based line number, text) of the non-blank lines; InputError on bad UTF-8."""
-    data = path.read_bytes()
+def _parquet(path: Path, data: bytes, spec: tuple[dict, dict], accepted: str) -> pa.Table:
+    """The file's columns of `spec`, cast losslessly, nulls and non-finite numbers located."""
+    required, optional = spec
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(path, "is not UTF-8 text", line=line) from None
-    return [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-
-
-def _split(line: str, sep: str | None) -> list[str]:
-    return [f.strip() for f in line.split(sep)] if sep else line.split()
-
-
-def _scan(
-    path: Path, names: Sequence[str], sep: str | None, skip: int, key: Sequence[str]
-) -> pd.DataFrame:
-    """Parse line by line, raising at the first bad line: the authoritative (slow) path."""
-    rows: list[list[str]] = []
-    seen: dict[tuple[str, ...], int] = {}
-    for number, line in _lines(path):
-        if number <= skip:
-            continue
-        fields = _split(line, sep)
-        if len(fields) != len(names):
-            raise InputError(
-                path,
-                f"expected {len(names)} fields ({' '.join(names)}), found {len(fields)}",
-                line=number,
-            )
-        for name, value in zip(names, fields, strict=True):
-            if name in _CHECKS:
-                parse, problem = _CHECKS[name]
-                try:
-                    parse(value)
-                except ValueError:
-                    raise InputError(
-                        path, f"{value!r} {problem}", line=number, field=name
-                    ) from None
-        ident = tuple(fields[names.index(k)] for k in key)
-        if ident in seen:
-            raise InputError(
-                path,
-                f"query {ident[0]!r} lists doc {ident[1]!r} again (first on line {seen[ident]})",
-                line=number,
-                field="doc_id",
-            )
-        seen[ident] = number
-        rows.append(fields)
-    return pd.DataFrame(rows, columns=list(names), dtype=str)
-
-
-def _read_text(path: Path, names: Sequence[str], *, sep: str | None, skip: int = 0) -> pd.DataFrame:
-    """All fields as strings, checked; pandas when the file is clean, else `_scan` explains."""
-    key = ("query_id", "doc_id")
+        table = pq.read_table(pa.BufferReader(data))
+    except (OSError, pa.ArrowException) as exc:
+        detail = " ".join(str(exc).split())
+        raise InputError(path, f"is not a readable Parquet file ({quote(detail)[1:-1]})") from None
     try:
-        frame = pd.read_csv(
-            path,
-            sep=sep or r"\s+",
-            header=None,
-            names=list(names),
-            dtype=str,
-            skiprows=skip,
-            quoting=csv.QUOTE_NONE,
-            na_filter=False,
-            engine="c",
-            encoding="utf-8",
-        )
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
-        return _scan(path, names, sep, skip, key)
-    clean = not frame.isna().any().any() and not (frame == "").any().any()
-    for name in set(names) & set(_CHECKS):
-        if not clean:
-            break
-        numbers = pd.to_numeric(frame[name], errors="coerce")
-        if name == "score":
-            clean = bool(np.isfinite(numbers.to_numpy(dtype=np.float64, na_value=np.nan)).all())
-        else:
-            clean = pd.api.types.is_integer_dtype(numbers)
-    if not clean or frame.duplicated(list(key)).any():
-        return _scan(path, names, sep, skip, key)
-    return frame
-
-
-def _text_qrels(path: Path) -> pd.DataFrame:
-    lines = _lines(path)
-    if not lines:
-        raise InputError(path, "has no judgments")
-    number, first = lines[0]
-    header = tuple(f.lower() for f in _split(first, "\t" if "\t" in first else None))
-    if header == BEIR_HEADER:
-        return _read_text(path, BEIR_QRELS_FIELDS, sep="\t", skip=number)
-    fields = first.split()
-    if len(fields) == len(TREC_QRELS_FIELDS):
-        return _read_text(path, TREC_QRELS_FIELDS, sep=None)
-    if len(fields) == len(BEIR_QRELS_FIELDS):
-        return _read_text(path, BEIR_QRELS_FIELDS, sep="\t" if "\t" in first else None)
-    raise InputError(
-        path,
-        f"found {len(fields)} fields; expected TREC qrels (query_id iteration doc_id relevance) "
-        "or BEIR qrels (query-id corpus-id score)",
-        line=number,
+        names = [n for n in table.column_names if not _PANDAS_INDEX.fullmatch(n)]
+    except UnicodeDecodeError:
+        raise InputError(path, "has a column name that is not UTF-8") from None
+    for name in names:
+        if name not in required and name not in optional:
+            raise InputError(path, f"unexpected column; accepted: {accepted}", field=name)
+    for name in required:
+        if name not in names:
+            raise InputError(path, f"column is missing; accepted: {accepted}", field=name)
+    return pa.table(
+        {
+            name: _lossless(path, name, table.column(name), kind)
+            for name, kind in (required | optional).items()
+            if name in names
+        }
     )
 
 
-def _parquet(path: Path, required: Sequence[str]) -> pd.DataFrame:
-    try:
-        frame = pd.read_parquet(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(path, f"cannot read Parquet: {exc}") from None
-    for column in required:
-        if column not in frame.columns:
-            raise InputError(path, "column is missing", field=column)
-    return frame
+def _bad_row(
+    path: Path, name: str, mask: pa.Array, problem: str, values: pa.Array | None = None
+) -> None:
+    """Raise naming the first row (1-based) where `mask` is true, if any, and its value."""
+    rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    if rows.size:
+        shown = "" if values is None else f"{quote(values[int(rows[0])].as_py())} "
+        raise InputError(path, f"row {rows[0] + 1}: {shown}{problem}", field=name)
 
 
-def _null_row(path: Path, frame: pd.DataFrame, columns: Sequence[str]) -> None:
-    for column in columns:
-        missing = np.flatnonzero(frame[column].isna().to_numpy())
-        if missing.size:
-            raise InputError(path, f"row {missing[0] + 1} has no value", field=column)
+def _lossless(path: Path, name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Array:
+    """`column` as `target`, or InputError when the cast could change a value."""
+    values = column.combine_chunks()
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        values, kind = values.dictionary_decode(), kind.value_type
+    if pa.types.is_null(kind):
+        return pa.nulls(len(values), target)
+    if pa.types.is_string(target):
+        strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+        if not any(is_kind(kind) for is_kind in strings):
+            raise InputError(path, f"has type {kind}, expected a string", field=name)
+        try:
+            values.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+        except pa.ArrowInvalid:
+            raise InputError(path, "holds text that is not UTF-8", field=name) from None
+        return values.cast(target)
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    if not numeric:
+        raise InputError(path, f"has type {kind}, expected {target}", field=name)
+    as_float = values.cast(pa.float64(), safe=False)  # exact near the bounds checked below
+    if pa.types.is_floating(kind):
+        infinite = pc.invert(pc.is_finite(as_float))
+        _bad_row(path, name, pc.fill_null(infinite, False), "is not a finite number", values)
+    if pa.types.is_integer(target):
+        if pa.types.is_floating(kind):
+            fraction = pc.not_equal(as_float, pc.floor(as_float))
+            _bad_row(path, name, pc.fill_null(fraction, False), "is not an integer", values)
+        low, high = INT32
+        outside = pc.or_(pc.less(as_float, low), pc.greater(as_float, high))
+        _bad_row(
+            path, name, pc.fill_null(outside, False), f"is out of range ({low} to {high})", values
+        )
+    elif pa.types.is_integer(kind):
+        inexact = pc.greater_equal(pc.abs(as_float), float(_EXACT_FLOAT_INT))
+        _bad_row(path, name, pc.fill_null(inexact, False), "is not exact as a float64", values)
+        return as_float
+    return values.cast(target)
+
+
+def _no_nulls(path: Path, table: pa.Table, names: tuple[str, ...], hits: pa.Array | None = None):
+    for name in names:
+        missing = table.column(name).is_null()
+        if hits is not None:
+            missing = pc.and_(missing, hits)
+        _bad_row(path, name, missing, "has no value")
+
+
+def _repeat(path: Path, query: pa.Array, doc: pa.Array, rows: np.ndarray, verb: str) -> None:
+    found = first_repeat(query.take(pa.array(rows)), doc.take(pa.array(rows)))
+    if found is not None:
+        row, first = (int(rows[i]) for i in found)
+        raise InputError(
+            path,
+            f"row {row + 1}: query {quote(query[row].as_py())} {verb} doc "
+            f"{quote(doc[row].as_py())} again (first on row {first + 1})",
+            field="doc_id",
+        )
 
 
 def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
@@ -186,37 +175,37 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
 
     Returns a QRELS table; `split` fills the split column (Parquet keeps its own when None).
     """
-    path = _existing(path)
-    if _is_parquet(path):
-        frame = _parquet(path, ("query_id", "doc_id", "relevance"))
-        _null_row(path, frame, ("query_id", "doc_id", "relevance"))
-        relevance = pd.to_numeric(frame["relevance"], errors="coerce")
-        bad = np.flatnonzero((relevance.isna() | (relevance % 1 != 0)).to_numpy())
-        if bad.size:
-            raise InputError(path, f"row {bad[0] + 1} is not an integer", field="relevance")
-        _no_duplicate_pairs(path, frame, frame.duplicated(["query_id", "doc_id"]), "judges")
-        frame = frame.assign(relevance=relevance.astype(np.int64))
-        if split is not None or "split" not in frame.columns:
-            frame = frame.assign(split=split)
-        if "level" not in frame.columns:
-            frame = frame.assign(level="document")
+    path, data = input_bytes(path)
+    if data[:4] == b"PAR1":
+        table = _parquet(path, data, _QRELS_PARQUET, QRELS_FORMATS)
+        _no_nulls(path, table, ("query_id", "doc_id", "relevance"))
+        rows = np.arange(table.num_rows)
+        _repeat(path, table.column("query_id"), table.column("doc_id"), rows, "judges")
+        if split is not None or "split" not in table.column_names:
+            table = _set(table, "split", split)
+        if "level" not in table.column_names:
+            table = _set(table, "level", "document")
     else:
-        frame = _text_qrels(path).assign(split=split, level="document")
-        frame["relevance"] = frame["relevance"].astype(np.int64)
-    frame = frame.astype({"query_id": str, "doc_id": str})
-    return tables.conform(frame, tables.QRELS).to_pandas()
+        beir = first_line(data) == BEIR_QRELS.header.encode()
+        fmt = BEIR_QRELS if beir else TREC_QRELS
+        table = read_text(path, data, fmt, QRELS_FORMATS)
+        table = _set(_set(table, "split", split), "level", "document")
+    if not table.num_rows:
+        raise InputError(path, "has no judgments")
+    return _shaped(table, tables.QRELS)
 
 
-def _no_duplicate_pairs(path: Path, frame: pd.DataFrame, duplicated: pd.Series, verb: str) -> None:
-    """InputError naming the first Parquet row that repeats a (query, doc) pair."""
-    rows = np.flatnonzero(duplicated.to_numpy())
-    if rows.size:
-        row = frame.iloc[rows[0]]
-        raise InputError(
-            path,
-            f"row {rows[0] + 1}: query {row['query_id']!r} {verb} doc {row['doc_id']!r} twice",
-            field="doc_id",
-        )
+def _set(table: pa.Table, name: str, value: str | None) -> pa.Table:
+    """`table` with column `name` holding `value` on every row."""
+    column = pa.repeat(pa.scalar(value, pa.string()), table.num_rows)
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, column)
+    return table.append_column(name, column)
+
+
+def _shaped(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
+    columns = [table.column(n).cast(schema.field(n).type) for n in schema.names]
+    return pa.table(columns, schema=schema).to_pandas()
 
 
 def read_run(path: str | Path) -> pd.DataFrame:
@@ -225,28 +214,78 @@ def read_run(path: str | Path) -> pd.DataFrame:
     Ranks are recomputed in trec_eval order (score desc, doc id desc); the file's rank column
     is checked to be an integer but not trusted. Text runs get source_id = doc_id and no latency.
     """
-    path = _existing(path)
-    if _is_parquet(path):
-        frame = _parquet(path, ("query_id", "doc_id", "score"))
-        _null_row(path, frame, ("query_id",))
-        hit = frame["doc_id"].notna()
-        _null_row(path, frame[hit], ("score",))
-        _no_duplicate_pairs(
-            path, frame, frame.duplicated(["query_id", "doc_id"]) & hit, "retrieves"
-        )
-        if "source_id" not in frame.columns:
-            frame = frame.assign(source_id=frame["doc_id"])
-        if "latency_ms" not in frame.columns:
-            frame = frame.assign(latency_ms=np.nan)
-    else:
-        frame = _read_text(path, TREC_RUN_FIELDS, sep=None)
-        if frame.empty:
+    path, data = input_bytes(path)
+    if data[:4] == b"PAR1":
+        table = _parquet(path, data, _RUN_PARQUET, RUN_FORMATS)
+        hits = table.column("doc_id").is_valid()
+        _no_nulls(path, table, ("query_id",))
+        _no_nulls(path, table, ("score",), hits)
+        rows = np.flatnonzero(hits.to_numpy(zero_copy_only=False))
+        _repeat(path, table.column("query_id"), table.column("doc_id"), rows, "retrieves")
+        if "source_id" not in table.column_names:
+            table = table.append_column("source_id", table.column("doc_id"))
+        if "latency_ms" not in table.column_names:
+            table = table.append_column("latency_ms", pa.nulls(table.num_rows, pa.float64()))
+        if not table.num_rows:
             raise InputError(path, "has no results")
-        frame = frame.assign(
-            score=frame["score"].astype(np.float64), source_id=frame["doc_id"], latency_ms=np.nan
+        return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
+    table = read_text(path, data, TREC_RUN, RUN_FORMATS)
+    if not table.num_rows:
+        raise InputError(path, "has no results")
+    query, doc, score = (table.column(n).combine_chunks() for n in ("query_id", "doc_id", "score"))
+    run = pa.table(
+        {
+            "query_id": query,
+            "doc_id": doc,
+            "source_id": doc,
+            "score": score,
+            "latency_ms": pa.nulls(table.num_rows, pa.float64()),
+        }
+    )
+    ranked = _trec_order(query, doc, score.to_numpy())
+    if ranked is None:
+        return _shaped(pa.Table.from_pandas(order_run(run.to_pandas())), tables.RUN)
+    order, rank = ranked
+    rows = pa.array(order)
+    doc = doc.take(rows)
+    ordered = {"query_id": query.take(rows), "doc_id": doc, "source_id": doc}
+    ordered |= {"score": score.take(rows), "rank": pa.array(rank)}
+    return _shaped(pa.table(ordered | {"latency_ms": run.column("latency_ms")}), tables.RUN)
+
+
+def _trec_order(
+    query: pa.Array, doc: pa.Array, score: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(row order, rank) putting rows in `order_run`'s order (queries ascending, score desc,
+    doc id desc), for a run grouped by query with scores descending, as retrievers write them:
+    query blocks are reordered by their first id and tied rows by doc id, with no full sort.
+    None for other runs (`order_run` sorts those)."""
+    n = len(query)
+    same = pc.equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, ~same])
+    heads = query.take(pa.array(starts))
+    if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
+        return None
+    sizes = np.diff(np.r_[starts, n])
+    blocks = pc.sort_indices(heads).to_numpy()
+    # Rows of the blocks in id order: each block's start, then +1 within it.
+    offsets = np.repeat(starts[blocks] - np.r_[0, np.cumsum(sizes[blocks])[:-1]], sizes[blocks])
+    order = np.arange(n) + offsets
+    tie = same & (score[1:] == score[:-1])
+    if tie.any():
+        tied = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # rows in a run of ties
+        run_id = np.cumsum(np.r_[True, ~tie])[tied]  # which run of equal (query, score)
+        by_doc = pc.sort_indices(
+            pa.table({"run": run_id, "doc": doc.take(pa.array(tied))}),
+            sort_keys=[("run", "ascending"), ("doc", "descending")],
         )
-    frame = frame.assign(score=pd.to_numeric(frame["score"]))
-    return tables.conform(order_run(frame), tables.RUN).to_pandas()
+        reordered = np.arange(n)
+        reordered[tied] = tied[by_doc.to_numpy()]
+        order = reordered[order]
+    block_of_row = np.repeat(np.arange(len(blocks)), sizes[blocks])
+    first_of_block = np.r_[0, np.cumsum(sizes[blocks])[:-1]]
+    rank = np.arange(n) - first_of_block[block_of_row] + 1
+    return order, rank.astype(np.int32)
 
 
 def write_trec_run(run: pd.DataFrame, path: str | Path, tag: str) -> None:

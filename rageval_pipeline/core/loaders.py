@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core import tables
 from rageval_pipeline.core.chunking import ChunkingConfig
+from rageval_pipeline.core.delimited import input_bytes
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import read_qrels
 from rageval_pipeline.core.suites import load_suite, suite_tables
@@ -84,20 +86,32 @@ def reference_chunking(folder: Path) -> ChunkingConfig | None:
     return None if path is None else load_suite(path).chunking
 
 
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    if not path.exists():
-        raise InputError(path, "file not found")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, f"invalid JSON ({exc.msg})", line=number) from None
-            if not isinstance(obj, dict):
-                raise InputError(path, "expected a JSON object", line=number)
-            yield number, obj
+    """(line number, object) of each non-blank line. Each line is one JSON document, so it is
+    parsed on its own (json's C parser); NaN and Infinity, which JSON does not have, are refused."""
+    path, data = input_bytes(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(path, f"is not UTF-8 text (byte {exc.start})", line=line) from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line, parse_constant=_refuse_constant)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, f"invalid JSON ({exc.msg})", line=number) from None
+        except (ValueError, RecursionError) as exc:
+            problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise InputError(path, f"invalid JSON ({problem})", line=number) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, "expected a JSON object", line=number)
+        yield number, obj
 
 
 def _text(path: Path, number: int, obj: dict, field: str, *, required: bool) -> str:
@@ -114,16 +128,16 @@ def _text(path: Path, number: int, obj: dict, field: str, *, required: bool) -> 
 
 
 def _ids_unique(path: Path, ids: list[str], lines: list[int]) -> None:
-    seen: dict[str, int] = {}
-    for doc_id, number in zip(ids, lines, strict=True):
-        if doc_id in seen:
-            raise InputError(
-                path,
-                f"duplicate _id {doc_id!r} (first on line {seen[doc_id]})",
-                line=number,
-                field="_id",
-            )
-        seen[doc_id] = number
+    repeated = np.flatnonzero(pd.Series(ids, dtype=object).duplicated().to_numpy())
+    if repeated.size:
+        row = int(repeated[0])
+        first = ids.index(ids[row])
+        raise InputError(
+            path,
+            f"duplicate _id {ids[row]!r} (first on line {lines[first]})",
+            line=lines[row],
+            field="_id",
+        )
 
 
 def read_corpus(path: Path) -> pd.DataFrame:

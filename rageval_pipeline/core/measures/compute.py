@@ -172,9 +172,10 @@ def _top_sources(d: _Data, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(query index, source id) of every row ranked within the top k."""
     rank = np.arange(len(d.run.qidx)) - d.run.start[d.run.qidx] + 1
     rows = np.flatnonzero(rank <= k)
-    sources = d.sources.take(pa.array(d.run.source_rows[rows]))
-    fallback = d.run.doc_ids(rows)
-    return d.run.qidx[rows], pc.coalesce(sources, fallback).to_numpy(zero_copy_only=False)
+    found = d.run.doc_ids(rows)
+    if d.sources is not None:  # a source id where the run gives one, else the doc id
+        found = pc.coalesce(d.sources.take(pa.array(d.run.source_rows[rows])), found)
+    return d.run.qidx[rows], found.to_numpy(zero_copy_only=False)
 
 
 def _distinct_sources(d: _Data, k: int) -> pd.DataFrame:
@@ -244,12 +245,19 @@ def _query_index(
     universe, inverse = np.unique(
         np.concatenate([run_heads, qrels_heads]).astype(object), return_inverse=True
     )
+    inverse = inverse.astype(_index_type(len(universe)))  # per-row arrays: 4 bytes, not 8
     run_codes, qrels_codes = inverse[: len(run_heads)], inverse[len(run_heads) :]
     return (
         universe,
         run_codes[run_rows] if run_sizes is None else np.repeat(run_codes, run_sizes),
         qrels_codes[qrels_rows] if qrels_sizes is None else np.repeat(qrels_codes, qrels_sizes),
     )
+
+
+def _index_type(n: int) -> type[np.integer]:
+    """The narrowest signed type indexing n items: millions of row indexes cost half as much
+    memory as int32 as they would as int64."""
+    return np.int32 if n < 2**31 else np.int64
 
 
 def _block_starts(qidx: np.ndarray) -> np.ndarray:
@@ -291,13 +299,14 @@ def _trec_permutation(
         descending = pc.greater(docs.take(pa.array(tie)), docs.take(pa.array(tie + 1)))
         if pc.all(descending).as_py():
             return None
-        order = np.arange(n)
+        order = np.arange(n, dtype=_index_type(n))
     positions = np.union1d(tie, tie + 1)
     rows = order[positions]
-    block = np.concatenate([[0], np.cumsum(~same)])
+    # The query block of each tied row: how many blocks start at or before it.
+    starts = np.flatnonzero(~same) + 1
     tied_rows = pd.DataFrame(
         {
-            "query_id": block[positions],
+            "query_id": np.searchsorted(starts, positions, side="right"),
             "doc_id": docs.take(pa.array(rows)).to_numpy(zero_copy_only=False),
             "score": score[rows],
             "row": rows,
@@ -312,7 +321,7 @@ def _trec_permutation(
 def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> _Run:
     docs = arrow_strings(run["doc_id"])
     score = pd.to_numeric(run["score"]).to_numpy(dtype=np.float64, na_value=np.nan)
-    rows = np.arange(len(run))
+    rows = np.arange(len(run), dtype=_index_type(len(run)))
     if docs.null_count:  # placeholder rows of queries that returned nothing
         rows = np.flatnonzero(docs.is_valid().to_numpy(zero_copy_only=False))
         docs = docs.take(pa.array(rows))
@@ -435,9 +444,9 @@ def _prepare(qrels: pd.DataFrame, run: pd.DataFrame) -> _Data:
         column = "doc_id" if qrels["doc_id"].isna().any() else "relevance"
         raise InputError(None, f"qrels has a row without {column}", field=column)
 
-    run_queries = arrow_strings(run["query_id"])
-    qrels_queries = arrow_strings(qrels["query_id"])
-    universe, run_qidx, j_q = _query_index(run_queries, qrels_queries)
+    universe, run_qidx, j_q = _query_index(
+        arrow_strings(run["query_id"]), arrow_strings(qrels["query_id"])
+    )
     nq = len(universe)
     j_label = pd.to_numeric(qrels["relevance"]).to_numpy(dtype=np.int64)
     j_docs = arrow_strings(qrels["doc_id"])
@@ -463,7 +472,7 @@ def _prepare(qrels: pd.DataFrame, run: pd.DataFrame) -> _Data:
         m_q=m_q[order],
         m_rank=m_rank[order],
         m_label=m_label[order],
-        sources=sources if sources is not None else arrow_strings(run["doc_id"]),
+        sources=sources,
     )
 
 
@@ -503,6 +512,10 @@ def evaluate(
 
 def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame) -> list[str]:
     """Query ids of the run or the qrels with no label >= 1: left out of every qrels measure."""
-    judged = set(qrels.loc[qrels["relevance"] >= JUDGED_LEVEL, "query_id"].astype(str))
-    seen = set(run["query_id"].astype(str)) | set(qrels["query_id"].astype(str))
-    return sorted(seen - judged)
+    relevant = qrels["relevance"].to_numpy(dtype=np.int64, na_value=0) >= JUDGED_LEVEL
+    judged = pc.unique(arrow_strings(qrels["query_id"]).filter(pa.array(relevant)))
+    seen = pc.unique(
+        pa.concat_arrays([pc.unique(arrow_strings(table["query_id"])) for table in (run, qrels)])
+    ).drop_null()
+    left_out = seen.filter(pc.invert(pc.is_in(seen, value_set=judged)))
+    return left_out.take(pc.sort_indices(left_out)).to_pylist()

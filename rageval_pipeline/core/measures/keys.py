@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+_PAD_ROWS = 1 << 18  # ids padded at once (a few MB of temporary copy)
 _PARALLEL_FROM = 1 << 20  # ids; below this, starting threads costs more than it saves
 _MUL1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64 constants
 _MUL2 = np.uint64(0x94D049BB133111EB)
@@ -52,19 +53,20 @@ def fingerprint(values: pa.LargeStringArray, salt: np.ndarray | None = None) -> 
     if n < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
         return _fingerprint(values, salt)
     half = n // 2
-    parts = [(0, half), (half, n)]
+    out = np.empty(n, dtype=np.uint64)  # each thread fills its half: no concatenated copy
+
+    def part(start: int, stop: int) -> None:
+        piece = salt if salt is None else salt[start:stop]
+        _fingerprint(values.slice(start, stop - start), piece, out=out[start:stop])
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(
-            lambda part: _fingerprint(
-                values.slice(part[0], part[1] - part[0]),
-                None if salt is None else salt[part[0] : part[1]],
-            ),
-            parts,
-        )
-        return np.concatenate(list(done))
+        list(pool.map(lambda bounds: part(*bounds), [(0, half), (half, n)]))
+    return out
 
 
-def _fingerprint(values: pa.LargeStringArray, salt: np.ndarray | None) -> np.ndarray:
+def _fingerprint(
+    values: pa.LargeStringArray, salt: np.ndarray | None, out: np.ndarray | None = None
+) -> np.ndarray:
     """`fingerprint` in one thread.
 
     `salt` (e.g. the query index of each row) is mixed in, so one pass keys (query, doc) pairs.
@@ -72,43 +74,51 @@ def _fingerprint(values: pa.LargeStringArray, salt: np.ndarray | None) -> np.nda
     bytes only: Σ word_j · M_j + length · G (mod 2^64), then a splitmix64 finaliser. Nulls hash
     like "".
     """
-    _, offsets_buf, data_buf = values.buffers()
     n = len(values)
+    h = np.empty(n, dtype=np.uint64) if out is None else out
+    _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64)[values.offset : values.offset + n + 1]
-    starts = offsets[:-1]
-    lengths = np.diff(offsets)
-    longest = int(lengths.max(initial=0))
+    # Everything runs a slice of _PAD_ROWS ids at a time, in place in `h`: temporaries stay a
+    # few MB (fresh 8-byte-per-id arrays would cost more, in memory and page faults, than the
+    # arithmetic itself).
+    slices = [(start, min(start + _PAD_ROWS, n)) for start in range(0, n, _PAD_ROWS)]
+    longest = max((int(np.diff(offsets[a : b + 1]).max()) for a, b in slices), default=0)
     width = -(-longest // 8) * 8
     weights = _multipliers(width // 8)
-    # In-place arithmetic with one scratch array: fresh 8-byte-per-id temporaries cost more
-    # (page faults) than the arithmetic itself.
-    h = lengths.astype(np.uint64)
-    h *= _GOLDEN
-    scratch = np.empty_like(h)
-    if salt is not None:
-        scratch[:] = salt
-        scratch *= _MUL2
-        h += scratch
-    if n and not values.null_count and n * width <= 2 * int(offsets[-1] - offsets[0]) + 8 * n:
-        # Ids of similar length: Arrow pads them to one width, giving an (n, width/8) matrix.
-        padded = pc.ascii_rpad(values, width=width, padding="\0")
-        matrix = np.frombuffer(padded.buffers()[2], np.uint64, count=n * width // 8)
-        for column, weight in zip(matrix.reshape(n, width // 8).T, weights, strict=True):
-            np.multiply(column, weight, out=scratch)
-            h += scratch
-    else:
+    # Ids of similar length: Arrow pads them to one width, giving a (rows, width/8) matrix.
+    padded = bool(n) and not values.null_count
+    padded = padded and n * width <= 2 * int(offsets[-1] - offsets[0]) + 8 * n
+    if not padded:
         raw = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
         buffer = np.zeros(len(raw) + longest + 8, np.uint8)
         buffer[: len(raw)] = raw
         # Unaligned 8-byte words starting at every byte: one gather reads 8 bytes of each id.
         words = np.ndarray(shape=(len(raw) + longest,), dtype="<u8", buffer=buffer, strides=(1,))
-        for j, weight in zip(range(0, longest, 8), weights, strict=True):
-            h += (words[starts + j] & _LOW_BYTES[np.clip(lengths - j, 0, 8)]) * weight
-    for shift, multiplier in ((30, _MUL1), (27, _MUL2), (31, None)):
-        np.right_shift(h, np.uint64(shift), out=scratch)
-        h ^= scratch
-        if multiplier is not None:
-            h *= multiplier
+    for start, stop in slices:
+        part, lengths = h[start:stop], np.diff(offsets[start : stop + 1])
+        scratch = np.empty_like(part)
+        part[:] = lengths
+        part *= _GOLDEN
+        if salt is not None:
+            scratch[:] = salt[start:stop]
+            scratch *= _MUL2
+            part += scratch
+        if padded:
+            rows = stop - start
+            text = pc.ascii_rpad(values.slice(start, rows), width=width, padding="\0")
+            matrix = np.frombuffer(text.buffers()[2], np.uint64, count=rows * width // 8)
+            for column, weight in zip(matrix.reshape(rows, width // 8).T, weights, strict=True):
+                np.multiply(column, weight, out=scratch)
+                part += scratch
+        else:
+            for j, weight in zip(range(0, longest, 8), weights, strict=True):
+                word = words[offsets[start:stop] + j] & _LOW_BYTES[np.clip(lengths - j, 0, 8)]
+                part += word * weight
+        for shift, multiplier in ((30, _MUL1), (27, _MUL2), (31, None)):
+            np.right_shift(part, np.uint64(shift), out=scratch)
+            part ^= scratch
+            if multiplier is not None:
+                part *= multiplier
     return h
 
 

@@ -1,0 +1,358 @@
+"""Delimited text into typed Arrow columns, checked without a Python loop over rows.
+
+A file is tokenised by pyarrow's multithreaded CSV reader with explicit column types, then
+checked by Arrow compute kernels; a few byte scans of the raw file (is it ASCII, does it hold
+other whitespace, `0x`, doubled delimiters) decide how much checking the columns need. When
+the fast read or any check fails, the file is tokenised again line by line in Arrow (regex
+split, line numbers kept) and the same checks name the first bad line and field. That second
+pass is also the definition: the fast one is only a shortcut for files it reads identically.
+
+The rules, the same for every text format:
+- a line ends at `\\n` (an optional `\\r` before it is dropped); blank lines are skipped;
+- whitespace formats split at runs of spaces and tabs; tab formats at each single tab;
+- every line has exactly the format's fields; no field is empty or contains whitespace;
+- integers are `-?[0-9]+` within int32; reals are decimal (`1`, `-.5`, `2.5e-3`), finite.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pv
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.measures.keys import arrow_strings, fingerprint
+
+INTEGER = r"^-?[0-9]+$"
+REAL = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+# Any Unicode whitespace (RE2's \s is ASCII only), as Python's str.split would see it.
+WHITESPACE = r"[\s\v\p{Z}\x{85}\x{1c}-\x{1f}]"
+INT32 = (-(2**31), 2**31 - 1)
+_SPACE_BYTES = {b"\t", b" ", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f"}
+QUOTE_LIMIT = 200  # characters of a bad value quoted in an error message
+# Largest decompressed input: RAGEVAL_MAX_DECOMPRESSED_BYTES overrides (default 8 GiB).
+MAX_DECOMPRESSED = int(os.environ.get("RAGEVAL_MAX_DECOMPRESSED_BYTES") or 8 << 30)
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    name: str
+    fields: tuple[str, ...]
+    tab: bool  # True: fields separated by one tab; False: by runs of spaces and tabs
+    integers: tuple[str, ...] = ()
+    reals: tuple[str, ...] = ()
+    header: str | None = None  # the exact first line, when the format has one
+    unique: tuple[str, str] = ("query_id", "doc_id")
+
+
+def quote(value: object) -> str:
+    """repr of a value, cut to QUOTE_LIMIT characters."""
+    text = repr(value)
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "...'"
+
+
+def input_bytes(path: str | Path) -> tuple[Path, bytes]:
+    """The file's bytes (gunzipped when gzip), or InputError naming what is wrong with it."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(path, "is a directory, not a file")
+    if not path.exists():
+        raise InputError(path, "no such file")
+    if not path.is_file():
+        raise InputError(path, "is not a regular file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror})") from None
+    if data[:2] != b"\x1f\x8b":
+        return path, data
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+            data = handle.read(MAX_DECOMPRESSED + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"is not a valid gzip file ({exc})") from None
+    if len(data) > MAX_DECOMPRESSED:
+        raise InputError(
+            path,
+            f"decompresses to more than {MAX_DECOMPRESSED} bytes (RAGEVAL_MAX_DECOMPRESSED_BYTES)",
+        )
+    return path, data
+
+
+def first_line(data: bytes) -> bytes:
+    """The first line, without a byte order mark or line end (no copy of the rest)."""
+    end = data.find(b"\n")
+    return (data if end < 0 else data[:end]).removeprefix(b"\xef\xbb\xbf").rstrip(b"\r")
+
+
+def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:
+    """The file's rows as a table (integers int32, reals float64, the rest strings)."""
+    skip = 1 if fmt.header is not None else 0
+    fast = _fast_columns(data, fmt, skip)
+    if fast is not None:
+        columns, spaced, hexed = fast
+        table, bad = _checked(columns, fmt, spaced=spaced, hexed=hexed)
+        if bad is None:
+            return table
+    numbers, columns = _columns_by_line(path, data, fmt, skip, accepted)
+    table, bad = _checked(columns, fmt, numbers)
+    if bad is None:
+        return table
+    row, field, problem = bad
+    raise InputError(path, problem, line=int(numbers[row]), field=field)
+
+
+def _fast_columns(
+    data: bytes, fmt: TextFormat, skip: int
+) -> tuple[dict[str, pa.Array], bool, bool] | None:
+    """(columns, spaced, hexed) by pyarrow.csv, or None when it could read the file otherwise
+    than the rules (a lone carriage return is a line end to it; other failures are reported by
+    the slow path). `spaced`/`hexed`: the bytes may hold whitespace in a field, or `0x`.
+
+    Numbers are parsed by the CSV reader itself when no field can hold whitespace or `0x`
+    (the two things its number parsers accept and the rules do not; `nan`, `inf` are caught
+    as non-finite); else every column is read as text and checked."""
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
+    separators = {b"\t"} if fmt.tab else {b" "}
+    spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
+    hexed = b"0x" in data or b"0X" in data
+    types = dict.fromkeys(fmt.fields, pa.string())
+    if not (spaced or hexed):
+        types |= dict.fromkeys(fmt.integers, pa.int32()) | dict.fromkeys(fmt.reals, pa.float64())
+    try:
+        table = pv.read_csv(
+            pa.BufferReader(data),
+            read_options=pv.ReadOptions(
+                column_names=list(fmt.fields), skip_rows=skip, block_size=16 << 20
+            ),
+            parse_options=pv.ParseOptions(
+                delimiter="\t" if fmt.tab else " ",
+                quote_char=False,
+                escape_char=False,
+                double_quote=False,
+                newlines_in_values=False,
+                ignore_empty_lines=True,
+            ),
+            convert_options=pv.ConvertOptions(
+                column_types=types,
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return None
+    if skip and first_line(data) != fmt.header.encode():
+        return None
+    # Only the id columns are made contiguous (fingerprints read their buffers).
+    columns = {
+        name: table.column(name).combine_chunks() if name in fmt.unique else table.column(name)
+        for name in fmt.fields
+    }
+    return columns, spaced, hexed
+
+
+def _columns_by_line(
+    path: Path, data: bytes, fmt: TextFormat, skip: int, accepted: str
+) -> tuple[np.ndarray, dict[str, pa.Array]]:
+    """(line number of each row, columns): the authoritative tokenising, in Arrow kernels."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(path, f"is not UTF-8 text (byte {exc.start})", line=line) from None
+    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
+    lines = pc.utf8_rtrim(lines, characters="\r")
+    if skip:
+        if not len(lines) or lines[0].as_py() != fmt.header:
+            first = lines[0].as_py() if len(lines) else ""
+            raise InputError(path, f"header {quote(first)} is not {quote(fmt.header)}", line=1)
+        lines = lines.slice(1)
+    stripped = pc.utf8_trim(lines, characters=" \t")
+    kept = np.flatnonzero(pc.greater(pc.utf8_length(stripped), 0).to_numpy(zero_copy_only=False))
+    numbers = kept + 1 + skip
+    if fmt.tab:
+        fields = pc.split_pattern(lines.take(pa.array(kept)), "\t")
+    else:
+        fields = pc.split_pattern_regex(stripped.take(pa.array(kept)), "[ \t]+")
+    counts = pc.list_value_length(fields).to_numpy(zero_copy_only=False)
+    wrong = np.flatnonzero(counts != len(fmt.fields))
+    if wrong.size:
+        row = wrong[0]
+        separated = "tab-separated" if fmt.tab else "whitespace-separated"
+        raise InputError(
+            path,
+            f"found {counts[row]} {separated} fields, expected {len(fmt.fields)} for "
+            f"{fmt.name}; accepted: {accepted}",
+            line=int(numbers[row]),
+        )
+    flat = fields.flatten()
+    n = len(fmt.fields)
+    columns = {
+        name: flat.take(pa.array(np.arange(i, len(flat), n))) for i, name in enumerate(fmt.fields)
+    }
+    return numbers, columns
+
+
+def _first(mask: pa.Array | np.ndarray) -> int | None:
+    """Index of the first true value of a mask, or None."""
+    if isinstance(mask, pa.Array | pa.ChunkedArray):
+        if not pc.any(mask).as_py():
+            return None
+        mask = mask.to_numpy(zero_copy_only=False)
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else None
+
+
+def _checked(
+    columns: dict[str, pa.Array],
+    fmt: TextFormat,
+    numbers: np.ndarray | None = None,
+    spaced: bool = True,
+    hexed: bool = True,
+) -> tuple[pa.Table, tuple[int, str, str] | None]:
+    """(typed table, None) or (partial table, the first (row, field, problem) in file order).
+
+    `spaced`, `hexed` False: the caller knows no field holds whitespace, or `0x`. Cheap
+    kernels (casts, byte lengths) decide whether a column is clean; the slower regexes only
+    run to find a bad row.
+    """
+    found: list[tuple[int, int, str, str]] = []  # (row, field position, field, problem)
+
+    def report(row: int | None, field: str, problem: object) -> None:
+        if row is not None:
+            found.append((row, fmt.fields.index(field), field, str(problem)))
+
+    typed = dict(columns)
+    for name, values in columns.items():
+        if pa.types.is_integer(values.type):  # parsed by the CSV reader: int32 by construction
+            continue
+        if pa.types.is_floating(values.type):
+            row = _first(pc.invert(pc.is_finite(values)))
+            report(
+                row,
+                name,
+                f"{quote(None if row is None else values[row].as_py())} is not a finite number",
+            )
+            continue
+        if len(values) and pc.min(pc.binary_length(values)).as_py() == 0:
+            report(_first(pc.equal(values, "")), name, "is empty")
+        if spaced:
+            row = _first(pc.match_substring_regex(values, WHITESPACE))
+            if row is not None:
+                report(row, name, f"{quote(values[row].as_py())} contains whitespace")
+        if name in fmt.integers:
+            typed[name] = _integers(values, name, report, hexed)
+        elif name in fmt.reals:
+            typed[name] = _reals(values, name, report)
+    if not found:
+        _duplicates(columns, fmt, report, numbers)
+    table = pa.table({k: v for k, v in typed.items() if v is not None})
+    if not found:
+        return table, None
+    row, _, field, problem = min(found)
+    return table, (row, field, problem)
+
+
+def _cast(values: pa.Array, kind: pa.DataType) -> pa.Array | None:
+    try:
+        return pc.cast(values, kind)
+    except pa.ArrowInvalid:
+        return None
+
+
+def _integers(values: pa.Array, name: str, report, hexed: bool) -> pa.Array | None:
+    numbers = _cast(values, pa.int64())  # also reads hexadecimal `0x1f`: refused below
+    if hexed and numbers is not None:
+        numbers = (
+            None if pc.any(pc.match_substring(values, "0x", ignore_case=True)).as_py() else numbers
+        )
+    if numbers is None:
+        row = _first(pc.invert(pc.match_substring_regex(values, INTEGER)))
+        if row is not None:
+            report(row, name, f"{quote(values[row].as_py())} is not an integer")
+            return None
+        # Well-formed but maybe past int64: more than 10 significant digits is past int32.
+        digits = pc.utf8_ltrim(pc.utf8_ltrim(values, characters="-"), characters="0")
+        numbers = pc.cast(
+            pc.if_else(pc.greater(pc.utf8_length(digits), 10), "1e10", values), pa.float64()
+        )
+    low, high = INT32
+    row = _first(pc.or_(pc.less(numbers, low), pc.greater(numbers, high)))
+    if row is not None:
+        report(row, name, f"{quote(values[row].as_py())} is out of range ({low} to {high})")
+        return None
+    return pc.cast(numbers, pa.int32())
+
+
+def _reals(values: pa.Array, name: str, report) -> pa.Array | None:
+    numbers = _cast(values, pa.float64())
+    infinite = None if numbers is None else pc.invert(pc.is_finite(numbers))
+    if infinite is not None and _first(infinite) is None:
+        return numbers
+    bad = pc.invert(pc.match_substring_regex(values, REAL))
+    row = _first(bad if infinite is None else pc.or_(bad, infinite))
+    row = 0 if row is None else row  # (a cast refusing what the pattern accepts: say so too)
+    report(row, name, f"{quote(values[row].as_py())} is not a finite number")
+    return None
+
+
+def _duplicates(
+    columns: dict[str, pa.Array], fmt: TextFormat, report, numbers: np.ndarray | None
+) -> None:
+    """Report the first row whose (query, doc) pair an earlier row already has (`numbers`:
+    each row's line, for the message)."""
+    query, doc = (columns[name] for name in fmt.unique)
+    found = first_repeat(query, doc)
+    if found is not None:
+        row, first = found
+        report(
+            row,
+            fmt.unique[1],
+            f"query {quote(query[row].as_py())} lists doc {quote(doc[row].as_py())} again "
+            f"(first on line {first + 1 if numbers is None else numbers[first]})",
+        )
+
+
+def first_repeat(query: pa.Array, doc: pa.Array) -> tuple[int, int] | None:
+    """(row, earlier row) of the first row whose (query, doc) pair an earlier row has, or None.
+
+    Pairs are compared by 64-bit fingerprints (one sort); only rows whose fingerprint repeats
+    are compared as strings, so a collision never reports a false duplicate.
+    """
+    query, doc = arrow_strings(query), arrow_strings(doc)
+    keys = fingerprint(doc, _query_salt(query))
+    ordered = np.sort(keys)
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return None
+    rows = np.flatnonzero(np.isin(keys, ordered[1:][same]))
+    frame = pa.table({"q": query.take(pa.array(rows)), "d": doc.take(pa.array(rows))}).to_pandas()
+    repeats = np.flatnonzero(frame.duplicated().to_numpy())
+    if not repeats.size:  # fingerprints collided; the ids differ
+        return None
+    at = repeats[0]
+    match = (frame["q"] == frame["q"].iloc[at]) & (frame["d"] == frame["d"].iloc[at])
+    return int(rows[at]), int(rows[np.flatnonzero(match.to_numpy())[0]])
+
+
+def _query_salt(query: pa.LargeStringArray) -> np.ndarray:
+    """A uint64 per row, equal for equal query ids: the block number when rows come grouped by
+    query (a few comparisons), else the ids' fingerprints."""
+    n = len(query)
+    same = pc.equal(query.slice(1), query.slice(0, max(n - 1, 0))).to_numpy(zero_copy_only=False)
+    block = np.cumsum(np.r_[True, ~same]) if n else np.zeros(0, np.int64)
+    heads = query.take(pa.array(np.flatnonzero(np.r_[True, ~same]))) if n else query
+    if pc.count_distinct(heads).as_py() != len(heads):
+        return fingerprint(query)
+    return block.astype(np.uint64)

@@ -1,0 +1,134 @@
+"""`rageval` as a well-behaved command: fast start, quiet broken pipes, bad options refused by
+argument parsing, and every bad input one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rageval_pipeline.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "measures"
+QRELS, RUN_A, RUN_B = (str(FIXTURES / n) for n in ("qrels.trec", "run_a.trec", "run_b.trec"))
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("pandas", "torch", "scipy", "dagster", "duckdb", "sentence_transformers")
+
+
+def loaded_after(argv: list[str], tmp_path: Path) -> dict:
+    """Run `rageval ARGV` in a fresh interpreter; return its exit code and heavy modules loaded."""
+    script = (
+        "import json, sys\n"
+        "from rageval_pipeline.cli import main\n"
+        "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as exit:\n    code = exit.code\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "print(json.dumps({'code': code, 'heavy': heavy}), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+    )
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["eval", "--help"], ["compare", "--help"], ["history", "--help"]]
+)
+def test_help_loads_no_heavy_library(tmp_path, argv):
+    assert loaded_after(argv, tmp_path) == {"code": 0, "heavy": []}
+
+
+def test_validate_loads_no_model_statistics_or_dagster(tmp_path):
+    suite = REPO / "data" / "suites" / "beir-mini"
+    result = loaded_after(["validate", str(suite)], tmp_path)
+    assert result["code"] in (0, 2)
+    # pandas still comes with core.suites' table builders; the rest must not.
+    assert set(result["heavy"]) <= {"pandas"}
+
+
+def many_queries_run(tmp_path: Path, queries: int = 4000) -> tuple[str, str]:
+    qrels = tmp_path / "qrels"
+    run = tmp_path / "run"
+    qrels.write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(queries)))
+    run.write_text("".join(f"q{i} Q0 d{i} 1 2.5 t\nq{i} Q0 e{i} 2 1.5 t\n" for i in range(queries)))
+    return str(qrels), str(run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reader", ["head -1", "head -c 10", "true"])
+def test_stdout_closed_early_exits_quietly(tmp_path, reader):
+    qrels, run = many_queries_run(tmp_path)
+    rageval = Path(sys.executable).parent / "rageval"
+    command = f"{rageval} eval {qrels} {run} -q -m RR | {reader}"
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+    )
+    assert done.stderr == ""
+    assert done.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["compare", QRELS, RUN_A, RUN_B, "--permutations", "0"], "0 is below the minimum 1"),
+        (["compare", QRELS, RUN_A, RUN_B, "--permutations", "-5"], "-5 is below the minimum 1"),
+        (["compare", QRELS, RUN_A, RUN_B, "--permutations", "ten"], "'ten' is not an integer"),
+        (["compare", QRELS, RUN_A, RUN_B, "--seed", "-1"], "-1 is below the minimum 0"),
+        (["history", "--dataset", "x", "--limit", "0"], "0 is below the minimum 1"),
+        (["history", "--dataset", "x", "--limit", "-3"], "-3 is below the minimum 1"),
+        (["eval", QRELS, RUN_A, "-m", "P@0"], "measure 'P@0': Input should be greater than"),
+        (["eval", QRELS, RUN_A, "-m", "nDCG@-1"], "cannot parse measure 'nDCG@-1'"),
+        (["eval", QRELS, RUN_A, "-m", "nDCG@ten"], "cannot parse measure 'nDCG@ten'"),
+    ],
+)
+def test_bad_option_values_are_refused_by_argument_parsing(capsys, argv, expected):
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {'-m/--measure' if '-m' in argv else '--'}" in err
+    assert expected in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["eval", str(FIXTURES), RUN_A], "measures: is a directory, not a file"),
+        (["eval", QRELS, str(FIXTURES)], "measures: is a directory, not a file"),
+        (["compare", QRELS, RUN_A, str(FIXTURES.parent)], "fixtures: is a directory, not a file"),
+    ],
+)
+def test_a_directory_given_as_a_file_says_so(capsys, argv, expected):
+    assert main(argv) == 2
+    (line,) = [e for e in capsys.readouterr().err.splitlines() if not e.startswith("note: ")]
+    assert line.startswith("error: ") and line.endswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("qrels", "run", "expected"),
+    [
+        ("q1 0 d1 0\nq2 0 d2 0\n", "q1 Q0 d1 1 1 t\n", "qrels: no query has a relevant judgment"),
+        ("q1 0 d1 -1\n", "q1 Q0 d1 1 1 t\n", "qrels: no query has a relevant judgment"),
+        ("q1 0 d1 1\n", "q9 Q0 d1 1 1 t\n", "run: no query of the run is judged in "),
+        ("q1 0 d1 1\nq2 0 d1 1\n", "q3 Q0 d1 1 1 t\nq4 Q0 d1 1 1 t\n", "run: no query of the"),
+    ],
+)
+def test_an_empty_evaluation_is_an_error(tmp_path, capsys, qrels, run, expected):
+    (tmp_path / "qrels").write_text(qrels)
+    (tmp_path / "run").write_text(run)
+    assert main(["eval", str(tmp_path / "qrels"), str(tmp_path / "run"), "-m", "RR"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {tmp_path}/{expected}")
+    assert capsys.readouterr().out == ""

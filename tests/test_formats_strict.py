@@ -1,0 +1,310 @@
+"""No guessing at formats: each class of malformed file is refused with one exact message.
+
+Every test is parameterised over several instances of its class; the messages are asserted in
+full (the path shortened to the file name), so a change of wording is a deliberate one.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.formats import (
+    QRELS_FORMATS,
+    RUN_FORMATS,
+    _trec_order,
+    read_qrels,
+    read_run,
+)
+from rageval_pipeline.core.ranking import order_run
+
+RUN_COUNT = "found {n} whitespace-separated fields, expected 6 for a TREC run; accepted: "
+QRELS_COUNT = "found {n} whitespace-separated fields, expected 4 for TREC qrels; accepted: "
+BEIR_COUNT = "found {n} tab-separated fields, expected 3 for BEIR qrels; accepted: "
+BEIR = "query-id\tcorpus-id\tscore\n"
+
+
+def refused(tmp_path: Path, reader, content: bytes | str) -> str:
+    """The one-line message `reader` gives for a file with `content`, path cut to its name."""
+    path = tmp_path / "input"
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    with pytest.raises(InputError) as raised:
+        reader(path)
+    message = str(raised.value)
+    assert "\n" not in message
+    return message.replace(str(tmp_path) + "/", "")
+
+
+@pytest.mark.parametrize(
+    ("reader", "content", "expected"),
+    [
+        # Every line with an extra column: once read as 6 columns plus an index.
+        (read_run, "q1 Q0 d1 1 2.5 t x\nq1 Q0 d2 2 1.5 t x\n", "1: " + RUN_COUNT.format(n=7)),
+        (read_run, "q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5\n", "2: " + RUN_COUNT.format(n=5)),
+        (read_run, "q1 d1 2.5\n", "1: " + RUN_COUNT.format(n=3)),
+        # BEIR qrels with a fourth column.
+        (read_qrels, BEIR + "q1\td1\t1\nq1\td2\t1\t0\n", "3: " + BEIR_COUNT.format(n=4)),
+        # Headerless 3 columns: neither TREC qrels nor BEIR (whose header is required).
+        (read_qrels, "q1\td1\t1\n", "1: " + QRELS_COUNT.format(n=3)),
+        (read_qrels, "Query-Id\tCorpus-Id\tScore\nq1\td1\t1\n", "1: " + QRELS_COUNT.format(n=3)),
+        (read_qrels, "q1 0 d1 1 extra\n", "1: " + QRELS_COUNT.format(n=5)),
+        # A doc id with a space in a tab-separated TREC file splits into one field too many.
+        (read_qrels, "q1\t0\td1\t1\nq1\t0\tdoc a\t1\n", "2: " + QRELS_COUNT.format(n=5)),
+    ],
+)
+def test_a_line_of_another_shape_is_refused_with_the_formats_accepted(
+    tmp_path, reader, content, expected
+):
+    accepted = RUN_FORMATS if reader is read_run else QRELS_FORMATS
+    assert refused(tmp_path, reader, content) == "input:" + expected + accepted
+
+
+@pytest.mark.parametrize(
+    ("reader", "content", "expected"),
+    [
+        (read_qrels, BEIR + "q1\tdoc a\t1\n", "input:2: doc_id: 'doc a' contains whitespace"),
+        (read_qrels, BEIR + "q 1\td1\t1\n", "input:2: query_id: 'q 1' contains whitespace"),
+        (read_qrels, "q1 0 d\u00a0a 1\n", "input:1: doc_id: 'd\\xa0a' contains whitespace"),
+        (read_run, "q1 Q0 d\x0bb 1 2 t\n", "input:1: doc_id: 'd\\x0bb' contains whitespace"),
+        (read_run, "q1 Q0 d\u2003 1 2 t\n", "input:1: doc_id: 'd\\u2003' contains whitespace"),
+        (read_qrels, BEIR + "q1\t\t1\n", "input:2: doc_id: is empty"),
+    ],
+)
+def test_ids_with_whitespace_or_empty_are_refused(tmp_path, reader, content, expected):
+    assert refused(tmp_path, reader, content) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("1_0", "'1_0' is not an integer"),
+        ("0x1", "'0x1' is not an integer"),
+        ("+1", "'+1' is not an integer"),
+        ("1.0", "'1.0' is not an integer"),
+        ("nan", "'nan' is not an integer"),
+        ("\uff11", "'\uff11' is not an integer"),
+        ("2147483648", "'2147483648' is out of range (-2147483648 to 2147483647)"),
+        ("-99999999999999999999999", "'-99999999999999999999999' is out of range"),
+    ],
+)
+def test_integers_are_parsed_strictly(tmp_path, value, problem):
+    for reader, content, line in (
+        (read_qrels, f"q1 0 d0 1\nq1 0 d1 {value}\n", 2),
+        (read_qrels, f"{BEIR}q1\td1\t{value}\n", 2),
+        (read_run, f"q1 Q0 d1 {value} 2.5 t\n", 1),
+    ):
+        field = "rank" if reader is read_run else "relevance"
+        assert refused(tmp_path, reader, content).startswith(f"input:{line}: {field}: {problem}")
+
+
+@pytest.mark.parametrize(
+    "value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999", "1_0.5", "1,5"]
+)
+def test_scores_are_finite_decimal_numbers(tmp_path, value):
+    message = refused(tmp_path, read_run, f"q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 {value} t\n")
+    assert message == f"input:2: score: {value!r} is not a finite number"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"q1 0 d1 1\nq1 0 caf\xe9 1\n", "input:2: is not UTF-8 text (byte 18)"),
+        (b"\xff\xfeq\x001\x00", "input:1: is not UTF-8 text (byte 0)"),
+        (b"\x1f\x8b\x08\x00garbage", "input: is not a valid gzip file"),
+        (gzip.compress(b"q1 0 d1 1\n")[:-6], "input: is not a valid gzip file"),
+        (b"PAR1 not really PAR1", "input: is not a readable Parquet file"),
+        (b"\n \n", "input: has no judgments"),
+    ],
+)
+def test_unreadable_bytes_are_one_line(tmp_path, content, expected):
+    assert refused(tmp_path, read_qrels, content).startswith(expected)
+
+
+def test_a_directory_or_a_missing_file_says_so(tmp_path):
+    for reader in (read_run, read_qrels):
+        with pytest.raises(InputError, match=r"is a directory, not a file$"):
+            reader(tmp_path)
+        with pytest.raises(InputError, match=r"missing: no such file$"):
+            reader(tmp_path / "missing")
+
+
+def test_gzip_files_read_as_their_content(tmp_path):
+    (tmp_path / "run.gz").write_bytes(gzip.compress(b"q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 3.5 t\n"))
+    assert read_run(tmp_path / "run.gz")["doc_id"].tolist() == ["d2", "d1"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "q1 Q0 d1 1 2.5 t\nq1 Q0 d1 2 1.5 t\n",
+        "q1 Q0 d1 1 2.5 t\nq2 Q0 d1 1 2.5 t\n\nq1\tQ0\td1\t3\t1\tt\n",
+    ],
+)
+def test_a_repeated_pair_names_both_lines(tmp_path, content):
+    last = content.rstrip("\n").count("\n") + 1
+    assert refused(tmp_path, read_run, content) == (
+        f"input:{last}: doc_id: query 'q1' lists doc 'd1' again (first on line 1)"
+    )
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 t\n",
+        b"\xef\xbb\xbfq1  Q0\td1 1 2.5 t\r\n\n  q1 Q0 d2 2 1.5 t  \n",  # BOM, CRLF, runs
+        b"q1\tQ0\td1\t1\t2.5\tt\nq1 Q0 d2 2 1.5 t",  # tabs, no final newline
+        b"q1 Q0 d1 01 25e-1 t\nq1 Q0 d2 -0 +1.5 t\n",
+    ],
+)
+def test_whitespace_variants_read_the_same(tmp_path, content):
+    path = tmp_path / "run"
+    path.write_bytes(content)
+    run = read_run(path)
+    assert run[["query_id", "doc_id", "rank", "score"]].values.tolist() == [
+        ["q1", "d1", 1, 2.5],
+        ["q1", "d2", 2, 1.5],
+    ]
+
+
+def parquet(tmp_path: Path, **columns) -> Path:
+    path = tmp_path / "input"
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+Q, D = pa.array(["q1", "q1"]), pa.array(["d1", "d2"])
+
+
+@pytest.mark.parametrize(
+    ("reader", "columns", "expected"),
+    [
+        (read_qrels, {"query_id": Q, "doc_id": D}, "relevance: column is missing; accepted: "),
+        (
+            read_run,
+            {"query_id": Q, "doc_id": D, "score": [1.0, 2.0], "tag": ["a", "b"]},
+            "tag: unexpected column; accepted: ",
+        ),
+        (
+            read_qrels,
+            {"query_id": pa.array([1, 2]), "doc_id": D, "relevance": [1, 2]},
+            "query_id: has type int64, expected a string",
+        ),
+        (
+            read_qrels,
+            {"query_id": Q, "doc_id": D, "relevance": ["1", "2"]},
+            "relevance: has type string, expected int32",
+        ),
+        (
+            read_qrels,
+            {"query_id": Q, "doc_id": D, "relevance": [1.0, 2.5]},
+            "relevance: row 2: 2.5 is not an integer",
+        ),
+        (
+            read_qrels,
+            {"query_id": Q, "doc_id": D, "relevance": [1, 2**40]},
+            "relevance: row 2: 1099511627776 is out of range (-2147483648 to 2147483647)",
+        ),
+        (
+            read_run,
+            {"query_id": Q, "doc_id": D, "score": [1.0, float("nan")]},
+            "score: row 2: nan is not a finite number",
+        ),
+        (
+            read_run,
+            {"query_id": Q, "doc_id": D, "score": [float("-inf"), 1.0]},
+            "score: row 1: -inf is not a finite number",
+        ),
+        (
+            read_run,
+            {"query_id": Q, "doc_id": D, "score": pa.array([1, 2**60])},
+            "score: row 2: 1152921504606846976 is not exact as a float64",
+        ),
+        (
+            read_run,
+            {"query_id": Q, "doc_id": D, "score": [True, False]},
+            "score: has type bool, expected double",
+        ),
+        (
+            read_run,
+            {"query_id": pa.array(["q1", None]), "doc_id": D, "score": [1.0, 2.0]},
+            "query_id: row 2: has no value",
+        ),
+    ],
+)
+def test_parquet_is_checked_against_the_schema(tmp_path, reader, columns, expected):
+    with pytest.raises(InputError) as raised:
+        reader(parquet(tmp_path, **columns))
+    message = str(raised.value)
+    assert message.replace(str(tmp_path) + "/", "").startswith("input: " + expected)
+
+
+@pytest.mark.parametrize(
+    "relevance", [pa.array([1, 2], pa.int8()), pa.array([1.0, 2.0]), pa.array([1, 2], pa.uint64())]
+)
+def test_parquet_casts_that_lose_nothing_are_taken(tmp_path, relevance):
+    strings = pa.array(["q1", "q1"], pa.large_string()).dictionary_encode()
+    qrels = read_qrels(parquet(tmp_path, query_id=strings, doc_id=D, relevance=relevance))
+    assert qrels[["query_id", "doc_id", "relevance"]].values.tolist() == [
+        ["q1", "d1", 1],
+        ["q1", "d2", 2],
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "q10", "q2"]), st.integers(0, 3)), max_size=30),
+    st.randoms(use_true_random=False),
+)
+def test_grouped_runs_are_ordered_like_order_run(rows, rnd):
+    """The no-sort path for runs grouped by query gives `order_run`'s order and ranks."""
+    frame = pd.DataFrame(rows, columns=["query_id", "score"]).astype({"score": float})
+    frame["doc_id"] = [f"d{i}" for i in rnd.sample(range(len(frame)), len(frame))]
+    frame = frame.sort_values(["query_id", "score"], ascending=[True, False], kind="stable")
+    blocks = [block for _, block in frame.groupby("query_id")]
+    rnd.shuffle(blocks)
+    if not blocks:
+        return
+    frame = pd.concat(blocks, ignore_index=True)
+    got = _trec_order(
+        pa.array(frame["query_id"]), pa.array(frame["doc_id"]), frame["score"].to_numpy()
+    )
+    expected = order_run(frame.assign(row=np.arange(len(frame))))
+    assert got is not None
+    assert got[0].tolist() == expected["row"].tolist()
+    assert got[1].tolist() == expected["rank"].tolist()
+
+
+def non_utf8_name(tmp_path: Path) -> Path:
+    """A Parquet file whose schema names a column with a byte that is not UTF-8."""
+    path = parquet(tmp_path, query_id=Q, doc_id=D, score=[1.0, 2.0])
+    path.write_bytes(path.read_bytes().replace(b"\x18\x05score", b"\x18\x05\x80core"))
+    return path
+
+
+def non_utf8_text(tmp_path: Path) -> Path:
+    """A Parquet string column holding bytes that are not UTF-8 (Arrow does not check)."""
+    offsets = pa.py_buffer(np.array([0, 2, 4], np.int32).tobytes())
+    text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"d1\xff\xfe")])
+    return parquet(tmp_path, query_id=Q, doc_id=text, score=[1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (non_utf8_name, "input: has a column name that is not UTF-8"),
+        (non_utf8_text, "input: doc_id: holds text that is not UTF-8"),
+    ],
+)
+def test_parquet_text_that_is_not_utf8_is_refused(tmp_path, make, expected):
+    with pytest.raises(InputError) as raised:
+        read_run(make(tmp_path))
+    assert str(raised.value).replace(str(tmp_path) + "/", "") == expected
