@@ -192,3 +192,11 @@ def test_a_csv_second_pass_is_read_too(tmp_path):
         encoding="utf-8",
     )
     assert agreement.compare(load_suite(FIXTURE), sheet).second_pass == SECOND
+
+
+def test_agree_needs_a_suite_and_a_sheet(capsys):
+    assert main(["pool", "agree", str(FIXTURE)]) == 2
+    assert capsys.readouterr().err == (
+        "error: usage: rageval pool agree SUITE SHEET [--resolve lower|first|second] "
+        "[--write] [--record DIR]\n"
+    )
