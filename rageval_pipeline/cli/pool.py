@@ -1,6 +1,8 @@
 """`rageval pool SUITE -o SHEET` (write a judging sheet of unjudged pooled targets),
 `rageval pool merge SUITE SHEET` (merge the graded sheet back into the suite file) and
-`rageval pool difficulty SUITE [--write]` (measure each query's difficulty from the pool)."""
+`rageval pool difficulty SUITE [--write]` (measure each query's difficulty from the pool) and
+`rageval pool agree SUITE SHEET [--resolve RULE] [--write] [--record DIR]` (agreement of a
+second judging pass with the suite's grades; resolve and record the disagreements)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,18 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--overwrite", action="store_true", help="merge: replace judgments the sheet contradicts"
     )
     parser.add_argument(
-        "--write", action="store_true", help="difficulty: store the measured difficulty"
+        "--write",
+        action="store_true",
+        help="difficulty: store the measured difficulty; agree: write the resolved grades",
+    )
+    parser.add_argument(
+        "--resolve",
+        choices=("lower", "first", "second"),
+        default="lower",
+        help="agree: how a disagreement is resolved (default lower: the lower of the two grades)",
+    )
+    parser.add_argument(
+        "--record", type=Path, metavar="DIR", help="agree: write the second pass and disagreements"
     )
     parser.set_defaults(func=run)
 
@@ -54,6 +67,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
         args.suite = Path(args.sheet_args[0])
         return difficulty(args)
+    if str(args.suite) == "agree":
+        if len(args.sheet_args) != 2:
+            print(
+                "error: usage: rageval pool agree SUITE SHEET [--resolve lower|first|second] "
+                "[--write] [--record DIR]",
+                file=sys.stderr,
+            )
+            return 2
+        return agree(Path(args.sheet_args[0]), Path(args.sheet_args[1]), args)
     if args.sheet_args:
         print(f"error: unexpected argument {args.sheet_args[0]!r}", file=sys.stderr)
         return 2
@@ -144,4 +166,50 @@ def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
         f"{result.overwritten} overwritten, {result.unchanged} unchanged, "
         f"{result.skipped} skipped (no grade)"
     )
+    return 0
+
+
+def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
+    """Print the agreement of a second pass with the suite and every disagreement; with
+    --write store the resolved grades, with --record DIR keep the second pass and the
+    disagreements."""
+    from rageval_pipeline.core import agreement, judging
+    from rageval_pipeline.core.suites import load_suite
+
+    path = judging.suite_file(suite_path)
+    suite = load_suite(path)
+    report = agreement.compare(suite, sheet, args.resolve)
+
+    def number(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    print(
+        f"{report.pairs} pairs graded twice: {report.share:.1%} of the suite's "
+        f"{report.suite_pairs} judged pairs\n"
+        f"raw agreement {report.raw:.3f} ({report.agree} of {report.pairs})\n"
+        f"weighted kappa: linear {number(report.kappa_linear)}, "
+        f"quadratic {number(report.kappa_quadratic)}\n"
+        f"binary kappa: grade >= 1 {number(report.kappa_relevant)}, "
+        f"grade >= 2 {number(report.kappa_highly)}\n"
+        "confusion (rows: suite grade, columns: second grade):\n"
+        "        0     1     2     3\n"
+        + "".join(
+            f"  {g}" + "".join(f"{n:6d}" for n in row) + "\n"
+            for g, row in enumerate(report.confusion)
+        )
+        + f"{len(report.disagreements)} disagreements (resolved by {report.rule}):"
+    )
+    for d in report.disagreements:
+        note = f" ({d.exception})" if d.exception else ""
+        print(
+            f"  {d.query_id} {d.target_id}: suite {d.first}, second {d.second} "
+            f"-> {d.resolved}{note}"
+        )
+    if args.record is not None:
+        written = agreement.record(report, suite, args.record)
+        print(f"recorded {written[0]} and {written[1]}")
+    changes = report.changes()
+    if args.write:
+        judging.write_grades(path, suite, changes)
+        print(f"wrote {len(changes)} changed grade(s) to {path}")
     return 0

@@ -143,15 +143,23 @@ def _chunk_counts(suite: Suite) -> dict[str, int]:
     return {d.id: len(split_text(d.text, suite.chunking)) for d in suite.documents}
 
 
-def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], MergeResult]:
-    """Check every row of a graded sheet against the suite: the grades to write, keyed by
-    (query id, resolved target id), and what merging them would do."""
+class GradedRow(BaseModel):
+    """A checked row of a graded sheet: its line, query, resolved target and grade."""
+
+    line: int
+    query_id: str
+    target_id: str  # resolved
+    grade: int | None  # None when the judge left it empty
+
+
+def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
+    """Every row of a graded sheet, checked against the suite: a known query, a target at the
+    query's level, no (query, target) graded twice, a grade 0-3 or empty. The first bad row
+    raises one InputError naming sheet, line and field."""
     queries = {q.id: q for q in suite.queries}
     counts = _chunk_counts(suite)
     default_level = suite_level(suite)  # for queries with no judgment yet
-    grades: dict[tuple[str, str], int] = {}
     seen: dict[tuple[str, str], int] = {}
-    result = MergeResult()
     for line, row in _rows(sheet):
         query_id = str(row.get("query_id") or "")
         if query_id not in queries:
@@ -173,22 +181,36 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
             raise InputError(sheet, problem, line=line, field="target_id")
         seen[key] = line
         grade = _grade(row.get("grade"), sheet, line)
-        if grade is None:
+        yield GradedRow(line=line, query_id=query_id, target_id=resolved, grade=grade)
+
+
+def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], MergeResult]:
+    """Check every row of a graded sheet against the suite: the grades to write, keyed by
+    (query id, resolved target id), and what merging them would do."""
+    judged = {q.id: dict(q.qrels) for q in suite.queries}
+    grades: dict[tuple[str, str], int] = {}
+    result = MergeResult()
+    for row in graded_rows(suite, sheet):
+        if row.grade is None:
             result.skipped += 1
             continue
-        existing = dict(query.qrels).get(resolved)
-        if existing == grade:
+        existing = judged[row.query_id].get(row.target_id)
+        if existing == row.grade:
             result.unchanged += 1
             continue
         if existing is not None:
             result.conflicts.append(
                 Conflict(
-                    line=line, query_id=query_id, target_id=resolved, judged=existing, sheet=grade
+                    line=row.line,
+                    query_id=row.query_id,
+                    target_id=row.target_id,
+                    judged=existing,
+                    sheet=row.grade,
                 )
             )
         else:
             result.added += 1
-        grades[key] = grade
+        grades[(row.query_id, row.target_id)] = row.grade
     return grades, result
 
 
@@ -207,8 +229,15 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
     if result.conflicts and not overwrite:
         return result
     result.overwritten, result.conflicts = len(result.conflicts), []
+    write_grades(suite_file, suite, grades)
+    return result
+
+
+def write_grades(suite_file: Path, suite: Suite, grades: dict[tuple[str, str], int]) -> None:
+    """Set the grades keyed by (query id, resolved target id) in the suite file (see
+    `rewrite_suite`); nothing is written when there are none."""
     if not grades:
-        return result
+        return
     queries = {q.id: q for q in suite.queries}
 
     def edit(raw_queries: dict[str, dict[str, Any]]) -> None:
@@ -220,7 +249,6 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
             judgments[written.get(resolved, resolved)] = grade
 
     rewrite_suite(suite_file, edit)
-    return result
 
 
 def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], None]) -> None:

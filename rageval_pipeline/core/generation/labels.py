@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rageval_pipeline.core.agreement import kappa
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement
@@ -132,19 +133,9 @@ def system_scores(rows: list[SheetRow], label: str) -> dict[str, float]:
 def agreement_with_humans(rows: list[SheetRow]) -> Agreement:
     """Kappa and Kendall's tau over the pairs holding both a human grade and a suggestion."""
     from scipy.stats import kendalltau
-    from sklearn.metrics import cohen_kappa_score
 
     both = [r for r in rows if r.grade is not None and r.suggested_grade is not None]
-    kappa = None
-    if both and len({r.grade for r in both} | {r.suggested_grade for r in both}) > 1:
-        kappa = float(
-            cohen_kappa_score(
-                [r.grade for r in both],
-                [r.suggested_grade for r in both],
-                labels=[0, 1, 2, 3],
-                weights="quadratic",
-            )
-        )
+    weighted = kappa([r.grade for r in both], [r.suggested_grade for r in both], "quadratic")
     human, llm = system_scores(both, "grade"), system_scores(both, "suggested_grade")
     systems = sorted(human)
     tau = None
@@ -153,7 +144,7 @@ def agreement_with_humans(rows: list[SheetRow]) -> Agreement:
         tau = None if value != value else float(value)  # NaN when a ranking is all ties
     return Agreement(
         pairs=len(both),
-        kappa_quadratic=kappa,
+        kappa_quadratic=weighted,
         systems=systems,
         human_scores=[human[s] for s in systems],
         llm_scores=[llm[s] for s in systems],
