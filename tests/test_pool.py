@@ -189,7 +189,7 @@ def test_merge_that_would_break_the_suite_writes_nothing(suite_dir, tmp_path, ca
     original = (suite_dir / "suite.json").read_bytes()
     assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
     assert capsys.readouterr().err == (
-        f"error: {suite_dir / 'suite.json'}: queries[2].primary: the merged suite would not "
+        f"error: {suite_dir / 'suite.json'}: queries[2].primary: the edited suite would not "
         "validate: field required when a target has grade >= 1\n"
     )
     assert (suite_dir / "suite.json").read_bytes() == original
@@ -203,3 +203,21 @@ def test_a_sheet_must_be_csv_or_jsonl(suite_dir, tmp_path, capsys):
     assert (
         capsys.readouterr().err == f"error: {sheet}: a judging sheet must end in .csv or .jsonl\n"
     )
+
+
+def test_difficulty_command_reports_then_stores_the_measurement(suite_dir, capsys):
+    argv = ["pool", "difficulty", str(suite_dir), "--systems", str(FIXTURES / "systems.yaml")]
+    # bm25 and bm25-para both rank Q1's answer (tokens:chunk:1) 2nd -> ease 0.5 -> medium;
+    # Q2's answer (limits:chunk:1) 1st -> easy; Q3 has no answer -> hard.
+    assert main([*argv, "--no-extra"]) == 1
+    assert capsys.readouterr().out == (
+        "Q1: stored None, measured medium\n"
+        "Q2: stored None, measured easy\n"
+        "Q3: stored None, measured hard\n"
+        "easy 1, medium 1, hard 1\n"
+    )
+    assert main([*argv, "--no-extra", "--write"]) == 0
+    assert capsys.readouterr().out.endswith("stored 3 changed difficulties\n")
+    raw = json.loads((suite_dir / "suite.json").read_text())
+    assert [q["difficulty"] for q in raw["queries"]] == ["medium", "easy", "hard"]
+    assert main([*argv, "--no-extra"]) == 0

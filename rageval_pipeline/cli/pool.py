@@ -1,5 +1,6 @@
-"""`rageval pool SUITE` (write a judging sheet of unjudged pooled targets) and
-`rageval pool merge SUITE SHEET` (merge the graded sheet back into the suite file)."""
+"""`rageval pool SUITE -o SHEET` (write a judging sheet of unjudged pooled targets),
+`rageval pool merge SUITE SHEET` (merge the graded sheet back into the suite file) and
+`rageval pool difficulty SUITE [--write]` (measure each query's difficulty from the pool)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="merge: replace judgments the sheet contradicts"
     )
+    parser.add_argument(
+        "--write", action="store_true", help="difficulty: store the measured difficulty"
+    )
     parser.set_defaults(func=run)
 
 
@@ -44,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
             print("error: usage: rageval pool merge SUITE SHEET [--overwrite]", file=sys.stderr)
             return 2
         return merge(Path(args.sheet_args[0]), Path(args.sheet_args[1]), args.overwrite)
+    if str(args.suite) == "difficulty":
+        if len(args.sheet_args) != 1:
+            print("error: usage: rageval pool difficulty SUITE [--write]", file=sys.stderr)
+            return 2
+        args.suite = Path(args.sheet_args[0])
+        return difficulty(args)
     if args.sheet_args:
         print(f"error: unexpected argument {args.sheet_args[0]!r}", file=sys.stderr)
         return 2
@@ -53,14 +63,14 @@ def run(args: argparse.Namespace) -> int:
     return export(args)
 
 
-def export(args: argparse.Namespace) -> int:
-    from rageval_pipeline.core import judging, paths, pool
+def _pooled(args: argparse.Namespace):
+    """(suite, system names, target ranks, depth) of the configured and extra systems."""
+    from rageval_pipeline.core import paths, pool
     from rageval_pipeline.core.suites import load_suite
     from rageval_pipeline.core.systems import load_systems
 
     depth = args.depth or pool.DEFAULT_DEPTH
     suite = load_suite(args.suite)
-    judging.write_sheet([], args.output)  # refuse a bad sheet name before the slow part
     systems = dict(load_systems(args.systems))
     if not args.no_extra:
         systems |= {n: s for n, s in pool.extra_systems().items() if n not in systems}
@@ -71,7 +81,14 @@ def export(args: argparse.Namespace) -> int:
         embeddings_dir=paths.storage_dir() / "embeddings",
         base_dir=args.systems.parent,
     )
-    ranks = pool.target_ranks(suite, systems, runs, depth)
+    return suite, list(systems), pool.target_ranks(suite, systems, runs, depth), depth
+
+
+def export(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core import judging, pool
+
+    judging.write_sheet([], args.output)  # refuse a bad sheet name before the slow part
+    suite, systems, ranks, depth = _pooled(args)
     entries = pool.unjudged(suite, ranks)
     judging.write_sheet(entries, args.output)
     pooled = ranks[["query_id", "target_id"]].drop_duplicates()
@@ -82,15 +99,37 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def difficulty(args: argparse.Namespace) -> int:
+    """Print where the stored difficulty differs from the measured one; store it with --write.
+    Exit 1 when they differ and nothing was written."""
+    from collections import Counter
+
+    from rageval_pipeline.core import judging, pool
+
+    suite, systems, ranks, depth = _pooled(args)
+    measured = pool.difficulty(suite, ranks, systems, depth)
+    stored = {q.id: q.difficulty for q in suite.queries}
+    changed = [q for q in measured if measured[q] != stored[q]]
+    for query_id in changed:
+        print(f"{query_id}: stored {stored[query_id]}, measured {measured[query_id]}")
+    counts = Counter(measured.values())
+    print(", ".join(f"{level} {counts[level]}" for level in ("easy", "medium", "hard")))
+    if changed and args.write:
+
+        def edit(raw_queries: dict) -> None:
+            for query_id in changed:
+                raw_queries[query_id]["difficulty"] = measured[query_id]
+
+        judging.rewrite_suite(judging.suite_file(args.suite), edit)
+        print(f"stored {len(changed)} changed difficulties")
+        return 0
+    return 1 if changed else 0
+
+
 def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
     from rageval_pipeline.core import judging
-    from rageval_pipeline.core.suites import SUITE_FILES
 
-    suite_file = suite_path
-    if suite_path.is_dir():
-        found = [suite_path / n for n in SUITE_FILES if (suite_path / n).is_file()]
-        suite_file = found[0] if len(found) == 1 else suite_path
-    result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite)
+    result = judging.merge_sheet(judging.suite_file(suite_path), sheet, overwrite=overwrite)
     if result.conflicts:
         for conflict in result.conflicts:
             print(f"conflict: {conflict.describe(sheet)}", file=sys.stderr)
@@ -101,7 +140,8 @@ def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
         )
         return 2
     print(
-        f"merged {sheet} into {suite_file}: {result.added} added, {result.overwritten} "
-        f"overwritten, {result.unchanged} unchanged, {result.skipped} skipped (no grade)"
+        f"merged {sheet} into {judging.suite_file(suite_path)}: {result.added} added, "
+        f"{result.overwritten} overwritten, {result.unchanged} unchanged, "
+        f"{result.skipped} skipped (no grade)"
     )
     return 0

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,21 @@ from rageval_pipeline.core.chunking import split_chunk_id, split_text
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.matching import TargetError, resolve_target
 from rageval_pipeline.core.pool import PoolEntry, suite_level
-from rageval_pipeline.core.suites import Suite, load_suite
+from rageval_pipeline.core.suites import SUITE_FILES, Suite, load_suite
 
 COLUMNS = ("query_id", "query", "target_id", "target_text", "systems", "best_rank", "grade")
 SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"
+
+
+def suite_file(path: Path) -> Path:
+    """The suite file a path names (a folder's one suite file); anything else unchanged, so
+    that `load_suite` reports what is wrong with it."""
+    if path.is_dir():
+        found = [path / name for name in SUITE_FILES if (path / name).is_file()]
+        if len(found) == 1:
+            return found[0]
+    return path
 
 
 def _sheet_kind(path: Path) -> str:
@@ -199,16 +209,27 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
     result.overwritten, result.conflicts = len(result.conflicts), []
     if not grades:
         return result
+    queries = {q.id: q for q in suite.queries}
+
+    def edit(raw_queries: dict[str, dict[str, Any]]) -> None:
+        for (query_id, resolved), grade in grades.items():
+            query = queries[query_id]
+            # Keep the spelling of an existing target (a suffix-matched id stays as written).
+            written = {r: t for t, (r, _) in zip(query.judgments, query.qrels, strict=True)}
+            judgments = raw_queries[query_id].setdefault("judgments", {})
+            judgments[written.get(resolved, resolved)] = grade
+
+    rewrite_suite(suite_file, edit)
+    return result
+
+
+def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], None]) -> None:
+    """Apply `edit` to the suite file's queries (raw, by id), check that the result is a valid
+    suite, and replace the file atomically. JSON keeps its key order and indentation; YAML is
+    re-dumped (comments are lost)."""
     text = suite_file.read_text(encoding="utf-8")
     raw = json.loads(text) if suite_file.suffix == ".json" else yaml.safe_load(text)
-    position = {q["id"]: i for i, q in enumerate(raw["queries"])}
-    queries = {q.id: q for q in suite.queries}
-    for (query_id, resolved), grade in grades.items():
-        query = queries[query_id]
-        # Keep the spelling of an existing target (a suffix-matched id stays as written).
-        written = {r: t for t, (r, _) in zip(query.judgments, query.qrels, strict=True)}
-        judgments = raw["queries"][position[query_id]].setdefault("judgments", {})
-        judgments[written.get(resolved, resolved)] = grade
+    edit({q["id"]: q for q in raw["queries"]})
     if suite_file.suffix == ".json":
         out = json.dumps(raw, indent=_json_indent(text), ensure_ascii=False)
         out += "\n" if text.endswith("\n") else ""
@@ -216,18 +237,17 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
         out = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
     _check_merged(suite_file, out)
     atomic_write(suite_file, out)
-    return result
 
 
 def _check_merged(suite_file: Path, text: str) -> None:
-    """Validate the merged text as a suite beside the original (content paths resolve alike)."""
+    """Validate the edited text as a suite beside the original (content paths resolve alike)."""
     fd, tmp = tempfile.mkstemp(prefix=".merge-", suffix=suite_file.suffix, dir=suite_file.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         load_suite(tmp)
     except InputError as error:
-        problem = f"the merged suite would not validate: {error.problem}"
+        problem = f"the edited suite would not validate: {error.problem}"
         raise InputError(suite_file, problem, field=error.field) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
