@@ -221,3 +221,23 @@ def test_difficulty_command_reports_then_stores_the_measurement(suite_dir, capsy
     raw = json.loads((suite_dir / "suite.json").read_text())
     assert [q["difficulty"] for q in raw["queries"]] == ["medium", "easy", "hard"]
     assert main([*argv, "--no-extra"]) == 0
+
+
+def test_document_level_suites_pool_the_top_k_documents_not_chunks():
+    suite = load_suite(FIXTURES / "dupes")  # judged by document id
+    run = pd.DataFrame(
+        {
+            "query_id": ["Q1", "Q1", "Q1"],
+            "doc_id": ["copy:chunk:0", "copy:chunk:1", "other:chunk:0"],
+            "source_id": ["copy", "copy", "other"],
+            "score": [3.0, 2.0, 1.0],
+            "rank": [1, 2, 3],
+        }
+    )
+    systems = {"a": pool.extra_systems()["bm25-paragraph"]}
+    ranks = pool.target_ranks(suite, systems, {"a": run}, 2)
+    # Two chunks of one document are one target: `other` is the 2nd document, inside k = 2.
+    assert ranks.to_dict("records") == [
+        {"query_id": "Q1", "target_id": "copy", "system": "a", "rank": 1},
+        {"query_id": "Q1", "target_id": "other", "system": "a", "rank": 2},
+    ]

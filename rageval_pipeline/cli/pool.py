@@ -77,7 +77,7 @@ def _pooled(args: argparse.Namespace):
     runs = pool.run_systems(
         suite,
         systems,
-        depth,
+        max(depth, pool.RUN_DEPTH),
         embeddings_dir=paths.storage_dir() / "embeddings",
         base_dir=args.systems.parent,
     )

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, split_chunk_id, split_text
 from rageval_pipeline.core.consistency import target_text
 from rageval_pipeline.core.matching import Level
+from rageval_pipeline.core.ranking import to_document_level
 from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.suites import Suite, suite_tables
 from rageval_pipeline.core.systems import (
@@ -41,6 +42,10 @@ from rageval_pipeline.core.systems import (
 )
 
 DEFAULT_DEPTH = 20
+# Systems run this deep (the pipeline's default top_k) whatever the pool depth, so a fused system
+# fuses the member lists the pipeline gives it, and a document-level suite sees its top k
+# documents, not only the documents of its top k chunks.
+RUN_DEPTH = 100
 # Diverse systems added to the configured ones: same retrievers, other units of text, so the
 # pool is not only what the reference chunking makes easy to find.
 EXTRA_CHUNKINGS = {
@@ -185,6 +190,8 @@ def target_ranks(
     rows = []
     for name, run in runs.items():
         config = unit_chunking(systems[name], suite.chunking)
+        if level == "document":
+            run = to_document_level(run)  # a document ranks where its best chunk does
         hits = run[run["doc_id"].notna() & (run["rank"] <= k)]
         for query_id, unit, source, rank in hits[
             ["query_id", "doc_id", "source_id", "rank"]
