@@ -122,15 +122,21 @@ def test_json_documents_are_structured(suite: dict) -> None:
             assert isinstance(doc["content"], (dict, list)), doc["id"]
 
 
+def _answerable(suite: dict) -> list[dict]:
+    """Queries with an answer in the corpus: every query but the edge ones."""
+    return [q for q in suite["queries"] if q["query_type"] != "edge"]
+
+
 def test_queries_count_ids_and_labels(suite: dict) -> None:
     queries = suite["queries"]
-    assert len(queries) >= 20
+    assert len(queries) >= 50
     ids = [q["id"] for q in queries]
     assert len(ids) == len(set(ids)), "query ids must be unique"
     texts = [q["query"].strip().lower() for q in queries]
     assert len(texts) == len(set(texts)), "query texts must be unique"
-    for q in queries:
+    for q in _answerable(suite):
         assert q["query"].strip(), q["id"]
+    for q in queries:
         assert q["intent"] in INTENTS, q["id"]
         assert q["difficulty"] in DIFFICULTIES, q["id"]
         assert q["query_type"] in QUERY_TYPES, q["id"]
@@ -149,9 +155,20 @@ def test_seed_queries_present(suite: dict) -> None:
     assert by_id["q001"]["judgments"]["entity-terms-of-service"] == 1
 
 
+def test_edge_queries_have_no_answer(suite: dict) -> None:
+    """Edge queries (seed 003: empty, nonsensical, out of scope) grade nothing above 0."""
+    edge = [q for q in suite["queries"] if q["query_type"] == "edge"]
+    assert any(q["query"] == "" for q in edge), "needs the empty query"
+    assert sum(q["query"].strip() != "" for q in edge) >= 2, "needs out-of-scope queries"
+    for q in edge:
+        assert all(g == 0 for g in q["judgments"].values()), q["id"]
+        assert "primary" not in q and "top_1_chunk" not in q, q["id"]
+
+
 def test_grades_are_integers_0_to_3(suite: dict) -> None:
-    for q in suite["queries"]:
+    for q in _answerable(suite):
         assert q["judgments"], q["id"]
+    for q in suite["queries"]:
         for target, grade in q["judgments"].items():
             assert type(grade) is int and 0 <= grade <= 3, (q["id"], target, grade)
 
@@ -163,7 +180,7 @@ def test_every_judged_id_is_a_document(suite: dict) -> None:
 
 
 def test_primary_is_judged_with_the_maximal_grade(suite: dict) -> None:
-    for q in suite["queries"]:
+    for q in _answerable(suite):
         judgments = q["judgments"]
         assert q["primary"] in judgments, f"{q['id']}: primary is not judged"
         assert judgments[q["primary"]] == max(judgments.values()), f"{q['id']}: primary not max"
@@ -171,7 +188,7 @@ def test_primary_is_judged_with_the_maximal_grade(suite: dict) -> None:
 
 
 def test_top_1_chunk_exists_and_belongs_to_primary(suite: dict, chunks: dict[str, str]) -> None:
-    for q in suite["queries"]:
+    for q in _answerable(suite):
         chunk = q["top_1_chunk"]
         match = CHUNK_ID.match(chunk)
         assert match, f"{q['id']}: {chunk!r} is not a chunk id"
@@ -180,7 +197,7 @@ def test_top_1_chunk_exists_and_belongs_to_primary(suite: dict, chunks: dict[str
 
 
 def test_relevance_is_spread_and_distractors_are_judged(suite: dict) -> None:
-    queries = suite["queries"]
+    queries = _answerable(suite)
     grades = Counter(g for q in queries for g in q["judgments"].values())
     assert all(grades[g] > 0 for g in range(4)), grades
     several = sum(sum(g >= 2 for g in q["judgments"].values()) >= 2 for q in queries)
@@ -194,7 +211,7 @@ def test_long_documents_hold_some_answers(suite: dict, texts: dict[str, str]) ->
     long_ids = {doc_id for doc_id, text in texts.items() if len(text.split()) >= 2000}
     buried = [
         q["id"]
-        for q in suite["queries"]
+        for q in _answerable(suite)
         if q["primary"] in long_ids and int(CHUNK_ID.match(q["top_1_chunk"])["n"]) > 0
     ]
     assert len(buried) >= 2, buried
