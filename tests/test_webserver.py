@@ -1,8 +1,10 @@
-"""The Dagster UI: a real dagster-webserver process, asked over GraphQL and looked at with
-headless Chromium (Debian's `chromium`; that part skips with a reason when it is absent)."""
+"""The Dagster UI: a real dagster-webserver process, asked over GraphQL and driven in headless
+Chromium over the DevTools protocol (Debian's `chromium`; that part skips with a reason when it
+is absent). Screenshots land in the test's tmp folder (and in $RAGEVAL_SCREENSHOTS if set)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.dagster_ui import graphql, graphql_when_loaded, running_webserver
+from tests.cdp import chromium_page
+from tests.dagster_ui import BIN, MODULE, graphql, graphql_when_loaded, running_webserver
 
 pytestmark = pytest.mark.slow
 
@@ -44,36 +47,76 @@ def test_ui_serves_the_asset_graph_jobs_and_partitions(webserver):
     assert {"evaluate_dataset", "ingest_dataset", "evaluate_bm25"} <= names
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
-def test_asset_graph_renders_in_headless_chromium(webserver, tmp_path):
-    graphql_when_loaded(webserver, "{ assetNodes { id } }")
-    profile = tmp_path / "profile"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--virtual-time-budget=20000",
-    ]
-    page = f"{webserver}/assets/gate"
-    dom = subprocess.run(
-        ["chromium", *flags, "--dump-dom", page],
+@pytest.fixture
+def evaluated_webserver(pipeline_home: Path) -> Iterator[str]:
+    """The UI over an instance that has evaluated beir-mini once (metrics, gate, its check)."""
+    home = pipeline_home / "dagster_home"
+    home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    job = subprocess.run(
+        [
+            *(str(BIN / "dagster"), "job", "execute", *MODULE, "-j", "evaluate_dataset"),
+            *("--tags", json.dumps({"dagster/partition": "beir-mini"})),
+        ],
+        env=env,
+        cwd=pipeline_home,
         capture_output=True,
         text=True,
-        timeout=120,
-    ).stdout
-    assert "gate" in dom and "evaluate_bm25" in dom and "checks" in dom.lower(), dom[-2000:]
-    shot = tmp_path / "gate.png"
-    subprocess.run(
-        ["chromium", *flags, "--window-size=1400,900", f"--screenshot={shot}", page],
-        capture_output=True,
-        timeout=120,
-        check=True,
+        timeout=600,
     )
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    shutil.copy(shot, os.environ.get("RAGEVAL_SCREENSHOT", tmp_path / "kept.png"))
+    assert job.returncode == 0, job.stderr[-3000:]
+    with running_webserver(env, pipeline_home, pipeline_home / "webserver.log") as url:
+        graphql_when_loaded(url, "{ assetNodes { id } }")
+        yield url
+
+
+EXPAND_A_GROUP = """(() => {
+  const group = document.querySelector('[class*=collapsedGroupNodeBox]');
+  if (group) group.click();
+  return !group;
+})()"""
+STAGES = ("beir_archive", "corpus", "queries", "qrels", "chunks", "index", "run", "metrics", "gate")
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+def test_ui_in_headless_chromium(evaluated_webserver, tmp_path):
+    url, shots = evaluated_webserver, tmp_path / "screenshots"
+    shots.mkdir()
+    with chromium_page(tmp_path / "profile") as page:
+        page.goto(f"{url}/")
+        page.wait_for("Join the Dagster community", "Skip")
+        page.screenshot(shots / "1-first-visit-dialog.png")
+        page.click_text("Skip")
+        page.wait_for("Overview", absent=("Join the Dagster community",))
+
+        # The asset graph: expand the collapsed groups, then reload so that the graph fits the
+        # window (nodes outside the viewport are not rendered) and find every stage.
+        page.goto(f"{url}/asset-groups")
+        page.wait_for("ingest", "system_bm25", "gate")
+        page.wait_until(EXPAND_A_GROUP)
+        page.goto(f"{url}/asset-groups")
+        page.wait_for(*STAGES)
+        page.screenshot(shots / "2-asset-graph.png")
+
+        # A metrics asset plots every measure (float metadata) by partition.
+        page.goto(f"{url}/assets/bm25/metrics")
+        page.wait_for("Metadata", "Plots")
+        page.click_text("Plots")
+        page.wait_for("nDCG@10", "RR", "R@10", "Partition")
+        assert page.wait_until("document.querySelectorAll('canvas').length") >= 10
+        page.screenshot(shots / "3-metrics-plots.png")
+
+        # The gate's blocking check and its latest result.
+        page.goto(f"{url}/assets/gate?view=checks")
+        page.wait_for("verdict_passes", "Latest execution", "Passed", "PASS:")
+        page.screenshot(shots / "4-gate-check.png")
+
+        # The nightly schedule is on (RUNNING by default).
+        page.goto(f"{url}/locations/rageval_pipeline/schedules/nightly")
+        page.wait_for("nightly", "Running", "0 2 * * *")
+        assert page.evaluate("document.querySelector('input[type=checkbox]').checked") is True
+        page.screenshot(shots / "5-nightly-schedule.png")
+    for shot in shots.iterdir():
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    if keep := os.environ.get("RAGEVAL_SCREENSHOTS"):
+        shutil.copytree(shots, keep, dirs_exist_ok=True)
