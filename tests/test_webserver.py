@@ -114,7 +114,7 @@ def test_ui_in_headless_chromium(evaluated_webserver, tmp_path):
         # The nightly schedule is on (RUNNING by default).
         page.goto(f"{url}/locations/rageval_pipeline/schedules/nightly")
         page.wait_for("nightly", "Running", "0 2 * * *")
-        assert page.evaluate("document.querySelector('input[type=checkbox]').checked") is True
+        page.wait_until("document.querySelector('input[type=checkbox]')?.checked === true")
         page.screenshot(shots / "5-nightly-schedule.png")
     for shot in shots.iterdir():
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
