@@ -69,3 +69,22 @@ def test_local_executor_is_in_process_unless_run_config_asks_for_processes(monke
 def test_unknown_executor_name_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=f"{EXECUTOR_ENV}='ray'"):
         evaluate_dataset(monkeypatch, "ray")
+
+
+def test_helm_values_share_the_storage_folder_with_the_step_pods():
+    """The code server, runs and step pods must mount the same PVC where RAGEVAL_STORAGE is."""
+    values = yaml.safe_load((REPO / "deploy" / "helm-values.yaml").read_text())
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    env = {e["name"]: e["value"] for e in deployment["env"]}
+    assert env["RAGEVAL_EXECUTOR"] == "k8s"
+    steps = run_config("k8s.yaml")["execution"]["config"]
+    assert f"RAGEVAL_STORAGE={env['RAGEVAL_STORAGE']}" in steps["env_vars"]
+    for mounts, volumes in (
+        (deployment["volumeMounts"], deployment["volumes"]),
+        (steps["volume_mounts"], steps["volumes"]),
+    ):
+        (mount,) = mounts
+        (volume,) = volumes
+        assert mount["mountPath"] == env["RAGEVAL_STORAGE"] and mount["name"] == volume["name"]
+        assert volume["persistentVolumeClaim"]["claimName"] == "rageval-storage"
+    assert values["concurrency"]["pools"]["defaultLimit"] == 1
