@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 from websockets.sync.client import ClientConnection, connect
 
+from tests.dagster_ui import stop
+
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -120,8 +122,4 @@ def chromium_page(profile: Path) -> Iterator[Page]:
             page.send("Page.enable")
             yield page
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)

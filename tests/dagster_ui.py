@@ -49,11 +49,16 @@ def running_webserver(env: dict, cwd: Path, log_path: Path) -> Iterator[str]:
                 pytest.fail("dagster-webserver did not answer /server_info within 120 s")
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a process this test started; kill it if it does not exit within 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def graphql(url: str, query: str, variables: dict | None = None) -> dict:
