@@ -57,9 +57,7 @@ def build_version_sensor(system_jobs: dict[str, object], systems_file: Path) -> 
         changed = [name for name, version in versions.items() if seen.get(name) != version]
         context.update_cursor(json.dumps({**seen, **versions}, sort_keys=True))
         if not changed:
-            return dg.SkipReason(
-                "no new system version" + ("; " if problems else "") + "; ".join(problems)
-            )
+            return dg.SkipReason("; ".join(["no new system version", *problems]))
         return [
             dg.RunRequest(
                 run_key=f"{name}-{versions[name]}-{dataset}",
