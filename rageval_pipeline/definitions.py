@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from rageval_pipeline.core.generation.config import configured
 from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.dagster_defs.assets.gate import build_gate_asset
 from rageval_pipeline.dagster_defs.assets.ingest import build_ingest_assets
@@ -24,18 +25,23 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     metrics_keys = [dg.AssetKey([name, "metrics"]) for name in catalog]
     jobs = build_jobs(list(catalog), datasets)
     system_jobs = {name: job for job in jobs for name in catalog if job.name == f"evaluate_{name}"}
+    gate = fresh_daily(build_gate_asset(metrics_keys))
+    assets = [*build_ingest_assets(datasets), *system_assets, gate]
+    extra: dict = {}
+    if configured():  # seed 002's generation check: off until a provider is configured
+        from rageval_pipeline.dagster_defs.assets.generation import build_generation
+
+        generation_assets, generation_job, extra = build_generation(catalog, datasets)
+        assets, jobs = [*assets, *generation_assets], [*jobs, generation_job]
     return dg.Definitions(
-        assets=[
-            *build_ingest_assets(datasets),
-            *system_assets,
-            fresh_daily(build_gate_asset(metrics_keys)),
-        ],
+        assets=assets,
         jobs=jobs,
         schedules=[build_nightly(jobs[0])],
         sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml")],
         resources={
             "settings": settings,
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
+            **extra,
         },
     )
 

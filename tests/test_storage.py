@@ -91,3 +91,21 @@ def test_write_parquet_is_atomic(tmp_path, monkeypatch):
         write_parquet(pd.DataFrame({"a": [2]}), target)
     assert pq.read_table(target).to_pandas()["a"].tolist() == [1]
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Path):
+    import duckdb
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(
+        "CREATE TABLE run_metrics (run_id VARCHAR, dataset VARCHAR, split VARCHAR, "
+        "system VARCHAR, measure VARCHAR, value DOUBLE, created_at TIMESTAMP)"
+    )
+    con.execute("INSERT INTO run_metrics VALUES ('old', 'd', 'test', 's', 'RR', 0.5, NULL)")
+    con.close()
+    warehouse = Warehouse(path)
+    rows = warehouse.query("SELECT run_id, value, ci_low, ci_high FROM run_metrics")
+    assert rows["run_id"].tolist() == ["old"] and rows["ci_low"].isna().all()
+    columns = warehouse.query("DESCRIBE group_metrics")["column_name"].tolist()
+    assert columns[-2:] == ["ci_low", "ci_high"]

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from rageval_pipeline.core.chunking import source_ids
+from rageval_pipeline.core.conventions import drop_identical_ids
 from rageval_pipeline.core.evaluate import breakdown, latency_stats, mean_table
 from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
 
@@ -31,6 +32,11 @@ DEFAULT_MEASURES = (
     "ER@5",
     "Diversity@10",
     "Clustering@10",
+    # Judgment coverage, and condensed (judged-only) variants beside the standard measures: a
+    # drop in the standard measure but not its condensed one points at missing judgments.
+    "Judged@10",
+    "nDCG(judged)@10",
+    "P(judged)@10",
 )
 
 
@@ -40,6 +46,7 @@ class RunResults(NamedTuple):
     means: pd.DataFrame  # measure, value
     groups: pd.DataFrame  # attribute, group, measure, value, n_queries
     latency: pd.DataFrame  # attribute, group, stat, value
+    identical_ids_dropped: int = 0  # retrieved documents that were the query itself
 
 
 def document_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
@@ -61,8 +68,15 @@ def measure_run(
     *,
     chunk_level: bool,
     measures: tuple[str, ...] = DEFAULT_MEASURES,
+    ignore_identical_ids: bool = False,
 ) -> RunResults:
-    """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule."""
+    """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule.
+
+    `ignore_identical_ids` (the dataset's convention, `core.beir`) first drops retrieved
+    documents whose id is the query's id (`core.conventions`)."""
+    dropped = 0
+    if ignore_identical_ids:
+        run, dropped = drop_identical_ids(run)
     documents = document_qrels(qrels)
     if chunk_level and (qrels["level"] == "chunk").any():
         level, judged, ranked = "chunk", qrels, run
@@ -86,4 +100,5 @@ def measure_run(
         means=mean_table(per_query),
         groups=breakdown(per_query, queries),
         latency=latency_stats(run, queries),
+        identical_ids_dropped=dropped,
     )

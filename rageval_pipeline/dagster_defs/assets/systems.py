@@ -14,9 +14,11 @@ from datetime import UTC, datetime
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import loaders, systems, tables
+from rageval_pipeline.core import beir, loaders, systems, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
+from rageval_pipeline.core.conventions import QrelsCoverage, qrels_coverage
 from rageval_pipeline.core.evaluate import quality_report
+from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results import measure_run
 from rageval_pipeline.core.retrieval import execute
 from rageval_pipeline.core.storage import write_parquet, write_text
@@ -39,6 +41,31 @@ def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
             metadata={"hash_validation_rate": valid, "chunks": len(chunks)},
         ),
     ]
+
+
+def _means_table(means: pd.DataFrame) -> str:
+    """Every mean with its 95% bootstrap interval, as a Markdown table for the UI."""
+    rows = [
+        f"| {r.measure} | {round_metric(r.value)} | [{round_metric(r.ci_low)}, "
+        f"{round_metric(r.ci_high)}] |"
+        for r in means.itertuples(index=False)
+    ]
+    return "\n".join(["| measure | mean | 95% CI |", "| --- | --- | --- |", *rows])
+
+
+def _coverage_text(coverage: QrelsCoverage, identical: int) -> str:
+    """The dataset conventions applied to this run, for its quality report."""
+    text = (
+        f"\n**Qrels coverage:** {coverage.missing_documents} of {coverage.judgments} judgments "
+        f"name a document absent from the corpus and {coverage.missing_queries} judged queries "
+        "are absent from the queries file; they are kept, as trec_eval keeps them (they cap "
+        "recall)."
+    )
+    if coverage.examples:
+        text += f" Examples: {', '.join(coverage.examples)}."
+    if identical:
+        text += f" {identical} retrieved documents were the query itself and were dropped."
+    return text + "\n"
 
 
 def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
@@ -165,6 +192,7 @@ def build_system_assets(
             "run": dg.AssetIn([name, "run"]),
             "qrels": dg.AssetIn("qrels"),
             "queries": dg.AssetIn("queries"),
+            "corpus": dg.AssetIn("corpus"),
         },
         description=f"Per-query measures of {name}; means, breakdowns and latency in DuckDB.",
         kinds={"duckdb", "parquet"},
@@ -177,12 +205,17 @@ def build_system_assets(
         run: pd.DataFrame,
         qrels: pd.DataFrame,
         queries: pd.DataFrame,
+        corpus: pd.DataFrame,
     ) -> pd.DataFrame:
         dataset, split = context.partition_key, settings.split
         reference = reference_of(settings, dataset)
         judged = qrels[qrels["split"] == split]
         results = measure_run(
-            run, judged, queries, chunk_level=_chunk_level(system, catalog, reference)
+            run,
+            judged,
+            queries,
+            chunk_level=_chunk_level(system, catalog, reference),
+            ignore_identical_ids=beir.ignores_identical_ids(dataset),
         )
         created = datetime.now(UTC)
         run_id = f"{created:%Y%m%dT%H%M%S%fZ}-{dataset}-{name}"
@@ -217,7 +250,9 @@ def build_system_assets(
                 / f"{run_id}.parquet",
             )
         quality = quality_report(results.per_query, queries)
+        coverage = qrels_coverage(judged, corpus["doc_id"], queries["query_id"])
         quality_md = quality.to_markdown(f"{dataset} / {name} ({results.level} level)")
+        quality_md += _coverage_text(coverage, results.identical_ids_dropped)
         quality_dir = settings.reports_dir / "quality" / dataset / name
         write_text(quality_dir / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
         write_text(quality_dir / f"{run_id}.md", quality_md)
@@ -231,7 +266,11 @@ def build_system_assets(
                 "run_id": run_id,
                 "level": results.level,
                 "quality_report": dg.MetadataValue.md(quality_md),
-                **{m: float(v) for m, v in means.items()},
+                "means_95ci": dg.MetadataValue.md(_means_table(results.means)),
+                "identical_ids_dropped": results.identical_ids_dropped,
+                "qrels_missing_documents": coverage.missing_documents,
+                "qrels_missing_queries": coverage.missing_queries,
+                **{m: round_metric(v) for m, v in means.items()},
             }
         )
         return results.per_query.assign(run_id=run_id)
