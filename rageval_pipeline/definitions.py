@@ -1,4 +1,4 @@
-"""The one `Definitions` object: assets, checks, jobs, schedule and resources."""
+"""The one `Definitions` object: assets, checks, jobs, schedule, sensors and resources."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.dagster_defs.assets.gate import build_gate_asset
 from rageval_pipeline.dagster_defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.dagster_defs.assets.systems import build_system_assets
+from rageval_pipeline.dagster_defs.freshness import fresh_daily
 from rageval_pipeline.dagster_defs.jobs import build_jobs
 from rageval_pipeline.dagster_defs.partitions import dataset_partitions
 from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings
 from rageval_pipeline.dagster_defs.schedules import build_nightly
+from rageval_pipeline.dagster_defs.sensors import build_version_sensor
 
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
@@ -22,7 +24,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     system_assets = [a for s in catalog.values() for a in build_system_assets(s, catalog, datasets)]
     metrics_keys = [dg.AssetKey([name, "metrics"]) for name in catalog]
     jobs = build_jobs(list(catalog), datasets)
-    assets = [*build_ingest_assets(datasets), *system_assets, build_gate_asset(metrics_keys)]
+    system_jobs = {name: job for job in jobs for name in catalog if job.name == f"evaluate_{name}"}
+    gate = fresh_daily(build_gate_asset(metrics_keys))
+    assets = [*build_ingest_assets(datasets), *system_assets, gate]
     extra: dict = {}
     if configured():  # seed 002's generation check: off until a provider is configured
         from rageval_pipeline.dagster_defs.assets.generation import build_generation
@@ -33,6 +37,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         assets=assets,
         jobs=jobs,
         schedules=[build_nightly(jobs[0])],
+        sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml")],
         resources={
             "settings": settings,
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),

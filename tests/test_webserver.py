@@ -1,94 +1,35 @@
-"""The Dagster UI: a real dagster-webserver process, asked over GraphQL and looked at with
-headless Chromium (Debian's `chromium`; that part skips with a reason when it is absent)."""
+"""The Dagster UI: a real dagster-webserver process, asked over GraphQL and driven in headless
+Chromium over the DevTools protocol (Debian's `chromium`; that part skips with a reason when it
+is absent). Screenshots land in the test's tmp folder (and in $RAGEVAL_SCREENSHOTS if set)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.cdp import chromium_page
+from tests.dagster_ui import BIN, MODULE, graphql, graphql_when_loaded, running_webserver
+
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def webserver(pipeline_home: Path) -> Iterator[str]:
-    port = _free_port()
     home = pipeline_home / "dagster_home"
     home.mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    log = (pipeline_home / "webserver.log").open("w")
-    proc = subprocess.Popen(
-        [
-            str(BIN / "dagster-webserver"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-m",
-            "rageval_pipeline",
-        ],
-        env=env,
-        cwd=pipeline_home,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (pipeline_home / "webserver.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("dagster-webserver did not answer /server_info within 120 s")
+    with running_webserver(env, pipeline_home, pipeline_home / "webserver.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
-def _graphql(url: str, query: str) -> dict:
-    response = httpx.post(f"{url}/graphql", json={"query": query}, timeout=60)
-    response.raise_for_status()
-    body = response.json()
-    assert "errors" not in body, body
-    return body["data"]
-
-
-def _graphql_when_loaded(url: str, query: str) -> dict:
-    """The code location loads in the background after the server answers: poll briefly."""
-    deadline = time.monotonic() + 60
-    while True:
-        data = _graphql(url, query)
-        if data["assetNodes"] or time.monotonic() > deadline:
-            return data
-        time.sleep(1)
 
 
 def test_ui_serves_the_asset_graph_jobs_and_partitions(webserver):
-    data = _graphql_when_loaded(
+    data = graphql_when_loaded(
         webserver,
         "{ assetNodes { assetKey { path } partitionKeys } }",
     )
@@ -98,7 +39,7 @@ def test_ui_serves_the_asset_graph_jobs_and_partitions(webserver):
     )
     assert {"nfcorpus", "beir-mini"} <= set(nodes["corpus"]["partitionKeys"])
     assert nodes["gate"]["partitionKeys"] == []
-    jobs = _graphql(
+    jobs = graphql(
         webserver,
         "{ repositoriesOrError { ... on RepositoryConnection { nodes { jobs { name } } } } }",
     )
@@ -106,36 +47,76 @@ def test_ui_serves_the_asset_graph_jobs_and_partitions(webserver):
     assert {"evaluate_dataset", "ingest_dataset", "evaluate_bm25"} <= names
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
-def test_asset_graph_renders_in_headless_chromium(webserver, tmp_path):
-    _graphql_when_loaded(webserver, "{ assetNodes { id } }")
-    profile = tmp_path / "profile"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--virtual-time-budget=20000",
-    ]
-    page = f"{webserver}/assets/gate"
-    dom = subprocess.run(
-        ["chromium", *flags, "--dump-dom", page],
+@pytest.fixture
+def evaluated_webserver(pipeline_home: Path) -> Iterator[str]:
+    """The UI over an instance that has evaluated beir-mini once (metrics, gate, its check)."""
+    home = pipeline_home / "dagster_home"
+    home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    job = subprocess.run(
+        [
+            *(str(BIN / "dagster"), "job", "execute", *MODULE, "-j", "evaluate_dataset"),
+            *("--tags", json.dumps({"dagster/partition": "beir-mini"})),
+        ],
+        env=env,
+        cwd=pipeline_home,
         capture_output=True,
         text=True,
-        timeout=120,
-    ).stdout
-    assert "gate" in dom and "evaluate_bm25" in dom and "checks" in dom.lower(), dom[-2000:]
-    shot = tmp_path / "gate.png"
-    subprocess.run(
-        ["chromium", *flags, "--window-size=1400,900", f"--screenshot={shot}", page],
-        capture_output=True,
-        timeout=120,
-        check=True,
+        timeout=600,
     )
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    shutil.copy(shot, os.environ.get("RAGEVAL_SCREENSHOT", tmp_path / "kept.png"))
+    assert job.returncode == 0, job.stderr[-3000:]
+    with running_webserver(env, pipeline_home, pipeline_home / "webserver.log") as url:
+        graphql_when_loaded(url, "{ assetNodes { id } }")
+        yield url
+
+
+EXPAND_A_GROUP = """(() => {
+  const group = document.querySelector('[class*=collapsedGroupNodeBox]');
+  if (group) group.click();
+  return !group;
+})()"""
+STAGES = ("beir_archive", "corpus", "queries", "qrels", "chunks", "index", "run", "metrics", "gate")
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+def test_ui_in_headless_chromium(evaluated_webserver, tmp_path):
+    url, shots = evaluated_webserver, tmp_path / "screenshots"
+    shots.mkdir()
+    with chromium_page(tmp_path / "profile") as page:
+        page.goto(f"{url}/")
+        page.wait_for("Join the Dagster community", "Skip")
+        page.screenshot(shots / "1-first-visit-dialog.png")
+        page.click_text("Skip")
+        page.wait_for("Overview", absent=("Join the Dagster community",))
+
+        # The asset graph: expand the collapsed groups, then reload so that the graph fits the
+        # window (nodes outside the viewport are not rendered) and find every stage.
+        page.goto(f"{url}/asset-groups")
+        page.wait_for("ingest", "system_bm25", "gate")
+        page.wait_until(EXPAND_A_GROUP)
+        page.goto(f"{url}/asset-groups")
+        page.wait_for(*STAGES)
+        page.screenshot(shots / "2-asset-graph.png")
+
+        # A metrics asset plots every measure (float metadata) by partition.
+        page.goto(f"{url}/assets/bm25/metrics")
+        page.wait_for("Metadata", "Plots")
+        page.click_text("Plots")
+        page.wait_for("nDCG@10", "RR", "R@10", "Partition")
+        assert page.wait_until("document.querySelectorAll('canvas').length") >= 10
+        page.screenshot(shots / "3-metrics-plots.png")
+
+        # The gate's blocking check and its latest result.
+        page.goto(f"{url}/assets/gate?view=checks")
+        page.wait_for("verdict_passes", "Latest execution", "Passed", "PASS:")
+        page.screenshot(shots / "4-gate-check.png")
+
+        # The nightly schedule is on (RUNNING by default).
+        page.goto(f"{url}/locations/rageval_pipeline/schedules/nightly")
+        page.wait_for("nightly", "Running", "0 2 * * *")
+        page.wait_until("document.querySelector('input[type=checkbox]')?.checked === true")
+        page.screenshot(shots / "5-nightly-schedule.png")
+    for shot in shots.iterdir():
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    if keep := os.environ.get("RAGEVAL_SCREENSHOTS"):
+        shutil.copytree(shots, keep, dirs_exist_ok=True)

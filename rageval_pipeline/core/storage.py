@@ -1,9 +1,12 @@
 """Where results live: Parquet files written atomically, and one DuckDB warehouse file.
 
 DuckDB allows one writing process per file, and a reader is refused while another process
-writes. Every access therefore goes through `Warehouse.connect`, which holds an exclusive
-`flock` on a lock file beside the database for the (short) life of the connection: parallel
-partitions, the CLI and the UI queue up instead of failing with a lock error.
+writes. Within one Dagster instance the writers (`<system>/metrics`, `gate`) take turns through
+the concurrency pool `duckdb_write` (docs/deploy.md). The `flock` that `Warehouse.connect` holds
+on a lock file beside the database, for the (short) life of a connection, covers what Dagster
+cannot see: the `rageval` CLI, runs on separate instances (two `dagster job execute` without a
+shared DAGSTER_HOME, whose pools are not shared), and instances without a pool limit (the local
+SQLite default). Uncontended under the pool, it costs nothing.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefinition
         group_name="gate",
         code_version="1",
         kinds={"duckdb"},
+        pool="duckdb_write",
         check_specs=[
             dg.AssetCheckSpec(
                 GATE_CHECK,

@@ -22,7 +22,7 @@ from rageval_pipeline.core.generation import config, correctness
 from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
-from rageval_pipeline.dagster_defs.jobs import IN_PROCESS
+from rageval_pipeline.dagster_defs.executors import executor_from_env
 from rageval_pipeline.dagster_defs.resources import Settings
 
 GROUP = "generation"
@@ -240,7 +240,7 @@ def build_generation(
     job = dg.define_asset_job(
         JOB,
         selection=dg.AssetSelection.groups(GROUP),
-        executor_def=IN_PROCESS,
+        executor_def=executor_from_env(),
         description="Seed 002's generation check: reference answers, RAG answers, judgments.",
     )
     return build_generation_assets(catalog, datasets), job, {"generation": GenerationSettings()}

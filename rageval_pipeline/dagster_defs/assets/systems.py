@@ -196,6 +196,7 @@ def build_system_assets(
         },
         description=f"Per-query measures of {name}; means, breakdowns and latency in DuckDB.",
         kinds={"duckdb", "parquet"},
+        pool="duckdb_write",
         **common,
     )
     def metrics(
