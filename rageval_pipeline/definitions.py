@@ -10,7 +10,7 @@ from rageval_pipeline.dagster_defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.dagster_defs.assets.systems import build_system_assets
 from rageval_pipeline.dagster_defs.jobs import build_jobs
 from rageval_pipeline.dagster_defs.partitions import dataset_partitions
-from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings
+from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings, WarehouseResource
 from rageval_pipeline.dagster_defs.schedules import build_nightly
 
 
@@ -18,15 +18,20 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings()
     datasets = dataset_partitions(settings.data / "suites")
     catalog = load_systems(settings.data / "systems.yaml")
-    system_assets = [a for s in catalog.values() for a in build_system_assets(s, catalog, datasets)]
+    system_assets = [a for s in catalog.values() for a in build_system_assets(s, datasets)]
     metrics_keys = [dg.AssetKey([name, "metrics"]) for name in catalog]
     jobs = build_jobs(list(catalog), datasets)
     return dg.Definitions(
-        assets=[*build_ingest_assets(datasets), *system_assets, build_gate_asset(metrics_keys)],
+        assets=[
+            *build_ingest_assets(datasets),
+            *system_assets,
+            build_gate_asset(metrics_keys, settings.data / "gate.yaml"),
+        ],
         jobs=jobs,
         schedules=[build_nightly(jobs[0])],
         resources={
             "settings": settings,
+            "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
         },
     )

@@ -28,6 +28,7 @@ from pydantic import (
     computed_field,
 )
 
+from rageval_pipeline.core.aggregate import LATENCY_STATS, LatencyStat
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage import write_text
 
@@ -51,8 +52,6 @@ CheckKind = Literal[
     "value",  # informational: a measure with nothing to compare against, shown in reports
 ]
 Family = Literal["recall", "ranking", "diversity"]
-LatencyStat = Literal["mean", "p50", "p95", "p99"]
-LATENCY_STATS: tuple[LatencyStat, ...] = get_args(LatencyStat)
 BASELINE_VERSION = "1"
 OVERALL = "all"  # the latency group key covering every query
 

@@ -1,4 +1,6 @@
-"""`rageval eval` (trec_eval-style scores of one run) and `rageval compare` (two runs, tested)."""
+"""`rageval eval` (trec_eval-style scores of one run) and `rageval compare` (two runs, tested).
+
+Named for what it does to runs, scoring them; `core.measures.evaluate` is the one `evaluate`."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import sys
 
 import pandas as pd
 
+from rageval_pipeline.core.aggregate import mean_table
 from rageval_pipeline.core.compare import compare_runs
-from rageval_pipeline.core.evaluate import mean_table
 from rageval_pipeline.core.formats import read_qrels, read_run
 from rageval_pipeline.core.measures import (
     evaluate,
@@ -18,7 +20,8 @@ from rageval_pipeline.core.measures import (
     unjudged_queries,
 )
 
-DEFAULT_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
+# trec_eval's usual figures: what `eval` and `compare` print when no -m is given.
+EVAL_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 FORMATS = ("table", "json", "csv")
 
 
@@ -31,7 +34,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         dest="measures",
         metavar="MEASURE",
-        help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(DEFAULT_MEASURES)})",
+        help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(EVAL_MEASURES)})",
     )
     common.add_argument("--format", choices=FORMATS, default="table")
     common.add_argument(
@@ -66,7 +69,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _measures(args: argparse.Namespace) -> list[str]:
-    return [str(parse_measure(m)) for m in (args.measures or DEFAULT_MEASURES)]
+    return [str(parse_measure(m)) for m in (args.measures or EVAL_MEASURES)]
 
 
 def _score(
