@@ -11,7 +11,7 @@ from rageval_pipeline.dagster_defs.resources import Settings
 INGEST = "ingest"
 # The version of what core.loaders and core.beir produce from a dataset folder (columns, types,
 # normalisation): the ingestion assets' code version. Bump it when they change their output.
-LOADER_VERSION = "1"
+LOADER_VERSION = "loaders.1"
 
 
 def dataset_folder(settings: Settings, name: str) -> Path:
