@@ -90,21 +90,14 @@ def test_store_results_writes_warehouse_mirror_and_quality_report(tmp_path):
 
     assert stored.run_id == "20260506T070809123456Z-mini-bm25"
     assert stored.means == dict(zip(results.means["measure"], results.means["value"], strict=True))
-    runs = _table(warehouse, "runs")
-    assert runs.drop(columns="created_at").to_dict("records") == [
-        dict(
-            run_id=stored.run_id,
-            dataset="mini",
-            split="test",
-            system="bm25",
-            fingerprint="0123456789abcdef",
-            level="document",
-            k=10,
-            n_queries=3,
-            dagster_run_id="dagster-1",
-            config='{"k1": 1.5, "retriever": "bm25"}',
-        )
-    ]
+    [row] = _table(warehouse, "runs").to_dict("records")
+    assert row.pop("created_at") == pd.Timestamp(RECORD.created_at).tz_localize(None)
+    assert row == RECORD.model_dump(exclude={"created_at"}) | dict(
+        run_id=stored.run_id,
+        level="document",
+        n_queries=3,
+        config='{"k1": 1.5, "retriever": "bm25"}',
+    )
     per_query = _table(warehouse, "query_metrics")
     expected = results.per_query.sort_values(["query_id", "measure"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(
