@@ -96,6 +96,8 @@ class _System(BaseModel, ABC):
 class _Indexed(_System):
     """A system over the chunked corpus (its `chunking` field): chunk, build an index, search."""
 
+    index_version: ClassVar[str]  # the index format's version: part of the index's code version
+
     @property
     def indexed(self) -> bool:
         return True
