@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rageval_pipeline.core import storage as storage_module
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
@@ -26,6 +27,7 @@ from rageval_pipeline.core.storage import (
     Warehouse,
     atomic_dir,
 )
+from rageval_pipeline.core.summaries import select_runs
 
 REPO = Path(__file__).parent.parent
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
@@ -329,3 +331,51 @@ def test_atomic_dir_replaces_the_whole_folder(tmp_path):
         (tmp / "new").write_text("22")
     assert sorted(p.name for p in target.iterdir()) == [MANIFEST, "new"]
     assert (target / MANIFEST).read_text() == '{"new": 2}'
+
+
+_WRITER = (
+    "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('open', flush=True); "
+    "time.sleep(float(sys.argv[2]))"
+)
+
+
+def _hold_open(path: Path, seconds: float) -> subprocess.Popen:
+    """Another process with a read-write DuckDB connection on `path` (a write in progress)."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert writer.stdout.readline() == "open\n"
+    return writer
+
+
+IN_PROCESS_READS = {
+    "query": lambda storage: Warehouse(storage / WAREHOUSE_FILE).query("SELECT 1"),
+    "existing": lambda storage: Warehouse.existing(storage),
+    "select_runs": lambda storage: select_runs(Warehouse(storage / WAREHOUSE_FILE)),
+}
+
+
+@pytest.mark.parametrize("read", sorted(IN_PROCESS_READS))
+def test_a_read_waits_for_a_write_in_progress(storage, read):
+    writer = _hold_open(storage / WAREHOUSE_FILE, 1.0)
+    try:
+        IN_PROCESS_READS[read](storage)  # would raise a lock error if it did not wait
+        assert writer.wait(timeout=30) == 0
+    finally:
+        writer.kill()
+
+
+@pytest.mark.parametrize("read", sorted(IN_PROCESS_READS))
+def test_a_read_gives_up_on_a_long_write_in_one_line(storage, read, monkeypatch):
+    monkeypatch.setattr(storage_module, "READ_WAIT_S", 0.5)
+    writer = _hold_open(storage / WAREHOUSE_FILE, 60)
+    try:
+        with pytest.raises(StorageError) as err:
+            IN_PROCESS_READS[read](storage)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert str(err.value) == (
+        f"{storage / WAREHOUSE_FILE}: busy: another process has been writing it for over 0.5 s; "
+        "try again when it is done (or raise $RAGEVAL_READ_WAIT_S)"
+    )

@@ -66,8 +66,11 @@ CREATE TABLE IF NOT EXISTS gate_results (
 
 RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency")
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
-READ_WAIT_S = 60.0  # how long a read waits for a writer's DuckDB file lock
+# How long a read waits for another process's DuckDB file lock (a write in progress).
+READ_WAIT_S = float(os.environ.get("RAGEVAL_READ_WAIT_S", "60"))
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
+_REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
+READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
 # Paths whose schema this process has created (or found), with the file's inode: once each.
 _SCHEMA_READY: set[tuple[Path, int]] = set()
 
@@ -84,9 +87,7 @@ def writable(folder: Path) -> Iterator[None]:
     except OSError as exc:
         if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
-        raise StorageError(
-            folder, "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
-        ) from None
+        raise StorageError(folder, READ_ONLY) from None
 
 
 @contextmanager
@@ -180,6 +181,8 @@ class Warehouse:
         except duckdb.IOException as exc:
             if _LOCKED in str(exc):
                 raise  # a writer holds the file: the caller waits
+            if not read_only and any(m in str(exc) for m in _REFUSED):
+                raise StorageError(self.path.parent, READ_ONLY) from None
         except duckdb.Error:
             pass  # any other failure to open: the file is not a database we can read
         raise StorageError(
@@ -225,7 +228,11 @@ class Warehouse:
                 break
             except duckdb.IOException:  # only a lock conflict gets here (see _open)
                 if time.monotonic() > deadline:
-                    raise
+                    raise StorageError(
+                        self.path,
+                        f"busy: another process has been writing it for over {READ_WAIT_S:g} s; "
+                        "try again when it is done (or raise $RAGEVAL_READ_WAIT_S)",
+                    ) from None
                 time.sleep(0.1)
         try:
             yield con
