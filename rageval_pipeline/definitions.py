@@ -12,7 +12,7 @@ from rageval_pipeline.dagster_defs.assets.systems import build_system_assets
 from rageval_pipeline.dagster_defs.freshness import fresh_daily
 from rageval_pipeline.dagster_defs.jobs import build_jobs
 from rageval_pipeline.dagster_defs.partitions import dataset_partitions
-from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings
+from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings, WarehouseResource
 from rageval_pipeline.dagster_defs.schedules import build_nightly
 from rageval_pipeline.dagster_defs.sensors import build_version_sensor
 
@@ -21,11 +21,11 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings()
     datasets = dataset_partitions(settings.data / "suites")
     catalog = load_systems(settings.data / "systems.yaml")
-    system_assets = [a for s in catalog.values() for a in build_system_assets(s, catalog, datasets)]
+    system_assets = [a for s in catalog.values() for a in build_system_assets(s, datasets)]
     metrics_keys = [dg.AssetKey([name, "metrics"]) for name in catalog]
     jobs = build_jobs(list(catalog), datasets)
     system_jobs = {name: job for job in jobs for name in catalog if job.name == f"evaluate_{name}"}
-    gate = fresh_daily(build_gate_asset(metrics_keys))
+    gate = fresh_daily(build_gate_asset(metrics_keys, settings.data / "gate.yaml"))
     assets = [*build_ingest_assets(datasets), *system_assets, gate]
     extra: dict = {}
     if configured():  # seed 002's generation check: off until a provider is configured
@@ -40,6 +40,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml")],
         resources={
             "settings": settings,
+            "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
             **extra,
         },

@@ -88,7 +88,7 @@ def test_stdout_closed_early_exits_quietly(tmp_path, reader):
         (["compare", QRELS, RUN_A, RUN_B, "--seed", "-1"], "-1 is below the minimum 0"),
         (["history", "--dataset", "x", "--limit", "0"], "0 is below the minimum 1"),
         (["history", "--dataset", "x", "--limit", "-3"], "-3 is below the minimum 1"),
-        (["eval", QRELS, RUN_A, "-m", "P@0"], "measure 'P@0': Input should be greater than"),
+        (["eval", QRELS, RUN_A, "-m", "P@0"], 'measure "P@0": Input should be greater than'),
         (["eval", QRELS, RUN_A, "-m", "nDCG@-1"], "cannot parse measure 'nDCG@-1'"),
         (["eval", QRELS, RUN_A, "-m", "nDCG@ten"], "cannot parse measure 'nDCG@ten'"),
     ],

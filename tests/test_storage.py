@@ -6,6 +6,7 @@ import multiprocessing as mp
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -93,9 +94,31 @@ def test_write_parquet_is_atomic(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
 
 
-def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Path):
-    import duckdb
+def test_the_schema_is_created_once_per_process_and_file(tmp_path):
+    warehouse = Warehouse(tmp_path / "w.duckdb")
+    warehouse.record_run(_run_row("r1"), _results("r1", 0.1))
+    assert len(warehouse.query("SELECT * FROM history")) == 1
+    with warehouse.connect() as con:
+        con.execute("DROP VIEW history")
+    # Later connections of this process do not run the schema again...
+    warehouse.record_run(_run_row("r2"), _results("r2", 0.2))
+    with pytest.raises(duckdb.CatalogException, match="history does not exist"):
+        warehouse.query("SELECT * FROM history")
+    # ...but another file gets its own.
+    other = Warehouse(tmp_path / "other.duckdb")
+    other.record_run(_run_row("r3"), _results("r3", 0.3))
+    assert other.query("SELECT run_id FROM history")["run_id"].tolist() == ["r3"]
 
+
+def test_reads_are_read_only_connections(tmp_path):
+    warehouse = Warehouse(tmp_path / "w.duckdb")
+    warehouse.record_run(_run_row("r1"), _results("r1", 0.1))
+    with warehouse.read() as con, pytest.raises(duckdb.InvalidInputException, match="read-only"):
+        con.execute("DELETE FROM runs")
+    assert warehouse.query("SELECT count(*) AS n FROM runs")["n"][0] == 1
+
+
+def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Path):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute(
@@ -105,6 +128,11 @@ def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Pat
     con.execute("INSERT INTO run_metrics VALUES ('old', 'd', 'test', 's', 'RR', 0.5, NULL)")
     con.close()
     warehouse = Warehouse(path)
+    # Reads open the file read-only and change nothing; the first write connection migrates.
+    with pytest.raises(duckdb.BinderException, match="ci_low"):
+        warehouse.query("SELECT ci_low FROM run_metrics")
+    with warehouse.connect():
+        pass
     rows = warehouse.query("SELECT run_id, value, ci_low, ci_high FROM run_metrics")
     assert rows["run_id"].tolist() == ["old"] and rows["ci_low"].isna().all()
     columns = warehouse.query("DESCRIBE group_metrics")["column_name"].tolist()

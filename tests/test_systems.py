@@ -14,17 +14,7 @@ from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.retrieval import fusion
 from rageval_pipeline.core.retrieval.base import Hit, execute
-from rageval_pipeline.core.systems import (
-    BM25System,
-    DenseSystem,
-    HttpSystem,
-    build_index,
-    fuse,
-    load_systems,
-    open_external,
-    open_retriever,
-    run_external_file,
-)
+from rageval_pipeline.core.systems import BM25System, RunInputs, load_systems
 
 REPO = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
@@ -48,9 +38,9 @@ def test_shipped_systems_file():
     assert (bm25.k1, bm25.b, bm25.chunking) == (1.5, 0.75, ChunkingConfig(strategy="reference"))
     assert (dense.model, dense.batch_size, dense.max_seq_length) == ("all-MiniLM-L6-v2", 32, 256)
     assert (hybrid.members, hybrid.k) == (["bm25", "dense"], 60)
-    assert [s.needs_index for s in systems.values()] == [True, True, False]
-    assert [s.is_fusion for s in systems.values()] == [False, False, True]
-    assert not any(s.is_external for s in systems.values())
+    assert [s.indexed for s in systems.values()] == [True, True, False]
+    assert [s.member_names for s in systems.values()] == [[], [], ["bm25", "dense"]]
+    assert all(s.reusable for s in systems.values())
     assert all(re.fullmatch(r"[0-9a-f]{16}", s.fingerprint()) for s in systems.values())
 
 
@@ -214,29 +204,33 @@ def chunks() -> pd.DataFrame:
 QUERIES = pd.DataFrame({"query_id": ["q1", "q2"], "text": ["moon tides ocean", "bake bread"]})
 
 
+def inputs(tmp_path: Path, **kwargs) -> RunInputs:
+    return RunInputs(queries=QUERIES, top_k=3, index_dir=tmp_path, base_dir=tmp_path, **kwargs)
+
+
 def test_index_systems_build_open_and_fuse(tmp_path):
     systems = load_systems(REPO / "data" / "systems.yaml")
     runs = {}
     for name in ("bm25", "dense"):
-        meta = build_index(
-            systems[name], chunks(), tmp_path / name, embeddings_dir=tmp_path / "emb"
-        )
+        meta = systems[name].build_index(chunks(), tmp_path / name, embeddings_dir=tmp_path / "e")
         assert meta["n_chunks"] == 6 and meta["seconds"] >= 0 and meta["docs_per_s"] >= 0
-        runs[name] = execute(open_retriever(systems[name], tmp_path / name).search, QUERIES, 3)
+        runs[name] = systems[name].produce_run(inputs(tmp_path / name))
+        searched = execute(systems[name].open_index(tmp_path / name).search, QUERIES, 3)
+        pd.testing.assert_frame_equal(
+            runs[name].drop(columns="latency_ms"), searched.drop(columns="latency_ms")
+        )
         assert runs[name].groupby("query_id")["doc_id"].first().to_dict() == {
             "q1": "tide:chunk:0",
             "q2": "bread:chunk:0",
         }
     assert (meta["embedded"], meta["cached"]) == (5, 0)  # twin documents embed one text
-    again = build_index(
-        systems["dense"], chunks(), tmp_path / "d2", embeddings_dir=tmp_path / "emb"
-    )
+    again = systems["dense"].build_index(chunks(), tmp_path / "d2", embeddings_dir=tmp_path / "e")
     assert (again["embedded"], again["cached"]) == (0, 6)
 
-    fused = fuse(systems["hybrid"], runs)
+    fused = systems["hybrid"].produce_run(inputs(tmp_path, member_runs=runs))
     pd.testing.assert_frame_equal(fused, fusion.rrf([runs["bm25"], runs["dense"]], k=60))
     with pytest.raises(ValueError, match=r"no run for member\(s\) \['dense'\]"):
-        fuse(systems["hybrid"], {"bm25": runs["bm25"]})
+        systems["hybrid"].produce_run(inputs(tmp_path, member_runs={"bm25": runs["bm25"]}))
 
 
 def test_weighted_system_fuses_with_its_weights(tmp_path):
@@ -257,42 +251,52 @@ def test_weighted_system_fuses_with_its_weights(tmp_path):
             dict(query_id="q", doc_id=["y", "x"], source_id=None, score=[2.0, 1.0], latency_ms=1.0)
         ),
     }
-    fused = fuse(load_systems(path)["w"], runs)
+    fused = load_systems(path)["w"].produce_run(inputs(tmp_path, member_runs=runs))
     assert fused["doc_id"].tolist() == ["y", "x"] and fused["score"].tolist() == [3.0, 1.0]
 
 
-def test_helpers_refuse_the_wrong_kind(tmp_path):
-    bm25 = BM25System(retriever="bm25")
-    with pytest.raises(ValueError, match="not fusions"):
-        fuse(bm25, {})
-    with pytest.raises(ValueError, match="not interactive"):
-        open_external(bm25, base_dir=tmp_path)
-    with pytest.raises(ValueError, match="no run file"):
-        run_external_file(bm25, tmp_path)
-    http = HttpSystem(retriever="http", url="http://127.0.0.1:9/s")
-    with pytest.raises(ValueError, match="have no index"):
-        build_index(http, chunks(), tmp_path, embeddings_dir=tmp_path)
-    with pytest.raises(ValueError, match="have no index"):
-        open_retriever(http, tmp_path)
-    assert (
-        http.is_external and not http.needs_index and not DenseSystem(retriever="dense").is_fusion
+def test_chunk_level_needs_every_chunking_behind_the_run_to_be_the_reference(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        systems:
+          ref: {retriever: bm25, chunking: {strategy: reference}}
+          fixed: {retriever: bm25, chunking: {strategy: fixed, size: 50, overlap: 10}}
+          both_ref: {retriever: rrf, members: [ref, ref2]}
+          ref2: {retriever: dense, chunking: {strategy: reference}}
+          mixed: {retriever: rrf, level: document, members: [ref, fixed]}
+          file: {retriever: http, url: "http://127.0.0.1:9/s"}
+        """,
     )
+    systems = load_systems(path)
+    reference = ChunkingConfig(strategy="fixed", size=50, overlap=10)
+    level = {name: s.chunk_level(reference) for name, s in systems.items()}
+    assert level == dict(ref=True, fixed=True, both_ref=True, ref2=True, mixed=True, file=False)
+    other = ChunkingConfig(strategy="document")
+    level = {name: s.chunk_level(other) for name, s in systems.items()}
+    assert level == dict(ref=True, fixed=False, both_ref=True, ref2=True, mixed=False, file=False)
+    assert not any(s.chunk_level(None) for s in systems.values())
+    assert not systems["file"].reusable and not systems["file"].indexed
 
 
 def test_run_file_system_reads_relative_to_its_base_dir(tmp_path):
     shutil.copy(FIXTURES / "run.trec", tmp_path / "ours.trec")
     path = write(tmp_path, "systems:\n  ours: {retriever: run_file, path: ours.trec}\n")
     system = load_systems(path)["ours"]
-    assert system.is_external
-    run = run_external_file(system, tmp_path)
+    assert not system.indexed and system.reusable
+    judged = pd.DataFrame({"query_id": ["q1", "q2", "q3"], "text": ""})
+    run = system.produce_run(RunInputs(judged, 10, tmp_path / "none", tmp_path))
     assert run["doc_id"].tolist() == ["d2", "d0", "d1:chunk:2", "d3"]
+    # Only the judged queries' rows are kept.
+    run = system.produce_run(RunInputs(judged.iloc[:0], 10, tmp_path / "none", tmp_path))
+    assert run.empty
 
 
 def test_python_system_imports_from_base_dir(tmp_path):
     path = write(
         tmp_path, "systems:\n  ours: {retriever: python, entry_point: 'my_search:dicts'}\n"
     )
-    retriever = open_external(load_systems(path)["ours"], base_dir=FIXTURES)
+    retriever = load_systems(path)["ours"].open(FIXTURES)
     assert retriever.search("q", 3) == [Hit("doc-a", 0.1, "a")]
 
 
@@ -328,10 +332,10 @@ def test_http_headers_come_from_the_environment_only(tmp_path, monkeypatch):
         system = load_systems(path)["ours"]
         monkeypatch.delenv("RAGEVAL_TEST_TOKEN", raising=False)
         with pytest.raises(InputError, match="RAGEVAL_TEST_TOKEN is not set") as err:
-            open_external(system, base_dir=tmp_path)
+            system.open(tmp_path)
         assert err.value.field == "headers_from_env.Authorization"
         monkeypatch.setenv("RAGEVAL_TEST_TOKEN", "Bearer t0ken")
-        retriever = open_external(system, base_dir=tmp_path)
+        retriever = system.open(tmp_path)
         assert retriever.search("q", 1) == [Hit("d", 1.0, None)]
         assert seen == ["Bearer t0ken"]
         assert "t0ken" not in system.model_dump_json()

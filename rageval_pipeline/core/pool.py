@@ -28,18 +28,8 @@ from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, split_c
 from rageval_pipeline.core.consistency import target_text
 from rageval_pipeline.core.matching import Level
 from rageval_pipeline.core.ranking import to_document_level
-from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.suites import Suite, suite_tables
-from rageval_pipeline.core.systems import (
-    BM25System,
-    DenseSystem,
-    SystemConfig,
-    build_index,
-    fuse,
-    open_external,
-    open_retriever,
-    run_external_file,
-)
+from rageval_pipeline.core.systems import BM25System, DenseSystem, RunInputs, SystemConfig
 
 DEFAULT_DEPTH = 20
 # Systems run this deep (the pipeline's default top_k) whatever the pool depth, so a fused system
@@ -94,24 +84,15 @@ def run_systems(
         def run(name: str) -> pd.DataFrame:
             if name in runs:
                 return runs[name]
-            system = systems[name]
-            if system.is_fusion:
-                result = fuse(system, {m: run(m) for m in system.members})
-            elif system.retriever == "run_file":
-                result = run_external_file(system, base_dir)
-            else:
-                if system.needs_index:
-                    directory = Path(work) / name
-                    chunking = system.chunking.resolve(suite.chunking)
-                    chunks = chunk_corpus(tables.corpus, chunking, "pool")
-                    build_index(system, chunks, directory, embeddings_dir=embeddings_dir)
-                    retriever = open_retriever(system, directory)
-                else:
-                    retriever = open_external(system, base_dir=base_dir)
-                concurrency = getattr(system, "concurrency", 1)
-                result = execute(retriever.search, tables.queries, k, concurrency=concurrency)
-            runs[name] = result
-            return result
+            system, directory = systems[name], Path(work) / name
+            if system.indexed:
+                chunking = system.chunking.resolve(suite.chunking)
+                chunks = chunk_corpus(tables.corpus, chunking, "pool")
+                system.build_index(chunks, directory, embeddings_dir=embeddings_dir)
+            members = {m: run(m) for m in system.member_names}
+            inputs = RunInputs(tables.queries, k, directory, base_dir, members)
+            runs[name] = system.produce_run(inputs)
+            return runs[name]
 
         for name in systems:
             run(name)
@@ -120,11 +101,11 @@ def run_systems(
 
 def unit_chunking(system: SystemConfig, reference: ChunkingConfig) -> ChunkingConfig | None:
     """The chunking of the ids a system returns; None for whole documents or unknown units."""
-    if system.is_fusion:
+    if system.member_names:
         if system.level == "document":
             return None
-        return unit_chunking(system.member(next(iter(system.members))), reference)
-    if system.needs_index:
+        return unit_chunking(system.member(system.member_names[0]), reference)
+    if system.indexed:
         return system.chunking.resolve(reference)
     return reference  # external systems answer with the suite's own ids
 

@@ -1,4 +1,5 @@
-"""Everything one evaluated run produces: per-query, mean, breakdown and latency tables.
+"""Everything one evaluated run produces (per-query, mean, breakdown and latency tables), and
+where it is stored (`store_results`).
 
 The level rule: chunk-level judgments are used only when the system chunks documents exactly as
 the suite's reference chunking does (otherwise its chunk ids mean something else); in every
@@ -8,16 +9,24 @@ judged by its best-graded chunk.
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
+from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict
 
+from rageval_pipeline.core.aggregate import breakdown, latency_stats, mean_table, quality_report
 from rageval_pipeline.core.chunking import source_ids
 from rageval_pipeline.core.conventions import drop_identical_ids
-from rageval_pipeline.core.evaluate import breakdown, latency_stats, mean_table
 from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
+from rageval_pipeline.core.storage import Warehouse, write_parquet, write_text
 
-DEFAULT_MEASURES = (
+# Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
+METRICS_VERSION = "1"
+# What the pipeline measures on every run.
+PIPELINE_MEASURES = (
     "nDCG@10",
     "nDCG@5",
     "P@5",
@@ -67,7 +76,7 @@ def measure_run(
     queries: pd.DataFrame,
     *,
     chunk_level: bool,
-    measures: tuple[str, ...] = DEFAULT_MEASURES,
+    measures: tuple[str, ...] = PIPELINE_MEASURES,
     ignore_identical_ids: bool = False,
 ) -> RunResults:
     """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule.
@@ -102,3 +111,67 @@ def measure_run(
         latency=latency_stats(run, queries),
         identical_ids_dropped=dropped,
     )
+
+
+class RunRecord(BaseModel):
+    """Where a run came from: with its results, the row of the `runs` table."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dataset: str
+    split: str
+    system: str
+    fingerprint: str
+    k: int
+    config: dict  # the system's configuration as run (see SystemConfig.recorded_config)
+    created_at: datetime
+    dagster_run_id: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.created_at:%Y%m%dT%H%M%S%fZ}-{self.dataset}-{self.system}"
+
+
+class StoredRun(NamedTuple):
+    run_id: str
+    quality_markdown: str  # seed 000's report, for the Dagster UI
+    means: dict[str, float]  # measure -> mean
+
+
+def store_results(
+    storage: Path,
+    warehouse: Warehouse,
+    record: RunRecord,
+    results: RunResults,
+    queries: pd.DataFrame,
+    *,
+    notes: str = "",
+) -> StoredRun:
+    """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
+    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
+    Markdown followed by `notes`) under `storage/reports/quality/`."""
+    run_id, dataset, system = record.run_id, record.dataset, record.system
+    keys = dict(run_id=run_id, dataset=dataset, split=record.split, system=system)
+    tables = {
+        "run_metrics": results.means.assign(**keys, created_at=record.created_at),
+        "query_metrics": results.per_query.assign(**keys),
+        "group_metrics": results.groups.assign(**keys),
+        "latency": results.latency.assign(**keys),
+    }
+    row = record.model_dump(exclude={"config"}) | dict(
+        run_id=run_id,
+        level=results.level,
+        n_queries=int(results.per_query["query_id"].nunique()),
+        config=json.dumps(record.config, sort_keys=True),
+    )
+    warehouse.record_run(row, tables)
+    for table, df in tables.items():
+        folder = storage / "tables" / table / f"dataset={dataset}" / f"system={system}"
+        write_parquet(df, folder / f"{run_id}.parquet")
+    quality = quality_report(results.per_query, queries)
+    markdown = quality.to_markdown(f"{dataset} / {system} ({results.level} level)") + notes
+    folder = storage / "reports" / "quality" / dataset / system
+    write_text(folder / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
+    write_text(folder / f"{run_id}.md", markdown)
+    means = dict(zip(results.means["measure"], results.means["value"].astype(float), strict=True))
+    return StoredRun(run_id, markdown, means)

@@ -1,19 +1,26 @@
-"""Where results live: Parquet files written atomically, and one DuckDB warehouse file.
+"""Where results live: files and folders written atomically, and one DuckDB warehouse file.
 
-DuckDB allows one writing process per file, and a reader is refused while another process
-writes. Within one Dagster instance the writers (`<system>/metrics`, `gate`) take turns through
-the concurrency pool `duckdb_write` (docs/deploy.md). The `flock` that `Warehouse.connect` holds
-on a lock file beside the database, for the (short) life of a connection, covers what Dagster
-cannot see: the `rageval` CLI, runs on separate instances (two `dagster job execute` without a
-shared DAGSTER_HOME, whose pools are not shared), and instances without a pool limit (the local
-SQLite default). Uncontended under the pool, it costs nothing.
+DuckDB allows one writing process per file. Within one Dagster instance the writers
+(`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
+(docs/deploy.md). Every write also goes through `Warehouse.connect`, which holds an exclusive
+`flock` on a lock file beside the database for the (short) life of the connection: that covers
+what Dagster cannot see (the `rageval` CLI, runs on separate instances whose pools are not
+shared, instances without a pool limit such as the local SQLite default); uncontended under the
+pool, it costs nothing. Reads take no lock and open the file read-only: they work on read-only
+storage, and while a job writes they wait only for DuckDB's own file lock of that one short write.
+
+Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import json
 import os
+import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,8 +29,10 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import Field
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.limits import EnvLimits
 
 WAREHOUSE_FILE = "rageval.duckdb"
 
@@ -67,14 +76,41 @@ CREATE TABLE IF NOT EXISTS gate_results (
 """
 
 RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency")
+MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
+WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
+_LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
+_REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
+READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
+# Paths whose schema this process has created (or found), with the file's inode: once each.
+_SCHEMA_READY: set[tuple[Path, int]] = set()
+
+
+class WarehouseLimits(EnvLimits):
+    read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
+
+
+class StorageError(InputError):
+    """The storage cannot be read or written as asked: one line, naming the file or folder."""
+
+
+@contextmanager
+def writable(folder: Path) -> Iterator[None]:
+    """Turn a refused write under `folder` into one line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise StorageError(folder, READ_ONLY) from None
 
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temp path beside `path`; rename it over `path` only if the block succeeds, so
     readers never see half a file and a failed write leaves the old file as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with writable(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:
@@ -83,6 +119,48 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yield a temp folder beside `path`; when the block succeeds, record every file's size in
+    a manifest and swap the folder in for `path`. Readers see the old folder, briefly none,
+    or the new one, never a mix; a failed write leaves the old folder as it was."""
+    with writable(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old = tmp.with_suffix(".old")
+    try:
+        yield tmp
+        sizes = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps(sizes, sort_keys=True))
+        os.chmod(tmp, 0o755)  # mkdtemp's 0700, as for files
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def verified_dir(path: Path, rebuild: str) -> Path:
+    """`path` when every file its manifest lists is there at its recorded size; else a
+    StorageError naming the first missing or truncated file, with `rebuild` as the remedy."""
+    manifest = path / MANIFEST
+    try:
+        sizes = json.loads(manifest.read_text())
+    except FileNotFoundError:
+        raise StorageError(path, f"missing or incomplete (no {MANIFEST}): {rebuild}") from None
+    except (OSError, ValueError):
+        raise StorageError(manifest, f"unreadable: {rebuild}") from None
+    for name, size in sizes.items():
+        file = path / name
+        actual = file.stat().st_size if file.is_file() else None
+        if actual is None:
+            raise StorageError(file, f"missing: {rebuild}")
+        if actual != size:
+            raise StorageError(file, f"truncated or altered ({actual} of {size} bytes): {rebuild}")
+    return path
 
 
 def write_parquet(df: pd.DataFrame | pa.Table, path: Path) -> None:
@@ -105,23 +183,77 @@ class Warehouse:
     @classmethod
     def existing(cls, storage: Path) -> Warehouse:
         """The warehouse of a storage folder; InputError when nothing was evaluated there yet."""
-        path = storage / WAREHOUSE_FILE
-        if not path.exists():
-            raise InputError(path, "no warehouse yet: run an evaluation first")
-        return cls(path)
+        warehouse = cls(storage / WAREHOUSE_FILE)
+        with warehouse.read():
+            return warehouse
+
+    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection; a file that is not a DuckDB database is a StorageError and is
+        left exactly as it is."""
+        try:
+            return duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if _LOCKED in str(exc):
+                raise  # a writer holds the file: the caller waits
+            if not read_only and any(m in str(exc) for m in _REFUSED):
+                raise StorageError(self.path.parent, READ_ONLY) from None
+        except duckdb.Error:
+            pass  # any other failure to open: the file is not a database we can read
+        raise StorageError(
+            self.path,
+            "not a readable DuckDB database; nothing was changed. Move it aside "
+            f"(mv {self.path} {self.path}.broken) and re-run the evaluations to start a new "
+            "one; the Parquet mirror under tables/ keeps every past run's tables",
+        )
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "w") as lock:
+        """A read-write connection under the write lock; the schema is created once per
+        process and file."""
+        with writable(self.path.parent):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path.with_suffix(".lock"), "w")  # noqa: SIM115 - held below
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            con = duckdb.connect(str(self.path))
             try:
-                con.execute(SCHEMA)
-                yield con
+                with writable(self.path.parent):
+                    con = self._open(read_only=False)
+                try:
+                    ready = (self.path.resolve(), self.path.stat().st_ino)
+                    if ready not in _SCHEMA_READY:
+                        con.execute(SCHEMA)
+                        _SCHEMA_READY.add(ready)
+                    yield con
+                finally:
+                    con.close()
             finally:
-                con.close()
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection without the write lock; waits (up to `read_wait_s`) only
+        while another process holds DuckDB's own lock for a write."""
+        if not self.path.exists():
+            raise StorageError(self.path, "no warehouse yet: run an evaluation first")
+        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        deadline = time.monotonic() + limits.read_wait_s
+        while True:
+            try:
+                con = self._open(read_only=True)
+                break
+            except duckdb.IOException:  # only a lock conflict gets here (see _open)
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        self.path,
+                        f"busy: another process has been writing it for over "
+                        f"{limits.read_wait_s:g} s; try again when it is done"
+                        + limits.hint("read_wait_s"),
+                    ) from None
+                time.sleep(0.1)
+        try:
+            yield con
+        finally:
+            con.close()
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -148,7 +280,7 @@ class Warehouse:
                 insert_rows(con, table, df)
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        with self.connect() as con:
+        with self.read() as con:
             return con.execute(sql, params or []).df()
 
     def record_gate(self, row: dict) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rageval_pipeline.core.gate import LATENCY_STATS, RunSummary
+from rageval_pipeline.core.aggregate import LATENCY_STATS
+from rageval_pipeline.core.gate import RunSummary
 from rageval_pipeline.core.storage import Warehouse
 
 _LATEST = """

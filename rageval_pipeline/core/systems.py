@@ -13,6 +13,9 @@ import json
 import os
 import re
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
@@ -31,41 +34,38 @@ from rageval_pipeline.core.bounds import confined
 from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.config import load_model, rule
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.retrieval import fusion
-from rageval_pipeline.core.retrieval.base import Retriever
-from rageval_pipeline.core.retrieval.bm25 import BM25Index
-from rageval_pipeline.core.retrieval.dense import DEFAULT_MODEL, DenseIndex
+from rageval_pipeline.core.retrieval import bm25, dense, fusion
+from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.external import (
     HttpRetriever,
     PythonRetriever,
     read_run_file,
 )
 
-Kind = Literal["index", "fusion", "external"]
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
-class _System(BaseModel):
+@dataclass(frozen=True)
+class RunInputs:
+    """What producing a run may need; each system kind reads its own part."""
+
+    queries: pd.DataFrame  # the judged queries: query_id, text
+    top_k: int
+    index_dir: Path  # where an indexed system's index lives
+    base_dir: Path  # the systems file's folder (run files, entry point modules)
+    member_runs: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+
+
+class _System(BaseModel, ABC):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: ClassVar[Kind]
+    # False when the answers come from outside (a live service): a run is never reused then.
+    reusable: ClassVar[bool] = True
     _name: str | None = PrivateAttr(None)
 
     @property
     def name(self) -> str | None:
         """The name it has in its systems file (set by `load_systems`; not in the fingerprint)."""
         return self._name
-
-    @property
-    def needs_index(self) -> bool:
-        return self.kind == "index"
-
-    @property
-    def is_fusion(self) -> bool:
-        return self.kind == "fusion"
-
-    @property
-    def is_external(self) -> bool:
-        return self.kind == "external"
 
     def fingerprint(self) -> str:
         canonical = json.dumps(self._identity(), sort_keys=True, separators=(",", ":"))
@@ -75,20 +75,88 @@ class _System(BaseModel):
         """What changes results; by default every field."""
         return self.model_dump(mode="json")
 
+    # --- running: each kind overrides what applies to it ----------------------------------
 
-class BM25System(_System):
-    kind: ClassVar[Kind] = "index"
+    @property
+    def member_names(self) -> list[str]:
+        """The systems whose runs this one reads (fusion members)."""
+        return []
+
+    @property
+    def indexed(self) -> bool:
+        """Whether it chunks the corpus and builds an index before it can run."""
+        return False
+
+    def chunk_level(self, reference: ChunkingConfig | None) -> bool:
+        """Chunk-level judgments apply only when every chunking behind the run is the suite's
+        reference chunking (see core.results)."""
+        return False
+
+    def recorded_config(self, reference: ChunkingConfig | None) -> dict:
+        """The configuration stored with a run."""
+        return self.model_dump(mode="json")
+
+    @abstractmethod
+    def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
+        """The RUN table of this system on `inputs.queries`."""
+
+
+class _Indexed(_System):
+    """A system over the chunked corpus (its `chunking` field): chunk, build an index, search."""
+
+    index_version: ClassVar[str]  # the index format's version: part of the index's code version
+
+    @property
+    def indexed(self) -> bool:
+        return True
+
+    def chunk_level(self, reference: ChunkingConfig | None) -> bool:
+        return reference is not None and self.chunking.resolve(reference) == reference
+
+    def recorded_config(self, reference: ChunkingConfig | None) -> dict:
+        config = self.model_dump(mode="json")
+        config["chunking"] = self.chunking.resolve(reference).model_dump(mode="json")
+        return config
+
+    @abstractmethod
+    def build_index(self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path) -> dict:
+        """Build the index over `chunks` (already chunked with `self.chunking`) and save it
+        atomically to `directory`; return metadata for the Dagster layer."""
+
+    @abstractmethod
+    def open_index(self, directory: Path) -> Retriever:
+        """The saved index, ready to search."""
+
+    def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
+        return execute(self.open_index(inputs.index_dir).search, inputs.queries, inputs.top_k)
+
+
+class BM25System(_Indexed):
+    index_version: ClassVar[str] = bm25.FORMAT_VERSION
     retriever: Literal["bm25"]
     chunking: ChunkingConfig = ChunkingConfig()
     k1: float = Field(1.5, ge=0)
     b: float = Field(0.75, ge=0, le=1)
 
+    def build_index(self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path) -> dict:
+        start = time.perf_counter()
+        bm25.BM25Index.build(chunks, k1=self.k1, b=self.b).save(directory)
+        seconds = time.perf_counter() - start
+        return dict(
+            n_chunks=len(chunks),
+            seconds=round(seconds, 3),
+            docs_per_s=round(len(chunks) / seconds, 1) if seconds else 0.0,
+        )
 
-class DenseSystem(_System):
-    kind: ClassVar[Kind] = "index"
+    def open_index(self, directory: Path) -> Retriever:
+        return bm25.BM25Index.load(directory)
+
+
+class DenseSystem(_Indexed):
+    index_version: ClassVar[str] = dense.FORMAT_VERSION
     retriever: Literal["dense"]
     chunking: ChunkingConfig = ChunkingConfig()
-    model: str = DEFAULT_MODEL
+    model: str = dense.DEFAULT_MODEL
     batch_size: int = Field(32, gt=0)
     max_seq_length: int = Field(256, gt=0)
 
@@ -96,9 +164,23 @@ class DenseSystem(_System):
         # Batch size changes speed, not vectors (and cached vectors are reused whatever it is).
         return self.model_dump(mode="json", exclude={"batch_size"})
 
+    def build_index(self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path) -> dict:
+        start = time.perf_counter()
+        index = dense.DenseIndex.build(
+            chunks,
+            embeddings_dir,
+            model_name=self.model,
+            batch_size=self.batch_size,
+            max_seq_length=self.max_seq_length,
+        )
+        index.save(directory)
+        return {**index.stats.as_metadata(), "seconds": round(time.perf_counter() - start, 3)}
+
+    def open_index(self, directory: Path) -> Retriever:
+        return dense.DenseIndex.load(directory)
+
 
 class _Fusion(_System):
-    kind: ClassVar[Kind] = "fusion"
     level: fusion.Level = "chunk"
     # Member configurations by name, set by `load_systems` once every name is known.
     _members: dict[str, SystemConfig] = PrivateAttr(default_factory=dict)
@@ -107,6 +189,23 @@ class _Fusion(_System):
         if name not in self._members:
             raise ValueError(f"member {name!r} is not resolved; load systems with load_systems")
         return self._members[name]
+
+    @property
+    def member_names(self) -> list[str]:
+        return list(self.members)
+
+    def chunk_level(self, reference: ChunkingConfig | None) -> bool:
+        return all(self.member(m).chunk_level(reference) for m in self.members)
+
+    def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
+        missing = [m for m in self.members if m not in inputs.member_runs]
+        if missing:
+            raise ValueError(f"no run for member(s) {missing}")
+        return self._fuse([inputs.member_runs[m] for m in self.members])
+
+    @abstractmethod
+    def _fuse(self, runs: list[pd.DataFrame]) -> pd.DataFrame:
+        """The fused run of the members' runs, in member order."""
 
 
 class RRFSystem(_Fusion):
@@ -118,6 +217,9 @@ class RRFSystem(_Fusion):
         members = [self.member(m).fingerprint() for m in self.members]
         return dict(retriever=self.retriever, level=self.level, k=self.k, members=members)
 
+    def _fuse(self, runs: list[pd.DataFrame]) -> pd.DataFrame:
+        return fusion.rrf(runs, k=self.k, level=self.level)
+
 
 class WeightedSystem(_Fusion):
     retriever: Literal["weighted"]
@@ -128,9 +230,11 @@ class WeightedSystem(_Fusion):
         members = [[self.member(m).fingerprint(), w] for m, w in self.members.items()]
         return dict(retriever=self.retriever, level=self.level, members=members)
 
+    def _fuse(self, runs: list[pd.DataFrame]) -> pd.DataFrame:
+        return fusion.weighted(runs, list(self.members.values()), level=self.level)
+
 
 class RunFileSystem(_System):
-    kind: ClassVar[Kind] = "external"
     retriever: Literal["run_file"]
     path: str = Field(min_length=1, description="relative to the systems file's folder")
     format: Literal["auto", "trec", "parquet"] = "auto"
@@ -149,9 +253,28 @@ class RunFileSystem(_System):
         digest = hashlib.sha256(self.resolved_path().read_bytes()).hexdigest()
         return dict(retriever=self.retriever, format=self.format, sha256=digest)
 
+    def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
+        """The run file's rows for the judged queries (a relative path is taken from
+        `inputs.base_dir`, as the fingerprint does)."""
+        run = read_run_file(self.resolved_path(inputs.base_dir), self.format)
+        return run[run["query_id"].isin(inputs.queries["query_id"])]
 
-class HttpSystem(_System):
-    kind: ClassVar[Kind] = "external"
+
+class _Service(_System):
+    """A live search service, asked query by query: its answers are never reused."""
+
+    reusable: ClassVar[bool] = False
+
+    @abstractmethod
+    def open(self, base_dir: Path) -> Retriever:
+        """A retriever for the service; `base_dir` is the systems file's folder."""
+
+    def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
+        retriever = self.open(inputs.base_dir)
+        return execute(retriever.search, inputs.queries, inputs.top_k, concurrency=self.concurrency)
+
+
+class HttpSystem(_Service):
     retriever: Literal["http"]
     url: str = Field(pattern=r"^https?://\S+$")
     timeout_s: float = Field(30.0, gt=0)
@@ -163,9 +286,23 @@ class HttpSystem(_System):
         # Timeouts, concurrency, retries and credentials change how, not what, it answers.
         return dict(retriever=self.retriever, url=self.url)
 
+    def open(self, base_dir: Path) -> Retriever:
+        """Headers are read from the environment here only."""
+        headers = {}
+        for header, variable in self.headers_from_env.items():
+            if variable not in os.environ:
+                raise InputError(
+                    None,
+                    f"environment variable {variable} is not set",
+                    field=f"headers_from_env.{header}",
+                )
+            headers[header] = os.environ[variable]
+        return HttpRetriever(
+            self.url, timeout_s=self.timeout_s, attempts=self.retries, headers=headers
+        )
 
-class PythonSystem(_System):
-    kind: ClassVar[Kind] = "external"
+
+class PythonSystem(_Service):
     retriever: Literal["python"]
     entry_point: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     timeout_s: float = Field(30.0, gt=0)
@@ -174,6 +311,12 @@ class PythonSystem(_System):
 
     def _identity(self) -> dict:
         return dict(retriever=self.retriever, entry_point=self.entry_point)
+
+    def open(self, base_dir: Path) -> Retriever:
+        """The entry point's module is looked for first in `base_dir`."""
+        return PythonRetriever(
+            self.entry_point, timeout_s=self.timeout_s, attempts=self.retries, search_path=base_dir
+        )
 
 
 SystemConfig = Annotated[
@@ -237,90 +380,3 @@ class SystemsFile(BaseModel):
 def load_systems(path: Path) -> dict[str, SystemConfig]:
     """Every system of a YAML file `systems: {name: {...}}`, fusion members resolved."""
     return load_model(Path(path), SystemsFile, context={"base_dir": Path(path).parent}).systems
-
-
-# --- running -----------------------------------------------------------------------------
-
-
-def build_index(
-    system: SystemConfig, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path
-) -> dict:
-    """Build and save the index of a bm25/dense system over `chunks` (already chunked with
-    `system.chunking`); return metadata for the Dagster layer."""
-    start = time.perf_counter()
-    if isinstance(system, BM25System):
-        BM25Index.build(chunks, k1=system.k1, b=system.b).save(directory)
-        seconds = time.perf_counter() - start
-        return dict(
-            n_chunks=len(chunks),
-            seconds=round(seconds, 3),
-            docs_per_s=round(len(chunks) / seconds, 1) if seconds else 0.0,
-        )
-    if isinstance(system, DenseSystem):
-        index = DenseIndex.build(
-            chunks,
-            embeddings_dir,
-            model_name=system.model,
-            batch_size=system.batch_size,
-            max_seq_length=system.max_seq_length,
-        )
-        index.save(directory)
-        return {**index.stats.as_metadata(), "seconds": round(time.perf_counter() - start, 3)}
-    raise ValueError(f"{system.retriever} systems have no index")
-
-
-def open_retriever(system: SystemConfig, directory: Path) -> Retriever:
-    """The saved index of a bm25/dense system, ready to search."""
-    if isinstance(system, BM25System):
-        return BM25Index.load(directory)
-    if isinstance(system, DenseSystem):
-        return DenseIndex.load(directory)
-    raise ValueError(f"{system.retriever} systems have no index")
-
-
-def open_external(system: SystemConfig, *, base_dir: Path) -> Retriever:
-    """A retriever for an http/python system; run it with `execute(..., concurrency=
-    system.concurrency)`. `base_dir` (the systems file's folder) is where a Python entry
-    point's module is looked for first. Headers are read from the environment here only."""
-    if isinstance(system, HttpSystem):
-        headers = {}
-        for header, variable in system.headers_from_env.items():
-            if variable not in os.environ:
-                raise InputError(
-                    None,
-                    f"environment variable {variable} is not set",
-                    field=f"headers_from_env.{header}",
-                )
-            headers[header] = os.environ[variable]
-        return HttpRetriever(
-            system.url, timeout_s=system.timeout_s, attempts=system.retries, headers=headers
-        )
-    if isinstance(system, PythonSystem):
-        return PythonRetriever(
-            system.entry_point,
-            timeout_s=system.timeout_s,
-            attempts=system.retries,
-            search_path=base_dir,
-        )
-    raise ValueError(f"{system.retriever} systems are not interactive")
-
-
-def run_external_file(system: SystemConfig, base_dir: Path) -> pd.DataFrame:
-    """The RUN table of a run_file system; a relative path is taken from `base_dir`, the
-    systems file's folder (as its fingerprint does)."""
-    if not isinstance(system, RunFileSystem):
-        raise ValueError(f"{system.retriever} systems have no run file")
-    return read_run_file(system.resolved_path(base_dir), system.format)
-
-
-def fuse(system: SystemConfig, member_runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The fused RUN table of an rrf/weighted system from its members' runs, keyed by name."""
-    if not isinstance(system, _FUSION_TYPES):
-        raise ValueError(f"{system.retriever} systems are not fusions")
-    missing = [m for m in system.members if m not in member_runs]
-    if missing:
-        raise ValueError(f"no run for member(s) {missing}")
-    runs = [member_runs[m] for m in system.members]
-    if isinstance(system, RRFSystem):
-        return fusion.rrf(runs, k=system.k, level=system.level)
-    return fusion.weighted(runs, list(system.members.values()), level=system.level)

@@ -1,4 +1,4 @@
-"""Resources: where things live (settings) and how asset tables are stored (Parquet IO)."""
+"""Resources: where things live (settings), the warehouse, and how asset tables are stored."""
 
 from pathlib import Path
 
@@ -21,6 +21,8 @@ class Settings(dg.ConfigurableResource):
     beir_mirror: str | None = None  # default: $RAGEVAL_BEIR_MIRROR, else BEIR's official host
     top_k: int = 100
     split: str = "test"
+    # Recompute chunks, indexes and runs even when their inputs and code are unchanged.
+    force: bool = False
 
     @property
     def storage(self) -> Path:
@@ -34,16 +36,28 @@ class Settings(dg.ConfigurableResource):
     def baselines(self) -> Path:
         return Path(self.baselines_dir) if self.baselines_dir else paths.baselines_dir()
 
-    @property
-    def warehouse(self) -> Warehouse:
-        return Warehouse(self.storage / WAREHOUSE_FILE)
-
     def index_dir(self, system: str, dataset: str) -> Path:
         return self.storage / "indexes" / system / dataset
+
+    def cache_dir(self, system: str, stage: str, dataset: str) -> Path:
+        """Where a stage keeps its latest table by content key (see core.reuse)."""
+        return self.storage / "cache" / system / stage / dataset
 
     @property
     def reports_dir(self) -> Path:
         return self.storage / "reports"
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The DuckDB warehouse (`rageval.duckdb`) of the storage folder. Writes queue on its lock;
+    reads open it read-only without the lock (see core.storage)."""
+
+    storage_dir: str | None = None  # default: $RAGEVAL_STORAGE
+
+    @property
+    def warehouse(self) -> Warehouse:
+        storage = Path(self.storage_dir) if self.storage_dir else paths.storage_dir()
+        return Warehouse(storage / WAREHOUSE_FILE)
 
 
 class ParquetIOManager(dg.ConfigurableIOManager):

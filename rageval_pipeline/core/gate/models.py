@@ -7,6 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
 
+from rageval_pipeline.core.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
 from rageval_pipeline.core.statistics import PairedTest
 
@@ -23,8 +24,6 @@ CheckKind = Literal[
     "missing_baseline",  # no baseline for this run: only absolute limits apply
     "value",  # informational: a measure with nothing to compare against, shown in reports
 ]
-LatencyStat = Literal["mean", "p50", "p95", "p99"]
-LATENCY_STATS: tuple[LatencyStat, ...] = get_args(LatencyStat)
 BASELINE_VERSION = "1"
 OVERALL = "all"  # the latency group key covering every query
 

@@ -36,7 +36,7 @@ def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
 
 
 @dataclass
-class _Run:
+class _OrderedRun:
     """The retrieved rows in trec_eval order, in query-index space."""
 
     qidx: np.ndarray  # query index of each row (rows of one query are contiguous)
@@ -63,7 +63,7 @@ class _Data:
     universe: np.ndarray  # sorted query ids
     judged: np.ndarray  # per query: has a label >= JUDGED_LEVEL
     in_run: np.ndarray  # per query: has a row in the run (placeholders included)
-    run: _Run
+    run: _OrderedRun
     j_q: np.ndarray  # qrels: query index, label, doc id
     j_label: np.ndarray
     j_docs: pa.LargeStringArray
@@ -318,7 +318,7 @@ def _trec_permutation(
     return order
 
 
-def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> _Run:
+def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> _OrderedRun:
     docs = arrow_strings(run["doc_id"])
     score = pd.to_numeric(run["score"]).to_numpy(dtype=np.float64, na_value=np.nan)
     rows = np.arange(len(run), dtype=_index_type(len(run)))
@@ -343,7 +343,7 @@ def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> _Run:
     start = np.zeros(nq, dtype=np.int64)
     n_ret[qidx[firsts]] = np.diff(np.r_[firsts, len(qidx)])
     start[qidx[firsts]] = firsts
-    return _Run(
+    return _OrderedRun(
         qidx=qidx,
         source_rows=rows,
         start=start,
@@ -369,7 +369,11 @@ def _first_duplicate(
 
 
 def _join(
-    run: _Run, j_q: np.ndarray, j_docs: pa.LargeStringArray, universe: np.ndarray, exact: bool
+    run: _OrderedRun,
+    j_q: np.ndarray,
+    j_docs: pa.LargeStringArray,
+    universe: np.ndarray,
+    exact: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(run row, judgment row) of every retrieved judged document; also rejects duplicates.
 

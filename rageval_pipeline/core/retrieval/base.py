@@ -13,6 +13,9 @@ from rageval_pipeline.core import tables
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.ranking import order_run
 
+# What a missing or truncated index file asks for (see core.storage.verified_dir).
+REBUILD_INDEX = "rebuild the index (materialize its <system>/index asset with force: true)"
+
 
 class Hit(NamedTuple):
     doc_id: str  # the retrieved unit (chunk id for chunked systems)

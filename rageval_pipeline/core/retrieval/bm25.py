@@ -12,8 +12,11 @@ import pandas as pd
 import Stemmer
 
 from rageval_pipeline.core.ranking import top_k
-from rageval_pipeline.core.retrieval.base import Hit
+from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
+from rageval_pipeline.core.storage import atomic_dir, verified_dir
 
+# Bump when the saved index or the scoring changes: it is part of the index's code version.
+FORMAT_VERSION = "2"  # 2: written atomically with a manifest
 _IDS_FILE = "ids.json"
 
 
@@ -39,14 +42,15 @@ class BM25Index:
         return cls(model, chunks["chunk_id"].tolist(), chunks["doc_id"].tolist())
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.model.save(str(directory))
-        (directory / _IDS_FILE).write_text(
-            json.dumps({"ids": self.ids.tolist(), "sources": self.sources})
-        )
+        with atomic_dir(directory) as tmp:
+            self.model.save(str(tmp))
+            (tmp / _IDS_FILE).write_text(
+                json.dumps({"ids": self.ids.tolist(), "sources": self.sources})
+            )
 
     @classmethod
     def load(cls, directory: Path) -> BM25Index:
+        verified_dir(directory, REBUILD_INDEX)
         meta = json.loads((directory / _IDS_FILE).read_text())
         return cls(bm25s.BM25.load(str(directory)), meta["ids"], meta["sources"])
 

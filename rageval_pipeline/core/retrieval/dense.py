@@ -23,13 +23,16 @@ import pandas as pd
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.ranking import top_k
-from rageval_pipeline.core.retrieval.base import Hit
+from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
 from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, EmbedStats, embed
+from rageval_pipeline.core.storage import atomic_dir, verified_dir
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Bump when the saved index or the search changes: it is part of the index's code version.
+FORMAT_VERSION = "2"  # 2: written atomically with a manifest
 _PACKAGED = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 _VECTORS_FILE = "embeddings.npy"
 _META_FILE = "meta.json"
@@ -125,18 +128,19 @@ class DenseIndex:
         )
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        np.save(directory / _VECTORS_FILE, self.vectors)
         meta = dict(
             ids=self.ids.tolist(),
             sources=self.sources,
             model_name=self.model_name,
             max_seq_length=self.max_seq_length,
         )
-        (directory / _META_FILE).write_text(json.dumps(meta))
+        with atomic_dir(directory) as tmp:
+            np.save(tmp / _VECTORS_FILE, self.vectors)
+            (tmp / _META_FILE).write_text(json.dumps(meta))
 
     @classmethod
     def load(cls, directory: Path) -> DenseIndex:
+        verified_dir(directory, REBUILD_INDEX)
         meta = json.loads((directory / _META_FILE).read_text())
         return cls(
             vectors=np.load(directory / _VECTORS_FILE),

@@ -8,22 +8,27 @@ materializing it alone recomputes nothing. Its blocking ERROR check is what make
 import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 
 from rageval_pipeline.core import report
 from rageval_pipeline.core.gate import judge, load_baselines, load_policy
+from rageval_pipeline.core.reuse import content_key
 from rageval_pipeline.core.summaries import select_runs, summaries
-from rageval_pipeline.dagster_defs.resources import Settings
+from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
 
 GATE_CHECK = "verdict_passes"
 
 
-def build_gate_asset(metrics_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefinition:
+def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.AssetsDefinition:
     @dg.asset(
         deps=list(metrics_keys),
         group_name="gate",
-        code_version="1",
+        # The verdict's code is the policy: the gate shows stale when gate.yaml changes.
+        code_version=content_key(policy.read_text(encoding="utf-8"))[:16]
+        if policy.is_file()
+        else None,
         kinds={"duckdb"},
         pool="duckdb_write",
         check_specs=[
@@ -35,15 +40,18 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefinition
             )
         ],
     )
-    def gate(context: dg.AssetExecutionContext, settings: Settings) -> Iterator:
+    def gate(
+        context: dg.AssetExecutionContext, settings: Settings, warehouse: WarehouseResource
+    ) -> Iterator:
         """Verdict on this Dagster run's evaluations (or, materialized alone, on the latest
         evaluation of every dataset and system), with JSON, Markdown and HTML reports."""
-        runs = select_runs(settings.warehouse, dagster_run_id=context.run.run_id)
+        store = warehouse.warehouse
+        runs = select_runs(store, dagster_run_id=context.run.run_id)
         scope = "this run"
         if runs.empty:
-            runs, scope = select_runs(settings.warehouse), "latest evaluations"
+            runs, scope = select_runs(store), "latest evaluations"
         verdict = judge(
-            summaries(settings.warehouse, runs),
+            summaries(store, runs),
             load_baselines(settings.baselines),
             load_policy(settings.data / "gate.yaml"),
         )
@@ -51,7 +59,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefinition
         folder = settings.reports_dir / f"{stamp:%Y%m%dT%H%M%SZ}"
         paths = report.write_reports(verdict, folder)
         report.write_reports(verdict, settings.reports_dir / "latest")
-        settings.warehouse.record_gate(
+        store.record_gate(
             dict(
                 gate_id=f"{stamp:%Y%m%dT%H%M%S%fZ}",
                 dagster_run_id=context.run.run_id,

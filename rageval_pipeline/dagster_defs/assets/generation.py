@@ -23,7 +23,7 @@ from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.executors import executor_from_env
-from rageval_pipeline.dagster_defs.resources import Settings
+from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
 
 GROUP = "generation"
 JOB = "evaluate_generation"
@@ -62,9 +62,9 @@ def selected_systems(catalog: dict[str, systems.SystemConfig]) -> list[str]:
 
 def chunk_sources(system: systems.SystemConfig, catalog: dict) -> list[str]:
     """Systems whose chunks a system's run ids refer to (itself, or its fused members)."""
-    if system.is_fusion:
-        return sorted({s for m in system.members for s in chunk_sources(catalog[m], catalog)})
-    return [system.name] if system.needs_index else []
+    if system.member_names:
+        return sorted({s for m in system.member_names for s in chunk_sources(catalog[m], catalog)})
+    return [system.name] if system.indexed else []
 
 
 def _usage(llm: LLM) -> dict:
@@ -198,6 +198,7 @@ def _system_assets(
     def answer_judgments(
         context: dg.AssetExecutionContext,
         settings: Settings,
+        warehouse: WarehouseResource,
         generation: GenerationSettings,
         answers: pd.DataFrame,
         ground_truth: pd.DataFrame,
@@ -216,7 +217,7 @@ def _system_assets(
         else:
             keys = dict(run_id=run_id, dataset=dataset, split=settings.split, system=name)
             rows = correctness.metric_rows(summary, judged)
-            correctness.record(settings.warehouse, keys, rows, datetime.now(UTC))
+            correctness.record(warehouse.warehouse, keys, rows, datetime.now(UTC))
             report = settings.reports_dir / "generation" / dataset / name / f"{run_id}.json"
             write_text(report, json.dumps(meta, indent=2, default=str) + "\n")
             meta["report"] = dg.MetadataValue.path(str(report))

@@ -1,29 +1,37 @@
 """One asset chain per configured retrieval system, built from data/systems.yaml.
 
-bm25/dense: `<system>/chunks` -> `<system>/index` -> `<system>/run` -> `<system>/metrics`;
-fusion systems read their members' runs (so the lineage graph shows what is fused);
-the user's own systems (run file, HTTP, Python entry point) start at `<system>/run`.
+Indexed systems (bm25, dense): `<system>/chunks` -> `<system>/index` -> `<system>/run` ->
+`<system>/metrics`; fusion systems read their members' runs (so the lineage graph shows what is
+fused); the user's own systems (run file, HTTP, Python entry point) start at `<system>/run`.
 A system is an asset-key prefix rather than a partition dimension because fusion depends on
 other systems' runs of the same dataset, which prefixes express directly.
+
+Each system's assets carry a code version from its configuration's fingerprint, so the UI shows
+them stale when the configuration changes. `chunks`, `index` and `run` reuse their last result
+when its content key (code version + inputs' contents) is unchanged (`reused: true` in the
+metadata) unless `settings.force` is set; `metrics` always records a new evaluation, so the gate
+judges every job.
 """
 
-import json
-import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import beir, loaders, systems, tables
+from rageval_pipeline.core import beir, loaders, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
 from rageval_pipeline.core.conventions import QrelsCoverage, qrels_coverage
-from rageval_pipeline.core.evaluate import quality_report
 from rageval_pipeline.core.numbers import round_metric
-from rageval_pipeline.core.results import measure_run
-from rageval_pipeline.core.retrieval import execute
-from rageval_pipeline.core.storage import write_parquet, write_text
+from rageval_pipeline.core.results import METRICS_VERSION, RunRecord, measure_run, store_results
+from rageval_pipeline.core.reuse import FrameCache, content_key, frame_key, read_stamp, write_stamp
+from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
-from rageval_pipeline.dagster_defs.resources import Settings
+from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+
+# Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
+CHUNKS_VERSION = "1"
+RUN_VERSION = "1"
 
 
 def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
@@ -72,119 +80,73 @@ def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
     return loaders.reference_chunking(dataset_folder(settings, dataset))
 
 
-def _chunk_level(
-    system: systems.SystemConfig, catalog: dict, reference: ChunkingConfig | None
-) -> bool:
-    """Chunk-level judgments apply only when every chunking behind the run is the suite's."""
-    if reference is None:
-        return False
-    if system.is_fusion:
-        return all(_chunk_level(catalog[m], catalog, reference) for m in system.members)
-    return system.needs_index and system.chunking.resolve(reference) == reference
-
-
-def _config(system: systems.SystemConfig, reference: ChunkingConfig | None) -> dict:
-    """The system's configuration as recorded with a run, `reference` chunking resolved."""
-    config = system.model_dump(mode="json")
-    if system.needs_index:
-        config["chunking"] = system.chunking.resolve(reference).model_dump(mode="json")
-    return config
+def code_versions(system: SystemConfig) -> dict[str, str]:
+    """The code version of each of the system's assets: its fingerprint, with the version of
+    the code behind each stage (chunks depend on the chunking only)."""
+    fingerprint = system.fingerprint()
+    versions = {
+        "run": f"{fingerprint}.{RUN_VERSION}",
+        "metrics": f"{fingerprint}.{METRICS_VERSION}",
+    }
+    if system.indexed:
+        chunking = content_key(system.chunking.model_dump(mode="json"))[:16]
+        versions["chunks"] = f"{chunking}.{CHUNKS_VERSION}"
+        versions["index"] = f"{fingerprint}.{system.index_version}"
+    return versions
 
 
 def build_system_assets(
-    system: systems.SystemConfig,
-    catalog: dict[str, systems.SystemConfig],
-    datasets: dg.PartitionsDefinition,
+    system: SystemConfig, datasets: dg.PartitionsDefinition
 ) -> list[dg.AssetsDefinition]:
     name = system.name
-    group = f"system_{name}"
-    common = dict(partitions_def=datasets, group_name=group, code_version="1")
+    versions = code_versions(system)
+    common = dict(partitions_def=datasets, group_name=f"system_{name}")
     fingerprint = system.fingerprint()
     out: list[dg.AssetsDefinition] = []
 
-    if system.needs_index:
-
-        @dg.asset(
-            key=[name, "chunks"],
-            ins={"corpus": dg.AssetIn("corpus")},
-            check_specs=[
-                dg.AssetCheckSpec("metadata_complete", asset=[name, "chunks"], blocking=True),
-                dg.AssetCheckSpec("hashes_valid", asset=[name, "chunks"], blocking=True),
-            ],
-            description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
-            kinds={"parquet"},
-            **common,
-        )
-        def chunks(context: dg.AssetExecutionContext, settings: Settings, corpus: pd.DataFrame):
-            chunking = system.chunking.resolve(reference_of(settings, context.partition_key))
-            ingested_at = datetime.now(UTC).isoformat(timespec="seconds")
-            df = chunk_corpus(corpus, chunking, ingested_at)
-            meta = {"chunks": len(df), "documents": len(corpus), "chunking": chunking.strategy}
-            yield dg.Output(df, metadata=meta)
-            yield from chunk_check_results(df)
-
-        @dg.asset(
-            key=[name, "index"],
-            ins={"chunks": dg.AssetIn([name, "chunks"])},
-            description=f"The {system.retriever} index of {name}.",
-            **common,
-        )
-        def index(
-            context: dg.AssetExecutionContext, settings: Settings, chunks: pd.DataFrame
-        ) -> dg.MaterializeResult:
-            directory = settings.index_dir(name, context.partition_key)
-            stats = systems.build_index(
-                system, chunks, directory, embeddings_dir=settings.storage / "embeddings"
-            )
-            context.log.info(f"{name} index for {context.partition_key}: {stats}")
-            return dg.MaterializeResult(metadata={**stats, "path": str(directory)})
-
-        out += [chunks, index]
+    if system.indexed:
+        out += _index_assets(system, versions, common)
 
     ins = {"queries": dg.AssetIn("queries"), "qrels": dg.AssetIn("qrels")}
-    if system.is_fusion:
-        ins |= {f"member_{m}": dg.AssetIn([m, "run"]) for m in system.members}
+    ins |= {f"member_{m}": dg.AssetIn([m, "run"]) for m in system.member_names}
 
     @dg.asset(
         key=[name, "run"],
         ins=ins,
-        deps=[dg.AssetKey([name, "index"])] if system.needs_index else [],
+        deps=[dg.AssetKey([name, "index"])] if system.indexed else [],
         description=f"Top-k results of {name} per query, with per-query latency.",
         kinds={"parquet"},
+        code_version=versions["run"],
         **common,
     )
     def run(context: dg.AssetExecutionContext, settings: Settings, **inputs) -> pd.DataFrame:
         dataset = context.partition_key
-        queries = loaders.judged_queries(inputs["queries"], inputs["qrels"], settings.split)
-        started = time.perf_counter()
-        if system.is_fusion:
-            result = systems.fuse(system, {m: inputs[f"member_{m}"] for m in system.members})
-        elif system.retriever == "run_file":
-            result = systems.run_external_file(system, base_dir=settings.data)
-            result = result[result["query_id"].isin(queries["query_id"])]
-        else:
-            retriever = (
-                systems.open_retriever(system, settings.index_dir(name, dataset))
-                if system.needs_index
-                else systems.open_external(system, base_dir=settings.data)
-            )
-            result = execute(
-                retriever.search,
-                queries,
-                settings.top_k,
-                concurrency=getattr(system, "concurrency", 1),
-            )
-        seconds = time.perf_counter() - started
+        members = {m: inputs[f"member_{m}"] for m in system.member_names}
+        run_inputs = RunInputs(
+            queries=loaders.judged_queries(inputs["queries"], inputs["qrels"], settings.split),
+            top_k=settings.top_k,
+            index_dir=settings.index_dir(name, dataset),
+            base_dir=settings.data,
+            member_runs=members,
+        )
+        key = _run_key(system, versions["run"], run_inputs)
+        cache = FrameCache(settings.cache_dir(name, "run", dataset))
+        result = None if settings.force or key is None else cache.get(key)
+        reused = result is not None
+        if result is None:
+            result = tables.conform(system.produce_run(run_inputs), tables.RUN).to_pandas()
+            if key is not None:
+                cache.put(key, result)
         hits = result[result["doc_id"].notna()]
         context.add_output_metadata(
             {
                 "queries": int(result["query_id"].nunique()),
                 "rows": len(hits),
-                "seconds": round(seconds, 3),
                 "fingerprint": fingerprint,
+                "reused": reused,
             }
         )
-        return tables.conform(result, tables.RUN).to_pandas()
+        return result
 
     @dg.asset(
         key=[name, "metrics"],
@@ -197,82 +159,129 @@ def build_system_assets(
         description=f"Per-query measures of {name}; means, breakdowns and latency in DuckDB.",
         kinds={"duckdb", "parquet"},
         pool="duckdb_write",
+        code_version=versions["metrics"],
         **common,
     )
     def metrics(
         context: dg.AssetExecutionContext,
         settings: Settings,
+        warehouse: WarehouseResource,
         run: pd.DataFrame,
         qrels: pd.DataFrame,
         queries: pd.DataFrame,
         corpus: pd.DataFrame,
     ) -> pd.DataFrame:
-        dataset, split = context.partition_key, settings.split
+        dataset = context.partition_key
         reference = reference_of(settings, dataset)
-        judged = qrels[qrels["split"] == split]
+        judged = qrels[qrels["split"] == settings.split]
         results = measure_run(
             run,
             judged,
             queries,
-            chunk_level=_chunk_level(system, catalog, reference),
+            chunk_level=system.chunk_level(reference),
             ignore_identical_ids=beir.ignores_identical_ids(dataset),
         )
-        created = datetime.now(UTC)
-        run_id = f"{created:%Y%m%dT%H%M%S%fZ}-{dataset}-{name}"
-        keys = dict(run_id=run_id, dataset=dataset, split=split, system=name)
-        tables_out = {
-            "run_metrics": results.means.assign(**keys, created_at=created),
-            "query_metrics": results.per_query.assign(**keys),
-            "group_metrics": results.groups.assign(**keys),
-            "latency": results.latency.assign(**keys),
-        }
-        settings.warehouse.record_run(
-            dict(
-                **keys,
-                fingerprint=fingerprint,
-                level=results.level,
-                k=settings.top_k,
-                n_queries=int(results.per_query["query_id"].nunique()),
-                dagster_run_id=context.run.run_id,
-                created_at=created,
-                config=json.dumps(_config(system, reference), sort_keys=True),
-            ),
-            tables_out,
+        record = RunRecord(
+            dataset=dataset,
+            split=settings.split,
+            system=name,
+            fingerprint=fingerprint,
+            k=settings.top_k,
+            config=system.recorded_config(reference),
+            created_at=datetime.now(UTC),
+            dagster_run_id=context.run.run_id,
         )
-        for table, df in tables_out.items():
-            write_parquet(
-                df,
-                settings.storage
-                / "tables"
-                / table
-                / f"dataset={dataset}"
-                / f"system={name}"
-                / f"{run_id}.parquet",
-            )
-        quality = quality_report(results.per_query, queries)
         coverage = qrels_coverage(judged, corpus["doc_id"], queries["query_id"])
-        quality_md = quality.to_markdown(f"{dataset} / {name} ({results.level} level)")
-        quality_md += _coverage_text(coverage, results.identical_ids_dropped)
-        quality_dir = settings.reports_dir / "quality" / dataset / name
-        write_text(quality_dir / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
-        write_text(quality_dir / f"{run_id}.md", quality_md)
-        means = dict(zip(results.means["measure"], results.means["value"], strict=True))
+        notes = _coverage_text(coverage, results.identical_ids_dropped)
+        stored = store_results(
+            settings.storage, warehouse.warehouse, record, results, queries, notes=notes
+        )
         context.log.info(
             f"{dataset}/{name} ({results.level} level): "
-            + ", ".join(f"{m}={v:.4f}" for m, v in means.items())
+            + ", ".join(f"{m}={v:.4f}" for m, v in stored.means.items())
         )
         context.add_output_metadata(
             {
-                "run_id": run_id,
+                "run_id": stored.run_id,
                 "level": results.level,
-                "quality_report": dg.MetadataValue.md(quality_md),
+                "quality_report": dg.MetadataValue.md(stored.quality_markdown),
                 "means_95ci": dg.MetadataValue.md(_means_table(results.means)),
                 "identical_ids_dropped": results.identical_ids_dropped,
                 "qrels_missing_documents": coverage.missing_documents,
                 "qrels_missing_queries": coverage.missing_queries,
-                **{m: round_metric(v) for m, v in means.items()},
+                **{m: round_metric(v) for m, v in stored.means.items()},
             }
         )
-        return results.per_query.assign(run_id=run_id)
+        return results.per_query.assign(run_id=stored.run_id)
 
     return [*out, run, metrics]
+
+
+def _run_key(system: SystemConfig, version: str, inputs: RunInputs) -> str | None:
+    """The content key of a run; None when it must not be reused (a live service's answers,
+    or an index whose key is unknown)."""
+    index_key = read_stamp(_stamp(inputs.index_dir)) if system.indexed else "none"
+    if not system.reusable or index_key is None:
+        return None
+    members = {m: frame_key(df) for m, df in inputs.member_runs.items()}
+    return content_key(version, inputs.top_k, frame_key(inputs.queries), index_key, members)
+
+
+def _stamp(index_dir: Path) -> Path:
+    """The content key an index was built with, beside its folder (see core.reuse)."""
+    return index_dir.with_name(index_dir.name + ".key")
+
+
+def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
+    """`<system>/chunks` and `<system>/index` of an indexed system."""
+    name = system.name
+
+    @dg.asset(
+        key=[name, "chunks"],
+        ins={"corpus": dg.AssetIn("corpus")},
+        check_specs=[
+            dg.AssetCheckSpec("metadata_complete", asset=[name, "chunks"], blocking=True),
+            dg.AssetCheckSpec("hashes_valid", asset=[name, "chunks"], blocking=True),
+        ],
+        description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
+        kinds={"parquet"},
+        code_version=versions["chunks"],
+        **common,
+    )
+    def chunks(context: dg.AssetExecutionContext, settings: Settings, corpus: pd.DataFrame):
+        dataset = context.partition_key
+        chunking = system.chunking.resolve(reference_of(settings, dataset))
+        key = content_key(versions["chunks"], chunking.model_dump(mode="json"), frame_key(corpus))
+        cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
+        df = None if settings.force else cache.get(key)
+        reused = df is not None
+        if df is None:
+            df = chunk_corpus(corpus, chunking, datetime.now(UTC).isoformat(timespec="seconds"))
+            cache.put(key, df)
+        meta = {"chunks": len(df), "documents": len(corpus), "chunking": chunking.strategy}
+        yield dg.Output(df, metadata=meta | {"reused": reused})
+        yield from chunk_check_results(df)
+
+    @dg.asset(
+        key=[name, "index"],
+        ins={"chunks": dg.AssetIn([name, "chunks"])},
+        description=f"The {system.retriever} index of {name}.",
+        code_version=versions["index"],
+        **common,
+    )
+    def index(
+        context: dg.AssetExecutionContext, settings: Settings, chunks: pd.DataFrame
+    ) -> dg.MaterializeResult:
+        directory = settings.index_dir(name, context.partition_key)
+        key = content_key(versions["index"], frame_key(chunks))
+        if not settings.force and directory.is_dir() and read_stamp(_stamp(directory)) == key:
+            return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
+        write_stamp(_stamp(directory), None)  # until the new index is in place
+        stats = system.build_index(
+            chunks, directory, embeddings_dir=settings.storage / "embeddings"
+        )
+        write_stamp(_stamp(directory), key)
+        context.log.info(f"{name} index for {context.partition_key}: {stats}")
+        return dg.MaterializeResult(metadata={**stats, "reused": False, "path": str(directory)})
+
+    return [chunks, index]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.evaluate import (
+from rageval_pipeline.core.aggregate import (
     QualityReport,
     breakdown,
     latency_stats,

@@ -7,6 +7,7 @@ and the QUERIES table; every output is a plain long table or a pydantic model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -15,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from rageval_pipeline.core.statistics import bootstrap_ci
 
 ATTRIBUTES = ("category", "difficulty", "intent", "query_type")
-# Percentiles use numpy's default linear interpolation between the two nearest ranks
-# (method "linear", Hyndman & Fan type 7, as Excel PERCENTILE.INC and pandas quantile).
-LATENCY_STATS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+# The latency statistics stored per group (besides `count`) and compared by the gate. `pNN` is
+# numpy's default linear interpolation between the two nearest ranks (method "linear", Hyndman
+# & Fan type 7, as Excel PERCENTILE.INC and pandas quantile).
+LatencyStat = Literal["mean", "p50", "p95", "p99"]
+LATENCY_STATS: tuple[LatencyStat, ...] = get_args(LatencyStat)
 # The measures seed 000's QualityReport needs in the per-query table.
 REPORT_MEASURES = ("P@5", "P@10", "R@10", "RR")
 
@@ -97,9 +100,12 @@ def query_latency(run: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _latency_stat(values: np.ndarray, stat: LatencyStat) -> float:
+    return float(np.mean(values) if stat == "mean" else np.percentile(values, float(stat[1:])))
+
+
 def _latency_rows(values: np.ndarray) -> list[tuple[str, float]]:
-    rows = [("count", float(len(values))), ("mean", float(np.mean(values)))]
-    return rows + [(name, float(np.percentile(values, q))) for name, q in LATENCY_STATS.items()]
+    return [("count", float(len(values)))] + [(s, _latency_stat(values, s)) for s in LATENCY_STATS]
 
 
 def latency_stats(

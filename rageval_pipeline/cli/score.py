@@ -1,4 +1,6 @@
-"""`rageval eval` (trec_eval-style scores of one run) and `rageval compare` (two runs, tested)."""
+"""`rageval eval` (trec_eval-style scores of one run) and `rageval compare` (two runs, tested).
+
+Named for what it does to runs, scoring them; `core.measures.evaluate` is the one `evaluate`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from rageval_pipeline.core.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
-DEFAULT_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
+# trec_eval's usual figures: what `eval` and `compare` print when no -m is given.
+EVAL_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 FORMATS = ("table", "json", "csv")
 
 
@@ -27,7 +30,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         dest="measures",
         type=_measure,
         metavar="MEASURE",
-        help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(DEFAULT_MEASURES)})",
+        help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(EVAL_MEASURES)})",
     )
     common.add_argument("--format", choices=FORMATS, default="table")
     common.add_argument(
@@ -74,7 +77,7 @@ def _measure(text: str) -> str:
 
 
 def _measures(args: argparse.Namespace) -> list[str]:
-    return args.measures or [_measure(m) for m in DEFAULT_MEASURES]
+    return args.measures or [_measure(m) for m in EVAL_MEASURES]
 
 
 def _score(
@@ -109,7 +112,7 @@ def _score(
 def run_eval(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from rageval_pipeline.core.evaluate import mean_table
+    from rageval_pipeline.core.aggregate import mean_table
     from rageval_pipeline.core.formats import read_qrels
 
     measures = _measures(args)

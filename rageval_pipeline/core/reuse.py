@@ -1,0 +1,69 @@
+"""Reusing work whose inputs did not change: content keys and a content-addressed table cache.
+
+A stage's key hashes its code version with its inputs' contents, so a warm re-run finds the
+same key and reuses the stored result instead of recomputing it. The keys live in the storage
+folder, not in Dagster's instance, so reuse also works for a `dagster job execute` without a
+`DAGSTER_HOME` (a temporary instance). Everything is written atomically (core.storage).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rageval_pipeline.core.storage import write_parquet, write_text
+
+
+def frame_key(df: pd.DataFrame) -> str:
+    """A digest of a table's schema and values: SHA-256 of its Arrow IPC stream (several
+    times faster than pandas' row hashes on text columns)."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
+
+
+def content_key(*parts: object) -> str:
+    """A digest of JSON-serialisable parts (code versions, other keys, settings)."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class FrameCache:
+    """The latest table of one stage (e.g. one system's chunks of one dataset), by key."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def get(self, key: str) -> pd.DataFrame | None:
+        path = self.folder / f"{key}.parquet"
+        return pq.read_table(path).to_pandas() if path.is_file() else None
+
+    def put(self, key: str, df: pd.DataFrame) -> None:
+        """Store `df` under `key`, then drop older keys (only the latest is ever reused)."""
+        write_parquet(df, self.folder / f"{key}.parquet")
+        for old in self.folder.glob("*.parquet"):
+            if old.stem != key:
+                old.unlink(missing_ok=True)
+
+
+def read_stamp(path: Path) -> str | None:
+    """The key a folder (e.g. an index) was built with; None when unknown."""
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def write_stamp(path: Path, key: str | None) -> None:
+    """Record (or, with None, forget) the key of what was just built."""
+    if key is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_text(path, key + "\n")

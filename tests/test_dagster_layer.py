@@ -1,0 +1,223 @@
+"""The Dagster wiring: the nightly schedule, what each job selects, code versions from the
+systems' fingerprints, and warm re-runs that reuse chunks, indexes and runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.systems import load_systems
+from rageval_pipeline.dagster_defs.resources import Settings
+from rageval_pipeline.dagster_defs.schedules import NIGHTLY_ENV
+from rageval_pipeline.definitions import build_definitions
+
+INGEST = {"beir_archive", "corpus", "queries", "qrels"}
+
+
+def _chain(system: str, indexed: bool = True) -> set[str]:
+    stages = ("chunks", "index", "run", "metrics") if indexed else ("run", "metrics")
+    return {f"{system}/{stage}" for stage in stages}
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dg.Definitions:
+    """The definitions of the shipped data folder (bm25, dense, hybrid; every bundled suite)."""
+    return build_definitions()
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (None, ["techdocs", "hotel"]),
+        (" beir-mini, techdocs ,", ["beir-mini", "techdocs"]),
+        ("hotel", ["hotel"]),
+    ],
+)
+def test_nightly_requests_the_configured_partitions(shipped, monkeypatch, names, expected):
+    if names is None:
+        monkeypatch.delenv(NIGHTLY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(NIGHTLY_ENV, names)
+    schedule = shipped.resolve_schedule_def("nightly")
+    context = dg.build_schedule_context(
+        repository_def=shipped.get_repository_def(),
+        scheduled_execution_time=datetime(2026, 3, 4, 2, 0, tzinfo=UTC),
+    )
+    requests = schedule.evaluate_tick(context).run_requests
+    assert [r.partition_key for r in requests] == expected
+    assert [r.run_key for r in requests] == [f"{n}-2026-03-04" for n in expected]
+    assert schedule.job_name == "evaluate_dataset"
+    assert (schedule.cron_schedule, schedule.execution_timezone) == ("0 2 * * *", "UTC")
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        ("evaluate_bm25", INGEST | _chain("bm25") | {"gate"}),
+        ("evaluate_dense", INGEST | _chain("dense") | {"gate"}),
+        # A fusion evaluates what it fuses (up to the members' runs), not the members' metrics.
+        (
+            "evaluate_hybrid",
+            INGEST
+            | (_chain("bm25") - {"bm25/metrics"})
+            | (_chain("dense") - {"dense/metrics"})
+            | _chain("hybrid", indexed=False)
+            | {"gate"},
+        ),
+        (
+            "evaluate_dataset",
+            INGEST | _chain("bm25") | _chain("dense") | _chain("hybrid", False) | {"gate"},
+        ),
+        ("ingest_dataset", INGEST),
+    ],
+)
+def test_each_job_selects_its_assets(shipped, job, expected):
+    selected = shipped.resolve_job_def(job).asset_layer.selected_asset_keys
+    assert {k.to_user_string() for k in selected} == expected
+
+
+def _code_versions(data: Path, systems: dict) -> dict[str, str | None]:
+    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
+    graph = build_definitions().resolve_asset_graph()
+    return {k.to_user_string(): graph.get(k).code_version for k in graph.get_all_asset_keys()}
+
+
+def test_code_versions_follow_each_systems_configuration(pipeline_home):
+    data = pipeline_home / "data"
+    bm25 = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
+    fused = {"retriever": "rrf", "members": ["bm25", "other"]}
+    other = {"retriever": "bm25", "k1": 1.2}
+    base = _code_versions(data, {"bm25": bm25, "other": other, "fused": fused})
+    assert all(base.values()) and "1" not in base.values()
+    fingerprint = load_systems(data / "systems.yaml")["bm25"].fingerprint()
+    assert {s: base[f"bm25/{s}"].split(".")[0] for s in ("index", "run", "metrics")} == dict(
+        index=fingerprint, run=fingerprint, metrics=fingerprint
+    )
+
+    changed = _code_versions(data, {"bm25": bm25 | {"k1": 0.9}, "other": other, "fused": fused})
+    moved = {k for k in base if base[k] != changed[k]}
+    # k1 changes bm25's index, run and metrics, and the fusion built on it; not its chunks.
+    assert moved == {"bm25/index", "bm25/run", "bm25/metrics", "fused/run", "fused/metrics"}
+
+    rechunked = _code_versions(
+        data,
+        {"bm25": bm25 | {"chunking": {"strategy": "document"}}, "other": other, "fused": fused},
+    )
+    assert {k for k in base if base[k] != rechunked[k]} == moved | {"bm25/chunks"}
+
+    (data / "gate.yaml").write_text((data / "gate.yaml").read_text() + "\n# edited\n")
+    regated = _code_versions(data, {"bm25": bm25, "other": other, "fused": fused})
+    assert {k for k in base if base[k] != regated[k]} == {"gate"}
+
+
+def _materialize(defs: dg.Definitions, **settings) -> dg.ExecuteInMemoryResult:
+    resources = dict(defs.resources) | {"settings": Settings(**settings)}
+    selection = defs.resolve_job_def("evaluate_bm25").asset_layer.selected_asset_keys
+    result = dg.materialize(
+        list(defs.assets),
+        selection=list(selection),
+        partition_key="beir-mini",
+        resources=resources,
+    )
+    assert result.success
+    return result
+
+
+def _reused(result: dg.ExecuteInMemoryResult) -> dict[str, bool | None]:
+    out = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        value = materialization.metadata.get("reused")
+        out[materialization.asset_key.to_user_string()] = None if value is None else value.value
+    return out
+
+
+def test_a_warm_rerun_reuses_chunks_index_and_run_and_still_gates(pipeline_home):
+    storage = pipeline_home / "storage"
+    run_file = storage / "assets" / "bm25" / "run" / "beir-mini.parquet"
+    defs = build_definitions()
+    cold = _reused(_materialize(defs))
+    assert cold == {
+        "beir_archive": None,
+        "corpus": None,
+        "queries": None,
+        "qrels": None,
+        "bm25/chunks": False,
+        "bm25/index": False,
+        "bm25/run": False,
+        "bm25/metrics": None,
+        "gate": None,
+    }
+    first_run = pq.read_table(run_file).to_pandas()
+    index_files = {p: p.stat().st_mtime_ns for p in (storage / "indexes").rglob("*") if p.is_file()}
+
+    warm = _reused(_materialize(defs))
+    assert {k: v for k, v in warm.items() if v is not None} == {
+        "bm25/chunks": True,
+        "bm25/index": True,
+        "bm25/run": True,
+    }
+    assert {"bm25/metrics", "gate"} <= set(warm)  # measured and judged again
+    # Reused means untouched: the index files were not rewritten, the run is the same run
+    # (latencies included: they were measured once).
+    assert {p: p.stat().st_mtime_ns for p in index_files} == index_files
+    pd.testing.assert_frame_equal(pq.read_table(run_file).to_pandas(), first_run)
+    runs = Warehouse.existing(storage).query("SELECT count(*) AS n FROM runs")
+    assert runs["n"][0] == 2
+
+    # A different depth changes the run's inputs, not the chunks' or the index's.
+    deeper = _reused(_materialize(defs, top_k=5))
+    assert [deeper[f"bm25/{s}"] for s in ("chunks", "index", "run")] == [True, True, False]
+
+    forced = _reused(_materialize(defs, force=True))
+    assert [forced[f"bm25/{s}"] for s in ("chunks", "index", "run")] == [False, False, False]
+    assert {p for p in index_files if p.stat().st_mtime_ns != index_files[p]}  # rebuilt
+
+
+def test_a_missing_index_is_rebuilt_even_when_its_key_matches(pipeline_home):
+    import shutil
+
+    defs = build_definitions()
+    _materialize(defs)
+    shutil.rmtree(pipeline_home / "storage" / "indexes" / "bm25" / "beir-mini")
+    again = _reused(_materialize(defs))
+    assert [again[f"bm25/{s}"] for s in ("chunks", "index", "run")] == [True, False, True]
+
+
+def test_a_live_service_is_asked_again_and_so_is_a_fusion_of_it(
+    pipeline_home,
+):
+    data = pipeline_home / "data"
+    shutil.copy(Path(__file__).parent / "fixtures" / "retrieval" / "my_search.py", data)
+    systems = {
+        "bm25": {"retriever": "bm25", "chunking": {"strategy": "reference"}},
+        "ours": {"retriever": "python", "entry_point": "my_search:dicts"},
+        "both": {"retriever": "rrf", "level": "document", "members": ["bm25", "ours"]},
+    }
+    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
+    defs = build_definitions()
+    selection = ["bm25/run", "ours/run", "both/run"]
+
+    def reused() -> dict:
+        result = dg.materialize(
+            list(defs.assets),
+            selection=dg.AssetSelection.assets(["both", "run"]).upstream(),
+            partition_key="beir-mini",
+            resources=defs.resources,
+        )
+        assert result.success
+        return {k: v for k, v in _reused(result).items() if k in selection}
+
+    assert reused() == {"bm25/run": False, "ours/run": False, "both/run": False}
+    # The service is asked again; its answers (and latencies) may differ, so the fusion built
+    # on them is made again too, while bm25's run is reused.
+    assert reused() == {"bm25/run": True, "ours/run": False, "both/run": False}
