@@ -23,6 +23,9 @@ from rageval_pipeline.core.formats import read_qrels
 from rageval_pipeline.core.suites import load_suite, suite_tables
 
 SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
+# The version of what this module and core.beir produce from a dataset folder (columns, types,
+# normalisation): the ingestion assets' code version. Bump it when they change their output.
+LOADER_VERSION = "loaders.1"
 _QUERY_ATTRIBUTES = ("intent", "category", "difficulty", "query_type")
 
 
