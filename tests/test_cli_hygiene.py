@@ -89,8 +89,8 @@ def test_stdout_closed_early_exits_quietly(tmp_path, reader):
         (["history", "--dataset", "x", "--limit", "0"], "0 is below the minimum 1"),
         (["history", "--dataset", "x", "--limit", "-3"], "-3 is below the minimum 1"),
         (["eval", QRELS, RUN_A, "-m", "P@0"], 'measure "P@0": Input should be greater than'),
-        (["eval", QRELS, RUN_A, "-m", "nDCG@-1"], "cannot parse measure 'nDCG@-1'"),
-        (["eval", QRELS, RUN_A, "-m", "nDCG@ten"], "cannot parse measure 'nDCG@ten'"),
+        (["eval", QRELS, RUN_A, "-m", "nDCG@-1"], 'cannot parse measure "nDCG@-1"'),
+        (["eval", QRELS, RUN_A, "-m", "nDCG@ten"], 'cannot parse measure "nDCG@ten"'),
     ],
 )
 def test_bad_option_values_are_refused_by_argument_parsing(capsys, argv, expected):

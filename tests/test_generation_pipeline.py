@@ -11,6 +11,7 @@ import pytest
 
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.dagster_defs.assets import generation
 from rageval_pipeline.dagster_defs.assets.generation import GenerationSettings
 from rageval_pipeline.definitions import build_definitions
 from tests.llm_servers import FakeLLM, default_reply
@@ -71,6 +72,36 @@ def test_off_without_a_provider_and_retrieval_jobs_unchanged(pipeline_home, monk
         "bm25/answers",
         "bm25/answer_judgments",
     }
+    versions = {
+        key.to_user_string(): version
+        for asset in on.assets
+        for key, version in asset.code_versions_by_key.items()
+    }
+    expected = generation.code_versions()
+    assert versions["ground_truth"] == expected["ground_truth"]
+    assert versions["bm25/answers"] == expected["answers"]
+    assert versions["bm25/answer_judgments"] == expected["answer_judgments"]
+
+
+def test_code_versions_follow_model_prompts_and_format(monkeypatch):
+    base = {"RAG_EVAL_PROVIDER": "ollama", "RAG_EVAL_OLLAMA_MODEL": "m:1"}
+    first = generation.code_versions(base)
+    assert len(set(first.values())) == 3  # each asset sends its own prompt
+    assert generation.code_versions(base) == first
+    assert generation.code_versions(base | {"RAG_EVAL_OLLAMA_API_KEY": "k"}) == first
+    other_model = generation.code_versions(base | {"RAG_EVAL_OLLAMA_MODEL": "m:2"})
+    assert all(other_model[k] != first[k] for k in first)
+    other_judge = generation.code_versions(base | {"RAG_EVAL_JUDGE_MODEL": "j:1"})
+    assert other_judge["answer_judgments"] != first["answer_judgments"]
+    assert {k: other_judge[k] for k in ("ground_truth", "answers")} == {
+        k: first[k] for k in ("ground_truth", "answers")
+    }
+    assert generation.code_versions(base | {"RAG_EVAL_TEMPERATURE": "0.7"}) != first
+    constants = ((generation.prompts, "PROMPT_VERSION"), (generation, "FORMAT_VERSION"))
+    for module, constant in constants:
+        with monkeypatch.context() as patched:
+            patched.setattr(module, constant, "next")
+            assert all(v != first[k] for k, v in generation.code_versions(base).items())
 
 
 def test_generation_end_to_end_cached_and_dry(ollama, pipeline_home):

@@ -270,7 +270,7 @@ def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):
     measures = ["nDCG@10", "AP", "RR", "P@2"]
     expected = evaluate(qrels, run, measures)
     monkeypatch.setattr(
-        "rageval_pipeline.core.measures.compute.fingerprint",
+        "rageval_pipeline.core.measures.prepare.fingerprint",
         lambda values, salt=None: np.zeros(len(values), dtype=np.uint64),
     )
     pd.testing.assert_frame_equal(evaluate(qrels, run, measures), expected)

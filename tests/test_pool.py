@@ -183,6 +183,21 @@ def test_jsonl_sheet_line_numbers_and_grades(suite_dir, tmp_path, capsys):
     assert _judgments(suite_dir)["Q1"]["tokens:chunk:2"] == 2
 
 
+@pytest.mark.parametrize(
+    ("second", "problem"),
+    [("{not json", "invalid JSON (Expecting property name"), ("[1]", "expected a JSON object")],
+)
+def test_a_bad_jsonl_sheet_line_is_named(suite_dir, tmp_path, capsys, second, problem):
+    """Sheets are read by the one JSON Lines reader of core.loaders."""
+    sheet = tmp_path / "sheet.jsonl"
+    first = json.dumps({"query_id": "Q1", "target_id": "tokens:chunk:2", "grade": 2})
+    sheet.write_text(f"{first}\n\n{second}\n")
+    original = (suite_dir / "suite.json").read_bytes()
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {sheet}:3: {problem}")
+    assert (suite_dir / "suite.json").read_bytes() == original
+
+
 def test_merge_that_would_break_the_suite_writes_nothing(suite_dir, tmp_path, capsys):
     # Q3 is an edge query without a primary: a grade >= 1 would need one.
     sheet = _sheet(tmp_path, ["Q3,,tokens:chunk:0,text,x,1,2"])

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from rageval_pipeline.core.chunking import split_chunk_id, split_text
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.loaders import jsonl_rows
 from rageval_pipeline.core.matching import TargetError, resolve_target
 from rageval_pipeline.core.pool import PoolEntry, suite_level
 from rageval_pipeline.core.suites import SUITE_FILES, Suite, load_suite
@@ -78,24 +79,15 @@ def write_sheet(entries: list[PoolEntry], path: Path) -> None:
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number where the row starts, row) of a sheet."""
+    if _sheet_kind(path) == ".jsonl":
+        yield from jsonl_rows(path)
+        return
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
     except UnicodeDecodeError:
         raise InputError(path, "not UTF-8 text") from None
-    if _sheet_kind(path) == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(path, f"invalid JSON: {error.msg}", line=number) from None
-            if not isinstance(row, dict):
-                raise InputError(path, "each line must be a JSON object", line=number)
-            yield number, row
-        return
     reader = csv.DictReader(text.splitlines(keepends=True))
     missing = [c for c in ("query_id", "target_id", "grade") if c not in (reader.fieldnames or [])]
     if missing:

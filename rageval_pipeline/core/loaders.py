@@ -23,6 +23,9 @@ from rageval_pipeline.core.formats import read_qrels
 from rageval_pipeline.core.suites import load_suite, suite_tables
 
 SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
+# The version of what this module and core.beir produce from a dataset folder (columns, types,
+# normalisation): the ingestion assets' code version. Bump it when they change their output.
+LOADER_VERSION = "loaders.1"
 _QUERY_ATTRIBUTES = ("intent", "category", "difficulty", "query_type")
 
 
@@ -90,7 +93,7 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+def jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line. Each line is one JSON document, so it is
     parsed on its own (json's C parser); NaN and Infinity, which JSON does not have, are refused."""
     path, data = input_bytes(path)
@@ -143,7 +146,7 @@ def _ids_unique(path: Path, ids: list[str], lines: list[int]) -> None:
 def read_corpus(path: Path) -> pd.DataFrame:
     """BEIR corpus.jsonl: `_id`, `title`, `text`, optional `metadata` (its `url` is lifted)."""
     rows, lines = [], []
-    for number, obj in _jsonl(path):
+    for number, obj in jsonl_rows(path):
         meta = obj.get("metadata") or {}
         rows.append(
             dict(
@@ -162,7 +165,7 @@ def read_corpus(path: Path) -> pd.DataFrame:
 def read_queries(path: Path) -> pd.DataFrame:
     """BEIR queries.jsonl; intent/category/difficulty/query_type are read from `metadata`."""
     rows, lines = [], []
-    for number, obj in _jsonl(path):
+    for number, obj in jsonl_rows(path):
         meta = obj.get("metadata") or {}
         if not isinstance(meta, dict):
             raise InputError(path, "expected an object", line=number, field="metadata")

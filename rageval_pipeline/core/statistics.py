@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy import stats
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
@@ -113,6 +112,8 @@ def minimum_detectable_effect(
     """Smallest true mean difference a two-sided paired test at `alpha` finds with `power`,
     for per-query differences of standard deviation `sd` over `n` queries (normal
     approximation)."""
+    from scipy import stats  # here, not at import: the gate's models load without scipy
+
     if n < 2:
         return float("nan")
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)

@@ -24,8 +24,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,6 +33,9 @@ from pydantic import Field
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.limits import EnvLimits
+
+if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
+    import duckdb
 
 WAREHOUSE_FILE = "rageval.duckdb"
 
@@ -190,6 +193,8 @@ class Warehouse:
     def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection; a file that is not a DuckDB database is a StorageError and is
         left exactly as it is."""
+        import duckdb
+
         try:
             return duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
@@ -233,6 +238,8 @@ class Warehouse:
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection without the write lock; waits (up to `read_wait_s`) only
         while another process holds DuckDB's own lock for a write."""
+        import duckdb
+
         if not self.path.exists():
             raise StorageError(self.path, "no warehouse yet: run an evaluation first")
         limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)

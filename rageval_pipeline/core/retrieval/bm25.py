@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import bm25s
 import numpy as np
 import pandas as pd
 import Stemmer
@@ -14,6 +14,9 @@ import Stemmer
 from rageval_pipeline.core.ranking import top_k
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
 from rageval_pipeline.core.storage import atomic_dir, verified_dir
+
+if TYPE_CHECKING:  # bm25s (and scipy under it) load on first use: `rageval validate` needs neither
+    import bm25s
 
 # Bump when the saved index or the scoring changes: it is part of the index's code version.
 FORMAT_VERSION = "2"  # 2: written atomically with a manifest
@@ -35,6 +38,8 @@ class BM25Index:
 
     @classmethod
     def build(cls, chunks: pd.DataFrame, *, k1: float = 1.5, b: float = 0.75) -> BM25Index:
+        import bm25s
+
         texts = (chunks["title"].fillna("") + " " + chunks["text"].fillna("")).tolist()
         tokens = bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False)
         model = bm25s.BM25(k1=k1, b=b)
@@ -50,11 +55,15 @@ class BM25Index:
 
     @classmethod
     def load(cls, directory: Path) -> BM25Index:
+        import bm25s
+
         verified_dir(directory, REBUILD_INDEX)
         meta = json.loads((directory / _IDS_FILE).read_text())
         return cls(bm25s.BM25.load(str(directory)), meta["ids"], meta["sources"])
 
     def search(self, query: str, k: int) -> list[Hit]:
+        import bm25s
+
         tokens = bm25s.tokenize(
             [query], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False
         )[0]

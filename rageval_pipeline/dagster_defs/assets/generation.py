@@ -10,6 +10,7 @@ config, so they appear in no Dagster record. Reference: docs/generation.md.
 
 import json
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,8 +19,9 @@ import pandas as pd
 
 from rageval_pipeline.core import loaders, systems
 from rageval_pipeline.core.chunking import chunk_corpus
-from rageval_pipeline.core.generation import config, correctness
-from rageval_pipeline.core.generation.llm import LLM
+from rageval_pipeline.core.generation import config, correctness, prompts
+from rageval_pipeline.core.generation.llm import LLM, prompt_hash
+from rageval_pipeline.core.reuse import content_key
 from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.executors import executor_from_env
@@ -27,6 +29,8 @@ from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
 
 GROUP = "generation"
 JOB = "evaluate_generation"
+# Bump when these assets' tables or how they are computed change: part of their code versions.
+FORMAT_VERSION = "1"
 
 
 class GenerationSettings(dg.ConfigurableResource):
@@ -67,6 +71,26 @@ def chunk_sources(system: systems.SystemConfig, catalog: dict) -> list[str]:
     return [system.name] if system.indexed else []
 
 
+def code_versions(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The code version of each generation asset: a digest of what changes its output, namely
+    the prompt it sends, the model that answers it (provider, model, sampling parameters; never
+    the key) and this module's format. Run config (context_k, samples) is not code."""
+
+    def version(role: config.Role, prompt: str) -> str:
+        try:
+            model = config.from_env(role, env)
+            used = [model.provider, model.model, model.params()]
+        except config.GenerationError:
+            used = None  # the step itself reports the bad variable
+        return content_key(FORMAT_VERSION, prompts.PROMPT_VERSION, prompt_hash(prompt), used)[:16]
+
+    return {
+        "ground_truth": version("answer", prompts.GROUND_TRUTH),
+        "answers": version("answer", prompts.RAG_ANSWER),
+        "answer_judgments": version("judge", prompts.CORRECTNESS),
+    }
+
+
 def _usage(llm: LLM) -> dict:
     return {f"llm_{k}": v for k, v in llm.usage.model_dump().items()} | {"model": llm.label}
 
@@ -83,12 +107,14 @@ def _stored_ground_truth(settings: Settings, dataset: str, version: str) -> list
 def build_generation_assets(
     catalog: dict[str, systems.SystemConfig], datasets: dg.PartitionsDefinition
 ) -> list[dg.AssetsDefinition]:
-    common = dict(partitions_def=datasets, group_name=GROUP, code_version="1")
+    common = dict(partitions_def=datasets, group_name=GROUP)
+    versions = code_versions()
 
     @dg.asset(
         ins={n: dg.AssetIn(n) for n in ("corpus", "queries", "qrels")},
         kinds={"json"},
         description="Reference answers written once from each selected query's best targets.",
+        code_version=versions["ground_truth"],
         **common,
     )
     def ground_truth(
@@ -136,7 +162,7 @@ def build_generation_assets(
 
     out = [ground_truth]
     for name in selected_systems(catalog):
-        out += _system_assets(catalog[name], catalog, common)
+        out += _system_assets(catalog[name], catalog, common, versions)
     return out
 
 
@@ -146,7 +172,7 @@ def _references(ground_truth: pd.DataFrame) -> list[correctness.Reference]:
 
 
 def _system_assets(
-    system: systems.SystemConfig, catalog: dict, common: dict
+    system: systems.SystemConfig, catalog: dict, common: dict, versions: dict[str, str]
 ) -> list[dg.AssetsDefinition]:
     name = system.name
     chunk_ins = {f"chunks_{s}": dg.AssetIn([s, "chunks"]) for s in chunk_sources(system, catalog)}
@@ -161,6 +187,7 @@ def _system_assets(
         },
         kinds={"parquet"},
         description=f"Answers generated from {name}'s retrieved context.",
+        code_version=versions["answers"],
         **common,
     )
     def answers(
@@ -193,6 +220,7 @@ def _system_assets(
         kinds={"parquet", "duckdb"},
         description=f"TRUE/FALSE/unparseable per answer of {name}, raw judge output kept; "
         "AnswerCorrectness with its 95% Wilson interval in DuckDB.",
+        code_version=versions["answer_judgments"],
         **common,
     )
     def answer_judgments(

@@ -9,9 +9,6 @@ from rageval_pipeline.core import beir, loaders
 from rageval_pipeline.dagster_defs.resources import Settings
 
 INGEST = "ingest"
-# The version of what core.loaders and core.beir produce from a dataset folder (columns, types,
-# normalisation): the ingestion assets' code version. Bump it when they change their output.
-LOADER_VERSION = "loaders.1"
 
 
 def dataset_folder(settings: Settings, name: str) -> Path:
@@ -22,7 +19,10 @@ def dataset_folder(settings: Settings, name: str) -> Path:
 
 def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
     @dg.asset(
-        partitions_def=datasets, group_name=INGEST, code_version=LOADER_VERSION, kinds={"python"}
+        partitions_def=datasets,
+        group_name=INGEST,
+        code_version=loaders.LOADER_VERSION,
+        kinds={"python"},
     )
     def beir_archive(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
         """The official BEIR zip (md5-verified, cached) extracted; bundled suites need none."""
@@ -58,7 +58,7 @@ def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefi
             partitions_def=datasets,
             deps=[beir_archive],
             group_name=INGEST,
-            code_version=LOADER_VERSION,
+            code_version=loaders.LOADER_VERSION,
             description=description,
             kinds={"parquet"},
         )
