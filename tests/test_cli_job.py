@@ -56,6 +56,8 @@ def test_gate_exit_codes_follow_the_committed_baseline(pipeline_home):
     good = path.read_text()
     raised = json.loads(good)
     raised["measures"]["nDCG@10"] = min(1.0, raised["measures"]["nDCG@10"] + 0.15)
+    for values in raised["per_query"].values():  # the gate judges paired per-query values
+        values["nDCG@10"] = min(1.0, values["nDCG@10"] + 0.15)
     path.write_text(json.dumps(raised))
 
     failing = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)

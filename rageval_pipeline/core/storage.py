@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS run_metrics (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    measure VARCHAR, value DOUBLE, created_at TIMESTAMP
+    measure VARCHAR, value DOUBLE, created_at TIMESTAMP, ci_low DOUBLE, ci_high DOUBLE
 );
 CREATE TABLE IF NOT EXISTS query_metrics (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
@@ -48,8 +48,14 @@ CREATE TABLE IF NOT EXISTS query_metrics (
 );
 CREATE TABLE IF NOT EXISTS group_metrics (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    attribute VARCHAR, "group" VARCHAR, measure VARCHAR, value DOUBLE, n_queries INTEGER
+    attribute VARCHAR, "group" VARCHAR, measure VARCHAR, value DOUBLE, n_queries INTEGER,
+    ci_low DOUBLE, ci_high DOUBLE
 );
+-- Warehouses written before the 95% intervals (ci_low, ci_high) existed gain the columns.
+ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
+ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
+ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
+ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
 CREATE TABLE IF NOT EXISTS latency (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
     attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE
