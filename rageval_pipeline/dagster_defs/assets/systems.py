@@ -109,6 +109,8 @@ def build_system_assets(
 
     ins = {"queries": dg.AssetIn("queries"), "qrels": dg.AssetIn("qrels")}
     ins |= {f"member_{m}": dg.AssetIn([m, "run"]) for m in system.member_names}
+    if system.reads_corpus:
+        ins["corpus"] = dg.AssetIn("corpus")
 
     @dg.asset(
         key=[name, "run"],
@@ -129,6 +131,9 @@ def build_system_assets(
             index_dir=index_dir,
             base_dir=settings.data,
             member_runs=members,
+            corpus=inputs.get("corpus"),
+            reference=reference_of(settings, dataset),
+            embeddings_dir=settings.storage / "embeddings",
         )
         key = (
             content_key(
@@ -137,6 +142,7 @@ def build_system_assets(
                 frame_key(run_inputs.queries),
                 read_stamp(_stamp(index_dir)) if system.indexed else None,
                 {m: frame_key(df) for m, df in members.items()},
+                *([frame_key(inputs["corpus"])] if system.reads_corpus else []),
             )
             if system.reusable
             else None
