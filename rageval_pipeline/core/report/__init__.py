@@ -1,0 +1,69 @@
+"""Reports people read: JSON, Markdown and HTML of one report model, with plots beside them.
+
+`write_reports(report, directory)` writes `gate.json` (the verdict), `report.json` (the whole
+model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and `plots/<name>.svg|png`.
+A bare `Verdict` is accepted wherever a report is and reported without the context
+(summaries, baselines, history) that adds the systems table, explanations and plots.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rageval_pipeline.core.gate import Verdict
+from rageval_pipeline.core.report import render
+from rageval_pipeline.core.report.model import Report, build_report
+from rageval_pipeline.core.report.plots import render as render_figure
+from rageval_pipeline.core.report.render import plotted_values, to_json
+from rageval_pipeline.core.storage import atomic_path, write_text
+
+REPORT_FILES = {
+    "json": "gate.json",
+    "report": "report.json",
+    "markdown": "gate.md",
+    "html": "gate.html",
+}
+__all__ = [
+    "REPORT_FILES",
+    "Report",
+    "build_report",
+    "plotted_values",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "write_reports",
+]
+
+
+def _report(value: Report | Verdict) -> Report:
+    return value if isinstance(value, Report) else build_report(value)
+
+
+def to_markdown(value: Report | Verdict) -> str:
+    return render.to_markdown(_report(value))
+
+
+def to_html(value: Report | Verdict) -> str:
+    report = _report(value)
+    return render.to_html(report, {f.name: render_figure(f)[0] for f in report.figures})
+
+
+def write_reports(value: Report | Verdict, directory: Path) -> dict[str, Path]:
+    """Write every rendering and plot atomically; returns what -> path."""
+    report, directory = _report(value), Path(directory)
+    drawn = {f.name: render_figure(f) for f in report.figures}
+    paths: dict[str, Path] = {}
+    for name, (svg, png) in drawn.items():
+        write_text(directory / "plots" / f"{name}.svg", svg)
+        with atomic_path(directory / "plots" / f"{name}.png") as tmp:
+            tmp.write_bytes(png)
+    texts = {
+        "json": to_json(report.verdict),
+        "report": report.model_dump_json(indent=2) + "\n",
+        "markdown": render.to_markdown(report),
+        "html": render.to_html(report, {n: svg for n, (svg, _) in drawn.items()}),
+    }
+    for what, text in texts.items():
+        paths[what] = directory / REPORT_FILES[what]
+        write_text(paths[what], text)
+    return paths
