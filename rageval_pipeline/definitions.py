@@ -8,6 +8,7 @@ from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.dagster_defs.assets.gate import build_gate_asset
 from rageval_pipeline.dagster_defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.dagster_defs.assets.systems import build_system_assets
+from rageval_pipeline.dagster_defs.baseline_job import update_baseline
 from rageval_pipeline.dagster_defs.jobs import build_jobs
 from rageval_pipeline.dagster_defs.partitions import dataset_partitions
 from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings, WarehouseResource
@@ -27,7 +28,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
             *system_assets,
             build_gate_asset(metrics_keys, settings.data / "gate.yaml"),
         ],
-        jobs=jobs,
+        jobs=[*jobs, update_baseline],
         schedules=[build_nightly(jobs[0])],
         resources={
             "settings": settings,

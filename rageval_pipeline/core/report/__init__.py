@@ -67,3 +67,23 @@ def write_reports(value: Report | Verdict, directory: Path) -> dict[str, Path]:
         paths[what] = directory / REPORT_FILES[what]
         write_text(paths[what], text)
     return paths
+
+
+def short_summary(verdict: Verdict, directory: Path) -> str:
+    """What `scripts/evaluate` prints: the verdict, one line per judged run, where the reports
+    are."""
+    lines = [f"Gate: {'PASS' if verdict.passed else 'FAIL'}: {verdict.summary}"]
+    for key in verdict.runs:
+        checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
+        failed = [c for c in checks if c.blocking and not c.passed]
+        primary = next(
+            (c for c in checks if c.measure == "nDCG@10" and c.value is not None),
+            next((c for c in checks if c.value is not None and c.kind != "latency"), None),
+        )
+        shown = f"{primary.measure} {primary.value:.4f}" if primary else "no measure"
+        if primary is not None and primary.delta is not None and primary.kind == "baseline":
+            shown += f" ({primary.delta:+.4f} vs baseline)"
+        state = f"FAIL ({len(failed)} blocking)" if failed else "PASS"
+        lines.append(f"  {'/'.join(key)}: {state}, {shown}")
+    lines.append(f"Reports: {directory}/gate.html (also gate.md, report.json, plots/)")
+    return "\n".join(lines)

@@ -32,6 +32,7 @@ class Cell(BaseModel):
     baseline: float | None = None
     delta: float | None = None
     passed: bool | None = None  # the baseline check's outcome (None: not compared)
+    inconclusive: bool = False  # beyond tolerance, but not told apart from noise
 
 
 class SystemsRow(BaseModel):
@@ -90,6 +91,7 @@ def _cell(verdict: Verdict, key: RunKey, measure: str, summary: RunSummary | Non
         baseline=against.reference if against else None,
         delta=against.delta if against else None,
         passed=against.passed if against else None,
+        inconclusive=bool(against and against.inconclusive),
     )
 
 

@@ -204,13 +204,17 @@ def _systems_cell(cell: Cell) -> str:
         return "–"
     text = f"{cell.value:.4f}{_interval(cell.ci_low, cell.ci_high)}"
     if cell.delta is not None:
-        text += f" ({cell.delta:+.4f}{'' if cell.passed else ', FAIL'})"
+        flag = ", inconclusive" if cell.inconclusive else ("" if cell.passed else ", FAIL")
+        text += f" ({cell.delta:+.4f}{flag})"
     return text
 
 
 def _systems_table(report: Report) -> _Table:
     tones: list[Tone | None] = [
-        "fail" if any(c.passed is False for c in row.cells) else None for row in report.rows
+        "fail"
+        if any(c.passed is False and not c.inconclusive for c in row.cells)
+        else ("warn" if any(c.inconclusive for c in row.cells) else None)
+        for row in report.rows
     ]
     return _Table(
         ("Measure", *report.columns),
@@ -229,8 +233,12 @@ def _change_blocks(title: str, changes: list[QueryChange]) -> list[_Block]:
     blocks: list[_Block] = [_Heading(3, title)]
     for c in changes:
         moves = ", ".join(f"{m.id} {m.before}->{m.after}" for m in c.moves) or "–"
+        blocks.append(
+            _Para(f"{c.query_id}: {c.measure} {c.baseline:.4f} -> {c.value:.4f} ({c.delta:+.4f})")
+        )
+        if not c.current and not c.previous:
+            continue  # no stored lists (a run or baseline from before they were kept)
         blocks += [
-            _Para(f"{c.query_id}: {c.measure} {c.baseline:.4f} -> {c.value:.4f} ({c.delta:+.4f})"),
             _Table(
                 ("Rank", "Current (grade)", "Baseline (grade)"),
                 [
