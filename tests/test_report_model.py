@@ -147,3 +147,14 @@ def test_seed_003_report_fields_and_pass_fail_rule(context):
         passing, {}, timestamp=datetime(2026, 1, 2, tzinfo=UTC), integrity=(1.0, 1.0)
     )
     assert ok.summary.startswith("PASS: 8/8 queries (100%)") and ok.mrr == 0.75
+
+
+def test_short_summary_is_the_verdict_one_line_per_system_and_where(context, tmp_path):
+    from rageval_pipeline.core.report import short_summary
+
+    report, _ = context
+    lines = short_summary(report.verdict, tmp_path).splitlines()
+    assert lines[0].startswith("Gate: PASS: ") and len(lines) == 4
+    assert lines[1] == "  hotel/test/bm25: PASS, nDCG@10 0.5125 (-0.0375 vs baseline)"
+    assert lines[2] == "  hotel/test/dense: PASS, nDCG@10 0.6000"
+    assert lines[3] == f"Reports: {tmp_path}/gate.html (also gate.md, report.json, plots/)"
