@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from rageval_pipeline.core.generation.config import configured
 from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.dagster_defs.assets.gate import build_gate_asset
 from rageval_pipeline.dagster_defs.assets.ingest import build_ingest_assets
@@ -22,18 +23,23 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     system_assets = [a for s in catalog.values() for a in build_system_assets(s, datasets)]
     metrics_keys = [dg.AssetKey([name, "metrics"]) for name in catalog]
     jobs = build_jobs(list(catalog), datasets)
+    gate = build_gate_asset(metrics_keys, settings.data / "gate.yaml")
+    assets = [*build_ingest_assets(datasets), *system_assets, gate]
+    extra: dict = {}
+    if configured():  # seed 002's generation check: off until a provider is configured
+        from rageval_pipeline.dagster_defs.assets.generation import build_generation
+
+        generation_assets, generation_job, extra = build_generation(catalog, datasets)
+        assets, jobs = [*assets, *generation_assets], [*jobs, generation_job]
     return dg.Definitions(
-        assets=[
-            *build_ingest_assets(datasets),
-            *system_assets,
-            build_gate_asset(metrics_keys, settings.data / "gate.yaml"),
-        ],
+        assets=assets,
         jobs=[*jobs, update_baseline],
         schedules=[build_nightly(jobs[0])],
         resources={
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
+            **extra,
         },
     )
 

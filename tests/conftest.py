@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.loopback_http"]  # the `scripted` server of the network tests
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_BEIR = REPO.parent / "shared" / "data" / "beir"
 

@@ -4,6 +4,7 @@ systems' fingerprints, and warm re-runs that reuse chunks, indexes and runs."""
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -190,3 +191,33 @@ def test_a_missing_index_is_rebuilt_even_when_its_key_matches(pipeline_home):
     shutil.rmtree(pipeline_home / "storage" / "indexes" / "bm25" / "beir-mini")
     again = _reused(_materialize(defs))
     assert [again[f"bm25/{s}"] for s in ("chunks", "index", "run")] == [True, False, True]
+
+
+def test_a_live_service_is_asked_again_and_so_is_a_fusion_of_it(
+    pipeline_home,
+):
+    data = pipeline_home / "data"
+    shutil.copy(Path(__file__).parent / "fixtures" / "retrieval" / "my_search.py", data)
+    systems = {
+        "bm25": {"retriever": "bm25", "chunking": {"strategy": "reference"}},
+        "ours": {"retriever": "python", "entry_point": "my_search:dicts"},
+        "both": {"retriever": "rrf", "level": "document", "members": ["bm25", "ours"]},
+    }
+    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
+    defs = build_definitions()
+    selection = ["bm25/run", "ours/run", "both/run"]
+
+    def reused() -> dict:
+        result = dg.materialize(
+            list(defs.assets),
+            selection=dg.AssetSelection.assets(["both", "run"]).upstream(),
+            partition_key="beir-mini",
+            resources=defs.resources,
+        )
+        assert result.success
+        return {k: v for k, v in _reused(result).items() if k in selection}
+
+    assert reused() == {"bm25/run": False, "ours/run": False, "both/run": False}
+    # The service is asked again; its answers (and latencies) may differ, so the fusion built
+    # on them is made again too, while bm25's run is reused.
+    assert reused() == {"bm25/run": True, "ours/run": False, "both/run": False}

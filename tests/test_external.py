@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from rageval_pipeline.core.retrieval.external import (
     load_entry_point,
     read_run_file,
 )
+from tests.loopback_http import reply, trickle
+from tests.loopback_http import sequence as in_turn
+from tests.test_net import MALFORMED, SECRET, full_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
 TOKEN = "s3cr3t-token-value"
@@ -327,3 +331,88 @@ def test_bad_run_files_are_input_errors(tmp_path):
     assert (err.value.line, err.value.field) == (2, "score")
     with pytest.raises(InputError):
         read_run_file(tmp_path / "missing.trec", "trec")
+
+
+# --- limits and secrets through core.net ---------------------------------------------------
+
+RESULTS = json.dumps({"results": [{"id": "d", "score": 1.0}]}).encode()
+
+
+class TestHttpLimits:
+    @pytest.mark.parametrize("phase", ["stall", "headers", "body"])
+    def test_a_trickling_endpoint_stops_at_the_total_deadline(self, scripted, phase):
+        url = scripted.route("/search", trickle(phase, interval_s=0.05))
+        with pytest.raises(InputError) as err:
+            execute(retriever(url, timeout_s=0.5, attempts=1).search, QUERIES[:1], 5)
+        assert str(err.value) == (
+            f"{url}: query q1: failed after 1 attempt(s): no complete response within the "
+            "0.5 s deadline (RAGEVAL_HTTP_DEADLINE_S)"
+        )
+
+    @pytest.mark.parametrize(("size", "cap"), [(2000, 1000), (1001, 1000), (100_000, 50_000)])
+    def test_an_oversized_response_is_refused(self, scripted, monkeypatch, size, cap):
+        monkeypatch.setenv("RAGEVAL_HTTP_MAX_RESPONSE_BYTES", str(cap))
+        padding = "x" * size
+        body = json.dumps({"results": [{"id": "d", "score": 1, "content": padding}]}).encode()
+        url = scripted.route("/search", reply(200, body))
+        with pytest.raises(InputError) as err:
+            retriever(url).search("q", 5)
+        assert str(err.value) == (
+            f"{url}: the response exceeds the {cap}-byte limit (RAGEVAL_HTTP_MAX_RESPONSE_BYTES)"
+        )
+        assert len(scripted.requests) == 1
+
+    @pytest.mark.parametrize("status", [429, 503])
+    def test_retry_after_is_honoured(self, scripted, status):
+        url = scripted.route(
+            "/search",
+            in_turn(reply(status, headers={"Retry-After": "1"}), reply(200, RESULTS)),
+        )
+        assert retriever(url).search("q", 5) == [Hit("d", 1.0, None)]
+        first, second = scripted.requests
+        assert 0.95 <= second.at - first.at < 4.0
+
+    @pytest.mark.parametrize("hops", [1, 2])
+    def test_redirect_loop_names_the_url(self, scripted, hops):
+        for i in range(hops):
+            scripted.route(f"/r{i}", reply(307, headers={"Location": f"/r{(i + 1) % hops}"}))
+        with pytest.raises(InputError) as err:
+            retriever(scripted.url + "/r0").search("q", 5)
+        assert str(err.value).startswith(f"{scripted.url}/r0: more than 5 redirect(s)")
+
+
+class TestHttpSecrets:
+    @pytest.mark.parametrize(("value", "problem"), MALFORMED)
+    def test_a_malformed_token_is_refused_before_any_request(
+        self, scripted, monkeypatch, value, problem
+    ):
+        monkeypatch.setenv("SEARCH_API_TOKEN", value)
+        url = scripted.route("/search", reply(200, RESULTS))
+        with pytest.raises(InputError) as err:
+            retriever(url, headers_from_env={"Authorization": "SEARCH_API_TOKEN"})
+        assert str(err.value) == (
+            f"{url}: headers_from_env.Authorization: environment variable SEARCH_API_TOKEN is "
+            f"not a valid Authorization header value: {problem} (the value is not shown)"
+        )
+        assert SECRET not in full_text(err.value) and scripted.requests == []
+
+    @pytest.mark.parametrize("status", [401, 403, 400])
+    def test_a_rejected_token_echoed_in_the_body_never_shows(self, scripted, monkeypatch, status):
+        monkeypatch.setenv("SEARCH_API_TOKEN", "Bearer " + SECRET)
+        url = scripted.route("/search", lambda h: reply(status, str(h.headers).encode())(h))
+        http = retriever(url, headers_from_env={"Authorization": "SEARCH_API_TOKEN"})
+        with pytest.raises(InputError) as err:
+            execute(http.search, QUERIES[:1], 5)
+        assert str(err.value) == (
+            f"{url}: query q1: HTTP {status} {HTTPStatus(status).phrase} (not retried)"
+        )
+        assert scripted.requests[0].headers["Authorization"] == "Bearer " + SECRET
+        assert SECRET not in full_text(err.value)
+
+    @pytest.mark.parametrize("query", ["api_key=" + SECRET, "a=1&token=" + SECRET])
+    def test_a_secret_in_the_query_string_never_shows(self, scripted, query):
+        url = scripted.route("/search", reply(500))
+        with pytest.raises(InputError) as err:
+            retriever(f"{url}?{query}", attempts=1).search("q", 5)
+        assert str(err.value) == f"{url}?…: failed after 1 attempt(s): HTTP 500"
+        assert SECRET not in full_text(err.value)

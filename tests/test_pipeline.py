@@ -257,6 +257,6 @@ def test_unreachable_archive_fails_the_ingest_step_with_the_url(
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     message = failure.step_failure_data.error.cause.message
-    assert f"{loopback.url}/scifact.zip failed: HTTP 404" in message
+    assert f"{loopback.url}/scifact.zip: HTTP 404 (not retried)" in message
     assert loopback.requests == ["/scifact.zip"]
     assert not (pipeline_home / "storage" / "archives" / "scifact.zip").exists()

@@ -10,13 +10,17 @@ import hashlib
 import os
 import shutil
 import tempfile
-import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import httpx
+from pydantic import Field
+
+from rageval_pipeline.core import net
+from rageval_pipeline.core.errors import ArchiveError
+from rageval_pipeline.core.limits import EnvLimits
+from rageval_pipeline.core.net import NetLimits
 
 OFFICIAL_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 MIRROR_ENV = "RAGEVAL_BEIR_MIRROR"
@@ -62,13 +66,23 @@ def ignores_identical_ids(dataset: str) -> bool:
     return entry is not None and entry.ignore_identical_ids
 
 
-# Transient failures worth another attempt; anything else (404, 403, ...) is final.
-_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _CHUNK = 1 << 20
+DOWNLOAD_ENV_PREFIX = "RAGEVAL_BEIR"  # RAGEVAL_BEIR_DEADLINE_S, ... (docs/limits.md)
+ARCHIVE_ENV_PREFIX = "RAGEVAL_ARCHIVE"  # RAGEVAL_ARCHIVE_MAX_MEMBERS, ...
+# The largest BEIR archives (msmarco, fever) are ~1.1 GB: an hour at 0.3 MB/s.
+DOWNLOAD_DEFAULTS = dict(
+    deadline_s=3600.0, connect_timeout_s=30.0, max_response_bytes=4 << 30, attempts=4, backoff_s=1.0
+)
 
 
-class ArchiveError(RuntimeError):
-    """A download or an archive that cannot be used; the message names the URL or file."""
+class ArchiveLimits(EnvLimits):
+    """Bounds on what extracting one archive may create (zip bombs); `RAGEVAL_ARCHIVE_*`."""
+
+    max_members: int = Field(10_000, ge=1, description="files and folders in the archive")
+    max_total_bytes: int = Field(32 << 30, ge=1, description="all members, extracted")
+    max_member_bytes: int = Field(16 << 30, ge=1, description="one member, extracted")
+    max_ratio: float = Field(200.0, gt=1, description="extracted / compressed size of a member")
+    ratio_min_bytes: int = Field(1 << 20, ge=0, description="members smaller skip the ratio")
 
 
 @dataclass(frozen=True)
@@ -98,28 +112,38 @@ def md5_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def download_limits(**overrides: float | None) -> NetLimits:
+    """BEIR's download limits: the defaults, then `overrides` not None, then the environment."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return NetLimits.from_env(DOWNLOAD_ENV_PREFIX, **(DOWNLOAD_DEFAULTS | given))
+
+
 def fetch_archive(
     name: str,
     cache_dir: Path,
     *,
     base: str | None = None,
     expected_md5: str | None = None,
-    attempts: int = 4,
-    backoff_s: float = 1.0,
-    timeout_s: float = 60.0,
+    attempts: int | None = None,
+    backoff_s: float | None = None,
+    timeout_s: float | None = None,
     log: Callable[[str], None] = lambda _msg: None,
 ) -> FetchResult:
     """Return `cache_dir/{name}.zip`, downloading it only when no verified copy is cached.
 
-    The download streams into a temp file beside the target and is renamed over it only after
-    its md5 matches, so a failed or corrupt download never replaces a good cached archive.
+    The download goes through `core.net` (`download_limits`: `timeout_s` is the TOTAL deadline
+    of one attempt, default an hour). It streams into a temp file beside the target, renamed
+    over it only after its md5 matches, so a failed or corrupt download never replaces a good
+    cached archive.
     """
+    url = archive_url(name, base)
     expected = expected_md5 or BEIR_MD5.get(name)
     if expected is None:
-        raise ArchiveError(f"no md5 is known for BEIR dataset {name!r}; known: {sorted(BEIR_MD5)}")
-    url = archive_url(name, base)
+        raise ArchiveError(
+            url, f"no md5 is known for BEIR dataset {name!r}; known: {sorted(BEIR_MD5)}"
+        )
+    limits = download_limits(attempts=attempts, backoff_s=backoff_s, deadline_s=timeout_s)
     target = cache_dir / f"{name}.zip"
-    started = time.perf_counter()
     if target.exists() and md5_of(target) == expected:
         log(f"{target} is cached and its md5 {expected} verifies; not downloading")
         return FetchResult(target, url, expected, False, target.stat().st_size, 0.0)
@@ -129,87 +153,66 @@ def fetch_archive(
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        size = _download(
-            url, tmp, attempts=attempts, backoff_s=backoff_s, timeout_s=timeout_s, log=log
-        )
+        reply = net.download(url, tmp, limits, progress=_progress(net.redact_url(url), log))
         actual = md5_of(tmp)
         if actual != expected:
             raise ArchiveError(
-                f"md5 mismatch for {url}: expected {expected}, got {actual}; "
-                f"the cached archive (if any) was left untouched"
+                reply.url,
+                f"md5 mismatch: expected {expected}, got {actual}; "
+                f"the cached archive (if any) was left untouched",
             )
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    seconds = time.perf_counter() - started
-    log(f"downloaded {url} ({size / 1e6:.1f} MB in {seconds:.1f} s), md5 {expected} verified")
-    return FetchResult(target, url, expected, True, size, seconds)
+    log(
+        f"downloaded {reply.url} ({reply.size / 1e6:.1f} MB in {reply.elapsed_s:.1f} s, "
+        f"{reply.attempts} attempt(s)), md5 {expected} verified"
+    )
+    return FetchResult(target, url, expected, True, reply.size, reply.elapsed_s)
 
 
-def _download(
-    url: str,
-    dest: Path,
-    *,
-    attempts: int,
-    backoff_s: float,
-    timeout_s: float,
-    log: Callable[[str], None],
-) -> int:
-    last: Exception | None = None
-    for attempt in range(1, attempts + 1):
-        try:
-            return _stream(url, dest, timeout_s=timeout_s, log=log)
-        except httpx.HTTPStatusError as exc:
-            if exc.response.status_code not in _RETRY_STATUS:
-                raise ArchiveError(
-                    f"download of {url} failed: HTTP {exc.response.status_code}"
-                ) from exc
-            last = exc
-        except httpx.TransportError as exc:
-            last = exc
-        if attempt < attempts:
-            wait = backoff_s * 2 ** (attempt - 1)
-            log(f"attempt {attempt}/{attempts} for {url} failed ({last}); retrying in {wait:.1f} s")
-            time.sleep(wait)
-    raise ArchiveError(f"download of {url} failed after {attempts} attempts: {last}")
+def _progress(url: str, log: Callable[[str], None]) -> Callable[[int, int | None], None]:
+    """A progress callback logging every quarter of a download of known size."""
+    next_report = [0.0]
+
+    def report(done: int, total: int | None) -> None:
+        if total and done / total >= next_report[0]:
+            log(f"{url}: {done / 1e6:.1f} of {total / 1e6:.1f} MB")
+            next_report[0] += 0.25
+
+    return report
 
 
-def _stream(url: str, dest: Path, *, timeout_s: float, log: Callable[[str], None]) -> int:
-    done = 0
-    next_report = 0.0
-    with httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as response:
-        response.raise_for_status()
-        total = int(response.headers.get("content-length") or 0)
-        with dest.open("wb") as out:
-            for block in response.iter_bytes(_CHUNK):
-                out.write(block)
-                done += len(block)
-                if total and done / total >= next_report:
-                    log(f"{url}: {done / 1e6:.1f} of {total / 1e6:.1f} MB")
-                    next_report += 0.25
-    return done
-
-
-def extract_archive(archive: Path, dest_root: Path, name: str) -> Path:
+def extract_archive(
+    archive: Path, dest_root: Path, name: str, limits: ArchiveLimits | None = None
+) -> Path:
     """Extract `archive` into `dest_root/{name}` and return that folder (BEIR layout).
 
-    Refuses members that would land outside the folder (absolute paths, `..`) and symlinks,
-    extracts into a temp folder and renames it into place, so a half-extracted dataset is
-    never visible. An existing extraction is replaced only after the new one is complete.
+    Every member is checked before anything is written: no path outside the folder (absolute,
+    `..`), no symlink or special file, and `limits` (default `ArchiveLimits.from_env`) on the
+    member count, each member's and the total extracted size, and the compression ratio. The
+    copy counts bytes too, so a member that lies about its size stops at its limit. Extraction
+    goes to a temp folder renamed into place: a half-extracted dataset is never visible, and an
+    existing extraction is replaced only after the new one is complete.
     """
+    limits = limits or ArchiveLimits.from_env(ARCHIVE_ENV_PREFIX)
     dest_root.mkdir(parents=True, exist_ok=True)
     final = dest_root / name
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest_root))
     try:
-        with zipfile.ZipFile(archive) as zf:
-            for member in zf.infolist():
-                _check_member(archive, member)
-            zf.extractall(staging)
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                members = zf.infolist()
+                _check_members(archive, members, limits)
+                for member in members:
+                    _extract_member(archive, zf, member, staging, limits)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as exc:
+            raise ArchiveError(archive, f"not a readable zip archive ({exc})") from None
         # BEIR archives hold one top folder named after the dataset.
         inner = staging / name
         source = inner if inner.is_dir() else staging
         if not (source / "corpus.jsonl").exists():
-            raise ArchiveError(f"{archive}: no {name}/corpus.jsonl inside; not a BEIR archive")
+            raise ArchiveError(archive, f"no {name}/corpus.jsonl inside; not a BEIR archive")
         old = None
         if final.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=dest_root))
@@ -222,10 +225,74 @@ def extract_archive(archive: Path, dest_root: Path, name: str) -> Path:
     return final
 
 
-def _check_member(archive: Path, member: zipfile.ZipInfo) -> None:
+def _check_members(archive: Path, members: list[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
+    """Refuse the whole archive before writing anything if one member or the sum is unsafe."""
+    if len(members) > limits.max_members:
+        raise ArchiveError(
+            archive,
+            f"{len(members)} members, more than the limit of {limits.max_members}"
+            f"{limits.hint('max_members')}",
+        )
+    total = 0
+    for member in members:
+        _check_member(archive, member, limits)
+        total += member.file_size
+        if total > limits.max_total_bytes:
+            raise ArchiveError(archive, _too_big("all members", limits, "max_total_bytes"))
+
+
+def _check_member(archive: Path, member: zipfile.ZipInfo, limits: ArchiveLimits) -> None:
     path = PurePosixPath(member.filename)
     if path.is_absolute() or ".." in path.parts or member.filename.startswith("\\"):
-        raise ArchiveError(f"{archive}: unsafe member path {member.filename!r}")
-    # Unix mode lives in the high 16 bits; 0o120000 marks a symlink.
-    if (member.external_attr >> 16) & 0o170000 == 0o120000:
-        raise ArchiveError(f"{archive}: member {member.filename!r} is a symlink")
+        raise ArchiveError(archive, f"unsafe member path {member.filename!r}")
+    # Unix mode lives in the high 16 bits: 0o120000 marks a symlink; only files and folders.
+    kind = (member.external_attr >> 16) & 0o170000
+    if kind == 0o120000:
+        raise ArchiveError(archive, f"member {member.filename!r} is a symlink")
+    if kind not in (0, 0o100000, 0o040000):
+        raise ArchiveError(archive, f"member {member.filename!r} is not a file or folder")
+    if member.file_size > limits.max_member_bytes:
+        raise _oversize(archive, member, limits)
+    ratio = member.file_size / max(member.compress_size, 1)
+    if member.file_size >= limits.ratio_min_bytes and ratio > limits.max_ratio:
+        raise ArchiveError(
+            archive,
+            f"member {member.filename!r} expands {ratio:.0f} times, more than the limit of "
+            f"{limits.max_ratio:g}{limits.hint('max_ratio')} (a zip bomb?)",
+        )
+
+
+def _too_big(what: str, limits: ArchiveLimits, name: str) -> str:
+    return (
+        f"{what}: more than the limit of {getattr(limits, name)} extracted bytes{limits.hint(name)}"
+    )
+
+
+def _oversize(archive: Path, member: zipfile.ZipInfo, limits: ArchiveLimits) -> ArchiveError:
+    what = f"member {member.filename!r}"
+    return ArchiveError(archive, _too_big(what, limits, "max_member_bytes"))
+
+
+def _extract_member(
+    archive: Path,
+    zf: zipfile.ZipFile,
+    member: zipfile.ZipInfo,
+    staging: Path,
+    limits: ArchiveLimits,
+) -> None:
+    target = staging / member.filename
+    try:
+        if member.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = target.open("xb")
+    except (FileExistsError, IsADirectoryError, NotADirectoryError):
+        raise ArchiveError(archive, f"member {member.filename!r} collides with another") from None
+    written = 0
+    with zf.open(member) as source, out:
+        while block := source.read(_CHUNK):
+            written += len(block)
+            if written > min(member.file_size, limits.max_member_bytes):
+                raise _oversize(archive, member, limits)
+            out.write(block)

@@ -29,3 +29,18 @@ class InputError(ValueError):
         if self.field:
             where += f": {self.field}"
         return f"{where}: {self.problem}"
+
+
+class NetworkError(InputError):
+    """A network call that failed for good: names the URL (no query string), never a header,
+    and is never chained to the httpx exception (that one carries the request's headers)."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        super().__init__(url, problem)
+
+
+class ArchiveError(InputError):
+    """An archive that cannot be used (md5, unsafe member, a limit): names the URL or file."""
+
+    def __init__(self, where: str | Path, problem: str) -> None:
+        super().__init__(where, problem)

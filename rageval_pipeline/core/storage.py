@@ -251,29 +251,29 @@ class Warehouse:
         finally:
             con.close()
 
-    def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
-        """Insert one run and its result tables in one transaction (replacing a same run_id)."""
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection whose statements commit together, or not at all."""
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                for table in ("runs", *RESULT_TABLES):
-                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run["run_id"]])
-                con.execute(
-                    f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})",
-                    list(run.values()),
-                )
-                for table, df in results.items():
-                    if table not in RESULT_TABLES:
-                        raise ValueError(f"unknown result table {table!r}")
-                    if len(df):
-                        con.register("incoming", df)
-                        cols = ", ".join(f'"{c}"' for c in df.columns)
-                        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
-                        con.unregister("incoming")
+                yield con
                 con.execute("COMMIT")
             except Exception:
                 con.execute("ROLLBACK")
                 raise
+
+    def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
+        """Insert one run and its result tables in one transaction (replacing a same run_id)."""
+        with self.transaction() as con:
+            for table in ("runs", *RESULT_TABLES):
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run["run_id"]])
+            con.execute(
+                f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})",
+                list(run.values()),
+            )
+            for table, df in results.items():
+                insert_rows(con, table, df)
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
         with self.read() as con:
@@ -285,3 +285,14 @@ class Warehouse:
                 f"INSERT INTO gate_results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                 list(row.values()),
             )
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> None:
+    """Append `df` to one of the result tables, by column name."""
+    if table not in RESULT_TABLES:
+        raise ValueError(f"unknown result table {table!r}")
+    if len(df):
+        con.register("incoming", df)
+        cols = ", ".join(f'"{c}"' for c in df.columns)
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
+        con.unregister("incoming")

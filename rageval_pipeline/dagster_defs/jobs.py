@@ -12,7 +12,8 @@ def build_jobs(system_names: list[str], datasets: dg.PartitionsDefinition) -> li
     jobs = [
         dg.define_asset_job(
             "evaluate_dataset",
-            selection=dg.AssetSelection.all(),
+            # The optional generation group (LLM calls) runs only in evaluate_generation.
+            selection=dg.AssetSelection.all() - dg.AssetSelection.groups("generation"),
             executor_def=IN_PROCESS,
             description="Ingest a dataset, run and measure every configured system, gate.",
         ),

@@ -1,8 +1,9 @@
 """The user's own system: a run file made elsewhere, an HTTP search endpoint, a Python function.
 
 Interactive systems (HTTP, Python) answer one query at a time through `base.execute`, which
-times each call. Each call has a timeout and is retried on transient failures (timeouts,
-connection errors, HTTP 5xx and 429) with exponential backoff; anything else fails at once.
+times each call. Each call has a timeout (HTTP: a total deadline per attempt, through
+`core.net`) and is retried on transient failures (timeouts, connection errors, HTTP 408, 425,
+429 and 5xx, honouring `Retry-After`) with exponential backoff; anything else fails at once.
 Every failure is an `InputError` naming the URL or entry point and the field (execute adds
 the query id), never a header value: credentials come from the environment and stay there.
 
@@ -17,19 +18,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from http import HTTPStatus
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import httpx
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rageval_pipeline.core import formats
+from rageval_pipeline.core import formats, net
 from rageval_pipeline.core.chunking import source_ids
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.retrieval.base import Hit
 
 MAX_TOP_K = 100  # seed 003: an interactive query asks for 1..100 results
+HTTP_ENV_PREFIX = "RAGEVAL_HTTP"  # RAGEVAL_HTTP_MAX_RESPONSE_BYTES etc. (docs/limits.md)
+MAX_RESPONSE_BYTES = 8 << 20  # 100 results with content and metadata fit many times over
+_KNOWN_STATUS = {s.value for s in HTTPStatus}
 T = TypeVar("T")
 
 
@@ -116,7 +120,14 @@ def _check_attempts(attempts: int, timeout_s: float) -> None:
 
 
 class HttpRetriever:
-    """POST {"query", "top_k"} to `url`; expects 200 {"results": [{"id", "score", ...}]}."""
+    """POST {"query", "top_k"} to `url`; expects 200 {"results": [{"id", "score", ...}]}.
+
+    Calls go through `core.net` (one pooled session shared by every worker thread): each
+    attempt has a total deadline of `timeout_s`, the body a size cap, and retries honour
+    `Retry-After`. `RAGEVAL_HTTP_*` variables override these limits (docs/limits.md).
+    `headers_from_env` maps a header to the environment variable holding its value (read
+    and validated here; errors name the header and variable, never the value).
+    """
 
     def __init__(
         self,
@@ -126,44 +137,42 @@ class HttpRetriever:
         attempts: int = 3,
         headers: Mapping[str, str] | None = None,
         backoff_s: float = 0.5,
+        headers_from_env: Mapping[str, str] | None = None,
     ) -> None:
         _check_attempts(attempts, timeout_s)
         self.url = url
-        self.attempts = attempts
-        self.backoff_s = backoff_s
-        # httpx.Client is thread-safe, so one client (one connection pool) serves every worker.
-        self._client = httpx.Client(timeout=timeout_s, headers=dict(headers or {}))
+        self.where = net.redact_url(url)  # errors never show a query string (API keys hide there)
+        limits = net.NetLimits.from_env(
+            HTTP_ENV_PREFIX,
+            deadline_s=timeout_s,
+            attempts=attempts,
+            backoff_s=backoff_s,
+            max_response_bytes=MAX_RESPONSE_BYTES,
+        )
+        values = net.check_headers(headers or {}, self.where)
+        values |= net.headers_from_env(headers_from_env or {}, self.where)
+        self._session = net.HttpSession(limits, values)
 
     def close(self) -> None:
-        self._client.close()
+        self._session.close()
 
     def search(self, query: str, k: int) -> list[Hit]:
-        _check_top_k(self.url, k)
+        _check_top_k(self.where, k)
         if not query.strip():
             return []
         body = SearchRequest(query=query, top_k=k).model_dump()
-        response = _with_retries(lambda: self._post(body), self.url, self.attempts, self.backoff_s)
+        reply = self._session.request("POST", self.url, json=body)
+        if reply.status != 200:
+            # The body is never quoted: a server may echo the request's headers there.
+            phrase = HTTPStatus(reply.status).phrase if reply.status in _KNOWN_STATUS else ""
+            raise InputError(self.where, f"HTTP {reply.status} {phrase} (not retried)".strip())
         try:
-            parsed = SearchResponse.model_validate_json(response.content)
+            parsed = SearchResponse.model_validate_json(reply.content)
         except ValidationError as exc:
             if exc.errors()[0]["type"] == "json_invalid":
-                raise InputError(self.url, "response is not valid JSON") from None
-            raise _validation_error(self.url, exc) from None
-        return _hits(self.url, parsed.results, "results")
-
-    def _post(self, body: dict) -> httpx.Response:
-        try:
-            response = self._client.post(self.url, json=body)
-        except httpx.TimeoutException as exc:
-            raise _Transient(f"timed out ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            raise _Transient(f"connection failed ({type(exc).__name__})") from exc
-        status = response.status_code
-        if status == 429 or status >= 500:
-            raise _Transient(f"HTTP {status}")
-        if status != 200:
-            raise InputError(self.url, f"HTTP {status} {response.reason_phrase} (not retried)")
-        return response
+                raise InputError(self.where, "response is not valid JSON") from None
+            raise _validation_error(self.where, exc) from None
+        return _hits(self.where, parsed.results, "results")
 
 
 # --- (c) Python entry point --------------------------------------------------------------

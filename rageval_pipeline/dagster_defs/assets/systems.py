@@ -123,30 +123,18 @@ def build_system_assets(
     )
     def run(context: dg.AssetExecutionContext, settings: Settings, **inputs) -> pd.DataFrame:
         dataset = context.partition_key
-        index_dir = settings.index_dir(name, dataset)
         members = {m: inputs[f"member_{m}"] for m in system.member_names}
         run_inputs = RunInputs(
             queries=loaders.judged_queries(inputs["queries"], inputs["qrels"], settings.split),
             top_k=settings.top_k,
-            index_dir=index_dir,
+            index_dir=settings.index_dir(name, dataset),
             base_dir=settings.data,
             member_runs=members,
             corpus=inputs.get("corpus"),
             reference=reference_of(settings, dataset),
             embeddings_dir=settings.storage / "embeddings",
         )
-        key = (
-            content_key(
-                versions["run"],
-                settings.top_k,
-                frame_key(run_inputs.queries),
-                read_stamp(_stamp(index_dir)) if system.indexed else None,
-                {m: frame_key(df) for m, df in members.items()},
-                *([frame_key(inputs["corpus"])] if system.reads_corpus else []),
-            )
-            if system.reusable
-            else None
-        )
+        key = _run_key(system, versions["run"], run_inputs)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
         result = None if settings.force or key is None else cache.get(key)
         reused = result is not None
@@ -231,6 +219,20 @@ def build_system_assets(
         return results.per_query.assign(run_id=stored.run_id)
 
     return [*out, run, metrics]
+
+
+def _run_key(system: SystemConfig, version: str, inputs: RunInputs) -> str | None:
+    """The content key of a run; None when it must not be reused (a live service's answers,
+    or an index whose key is unknown)."""
+    index_key = read_stamp(_stamp(inputs.index_dir)) if system.indexed else "none"
+    if not system.reusable or index_key is None:
+        return None
+    members = {m: frame_key(df) for m, df in inputs.member_runs.items()}
+    # A reranker's run also depends on the documents' text.
+    corpus = [frame_key(inputs.corpus)] if system.reads_corpus else []
+    return content_key(
+        version, inputs.top_k, frame_key(inputs.queries), index_key, members, *corpus
+    )
 
 
 def _stamp(index_dir: Path) -> Path:

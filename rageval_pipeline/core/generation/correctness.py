@@ -1,0 +1,275 @@
+"""Seed 002's generation check: reference answers, RAG answers, LLM-as-judge correctness.
+
+1. `synthesize_ground_truth`: for each query of a dataset's generation set, a reference answer
+   written from its most relevant judged targets: those of the highest grade the query has
+   (recorded per query), at most `MAX_TARGETS` of them, in id order. For seed 002's five
+   nfcorpus queries that is grade 2: BEIR's test qrels hold 21, 20, 16, 15 and 14 grade-2
+   documents for them, the seed's counts (checked in tests/test_generation_core.py).
+2. `rag_answers`: each system answers from its own top `context_k` retrieved units.
+3. `judge_answers`: the judge compares answer and reference, TRUE/FALSE, raw output kept; with
+   n samples, the verdict is the strict majority (else `unparseable`) and agreement is reported.
+4. `summarize`: the correctness rate = TRUE / judged (an `unparseable` verdict counts as not
+   correct), with a 95% Wilson score interval (good coverage at the small n of these sets).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from datetime import UTC, datetime
+
+import pandas as pd
+from pydantic import BaseModel
+
+from rageval_pipeline.core.generation import prompts
+from rageval_pipeline.core.generation.llm import LLM, agreement, prompt_hash
+from rageval_pipeline.core.generation.verdicts import Verdict, parse_verdict
+from rageval_pipeline.core.storage import Warehouse, insert_rows
+
+MEASURE = "AnswerCorrectness"
+MAX_TARGETS = 5  # seed 002: "top 3-5 highly relevant documents"
+# Default generation sets: queries whose best-judged targets hold an answer.
+GENERATION_SETS: dict[str, tuple[str, ...]] = {
+    "nfcorpus": ("PLAIN-2630", "PLAIN-2660", "PLAIN-2510", "PLAIN-2430", "PLAIN-2690"),
+    # Factual questions whose grade-3 chunk states the answer (rate limit, header, sizes...).
+    "techdocs": ("Q002", "Q003", "Q004", "Q005", "Q008"),
+    # Policy/amenity questions answered in one entity (refund, pool, check-in, pets, key card).
+    "hotel": ("q001", "q002", "q003", "q007", "q010"),
+    "beir-mini": ("q01", "q02"),
+}
+
+Texts = dict[str, tuple[str, str]]  # unit id -> (title, text)
+
+
+class Reference(BaseModel):
+    query_id: str
+    query: str
+    answer: str
+    grade: int  # the highest grade the query has: the grade of the targets used
+    targets: list[str]
+
+
+class GroundTruth(BaseModel):
+    """A versioned set of reference answers and what wrote them."""
+
+    dataset: str
+    version: str  # hash of model, parameters, prompt and targets: a change makes a new file
+    provider: str
+    model: str
+    params: dict
+    prompt_sha256: str
+    created_at: str
+    references: list[Reference]
+
+
+class CorrectnessSummary(BaseModel):
+    rate: float
+    ci95_low: float
+    ci95_high: float
+    interval: str = "wilson"
+    n: int
+    true: int
+    false: int
+    unparseable: int
+    mean_agreement: float
+    samples: int
+
+
+def best_targets(qrels: pd.DataFrame, query_id: str) -> tuple[int, list[str]]:
+    """(highest grade present, up to MAX_TARGETS ids judged that grade, in id order)."""
+    judged = qrels[(qrels["query_id"] == query_id) & (qrels["relevance"] > 0)]
+    if judged.empty:
+        raise ValueError(f"query {query_id} has no relevant judgment: cannot write a reference")
+    grade = int(judged["relevance"].max())
+    ids = sorted(judged.loc[judged["relevance"] == grade, "doc_id"].astype(str))
+    return grade, ids[:MAX_TARGETS]
+
+
+def _query_text(queries: pd.DataFrame, query_id: str) -> str:
+    match = queries.loc[queries["query_id"] == query_id, "text"]
+    if match.empty:
+        raise ValueError(f"query {query_id} of the generation set is not in the dataset")
+    return str(match.iloc[0])
+
+
+def ground_truth_version(llm: LLM, plan: list[tuple[str, str, int, list[str]]]) -> str:
+    key = dict(
+        provider=llm.config.provider,
+        model=llm.config.model,
+        params=llm.config.params(),
+        prompt=prompt_hash(prompts.GROUND_TRUTH),
+        plan=plan,
+    )
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def plan_ground_truth(
+    queries: pd.DataFrame, qrels: pd.DataFrame, query_ids: tuple[str, ...]
+) -> list[tuple[str, str, int, list[str]]]:
+    """(query id, text, grade used, target ids) per query of the generation set."""
+    return [(q, _query_text(queries, q), *best_targets(qrels, q)) for q in query_ids]
+
+
+def synthesize_ground_truth(
+    llm: LLM, dataset: str, plan: list[tuple[str, str, int, list[str]]], texts: Texts
+) -> GroundTruth:
+    prompt_list = [
+        prompts.GROUND_TRUTH.format(
+            query=query, context=prompts.documents_block([texts[t] for t in targets])
+        )
+        for _, query, _, targets in plan
+    ]
+    answers = llm.complete_all(prompt_list)
+    return GroundTruth(
+        dataset=dataset,
+        version=ground_truth_version(llm, plan),
+        provider=llm.config.provider,
+        model=llm.config.model,
+        params=llm.config.params(),
+        prompt_sha256=prompt_hash(prompts.GROUND_TRUTH),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        references=[
+            Reference(query_id=q, query=text, answer=a[0].text, grade=g, targets=t)
+            for (q, text, g, t), a in zip(plan, answers, strict=True)
+        ],
+    )
+
+
+def rag_answers(
+    llm: LLM, run: pd.DataFrame, references: list[Reference], texts: Texts, context_k: int = 5
+) -> pd.DataFrame:
+    """One answer per reference query from the system's top `context_k` retrieved units."""
+    hits = run[run["doc_id"].notna()].sort_values(["query_id", "rank"], kind="mergesort")
+    contexts, prompt_list = [], []
+    for ref in references:
+        ids = hits.loc[hits["query_id"] == ref.query_id, "doc_id"].head(context_k).tolist()
+        found = [i for i in ids if i in texts]
+        contexts.append(found)
+        block = prompts.documents_block([texts[i] for i in found]) or "(nothing retrieved)"
+        prompt_list.append(prompts.RAG_ANSWER.format(query=ref.query, context=block))
+    answers = llm.complete_all(prompt_list)
+    return pd.DataFrame(
+        dict(
+            query_id=[r.query_id for r in references],
+            query=[r.query for r in references],
+            context_ids=[json.dumps(c) for c in contexts],
+            answer=[a[0].text for a in answers],
+            answered_by=llm.label,
+            input_tokens=[a[0].input_tokens for a in answers],
+            output_tokens=[a[0].output_tokens for a in answers],
+        )
+    )
+
+
+def majority(verdicts: list[Verdict]) -> Verdict:
+    """The verdict of a strict majority of samples; a split vote is `unparseable`."""
+    (top, count), *_ = Counter(verdicts).most_common(1)
+    return top if count * 2 > len(verdicts) else "unparseable"
+
+
+def judge_answers(
+    llm: LLM, answers: pd.DataFrame, references: list[Reference], samples: int = 1
+) -> pd.DataFrame:
+    by_id = {r.query_id: r for r in references}
+    prompt_list = [
+        prompts.CORRECTNESS.format(
+            query=row.query, answer=row.answer, reference=by_id[row.query_id].answer
+        )
+        for row in answers.itertuples(index=False)
+    ]
+    outputs = llm.complete_all(prompt_list, samples)
+    verdicts = [[parse_verdict(c.text) for c in out] for out in outputs]
+    return pd.DataFrame(
+        dict(
+            query_id=answers["query_id"].tolist(),
+            verdict=[majority(v) for v in verdicts],
+            sample_verdicts=[json.dumps(v) for v in verdicts],
+            agreement=[agreement(v) for v in verdicts],
+            raw_output=[json.dumps([c.text for c in out], ensure_ascii=False) for out in outputs],
+            judged_by=llm.label,
+        )
+    )
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (95% by default)."""
+    if n == 0:
+        return math.nan, math.nan
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def summarize(judgments: pd.DataFrame) -> CorrectnessSummary:
+    counts = judgments["verdict"].value_counts()
+    n, true = len(judgments), int(counts.get("TRUE", 0))
+    low, high = wilson_interval(true, n)
+    samples = len(json.loads(judgments["sample_verdicts"].iloc[0])) if n else 0
+    return CorrectnessSummary(
+        rate=true / n if n else math.nan,
+        ci95_low=low,
+        ci95_high=high,
+        n=n,
+        true=true,
+        false=int(counts.get("FALSE", 0)),
+        unparseable=int(counts.get("unparseable", 0)),
+        mean_agreement=float(judgments["agreement"].mean()) if n else math.nan,
+        samples=samples,
+    )
+
+
+def metric_rows(summary: CorrectnessSummary, judgments: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Long-format rows for `run_metrics` and `query_metrics` (unparseable counts as 0)."""
+    means = pd.DataFrame(
+        dict(
+            measure=[MEASURE, f"{MEASURE}.ci95_low", f"{MEASURE}.ci95_high"],
+            value=[summary.rate, summary.ci95_low, summary.ci95_high],
+        )
+    )
+    per_query = pd.DataFrame(
+        dict(
+            query_id=judgments["query_id"],
+            measure=MEASURE,
+            value=(judgments["verdict"] == "TRUE").astype(float),
+        )
+    )
+    return {"run_metrics": means, "query_metrics": per_query}
+
+
+def record(
+    warehouse: Warehouse, keys: dict[str, str], rows: dict[str, pd.DataFrame], created_at: datetime
+) -> None:
+    """Attach the rows to the retrieval run they judge (`keys`: run_id, dataset, split,
+    system), replacing earlier correctness rows of that run, in one transaction: the gate then
+    sees `AnswerCorrectness` beside the run's retrieval measures."""
+    tables = {
+        "run_metrics": rows["run_metrics"].assign(**keys, created_at=created_at),
+        "query_metrics": rows["query_metrics"].assign(**keys),
+    }
+    with warehouse.transaction() as con:
+        for table, df in tables.items():
+            con.execute(
+                f"DELETE FROM {table} WHERE run_id = ? AND measure LIKE ?",
+                [keys["run_id"], f"{MEASURE}%"],
+            )
+            insert_rows(con, table, df)
+
+
+def unit_texts(corpus: pd.DataFrame, *chunk_tables: pd.DataFrame) -> Texts:
+    """(title, text) of every corpus document and every chunk, by id: what a run or a qrels
+    row may name."""
+    texts: Texts = {
+        str(d): (str(t or ""), str(x or ""))
+        for d, t, x in zip(corpus["doc_id"], corpus["title"], corpus["text"], strict=True)
+    }
+    for chunks in chunk_tables:
+        texts.update(
+            {
+                str(c): (str(t or ""), str(x or ""))
+                for c, t, x in zip(chunks["chunk_id"], chunks["title"], chunks["text"], strict=True)
+            }
+        )
+    return texts

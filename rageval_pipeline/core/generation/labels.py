@@ -1,0 +1,161 @@
+"""LLM-suggested relevance labels for a judging sheet, and their agreement with human grades.
+
+A judging sheet (`rageval pool`) is JSONL, one (query, target) pair a line: `query_id`,
+`query`, `target_id`, `target_text`, `systems` (the systems that retrieved it, with ranks),
+`grade` (the human grade, empty until judged); other columns are kept as they are.
+`suggest` adds `suggested_grade` (0-3, null when the output was unparseable), `suggested_by`
+(provider:model), `suggested_raw` and `suggested_agreement`; it never writes `grade`: a
+suggestion becomes a judgment only through a human's review (`rageval pool merge` reads
+`grade` alone).
+
+Agreement with existing human grades: Cohen's weighted kappa (quadratic weights, scikit-learn)
+on the pairs graded by both, and Kendall's tau (scipy) between the system rankings the two
+label sets give. A system's score is its mean DCG over queries, computed on the pooled targets
+it retrieved at the ranks the pool recorded (`systems`: "bm25@3 dense@1").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.generation import prompts
+from rageval_pipeline.core.generation.llm import LLM, agreement
+from rageval_pipeline.core.generation.verdicts import parse_grade
+from rageval_pipeline.core.storage import write_text
+
+
+class SheetRow(BaseModel):
+    model_config = ConfigDict(extra="allow")  # keep any column the pool tool adds (best_rank)
+
+    query_id: str
+    query: str
+    target_id: str
+    target_text: str
+    systems: str | list[str] = ""  # `rageval pool` writes "bm25@3 dense@1"
+    grade: int | None = Field(None, ge=0, le=3)
+    suggested_grade: int | None = Field(None, ge=0, le=3)
+    suggested_by: str | None = None
+    suggested_raw: list[str] | None = None
+    suggested_agreement: float | None = None
+
+    @field_validator("grade", mode="before")
+    @classmethod
+    def _blank(cls, value):
+        return None if isinstance(value, str) and not value.strip() else value
+
+    def ranks(self) -> dict[str, int | None]:
+        """System -> the rank at which it retrieved this target (None when not recorded)."""
+        names = (
+            self.systems if isinstance(self.systems, list) else re.split(r"[\s,]+", self.systems)
+        )
+        out: dict[str, int | None] = {}
+        for item in filter(None, names):
+            name, _, rank = item.partition("@")
+            out[name] = int(rank) if rank.isdigit() else None
+        return out
+
+
+class Agreement(BaseModel):
+    pairs: int  # pairs with a human grade and a parseable suggestion
+    kappa_quadratic: float | None
+    systems: list[str]
+    human_scores: list[float]
+    llm_scores: list[float]
+    kendall_tau: float | None
+
+
+def read_sheet(path: Path) -> list[SheetRow]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(SheetRow.model_validate(json.loads(line)))
+            except ValueError as exc:
+                if isinstance(exc, ValidationError):
+                    first = exc.errors()[0]
+                    field = ".".join(str(p) for p in first["loc"])
+                    raise InputError(path, first["msg"], line=number, field=field) from None
+                raise InputError(path, "not a JSON object", line=number) from None
+    return rows
+
+
+def write_sheet(path: Path, rows: list[SheetRow]) -> None:
+    text = "".join(r.model_dump_json(exclude_none=False) + "\n" for r in rows)
+    write_text(path, text)
+
+
+def suggest(
+    rows: list[SheetRow], llm: LLM, *, samples: int = 1, unjudged_only: bool = False
+) -> list[SheetRow]:
+    """Rows with suggestions added for every pair (or, `unjudged_only`, those without a
+    human grade); the human `grade` is never changed."""
+    todo = [i for i, r in enumerate(rows) if not (unjudged_only and r.grade is not None)]
+    outputs = llm.complete_all(
+        [prompts.RELEVANCE.format(query=rows[i].query, passage=rows[i].target_text) for i in todo],
+        samples,
+    )
+    out = list(rows)
+    for i, completions in zip(todo, outputs, strict=True):
+        grades = [parse_grade(c.text) for c in completions]
+        (top, count), *_ = Counter(grades).most_common(1)
+        out[i] = rows[i].model_copy(
+            update=dict(
+                suggested_grade=top if count * 2 > len(grades) else None,
+                suggested_by=llm.label,
+                suggested_raw=[c.text for c in completions],
+                suggested_agreement=agreement(grades),
+            )
+        )
+    return out
+
+
+def system_scores(rows: list[SheetRow], label: str) -> dict[str, float]:
+    """Mean over queries of each system's DCG over its pooled targets, at the ranks the pool
+    recorded (undiscounted where no rank was recorded)."""
+    gain: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    queries = sorted({r.query_id for r in rows})
+    for r in rows:
+        for system, rank in r.ranks().items():
+            gain[system][r.query_id] += getattr(r, label) / math.log2(1 + (rank or 1))
+    return {s: sum(g[q] for q in queries) / len(queries) for s, g in sorted(gain.items())}
+
+
+def agreement_with_humans(rows: list[SheetRow]) -> Agreement:
+    """Kappa and Kendall's tau over the pairs holding both a human grade and a suggestion."""
+    from scipy.stats import kendalltau
+    from sklearn.metrics import cohen_kappa_score
+
+    both = [r for r in rows if r.grade is not None and r.suggested_grade is not None]
+    kappa = None
+    if both and len({r.grade for r in both} | {r.suggested_grade for r in both}) > 1:
+        kappa = float(
+            cohen_kappa_score(
+                [r.grade for r in both],
+                [r.suggested_grade for r in both],
+                labels=[0, 1, 2, 3],
+                weights="quadratic",
+            )
+        )
+    human, llm = system_scores(both, "grade"), system_scores(both, "suggested_grade")
+    systems = sorted(human)
+    tau = None
+    if len(systems) >= 2:
+        value = kendalltau([human[s] for s in systems], [llm[s] for s in systems]).statistic
+        tau = None if value != value else float(value)  # NaN when a ranking is all ties
+    return Agreement(
+        pairs=len(both),
+        kappa_quadratic=kappa,
+        systems=systems,
+        human_scores=[human[s] for s in systems],
+        llm_scores=[llm[s] for s in systems],
+        kendall_tau=tau,
+    )

@@ -1,0 +1,247 @@
+"""The optional generation check (seed 002), built only when a provider is configured.
+
+`ground_truth` -> `<system>/answers` -> `<system>/answer_judgments`, per dataset partition,
+in the asset group `generation`, run by the job `evaluate_generation` (never by the retrieval
+jobs). Answers read each system's stored run and chunks; judgments attach `AnswerCorrectness`
+(with its 95% Wilson interval) to the retrieval run they judge in DuckDB, where the gate reads
+it like any other measure. Keys are read from the environment inside the step, never from run
+config, so they appear in no Dagster record. Reference: docs/generation.md.
+"""
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from rageval_pipeline.core import loaders, systems
+from rageval_pipeline.core.chunking import chunk_corpus
+from rageval_pipeline.core.generation import config, correctness
+from rageval_pipeline.core.generation.llm import LLM
+from rageval_pipeline.core.storage import write_text
+from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
+from rageval_pipeline.dagster_defs.jobs import IN_PROCESS
+from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+
+GROUP = "generation"
+JOB = "evaluate_generation"
+
+
+class GenerationSettings(dg.ConfigurableResource):
+    """Run-wide knobs of the generation check (providers and keys come from RAG_EVAL_*)."""
+
+    dry_run: bool = False  # count the calls and tokens a run would make; call nothing
+    samples: int = 1  # judge samples per answer; agreement is reported
+    context_k: int = 5  # retrieved units given to the answering model
+    queries: list[str] | None = None  # default: correctness.GENERATION_SETS[dataset]
+
+    def llm(self, settings: Settings, role: config.Role) -> LLM:
+        cache = settings.storage / "llm_cache"
+        return LLM(config.from_env(role), cache, dry_run=self.dry_run)
+
+    def query_ids(self, dataset: str) -> tuple[str, ...]:
+        if self.queries:
+            return tuple(self.queries)
+        if dataset not in correctness.GENERATION_SETS:
+            raise dg.Failure(
+                f"no generation set for {dataset}: set resources.generation.config.queries"
+            )
+        return correctness.GENERATION_SETS[dataset]
+
+
+def selected_systems(catalog: dict[str, systems.SystemConfig]) -> list[str]:
+    """`RAG_EVAL_SYSTEMS` (comma-separated) or every configured system."""
+    wanted = [s.strip() for s in os.environ.get("RAG_EVAL_SYSTEMS", "").split(",") if s.strip()]
+    unknown = sorted(set(wanted) - set(catalog))
+    if unknown:
+        raise ValueError(f"RAG_EVAL_SYSTEMS names unknown system(s) {unknown}")
+    return wanted or list(catalog)
+
+
+def chunk_sources(system: systems.SystemConfig, catalog: dict) -> list[str]:
+    """Systems whose chunks a system's run ids refer to (itself, or its fused members)."""
+    if system.member_names:
+        return sorted({s for m in system.member_names for s in chunk_sources(catalog[m], catalog)})
+    return [system.name] if system.indexed else []
+
+
+def _usage(llm: LLM) -> dict:
+    return {f"llm_{k}": v for k, v in llm.usage.model_dump().items()} | {"model": llm.label}
+
+
+def _stored_ground_truth(settings: Settings, dataset: str, version: str) -> list[Path]:
+    """Where a reference-answer version may live: committed with the suite, else in storage."""
+    name = f"{version}.json"
+    return [
+        dataset_folder(settings, dataset) / "ground_truth" / name,
+        settings.storage / "ground_truth" / dataset / name,
+    ]
+
+
+def build_generation_assets(
+    catalog: dict[str, systems.SystemConfig], datasets: dg.PartitionsDefinition
+) -> list[dg.AssetsDefinition]:
+    common = dict(partitions_def=datasets, group_name=GROUP, code_version="1")
+
+    @dg.asset(
+        ins={n: dg.AssetIn(n) for n in ("corpus", "queries", "qrels")},
+        kinds={"json"},
+        description="Reference answers written once from each selected query's best targets.",
+        **common,
+    )
+    def ground_truth(
+        context: dg.AssetExecutionContext,
+        settings: Settings,
+        generation: GenerationSettings,
+        corpus: pd.DataFrame,
+        queries: pd.DataFrame,
+        qrels: pd.DataFrame,
+    ) -> pd.DataFrame:
+        dataset = context.partition_key
+        judged = qrels[qrels["split"] == settings.split]
+        plan = correctness.plan_ground_truth(queries, judged, generation.query_ids(dataset))
+        llm = generation.llm(settings, "answer")
+        version = correctness.ground_truth_version(llm, plan)
+        stored = _stored_ground_truth(settings, dataset, version)
+        found = next((p for p in stored if p.exists()), None)
+        if found is not None:
+            truth = correctness.GroundTruth.model_validate_json(found.read_text("utf-8"))
+            context.log.info(f"reference answers {version} read from {found}: no call made")
+        else:
+            reference = loaders.reference_chunking(dataset_folder(settings, dataset))
+            chunks = [chunk_corpus(corpus, reference, "")] if reference is not None else []
+            texts = correctness.unit_texts(corpus, *chunks)
+            truth = correctness.synthesize_ground_truth(llm, dataset, plan, texts)
+            found = stored[1]
+            if not generation.dry_run:
+                write_text(found, truth.model_dump_json(indent=2) + "\n")
+        grades = sorted({r.grade for r in truth.references})
+        context.add_output_metadata(
+            {
+                "version": version,
+                "path": dg.MetadataValue.path(str(found)),
+                "queries": len(truth.references),
+                "grades_used": ", ".join(map(str, grades)),
+                **_usage(llm),
+            }
+        )
+        df = pd.DataFrame([r.model_dump() for r in truth.references])
+        return df.assign(
+            targets=df["targets"].map(json.dumps),
+            version=version,
+            written_by=f"{truth.provider}:{truth.model}",
+        )
+
+    out = [ground_truth]
+    for name in selected_systems(catalog):
+        out += _system_assets(catalog[name], catalog, common)
+    return out
+
+
+def _references(ground_truth: pd.DataFrame) -> list[correctness.Reference]:
+    rows = ground_truth.assign(targets=ground_truth["targets"].map(json.loads))
+    return [correctness.Reference.model_validate(r) for r in rows.to_dict("records")]
+
+
+def _system_assets(
+    system: systems.SystemConfig, catalog: dict, common: dict
+) -> list[dg.AssetsDefinition]:
+    name = system.name
+    chunk_ins = {f"chunks_{s}": dg.AssetIn([s, "chunks"]) for s in chunk_sources(system, catalog)}
+
+    @dg.asset(
+        key=[name, "answers"],
+        ins={
+            "ground_truth": dg.AssetIn("ground_truth"),
+            "run": dg.AssetIn([name, "run"]),
+            "corpus": dg.AssetIn("corpus"),
+            **chunk_ins,
+        },
+        kinds={"parquet"},
+        description=f"Answers generated from {name}'s retrieved context.",
+        **common,
+    )
+    def answers(
+        context: dg.AssetExecutionContext,
+        settings: Settings,
+        generation: GenerationSettings,
+        ground_truth: pd.DataFrame,
+        run: pd.DataFrame,
+        corpus: pd.DataFrame,
+        **chunks: pd.DataFrame,
+    ) -> pd.DataFrame:
+        llm = generation.llm(settings, "answer")
+        texts = correctness.unit_texts(corpus, *chunks.values())
+        df = correctness.rag_answers(
+            llm, run, _references(ground_truth), texts, generation.context_k
+        )
+        empty = int((df["context_ids"] == "[]").sum())
+        if empty:  # e.g. an external system whose ids are not in the corpus
+            context.log.warning(f"{empty} answer(s) had no retrieved text to answer from")
+        context.add_output_metadata({"answers": len(df), "no_context": empty, **_usage(llm)})
+        return df
+
+    @dg.asset(
+        key=[name, "answer_judgments"],
+        ins={
+            "answers": dg.AssetIn([name, "answers"]),
+            "ground_truth": dg.AssetIn("ground_truth"),
+            "metrics": dg.AssetIn([name, "metrics"]),
+        },
+        kinds={"parquet", "duckdb"},
+        description=f"TRUE/FALSE/unparseable per answer of {name}, raw judge output kept; "
+        "AnswerCorrectness with its 95% Wilson interval in DuckDB.",
+        **common,
+    )
+    def answer_judgments(
+        context: dg.AssetExecutionContext,
+        settings: Settings,
+        warehouse: WarehouseResource,
+        generation: GenerationSettings,
+        answers: pd.DataFrame,
+        ground_truth: pd.DataFrame,
+        metrics: pd.DataFrame,
+    ) -> pd.DataFrame:
+        dataset = context.partition_key
+        llm = generation.llm(settings, "judge")
+        judged = correctness.judge_answers(
+            llm, answers, _references(ground_truth), generation.samples
+        )
+        summary = correctness.summarize(judged)
+        run_id = str(metrics["run_id"].iloc[0])  # the retrieval run these answers came from
+        meta = {"run_id": run_id, **summary.model_dump(), **_usage(llm)}
+        if generation.dry_run:
+            context.log.info(f"dry run: {llm.usage.calls} judge call(s) would be made")
+        else:
+            keys = dict(run_id=run_id, dataset=dataset, split=settings.split, system=name)
+            rows = correctness.metric_rows(summary, judged)
+            correctness.record(warehouse.warehouse, keys, rows, datetime.now(UTC))
+            report = settings.reports_dir / "generation" / dataset / name / f"{run_id}.json"
+            write_text(report, json.dumps(meta, indent=2, default=str) + "\n")
+            meta["report"] = dg.MetadataValue.path(str(report))
+            log = context.log.warning if summary.unparseable else context.log.info
+            log(
+                f"{dataset}/{name}: AnswerCorrectness={summary.rate:.3f} "
+                f"[{summary.ci95_low:.3f}, {summary.ci95_high:.3f}] over {summary.n} answers, "
+                f"{summary.unparseable} unparseable verdict(s)"
+            )
+        context.add_output_metadata(meta)
+        return judged
+
+    return [answers, answer_judgments]
+
+
+def build_generation(
+    catalog: dict[str, systems.SystemConfig], datasets: dg.PartitionsDefinition
+) -> tuple[list[dg.AssetsDefinition], object, dict]:
+    """The group's assets, its job (an unresolved asset job: Dagster exports no name for that
+    type) and its resource, for `definitions` to add when configured."""
+    job = dg.define_asset_job(
+        JOB,
+        selection=dg.AssetSelection.groups(GROUP),
+        executor_def=IN_PROCESS,
+        description="Seed 002's generation check: reference answers, RAG answers, judgments.",
+    )
+    return build_generation_assets(catalog, datasets), job, {"generation": GenerationSettings()}

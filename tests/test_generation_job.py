@@ -1,0 +1,97 @@
+"""The generation group through the real `dagster job execute` CLI against loopback providers,
+and the key never reaching output, the Dagster event log or storage."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rageval_pipeline.core.generation.config import SWITCHES
+from rageval_pipeline.core.storage import Warehouse
+from tests.llm_servers import FakeLLM, Scripted
+from tests.test_cli_job import dagster_execute
+from tests.test_generation_pipeline import judge_reply
+
+pytestmark = pytest.mark.slow
+PARTITION = "beir-mini"
+
+
+def base_env(home) -> dict:
+    (home / "dagster_home").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
+    return {**env, "DAGSTER_HOME": str(home / "dagster_home")}
+
+
+def test_evaluate_generation_puts_answer_correctness_in_duckdb(pipeline_home):
+    fake = FakeLLM("ollama", reply=judge_reply).start()
+    env = {
+        **base_env(pipeline_home),
+        "RAG_EVAL_PROVIDER": "ollama",
+        "RAG_EVAL_OLLAMA_BASE_URL": fake.url,
+        "RAG_EVAL_OLLAMA_MODEL": "fake:1",
+    }
+    try:
+        retrieval = dagster_execute("evaluate_bm25", PARTITION, env, pipeline_home)
+        assert retrieval.returncode == 0, retrieval.stderr[-2000:]
+        assert fake.requests == []  # retrieval jobs make no LLM call
+        generation = dagster_execute("evaluate_generation", PARTITION, env, pipeline_home)
+        assert generation.returncode == 0, generation.stderr[-2000:]
+    finally:
+        fake.stop()
+    assert len(fake.requests) == 6
+    rows = Warehouse(pipeline_home / "storage" / "rageval.duckdb").query(
+        "SELECT r.system, m.value FROM run_metrics m JOIN runs r USING (run_id) "
+        "WHERE m.measure = 'AnswerCorrectness'"
+    )
+    assert rows.values.tolist() == [["bm25", 0.5]]
+    assert "AnswerCorrectness=0.500" in generation.stderr + generation.stdout
+
+
+def _files_containing(root, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_keys_never_reach_output_event_log_or_storage(pipeline_home):
+    fake = FakeLLM("anthropic").start()
+    secret = "sk-ant-SECRET-4242"
+    env = {
+        **base_env(pipeline_home),
+        "RAG_EVAL_PROVIDER": "anthropic",
+        "RAG_EVAL_ANTHROPIC_BASE_URL": fake.url,
+        "RAG_EVAL_ANTHROPIC_MODEL": "claude-fake",
+    }
+    outputs = []
+
+    def generate(key: str):
+        env_key = {**env, "RAG_EVAL_ANTHROPIC_API_KEY": key}
+        outputs.append(dagster_execute("evaluate_generation", PARTITION, env_key, pipeline_home))
+        return outputs[-1]
+
+    try:
+        ok = dagster_execute("evaluate_bm25", PARTITION, env, pipeline_home)
+        assert ok.returncode == 0, ok.stderr[-2000:]
+        for key in (f"{secret}\n", f"{secret}-clé", f" {secret}"):
+            bad = generate(key)
+            assert bad.returncode != 0
+            assert "RAG_EVAL_ANTHROPIC_API_KEY is malformed" in bad.stdout + bad.stderr
+        assert fake.requests == []  # a malformed key is refused before any request
+        # A valid key the provider refuses, with its error echoing the key back.
+        echo = f'{{"type": "error", "error": {{"message": "invalid x-api-key {secret}"}}}}'
+        fake.script = [Scripted(401, echo.encode())]
+        refused = generate(secret)
+        assert refused.returncode != 0
+        assert "RAG_EVAL_ANTHROPIC_API_KEY was refused" in refused.stdout + refused.stderr
+        good = generate(secret)
+        assert good.returncode == 0, good.stderr[-2000:]
+    finally:
+        fake.stop()
+    assert fake.requests[-1]["headers"]["x-api-key"] == secret  # it was really used
+    for run in outputs:
+        assert "SECRET" not in run.stdout + run.stderr
+    # The event log did record the failures (so the search below is not vacuous)...
+    assert _files_containing(pipeline_home / "dagster_home", b"API_KEY is malformed")
+    assert _files_containing(pipeline_home / "dagster_home", b"was refused")
+    # ...and holds the key nowhere, nor does anything the pipeline stored.
+    assert _files_containing(pipeline_home / "dagster_home", b"SECRET") == []
+    assert _files_containing(pipeline_home / "storage", b"SECRET") == []

@@ -1,0 +1,122 @@
+"""The generation group through `dagster.materialize` against a loopback Ollama: off until a
+provider is configured, AnswerCorrectness in DuckDB, the cache, the dry run."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from rageval_pipeline.core.generation.config import SWITCHES
+from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.dagster_defs.assets.generation import GenerationSettings
+from rageval_pipeline.definitions import build_definitions
+from tests.llm_servers import FakeLLM, default_reply
+
+PARTITION = "beir-mini"  # generation set q01, q02
+RETRIEVAL = dg.AssetSelection.all() - dg.AssetSelection.groups("generation")
+GENERATION = dg.AssetSelection.groups("generation")
+
+
+def judge_reply(prompt: str) -> str:
+    """TRUE for q01, an unparseable verdict for q02."""
+    if "Respond with only: TRUE or FALSE" in prompt:
+        return "TRUE." if "how to descale espresso machine" in prompt else "I cannot tell."
+    return default_reply(prompt)
+
+
+@pytest.fixture
+def ollama(pipeline_home, monkeypatch):
+    fake = FakeLLM("ollama", reply=judge_reply).start()
+    for name in SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAG_EVAL_PROVIDER", "ollama")
+    monkeypatch.setenv("RAG_EVAL_OLLAMA_BASE_URL", fake.url)
+    monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "fake:1")
+    yield fake
+    fake.stop()
+
+
+def materialize(defs, selection, **resources):
+    return dg.materialize(
+        list(defs.assets),
+        selection=selection,
+        partition_key=PARTITION,
+        resources={**defs.resources, **resources},
+        raise_on_error=False,
+    )
+
+
+def selected(defs: dg.Definitions, job: str) -> set[str]:
+    keys = defs.resolve_job_def(job).asset_layer.selected_asset_keys
+    return {k.to_user_string() for k in keys}
+
+
+def test_off_without_a_provider_and_retrieval_jobs_unchanged(pipeline_home, monkeypatch):
+    for name in SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    plain = build_definitions()
+    names = [j.name for j in plain.jobs]
+    assert "evaluate_generation" not in names
+    assert not any("answer" in key or key == "ground_truth" for key in selected(plain, names[0]))
+    monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "llama3.1:8b")
+    on = build_definitions()
+    assert [j.name for j in on.jobs] == [*names, "evaluate_generation"]
+    for job in names:  # every retrieval job selects exactly what it did
+        assert selected(on, job) == selected(plain, job)
+    assert selected(on, "evaluate_generation") == {
+        "ground_truth",
+        "bm25/answers",
+        "bm25/answer_judgments",
+    }
+
+
+def test_generation_end_to_end_cached_and_dry(ollama, pipeline_home):
+    defs = build_definitions()
+    assert materialize(defs, RETRIEVAL).success
+    result = materialize(defs, GENERATION)
+    assert result.success
+    assert len(ollama.requests) == 2 + 2 + 2  # references, answers, judgments
+
+    storage = pipeline_home / "storage"
+    run_id = pd.read_parquet(storage / "assets/bm25/metrics/beir-mini.parquet")["run_id"].iloc[0]
+    rows = Warehouse(storage / "rageval.duckdb").query(
+        "SELECT measure, value FROM run_metrics WHERE run_id = ? AND measure LIKE 'Answer%' "
+        "ORDER BY measure",
+        [run_id],
+    )
+    values = dict(zip(rows["measure"], rows["value"], strict=True))
+    assert values["AnswerCorrectness"] == 0.5  # 1 TRUE, 1 unparseable (never TRUE)
+    assert values["AnswerCorrectness.ci95_low"] < 0.5 < values["AnswerCorrectness.ci95_high"]
+
+    judged = pd.read_parquet(storage / "assets/bm25/answer_judgments/beir-mini.parquet")
+    assert judged["verdict"].tolist() == ["TRUE", "unparseable"]
+    assert json.loads(judged["raw_output"].iloc[1]) == ["I cannot tell."]
+    (truth_file,) = (storage / "ground_truth" / PARTITION).glob("*.json")
+    truth = json.loads(truth_file.read_text())
+    assert truth["model"] == "fake:1" and [r["grade"] for r in truth["references"]] == [3, 3]
+    assert truth["references"][0]["targets"] == ["c01"]
+    answers = pd.read_parquet(storage / "assets/bm25/answers/beir-mini.parquet")
+    assert all(json.loads(c) for c in answers["context_ids"])  # answered from retrieved context
+    no_context = result.asset_materializations_for_node("bm25__answers")[0].metadata
+    assert no_context["no_context"].value == 0
+    meta = result.asset_materializations_for_node("bm25__answer_judgments")[0].metadata
+    assert meta["unparseable"].value == 1 and meta["llm_calls"].value == 2
+
+    again = materialize(defs, GENERATION)  # the cache: a re-run makes no call
+    assert again.success and len(ollama.requests) == 6
+    meta = again.asset_materializations_for_node("bm25__answer_judgments")[0].metadata
+    assert meta["llm_calls"].value == 0 and meta["llm_cached"].value == 2
+
+    dry = materialize(defs, GENERATION, generation=GenerationSettings(dry_run=True, samples=3))
+    assert dry.success and len(ollama.requests) == 6  # counted, not called
+    meta = dry.asset_materializations_for_node("bm25__answer_judgments")[0].metadata
+    assert meta["llm_dry_run"].value is True
+    assert meta["llm_calls"].value == 2 * 2  # samples 1 and 2 are not cached; 0 is
+    after = Warehouse(storage / "rageval.duckdb").query(
+        "SELECT value FROM run_metrics WHERE run_id = ? AND measure = 'AnswerCorrectness'",
+        [run_id],
+    )
+    assert after["value"].tolist() == [0.5]  # a dry run records nothing

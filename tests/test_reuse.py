@@ -1,0 +1,66 @@
+"""Content keys and the table cache behind warm re-runs (core.reuse), without Dagster."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rageval_pipeline.core.reuse import (
+    FrameCache,
+    content_key,
+    frame_key,
+    read_stamp,
+    write_stamp,
+)
+
+FRAME = pd.DataFrame({"doc_id": ["a", "b"], "text": ["x y", None], "n": [1, 2]})
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        FRAME.assign(text=["x y", ""]),  # a null is not an empty string
+        FRAME.assign(n=[1, 3]),
+        FRAME.assign(n=[1.0, 2.0]),  # same numbers, another type
+        FRAME.rename(columns={"n": "m"}),
+        FRAME.iloc[::-1],  # same rows, another order
+        FRAME.iloc[:1],
+    ],
+)
+def test_frame_key_changes_with_any_value_type_name_or_order(changed):
+    assert frame_key(changed) != frame_key(FRAME)
+
+
+def test_frame_key_is_the_same_for_equal_tables():
+    assert frame_key(FRAME.copy()) == frame_key(FRAME)
+    assert frame_key(FRAME.set_index("doc_id", drop=False)) == frame_key(FRAME)  # index ignored
+
+
+def test_content_key_depends_on_every_part_and_their_order():
+    keys = {
+        content_key("v1", 10, {"a": 1}),
+        content_key("v1", 10, {"a": 2}),
+        content_key("v2", 10, {"a": 1}),
+        content_key(10, "v1", {"a": 1}),
+    }
+    assert len(keys) == 4
+    assert content_key("v1", {"b": 1, "a": 2}) == content_key("v1", {"a": 2, "b": 1})
+
+
+def test_frame_cache_keeps_only_the_latest_key(tmp_path):
+    cache = FrameCache(tmp_path / "c")
+    assert cache.get("k1") is None
+    cache.put("k1", FRAME)
+    pd.testing.assert_frame_equal(cache.get("k1"), FRAME)
+    cache.put("k2", FRAME.iloc[:1])
+    assert cache.get("k1") is None
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["k2.parquet"]
+
+
+def test_stamps_are_written_read_and_forgotten(tmp_path):
+    stamp = tmp_path / "idx.key"
+    assert read_stamp(stamp) is None
+    write_stamp(stamp, "abc")
+    assert read_stamp(stamp) == "abc"
+    write_stamp(stamp, None)
+    assert read_stamp(stamp) is None and not stamp.exists()
