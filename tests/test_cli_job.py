@@ -79,5 +79,5 @@ def test_malformed_suite_stops_the_job_before_any_asset_runs(pipeline_home):
     (pipeline_home / "dagster_home").mkdir()
     result = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
     assert result.returncode != 0
-    assert f"{suite}: queries[12].intent: field required" in result.stdout + result.stderr
+    assert f"{suite}:1: queries[12].intent: field required" in result.stdout + result.stderr
     assert not (pipeline_home / "storage" / "assets").exists(), "an asset ran"

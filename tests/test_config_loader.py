@@ -277,3 +277,42 @@ def test_special_files_are_refused_without_being_opened(tmp_path):
     assert problem(folder) == f"{folder}: is a folder, not a regular file"
     assert problem(device) == f"{device}: is a character device, not a regular file"
     assert problem(tmp_path / "missing.json") == f"{tmp_path / 'missing.json'}: no such file"
+
+
+def test_a_long_key_is_quoted_to_200_characters_in_the_field_path(tmp_path):
+    key = "k" * 1000
+    path = write(
+        tmp_path, "a.json", json.dumps({"version": 1, "items": [{"name": "x", "tags": {key: "x"}}]})
+    )
+    assert problem(path) == (
+        f'{path}:1: items[0].tags["{"k" * 196}...]: must be a valid integer, unable to parse '
+        'string as an integer (got "x")'
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "version: 1\nextra: 2024-13-45\n",
+            '2: invalid YAML value "2024-13-45": month must be in 1..12',
+        ),
+        (
+            "version: 1\nextra: 2024-02-30\n",
+            '2: invalid YAML value "2024-02-30": day is out of range for month',
+        ),
+        (
+            "version: !!int x\n",
+            "1: invalid YAML value \"x\": invalid literal for int() with base 10: 'x'",
+        ),
+        (
+            "version: 1\nextra: !!timestamp 2020\n",
+            '2: invalid YAML value "2020": not a timestamp',
+        ),
+        ("version: 1\nextra: \x00\n", '2: invalid YAML: character "\\u0000" is not allowed'),
+        ("version: 1\n\n\x07\n", '3: invalid YAML: character "\\u0007" is not allowed'),
+    ],
+)
+def test_yaml_values_that_do_not_convert_name_their_line(tmp_path, text, expected):
+    path = write(tmp_path, "a.yaml", text)
+    assert problem(path) == f"{path}:{expected}"

@@ -554,26 +554,26 @@ def test_common_spellings_gate_exactly_like_canonical_names(tmp_path, ndcg, rr, 
     [
         (
             "    thresholds: {nDGC@10: 0.3}\n",
-            '4: datasets["default"].thresholds["nDGC@10"]: unknown measure \'nDGC@10\' (known: '
+            '4: datasets["default"].thresholds["nDGC@10"]: unknown measure "nDGC@10" (known: '
             "P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering)",
         ),
         (
             "    targets:\n      R@100: 0.8\n      Recal@100: 0.8\n",
-            '6: datasets["default"].targets["Recal@100"]: unknown measure \'Recal@100\' (known: '
+            '6: datasets["default"].targets["Recal@100"]: unknown measure "Recal@100" (known: '
             "P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering)",
         ),
         (
             "    compare: [nDCG@10, Rprec@5]\n",
-            "4: datasets[\"default\"].compare[1]: measure 'Rprec@5': Rprec takes no cutoff",
+            '4: datasets["default"].compare[1]: measure "Rprec@5": Rprec takes no cutoff',
         ),
         (
             "    tolerance:\n      per_measure:\n        MRRR: {relative: 0.1}\n",
-            '6: datasets["default"].tolerance.per_measure["MRRR"]: unknown measure \'MRRR\' '
+            '6: datasets["default"].tolerance.per_measure["MRRR"]: unknown measure "MRRR" '
             "(known: P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering)",
         ),
         (
             "    spike: {measure: nDCG}\n",
-            "4: datasets[\"default\"].spike.measure: measure 'nDCG': nDCG needs a cutoff, "
+            '4: datasets["default"].spike.measure: measure "nDCG": nDCG needs a cutoff, '
             "e.g. nDCG@10",
         ),
     ],

@@ -84,6 +84,14 @@ def test_randomization_p_sees_a_real_difference_and_no_difference():
     a, b = _paired(100, 11)
     assert randomization_p(np.full(100, -0.05)) < 0.001
     assert randomization_p(np.zeros(100)) == 1.0
+    zeros = stats.permutation_test(
+        (np.zeros(30), np.zeros(30)), _mean_diff, permutation_type="samples", vectorized=True
+    )
+    assert zeros.pvalue == 1.0
+    constant = stats.bootstrap((np.full(30, 0.2),), np.mean, method="percentile", rng=0)
+    assert bootstrap_ci(np.full(30, 0.2)) == pytest.approx(
+        (constant.confidence_interval.low, constant.confidence_interval.high), abs=1e-9
+    )
     assert randomization_p(b - a, seed=3) == randomization_p(b - a, seed=3)
 
 

@@ -71,14 +71,19 @@ def read_bytes(path: Path) -> bytes:
     size = _regular_file(path).st_size
     if size > most:
         raise ValueError(f"is {size} bytes, over the limit of {most} (RAGEVAL_MAX_FILE_BYTES)")
+    chunks: list[bytes] = []
+    read = 0
     try:
         with path.open("rb") as handle:
-            data = handle.read(most + 1)
+            # In chunks, not read(most + 1): that would allocate the whole limit up front.
+            while read <= most and (chunk := handle.read(min(1 << 20, most + 1 - read))):
+                chunks.append(chunk)
+                read += len(chunk)
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror}") from None
-    if len(data) > most:
+    if read > most:
         raise ValueError(f"is over the limit of {most} bytes (RAGEVAL_MAX_FILE_BYTES)")
-    return data
+    return b"".join(chunks)
 
 
 def read_text(path: Path) -> str:

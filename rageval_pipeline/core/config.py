@@ -107,7 +107,7 @@ def validate(document: Document, model: type[M], context: dict[str, Any] | None 
             raw, rendered = field_paths.locate(model, loc, document.data)
             found.append((field_paths.position(document.data, raw), raw, rendered, item))
         _, raw, rendered, item = min(found, key=lambda f: f[0])
-        raise document.error(raw, field_paths.problem(item, quote), rendered) from None
+        raise document.error(raw, field_paths.problem(item), rendered) from None
 
 
 def load_model(path: Path, model: type[M], context: dict[str, Any] | None = None) -> M:
@@ -253,6 +253,17 @@ class _Loader(yaml.SafeLoader):
         self._weight[id(node)] = 1 + sum(self._weight[id(c)] for c in children)
         return node
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        # Tagged or implicit scalars that do not convert (2024-13-45, !!int x) raise plain
+        # Python errors from PyYAML's constructors.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+            shown = f" {quote(node.value)}" if isinstance(node, yaml.ScalarNode) else ""
+            why = exc if isinstance(exc, ValueError) else f"not a {node.tag.rsplit(':', 1)[-1]}"
+            problem = f"invalid YAML value{shown}: {why}".splitlines()[0]
+            raise _Problem(node.start_mark.line + 1, (), problem) from None
+
     def _open(self, kind: type[yaml.CollectionNode], anchor: Any) -> Any:
         """A new, empty collection node, as PyYAML's composer makes it, within the depth limit."""
         start = self.get_event()
@@ -297,16 +308,21 @@ class _Loader(yaml.SafeLoader):
 
 
 def _parse_yaml(path: Path, text: str) -> Document:
-    loader = _Loader(text)
     try:
-        data = loader.get_single_data()
+        loader = _Loader(text)  # the reader checks every character here
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        problem = f"invalid YAML: character {quote(chr(exc.character))} is not allowed"
+        raise _Problem(line, (), problem) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" (column {mark.column + 1})" if mark else ""
         line = mark.line + 1 if mark else None
         raise _Problem(line, (), f"invalid YAML{where}: {exc.problem}") from None
     except yaml.YAMLError as exc:
-        raise _Problem(None, (), f"invalid YAML: {exc}") from None
-    finally:
-        loader.dispose()
+        raise _Problem(None, (), f"invalid YAML: {str(exc).splitlines()[0]}") from None
     return Document(path, data, loader.positions)

@@ -8,20 +8,20 @@ tags are dropped (they are values in the file, not places).
 
 from __future__ import annotations
 
-import json
 import re
 import types
-from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
+
+from rageval_pipeline.core.bounds import quote
 
 Loc = tuple[str | int, ...]
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _key(part: str) -> str:
-    return f"[{json.dumps(part, ensure_ascii=False)}]"
+    return f"[{quote(part)}]"
 
 
 def _field(out: str, part: str) -> str:
@@ -130,8 +130,8 @@ def position(data: Any, loc: Loc) -> tuple[int, ...]:
     return tuple(out)
 
 
-def problem(item: Any, quote: Callable[[Any], str]) -> str:
-    """One pydantic error as a short rule, quoting the offending value with `quote`."""
+def problem(item: Any) -> str:
+    """One pydantic error as a short rule, quoting the offending value."""
     kind = item["type"]
     if kind == "rule":
         return item["ctx"]["problem"]

@@ -48,6 +48,8 @@ def bootstrap_ci(
     n = len(x)
     if n < 2:
         return float("nan"), float("nan")
+    if np.all(x == x[0]):  # every resample has the same mean (a replayed run: all zeros)
+        return float(x[0]), float(x[0])
     rng = np.random.default_rng(seed)
     means = np.concatenate(
         [x[rng.integers(0, n, (size, n))].mean(axis=-1) for size in _batches(resamples, n)]
@@ -71,6 +73,8 @@ def randomization_p(
     n = len(d)
     if n < 2:
         return float("nan")
+    if not d.any():  # every sign vector gives 0: the observed 0 is as extreme as all of them
+        return 1.0
     observed = d.mean()
     exact = 2**n <= resamples
     if exact:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check
-from rageval_pipeline.core.measures.names import try_parse
+from rageval_pipeline.core.measures.names import parse_measure, try_parse
 
 _HINT = (
     "the drops below may be missing judgments rather than worse retrieval: judge the new "
@@ -26,9 +26,8 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None, blocking: bool) -
     judged = run.summary.measures.get(spec.measure)
     if judged is None:
         return None
-    k = try_parse(spec.measure).k if try_parse(spec.measure) else None
     share = 1.0 - judged
-    text = f"{run.label} unjudged documents in the top {k}: {share:.1%}"
+    text = f"{run.label} unjudged documents in the top {parse_measure(spec.measure).k}: {share:.1%}"
     reference = None if baseline is None else baseline.measures.get(spec.measure)
     if reference is None:
         return run.check(
@@ -67,15 +66,12 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None, blocking: bool) -
 
 def _explained(check: Check) -> bool:
     """A failing drop of a measure that unjudged documents lower: standard qrels measures."""
-    if check.passed or check.inconclusive or check.kind not in {"baseline", "spike"}:
-        return False
+    if check.passed or check.inconclusive or check.value is None:
+        return False  # a measure the run did not compute is a configuration problem
     measure = try_parse(check.measure or "")
-    return (
-        measure is not None
-        and measure.USES_QRELS
-        and measure.family != "coverage"
-        and (not measure.judged)
-    )
+    if check.kind not in {"baseline", "spike"} or measure is None:
+        return False
+    return measure.USES_QRELS and measure.family != "coverage" and not measure.judged
 
 
 def explain_drops(run: Evaluation, checks: list[Check], spike: Check | None) -> list[Check]:

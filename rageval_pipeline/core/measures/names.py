@@ -273,13 +273,19 @@ def parse_measure(name: str | Measure) -> Measure:
     if isinstance(name, Measure):
         return name
     if not isinstance(name, str):
-        raise InputError(None, f"a measure name is a string, not {name!r}", field="measure")
+        raise InputError(None, f"a measure name is a string, not {quote(name)}", field="measure")
     return _parse(name)
 
 
 def canonical(name: str | Measure) -> str:
     """The canonical name of any spelling: "ndcg_cut_10" -> "nDCG@10"; InputError if none."""
-    return str(parse_measure(name))
+    return _canonical(name) if isinstance(name, str) else str(parse_measure(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(name: str) -> str:
+    """Cached: the gate canonicalises every measure key of every per-query row it reads."""
+    return str(_parse(name))
 
 
 def try_parse(name: str) -> Measure | None:
@@ -297,20 +303,20 @@ def sort_key(name: str) -> tuple[Any, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse(name: str) -> Measure:
-    """parse_measure of a string; cached, as the gate parses every key of every summary."""
+    """parse_measure of a string; cached, as names repeat across every query and summary."""
     text = name.strip().replace(" ", "")
     trec = _TREC_EVAL.match(text)
     if trec is not None and trec["family"].lower() in _ALIASES:
         return _build(name, _ALIASES[trec["family"].lower()], {"k": int(trec["k"])})
     match = _SYNTAX.match(text)
     if match is None:
-        raise InputError(None, f"cannot parse measure {name!r}", field="measure")
+        raise InputError(None, f"cannot parse measure {quote(name)}", field="measure")
     family = _ALIASES.get(match["family"].lower())
     if family is None:
         known = ", ".join(FAMILIES)
-        raise InputError(None, f"unknown measure {name!r} (known: {known})", field="measure")
+        raise InputError(None, f"unknown measure {quote(name)} (known: {known})", field="measure")
     if match["before"] is not None and match["after"] is not None:
-        raise InputError(None, f"measure {name!r} has two parameter lists", field="measure")
+        raise InputError(None, f"measure {quote(name)} has two parameter lists", field="measure")
     fields: dict[str, object] = {}
     for item in filter(None, (match["before"] or match["after"] or "").split(",")):
         key, sep, value = item.partition("=")
@@ -319,7 +325,8 @@ def _parse(name: str) -> Measure:
         if not sep or key not in ("rel", "gain", "judged"):
             raise InputError(
                 None,
-                f"measure {name!r}: bad parameter {item!r} (rel=N, gain=lin|exp or judged)",
+                f"measure {quote(name)}: bad parameter {quote(item)} "
+                "(rel=N, gain=lin|exp or judged)",
                 field="measure",
             )
         fields[key] = value
@@ -333,7 +340,7 @@ def _build(name: str, family: type[Measure], fields: dict[str, object]) -> Measu
         return family(**fields)
     except ValidationError as exc:
         problem = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
-        raise InputError(None, f"measure {name!r}: {problem}", field="measure") from None
+        raise InputError(None, f"measure {quote(name)}: {problem}", field="measure") from None
 
 
 # --------------------------------------------------------------------- names in files people write
@@ -351,13 +358,13 @@ def _one_spelling_each(value: Any) -> Any:
     if isinstance(value, dict | list):
         seen: dict[str, Any] = {}
         for name in value:
-            measure = try_parse(name) if isinstance(name, str) else None
-            if measure is None:
+            try:
+                measure = canonical(name)
+            except InputError:
                 continue  # the name's own validation reports it
-            if str(measure) in seen:
-                first = seen[str(measure)]
-                raise rule((), f"{quote(first)} and {quote(name)} both name {measure}")
-            seen[str(measure)] = name
+            if measure in seen:
+                raise rule((), f"{quote(seen[measure])} and {quote(name)} both name {measure}")
+            seen[measure] = name
     return value
 
 
