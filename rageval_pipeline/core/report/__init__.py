@@ -48,25 +48,25 @@ def to_html(value: Report | Verdict) -> str:
     return render.to_html(report, {f.name: render_figure(f)[0] for f in report.figures})
 
 
-def write_reports(value: Report | Verdict, directory: Path) -> dict[str, Path]:
-    """Write every rendering and plot atomically; returns what -> path."""
-    report, directory = _report(value), Path(directory)
+def write_reports(value: Report | Verdict, directory: Path, *more: Path) -> dict[str, Path]:
+    """Write every rendering and plot atomically into `directory` (and each of `more`: drawn
+    once); returns what -> path in `directory`."""
+    report = _report(value)
     drawn = {f.name: render_figure(f) for f in report.figures}
-    paths: dict[str, Path] = {}
-    for name, (svg, png) in drawn.items():
-        write_text(directory / "plots" / f"{name}.svg", svg)
-        with atomic_path(directory / "plots" / f"{name}.png") as tmp:
-            tmp.write_bytes(png)
     texts = {
         "json": to_json(report.verdict),
         "report": report.model_dump_json(indent=2) + "\n",
         "markdown": render.to_markdown(report),
         "html": render.to_html(report, {n: svg for n, (svg, _) in drawn.items()}),
     }
-    for what, text in texts.items():
-        paths[what] = directory / REPORT_FILES[what]
-        write_text(paths[what], text)
-    return paths
+    for folder in (Path(directory), *map(Path, more)):
+        for name, (svg, png) in drawn.items():
+            write_text(folder / "plots" / f"{name}.svg", svg)
+            with atomic_path(folder / "plots" / f"{name}.png") as tmp:
+                tmp.write_bytes(png)
+        for what, text in texts.items():
+            write_text(folder / REPORT_FILES[what], text)
+    return {what: Path(directory) / REPORT_FILES[what] for what in texts}
 
 
 def short_summary(verdict: Verdict, directory: Path) -> str:

@@ -150,7 +150,12 @@ def _run_figures(
     return figures
 
 
+# The measures a trend shows (at most six), in this order, when the report compares them.
+TREND_MEASURES = ("nDCG@10", "R@100", "P@5", "RR", "AP", "R@10")
+
+
 def _trend_figures(history: pd.DataFrame, measures: list[str], keys: list[RunKey]) -> list[Figure]:
+    measures = [m for m in TREND_MEASURES if m in measures] or measures[:6]
     figures = []
     for dataset, split in dict.fromkeys((d, s) for d, s, _ in keys):
         rows = history[
@@ -160,7 +165,7 @@ def _trend_figures(history: pd.DataFrame, measures: list[str], keys: list[RunKey
         ].sort_values(["created_at", "system"])
         if rows.empty:
             continue
-        series: dict[str, dict[str, list]] = {}
+        series: dict[str, dict[str, list]] = {m: {} for m in measures if m in set(rows["measure"])}
         for r in rows.itertuples(index=False):
             stamp = pd.Timestamp(r.created_at).isoformat()
             series.setdefault(r.measure, {}).setdefault(r.system, []).append([stamp, r.value])

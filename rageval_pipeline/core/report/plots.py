@@ -82,8 +82,11 @@ def _latency(ax, data: dict) -> None:
 
 def _trend(fig, data: dict) -> None:
     measures = data["measures"]
-    axes = fig.subplots(1, max(1, len(measures)), squeeze=False)[0]
-    for ax, (measure, series) in zip(axes, sorted(measures.items()), strict=False):
+    rows = max(1, -(-len(measures) // 3))
+    axes = fig.subplots(rows, 3, squeeze=False).ravel()
+    for ax in axes[len(measures) :]:
+        ax.set_visible(False)
+    for ax, (measure, series) in zip(axes, measures.items(), strict=False):
         for system, points in sorted(series.items()):
             times = [datetime.fromisoformat(t) for t, _ in points]
             ax.plot(times, [v for _, v in points], marker="o", label=system)
@@ -94,8 +97,9 @@ def _trend(fig, data: dict) -> None:
 
 def _draw(figure: Figure):
     with plt.rc_context(_STYLE):
-        width = 7.5 if figure.kind == "trend" else 6.0
-        fig = plt.figure(figsize=(width, 3.2))
+        height = 2.6 * max(1, -(-len(figure.data["measures"]) // 3)) + 0.6
+        size = (8.0, height) if figure.kind == "trend" else (6.0, 3.2)
+        fig = plt.figure(figsize=size)
         if figure.kind == "trend":
             _trend(fig, figure.data)
         else:

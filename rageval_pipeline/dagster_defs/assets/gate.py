@@ -99,8 +99,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
             datasets,
         )
         full = report.build_report(verdict, judged, baselines, history)
-        paths = report.write_reports(full, folder)
-        report.write_reports(full, settings.reports_dir / "latest")
+        paths = report.write_reports(full, folder, settings.reports_dir / "latest")
         for summary in judged:
             _write_validation_report(settings, summary, stamp)
         store.record_gate(
