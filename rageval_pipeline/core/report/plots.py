@@ -97,8 +97,10 @@ def _trend(fig, data: dict) -> None:
 
 def _draw(figure: Figure):
     with plt.rc_context(_STYLE):
-        height = 2.6 * max(1, -(-len(figure.data["measures"]) // 3)) + 0.6
-        size = (8.0, height) if figure.kind == "trend" else (6.0, 3.2)
+        if figure.kind == "trend":
+            size = (8.0, 2.6 * max(1, -(-len(figure.data["measures"]) // 3)) + 0.6)
+        else:
+            size = (6.0, 3.2)
         fig = plt.figure(figsize=size)
         if figure.kind == "trend":
             _trend(fig, figure.data)
