@@ -166,7 +166,10 @@ def promote(
         if old is not None and not force:
             verdict = replacement_verdict(summary, old, policy)
             if not verdict.passed:
-                reasons = "; ".join(c.message for c in verdict.failures)
+                failures = verdict.failures
+                reasons = "; ".join(c.message for c in failures[:3])
+                if len(failures) > 3:
+                    reasons += f"; and {len(failures) - 3} more"
                 raise Refused(
                     path,
                     f"refusing a worse baseline ({reasons}); "
