@@ -8,14 +8,12 @@ font; figures are inline SVG, so it needs no network.
 from __future__ import annotations
 
 import html
-import json
 import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rageval_pipeline.core.gate import LATENCY_STATS, OVERALL, Check, QueryRegression, Verdict
+from rageval_pipeline.core.gate import LATENCY_STATS, OVERALL, Check, QueryRegression
 from rageval_pipeline.core.measures.names import sort_key, try_parse
-from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.report.explain import QueryChange
 from rageval_pipeline.core.report.model import Cell, Report, RunSection
 
@@ -24,37 +22,6 @@ _LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "ADVISORY"}
 _INCONCLUSIVE = "INCONCLUSIVE"
 _QUALITY_KINDS = frozenset({"threshold", "target", "baseline", "value"})
 _LATENCY_KINDS = frozenset({"latency", "latency_baseline"})
-
-
-def to_json(verdict: Verdict) -> str:
-    """The verdict with its derived fields (passed, categories, summary); sorted keys."""
-    data = verdict.model_dump(mode="json")
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def plotted_values(verdict: Verdict) -> dict[str, float]:
-    """Numbers a dashboard plots across gate runs, keyed "<dataset>/<system> <measure> <what>":
-    per run its primary measure's paired delta, interval and Holm p-value (and those of every
-    measure that did not pass), and its share of unjudged documents; rounded by
-    `round_metric`."""
-    primary = {(c.dataset, c.system, c.measure) for c in verdict.checks if c.kind == "spike"}
-    out: dict[str, float] = {}
-    for c in verdict.checks:
-        label = f"{c.dataset}/{c.system} {c.measure}"
-        if c.kind == "unjudged" and c.value is not None:
-            out[f"{c.dataset}/{c.system} unjudged share"] = round_metric(c.value)
-        if c.kind != "baseline" or c.paired is None:
-            continue
-        if c.passed and (c.dataset, c.system, c.measure) not in primary:
-            continue
-        numbers = {
-            "delta": c.paired.delta,
-            "ci_low": c.paired.ci_low,
-            "ci_high": c.paired.ci_high,
-            "p_holm": c.paired.p_holm,
-        }
-        out |= {f"{label} {k}": round_metric(v) for k, v in numbers.items() if v is not None}
-    return out
 
 
 # ------------------------------------------------------------------------------ document blocks
