@@ -65,6 +65,8 @@ class _System(BaseModel, ABC):
     reusable: ClassVar[bool] = True
     reads_corpus: ClassVar[bool] = False  # True when producing a run reads the documents' text
     _name: str | None = PrivateAttr(None)
+    # The configurations of `member_names` by name, set by `load_systems` once all are known.
+    _members: dict[str, SystemConfig] = PrivateAttr(default_factory=dict)
 
     @property
     def name(self) -> str | None:
@@ -83,8 +85,13 @@ class _System(BaseModel, ABC):
 
     @property
     def member_names(self) -> list[str]:
-        """The systems whose runs this one reads (fusion members)."""
+        """The systems whose runs this one reads (fusion members, a reranker's candidates)."""
         return []
+
+    def member(self, name: str) -> SystemConfig:
+        if name not in self._members:
+            raise ValueError(f"member {name!r} is not resolved; load systems with load_systems")
+        return self._members[name]
 
     @property
     def indexed(self) -> bool:
@@ -186,13 +193,6 @@ class DenseSystem(_Indexed):
 
 class _Fusion(_System):
     level: fusion.Level = "chunk"
-    # Member configurations by name, set by `load_systems` once every name is known.
-    _members: dict[str, SystemConfig] = PrivateAttr(default_factory=dict)
-
-    def member(self, name: str) -> SystemConfig:
-        if name not in self._members:
-            raise ValueError(f"member {name!r} is not resolved; load systems with load_systems")
-        return self._members[name]
 
     @property
     def member_names(self) -> list[str]:
@@ -333,12 +333,6 @@ class RerankSystem(_System):
     threshold: float | None = None
     model: str = Field(rerank.BI_ENCODER, description="bi-encoder, or a cross-encoder folder")
     batch_size: int = Field(32, gt=0)
-    _members: dict[str, SystemConfig] = PrivateAttr(default_factory=dict)
-
-    def member(self, name: str) -> SystemConfig:
-        if name not in self._members:
-            raise ValueError(f"candidates {name!r} not resolved; load systems with load_systems")
-        return self._members[name]
 
     @property
     def member_names(self) -> list[str]:

@@ -104,7 +104,7 @@ def write_reports(value: Report | Verdict, directory: Path, *more: Path) -> dict
 def short_summary(verdict: Verdict, directory: Path) -> str:
     """What `scripts/evaluate` prints: the verdict, one line per judged run, where the reports
     are."""
-    lines = [f"Gate: {'PASS' if verdict.passed else 'FAIL'}: {verdict.summary}"]
+    lines = [f"Gate: {verdict.summary}"]
     for key in verdict.runs:
         checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
         failed = [c for c in checks if c.blocking and not c.passed]

@@ -35,13 +35,13 @@ def _write_validation_report(settings: Settings, summary: RunSummary, stamp: dat
     """Seed 003's report_YYYYMMDD_HHMMSS.json of one run, beside the gate reports."""
     queries = _asset_table(settings, "queries", summary.dataset)
     chunks = _asset_table(settings, summary.system, "chunks", summary.dataset)
-    about = (
-        {}
-        if queries is None
-        else {
-            r.query_id: {"text": r.text, "query_type": r.query_type} for r in queries.itertuples()
+    about: dict[str, dict] = {}
+    if queries is not None:
+        fields = queries[["query_id", "text", "query_type"]].astype(object)
+        fields = fields.where(fields.notna(), None)  # a missing query type is None, not NaN
+        about = {
+            r.query_id: {"text": r.text, "query_type": r.query_type} for r in fields.itertuples()
         }
-    )
     seed = validation_report(
         summary,
         about,
