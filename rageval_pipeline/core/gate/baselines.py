@@ -73,7 +73,8 @@ def describe_changes(old: Baseline | None, new: RunSummary) -> list[str]:
     for measure in sorted(set(old.measures) | set(new.measures), key=sort_key):
         a, b = old.measures.get(measure), new.measures.get(measure)
         if a is None or b is None:
-            lines.append(f"{measure}: {a} -> {b}")
+            shown = ["–" if v is None else f"{v:.4f}" for v in (a, b)]
+            lines.append(f"{measure}: {shown[0]} -> {shown[1]}")
         elif round(a, 6) != round(b, 6):
             lines.append(f"{measure}: {a:.4f} -> {b:.4f} ({b - a:+.4f})")
     return lines
