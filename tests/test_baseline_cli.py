@@ -142,3 +142,39 @@ def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(pipeline
     assert "nDCG@10: " in forced.stdout and "(-0." in forced.stdout
     assert load_baseline(path).note == "poor on purpose"
     assert load_baseline(path).config["retriever"] == "run_file"
+
+
+def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
+    """The Dagster job runs the same rule as the CLI, on the warehouse's latest evaluation."""
+    import dagster as dg
+
+    from rageval_pipeline.core.storage import Warehouse
+    from rageval_pipeline.dagster_defs.baseline_job import update_baseline
+    from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+    from tests.test_storage import _results, _run_row
+
+    (tmp_path / "gate.yaml").write_text("version: 1\n")
+    Warehouse(tmp_path / "rageval.duckdb").record_run(_run_row("r1"), _results("r1", 0.5))
+    old = summary(0.9, {}).model_copy(update={"dataset": "d", "system": "s", "fingerprint": "f"})
+    promote([old], tmp_path / "baselines", GatePolicy.model_validate({"version": 1}))
+    resources = dict(
+        settings=Settings(
+            storage_dir=str(tmp_path),
+            data_dir=str(tmp_path),
+            baselines_dir=str(tmp_path / "baselines"),
+        ),
+        warehouse=WarehouseResource(storage_dir=str(tmp_path)),
+    )
+
+    def run(**config) -> dg.ExecuteInProcessResult:
+        return update_baseline.execute_in_process(
+            run_config={"ops": {"update_baseline": {"config": {"dataset": "d", **config}}}},
+            resources=resources,
+            raise_on_error=False,
+        )
+
+    assert not run().success  # 0.5 < 0.9: refused
+    assert load_baseline(baseline_path(tmp_path / "baselines", "d", "s")).measures["nDCG@10"] == 0.9
+    assert run(force=True, note="accepted on purpose").success
+    written = load_baseline(baseline_path(tmp_path / "baselines", "d", "s"))
+    assert written.measures["nDCG@10"] == 0.5 and written.note == "accepted on purpose"
