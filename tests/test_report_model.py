@@ -34,6 +34,7 @@ def run(system: str, ndcg: list[float], p5: float, r10: float, top: dict, when: 
             "all": {"mean": 12.0, "p50": 10.0, "p95": 30.0, "p99": 40.0},
             "intent=factual": {"mean": 9.0, "p50": 8.0, "p95": 20.0, "p99": 25.0},
             "intent=procedural": {"mean": 15.0, "p50": 14.0, "p95": 35.0, "p99": 45.0},
+            "difficulty=easy": {"mean": 5.0, "p50": 5.0, "p95": 6.0, "p99": 7.0},
         },
         n_queries=8,
         k=10,
@@ -73,10 +74,14 @@ def context():
 
 
 def test_systems_side_by_side_and_explanations(context):
-    report, _ = context
+    report, new = context
     assert report.columns == ["hotel/bm25", "hotel/dense"]
     row = next(r for r in report.rows if r.measure == "nDCG@10")
     assert row.cells[0].delta == pytest.approx((4.1 - 4.4) / 8) and row.cells[1].delta is None
+    for row in report.rows:  # each cell is the run's own mean
+        assert row.cells[0].value == pytest.approx(new.measures[row.measure])
+    latency = next(f for f in report.figures if f.kind == "latency")
+    assert latency.data["groups"] == ["all", "intent=factual", "intent=procedural"]
     section = report.runs[0]
     assert [c.query_id for c in section.lost] == ["q1", "q2"]  # only queries that got worse
     assert [c.query_id for c in section.gained] == ["q8"]

@@ -77,7 +77,10 @@ def _cell(verdict: Verdict, key: RunKey, measure: str, summary: RunSummary | Non
     checks = [
         c
         for c in verdict.checks
-        if (c.dataset, c.split, c.system) == key and c.measure == measure and c.value is not None
+        if (c.dataset, c.split, c.system) == key
+        and c.measure == measure
+        and c.value is not None
+        and c.kind in {"baseline", "threshold", "target", "value"}
     ]
     against = next((c for c in checks if c.kind == "baseline"), None)
     first = against or (checks[0] if checks else None)
@@ -136,7 +139,10 @@ def _run_figures(
                 ),
             )
         )
-    groups = sorted(summary.latency, key=lambda g: (g != OVERALL, g))
+    groups = sorted(
+        (g for g in summary.latency if g == OVERALL or g.startswith("intent=")),
+        key=lambda g: (g != OVERALL, g),
+    )
     if groups:
         stats = {s: [summary.latency[g].get(s, 0.0) for g in groups] for s in ("p50", "p95", "p99")}
         figures.append(
