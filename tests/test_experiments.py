@@ -92,3 +92,11 @@ def test_one_row_per_gated_run_with_verdict_and_config_diff(pipeline_home):
     assert "k1: 1.5 -> 0.9" in listed.stdout and "exp-003" in listed.stdout
     exported = json.loads((pipeline_home / "storage" / "reports" / "experiments.json").read_text())
     assert [e["id"] for e in exported["experiments"]] == ["exp-001", "exp-002", "exp-003"]
+
+
+def test_a_warehouse_without_experiments_lists_none(tmp_path):
+    from tests.test_storage import _results, _run_row
+
+    store = Warehouse(tmp_path / "w.duckdb")
+    store.record_run(_run_row("r1"), _results("r1", 0.5))
+    assert experiments.load(store) == []

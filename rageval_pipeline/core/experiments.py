@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import duckdb
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
@@ -173,13 +174,14 @@ def load(
     warehouse: Warehouse, *, dataset: str | None = None, system: str | None = None
 ) -> list[Experiment]:
     """The log in recording order, optionally narrowed to one dataset and/or system."""
-    with warehouse.connect() as con:  # creates the table in a warehouse that predates it
-        con.execute(SCHEMA)
-    rows = warehouse.query(
-        "SELECT * FROM experiments WHERE (? IS NULL OR dataset = ?) "
-        "AND (? IS NULL OR system = ?) ORDER BY id",
-        [dataset, dataset, system, system],
-    )
+    try:
+        rows = warehouse.query(
+            "SELECT * FROM experiments WHERE (? IS NULL OR dataset = ?) "
+            "AND (? IS NULL OR system = ?) ORDER BY id",
+            [dataset, dataset, system, system],
+        )
+    except duckdb.CatalogException:  # no gate has run on this warehouse yet
+        return []
     return [
         Experiment(
             **(
