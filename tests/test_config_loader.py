@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from rageval_pipeline.core.bounds import file_limits
 from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
 
@@ -254,13 +255,39 @@ def test_limits_are_overridable(tmp_path, monkeypatch):
     )
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "lots", "1e9", ""])
-def test_a_bad_limit_value_names_the_variable(tmp_path, monkeypatch, value):
-    monkeypatch.setenv("RAGEVAL_MAX_DEPTH", value)
+@pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ("RAGEVAL_MAX_FILE_BYTES", "file_bytes"),
+        ("RAGEVAL_MAX_DEPTH", "depth"),
+        ("RAGEVAL_MAX_YAML_ALIAS_NODES", "yaml_alias_nodes"),
+        ("RAGEVAL_MAX_QUOTE_CHARS", "quote_chars"),
+    ],
+)
+def test_each_file_limit_reads_its_variable(monkeypatch, variable, field):
+    before = getattr(file_limits(), field)
+    monkeypatch.setenv(variable, str(before + 7))
+    assert getattr(file_limits(), field) == before + 7
+
+
+NOT_AN_INTEGER = "Input should be a valid integer, unable to parse string as an integer"
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("0", "Input should be greater than or equal to 1"),
+        ("-1", "Input should be greater than or equal to 1"),
+        ("lots", NOT_AN_INTEGER),
+        ("1e9", NOT_AN_INTEGER),
+        ("", NOT_AN_INTEGER),
+    ],
+)
+@pytest.mark.parametrize("variable", ["RAGEVAL_MAX_DEPTH", "RAGEVAL_MAX_FILE_BYTES"])
+def test_a_bad_limit_value_names_the_variable(tmp_path, monkeypatch, variable, value, rule):
+    monkeypatch.setenv(variable, value)
     path = write(tmp_path, "a.json", '{"version": 1}')
-    assert (
-        problem(path) == f"<input>: RAGEVAL_MAX_DEPTH: must be a whole number >= 1 (got {value!r})"
-    )
+    assert problem(path) == f"environment: {variable}: {rule}"
 
 
 # ------------------------------------------------------------------------ not a regular file

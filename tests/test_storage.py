@@ -119,8 +119,6 @@ def test_reads_are_read_only_connections(tmp_path):
 
 
 def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Path):
-    import duckdb
-
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute(
@@ -130,7 +128,10 @@ def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Pat
     con.execute("INSERT INTO run_metrics VALUES ('old', 'd', 'test', 's', 'RR', 0.5, NULL)")
     con.close()
     warehouse = Warehouse(path)
-    with warehouse.connect():  # reads are read-only: the next write connection migrates
+    # Reads open the file read-only and change nothing; the first write connection migrates.
+    with pytest.raises(duckdb.BinderException, match="ci_low"):
+        warehouse.query("SELECT ci_low FROM run_metrics")
+    with warehouse.connect():
         pass
     rows = warehouse.query("SELECT run_id, value, ci_low, ci_high FROM run_metrics")
     assert rows["run_id"].tolist() == ["old"] and rows["ci_low"].isna().all()

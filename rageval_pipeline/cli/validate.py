@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rageval_pipeline.core.consistency import inconsistencies
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import load_policy
 from rageval_pipeline.core.suites import load_suite
@@ -54,6 +55,10 @@ def _check(path: Path) -> str:
     if path.name in _SYSTEMS_FILES:
         return f"{len(load_systems(path))} system(s)"
     suite = load_suite(path)
+    if found := inconsistencies(suite):  # near-duplicate targets graded differently
+        for item in found[:-1]:
+            print(f"error: {path}: {item.field}: {item.problem}", file=sys.stderr)
+        raise InputError(path, found[-1].problem, field=found[-1].field)
     return (
         f"{len(suite.documents)} documents, {len(suite.queries)} queries, "
         f"{suite.judgment_count} judgments"

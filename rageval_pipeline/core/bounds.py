@@ -1,4 +1,4 @@
-"""Bounds on untrusted input: the limits (overridable from the environment), quoting of user
+"""Bounds on untrusted input: the file limits (an `EnvLimits`, `RAGEVAL_MAX_*`), quoting of user
 values in errors, reading a regular file within the size limit, and `confined`, the one check for
 a path that a user file names. Documented in docs/limits.md."""
 
@@ -10,32 +10,31 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from rageval_pipeline.core.errors import InputError
+from pydantic import Field
 
-# name -> (environment variable, default, what it bounds)
-LIMITS = {
-    "file_bytes": ("RAGEVAL_MAX_FILE_BYTES", 64 * 2**20, "bytes in one file"),
-    "depth": ("RAGEVAL_MAX_DEPTH", 64, "levels of nested objects and arrays"),
-    "yaml_alias_nodes": ("RAGEVAL_MAX_YAML_ALIAS_NODES", 10_000, "nodes YAML aliases expand to"),
-    "quote_chars": ("RAGEVAL_MAX_QUOTE_CHARS", 200, "characters of a value quoted in an error"),
-}
+from rageval_pipeline.core.limits import EnvLimits
+
+FILE_ENV_PREFIX = "RAGEVAL_MAX"  # RAGEVAL_MAX_FILE_BYTES, RAGEVAL_MAX_DEPTH, ... (docs/limits.md)
 
 
-def limit(name: str) -> int:
-    """The limit `name` of LIMITS: its environment variable when set, else the default."""
-    variable, default, _ = LIMITS[name]
-    text = os.environ.get(variable)
-    if text is None:
-        return default
-    if not text.strip().isdigit() or int(text) < 1:
-        raise InputError(None, f"must be a whole number >= 1 (got {text[:40]!r})", field=variable)
-    return int(text)
+class FileLimits(EnvLimits):
+    """Bounds on a file a user writes and on quoting its values; `RAGEVAL_MAX_*`."""
+
+    file_bytes: int = Field(64 << 20, ge=1, description="bytes in one file")
+    depth: int = Field(64, ge=1, description="levels of nested objects and arrays")
+    yaml_alias_nodes: int = Field(10_000, ge=1, description="nodes YAML aliases expand to")
+    quote_chars: int = Field(200, ge=1, description="characters of a value quoted in an error")
+
+
+def file_limits() -> FileLimits:
+    """The file limits, read from the environment on each call (so a change applies at once)."""
+    return FileLimits.from_env(FILE_ENV_PREFIX)
 
 
 def quote(value: Any) -> str:
     """A JSON rendering of a user value for error messages, cut to RAGEVAL_MAX_QUOTE_CHARS."""
     text = json.dumps(value, ensure_ascii=False, default=str)
-    most = limit("quote_chars")
+    most = file_limits().quote_chars
     return text if len(text) <= most else text[: max(most - 3, 0)] + "..."
 
 
@@ -67,10 +66,11 @@ def _regular_file(path: Path) -> os.stat_result:
 
 def read_bytes(path: Path) -> bytes:
     """A regular file's bytes, at most RAGEVAL_MAX_FILE_BYTES; ValueError otherwise."""
-    most = limit("file_bytes")
+    limits = file_limits()
+    most = limits.file_bytes
     size = _regular_file(path).st_size
     if size > most:
-        raise ValueError(f"is {size} bytes, over the limit of {most} (RAGEVAL_MAX_FILE_BYTES)")
+        raise ValueError(f"is {size} bytes, over the limit of {most}{limits.hint('file_bytes')}")
     chunks: list[bytes] = []
     read = 0
     try:
@@ -82,7 +82,7 @@ def read_bytes(path: Path) -> bytes:
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror}") from None
     if read > most:
-        raise ValueError(f"is over the limit of {most} bytes (RAGEVAL_MAX_FILE_BYTES)")
+        raise ValueError(f"is over the limit of {most} bytes{limits.hint('file_bytes')}")
     return b"".join(chunks)
 
 

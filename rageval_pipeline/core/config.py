@@ -6,9 +6,10 @@ the first problem, in file order, into one `InputError` line:
 
     file:line: field.path[3].name: rule
 
-Limits (docs/limits.md) come from the environment so that a large but honest file can still be
-read: RAGEVAL_MAX_FILE_BYTES, RAGEVAL_MAX_DEPTH, RAGEVAL_MAX_YAML_ALIAS_NODES and
-RAGEVAL_MAX_QUOTE_CHARS. `confined` is the one check for a path that a user file names.
+Limits (`bounds.FileLimits`, docs/limits.md) come from the environment so that a large but
+honest file can still be read: RAGEVAL_MAX_FILE_BYTES, RAGEVAL_MAX_DEPTH,
+RAGEVAL_MAX_YAML_ALIAS_NODES and RAGEVAL_MAX_QUOTE_CHARS. `confined` is the one check for a
+path that a user file names.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
 from rageval_pipeline.core import field_paths
-from rageval_pipeline.core.bounds import limit, quote, read_text
+from rageval_pipeline.core.bounds import file_limits, quote, read_text
 from rageval_pipeline.core.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
@@ -80,6 +81,8 @@ def parse(path: Path) -> Document:
         raise InputError(path, f"unknown file type {quote(path.suffix)}: expected one of {known}")
     try:
         text = read_text(path)
+    except InputError:  # a bad RAGEVAL_MAX_* value: its own error, not this file's
+        raise
     except ValueError as exc:
         raise InputError(path, str(exc)) from None
     try:
@@ -146,7 +149,7 @@ def _parse_json(path: Path, text: str) -> Document:
     except (_Duplicate, RecursionError):
         _json_positions(text)  # raises the problem with its line
         raise _Problem(None, (), "nesting deeper than this parser can read") from None
-    if _deeper_than(data, limit("depth")):
+    if _deeper_than(data, file_limits().depth):
         _json_positions(text)  # raises the problem with its line
     return Document(path, data, json_text=text)
 
@@ -177,7 +180,8 @@ class _Frame:
 def _json_positions(text: str) -> dict[Loc, int]:
     """Line of every key and array item of valid JSON; raises the first duplicate key or the
     first nesting past RAGEVAL_MAX_DEPTH as a _Problem with its line."""
-    most = limit("depth")
+    limits = file_limits()
+    most = limits.depth
     positions: dict[Loc, int] = {(): 1}
     stack: list[_Frame] = []
     line, last = 1, 0
@@ -207,7 +211,8 @@ def _json_positions(text: str) -> dict[Loc, int]:
             positions[loc] = line
         if token in "{[":
             if len(stack) >= most:
-                raise _Problem(line, (), f"nesting deeper than {most} levels (RAGEVAL_MAX_DEPTH)")
+                problem = f"nesting deeper than {most} levels{limits.hint('depth')}"
+                raise _Problem(line, (), problem)
             stack.append(_Frame(token, loc))
     return positions
 
@@ -225,8 +230,9 @@ class _Loader(yaml.SafeLoader):
         self._loc: list[str | int] = []
         self._weight: dict[int, int] = {}  # id(node) -> nodes it expands to
         self._expanded = 0
-        self._max_depth = limit("depth")
-        self._max_expanded = limit("yaml_alias_nodes")
+        self._limits = file_limits()
+        self._max_depth = self._limits.depth
+        self._max_expanded = self._limits.yaml_alias_nodes
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -242,8 +248,8 @@ class _Loader(yaml.SafeLoader):
                     raise _Problem(
                         line,
                         tuple(self._loc),
-                        f"YAML aliases expand to more than {self._max_expanded} nodes "
-                        "(RAGEVAL_MAX_YAML_ALIAS_NODES)",
+                        f"YAML aliases expand to more than {self._max_expanded} nodes"
+                        f"{self._limits.hint('yaml_alias_nodes')}",
                     )
             return super().compose_node(parent, index)
         node = super().compose_node(parent, index)
@@ -268,7 +274,7 @@ class _Loader(yaml.SafeLoader):
         """A new, empty collection node, as PyYAML's composer makes it, within the depth limit."""
         start = self.get_event()
         if len(self._loc) >= self._max_depth:
-            problem = f"nesting deeper than {self._max_depth} levels (RAGEVAL_MAX_DEPTH)"
+            problem = f"nesting deeper than {self._max_depth} levels{self._limits.hint('depth')}"
             raise _Problem(start.start_mark.line + 1, (), problem)
         tag = start.tag if start.tag not in (None, "!") else None
         tag = tag or self.resolve(kind, None, start.implicit)

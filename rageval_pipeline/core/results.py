@@ -158,11 +158,12 @@ def store_results(
     record: RunRecord,
     results: RunResults,
     queries: pd.DataFrame,
+    *,
     notes: str = "",
 ) -> StoredRun:
     """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
-    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON and
-    Markdown, `notes` appended to the latter) under `storage/reports/quality/`."""
+    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
+    Markdown followed by `notes`) under `storage/reports/quality/`."""
     run_id, dataset, system = record.run_id, record.dataset, record.system
     keys = dict(run_id=run_id, dataset=dataset, split=record.split, system=system)
     tables = {

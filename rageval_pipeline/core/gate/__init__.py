@@ -6,7 +6,6 @@ and deterministic: the same summaries, baselines and policy always give the same
 Semantics are documented in docs/gate.md.
 """
 
-from rageval_pipeline.core.aggregate import LATENCY_STATS, LatencyStat
 from rageval_pipeline.core.gate.baselines import (
     baseline_from_summary,
     baseline_path,
@@ -18,11 +17,13 @@ from rageval_pipeline.core.gate.judge import judge
 from rageval_pipeline.core.gate.models import (
     BASELINE_VERSION,
     CATEGORIES,
+    LATENCY_STATS,
     OVERALL,
     Baseline,
     Category,
     Check,
     CheckKind,
+    LatencyStat,
     QueryRegression,
     RunSummary,
     Verdict,

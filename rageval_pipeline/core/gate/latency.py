@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rageval_pipeline.core.aggregate import LATENCY_STATS
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
-from rageval_pipeline.core.gate.models import OVERALL, Baseline, Check
+from rageval_pipeline.core.gate.models import LATENCY_STATS, OVERALL, Baseline, Check
 
 
 def _groups(groups: Iterable[str]) -> list[str]:

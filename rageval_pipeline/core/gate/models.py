@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
 
-from rageval_pipeline.core.aggregate import LatencyStat
+from rageval_pipeline.core.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
 from rageval_pipeline.core.statistics import PairedTest
 

@@ -198,7 +198,7 @@ def build_system_assets(
         coverage = qrels_coverage(judged, corpus["doc_id"], queries["query_id"])
         notes = _coverage_text(coverage, results.identical_ids_dropped)
         stored = store_results(
-            settings.storage, warehouse.warehouse, record, results, queries, notes
+            settings.storage, warehouse.warehouse, record, results, queries, notes=notes
         )
         context.log.info(
             f"{dataset}/{name} ({results.level} level): "
