@@ -101,6 +101,10 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     assert per_query.data["delta"] == sorted(per_query.data["delta"])
     trend = next(f for f in report.figures if f.kind == "trend")
     assert len(trend.data["measures"]["nDCG@10"]["bm25"]) == 2  # two stored runs
+    # An interval that misses its value (rounding, an older baseline's) still draws.
+    odd = next(f for f in report.figures if f.kind == "measures").model_copy(deep=True)
+    odd.data["current_ci"][0] = [odd.data["current"][0] + 0.01, odd.data["current"][0] + 0.02]
+    assert render(odd)[0].startswith("<svg")
     svg, png = render(per_query)
     assert svg.startswith("<svg") and png.startswith(b"\x89PNG")
     assert render(per_query) == (svg, png)

@@ -43,9 +43,10 @@ def _measures(ax, data: dict) -> None:
 
     def bars(offset, values, intervals, color, label):
         shown = [v if v is not None else 0.0 for v in values]
+        # An interval may miss its value by rounding (or be a baseline's older one): never < 0.
         errors = [
-            [v - ci[0] if ci else 0 for v, ci in zip(shown, intervals, strict=True)],
-            [ci[1] - v if ci else 0 for v, ci in zip(shown, intervals, strict=True)],
+            [max(0.0, v - ci[0]) if ci else 0 for v, ci in zip(shown, intervals, strict=True)],
+            [max(0.0, ci[1] - v) if ci else 0 for v, ci in zip(shown, intervals, strict=True)],
         ]
         ax.bar(
             [i + offset for i in x], shown, width, yerr=errors, capsize=3, color=color, label=label
