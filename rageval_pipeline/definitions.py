@@ -9,6 +9,7 @@ from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.dagster_defs.assets.gate import build_gate_asset
 from rageval_pipeline.dagster_defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.dagster_defs.assets.systems import build_system_assets
+from rageval_pipeline.dagster_defs.baseline_job import update_baseline
 from rageval_pipeline.dagster_defs.freshness import fresh_daily
 from rageval_pipeline.dagster_defs.jobs import build_jobs
 from rageval_pipeline.dagster_defs.partitions import dataset_partitions
@@ -35,7 +36,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         assets, jobs = [*assets, *generation_assets], [*jobs, generation_job]
     return dg.Definitions(
         assets=assets,
-        jobs=jobs,
+        jobs=[*jobs, update_baseline],
         schedules=[build_nightly(jobs[0])],
         sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml")],
         resources={

@@ -116,7 +116,8 @@ def test_run_file_fingerprint_follows_content_not_location(tmp_path):
         (
             "x: {retriever: faiss}",
             """systems["x"]: Input tag 'faiss' found using 'retriever' does not match any of the """
-            """expected tags: 'bm25', 'dense', 'rrf', 'weighted', 'run_file', 'http', 'python' """
+            """expected tags: 'bm25', 'dense', 'rrf', 'weighted', 'run_file', 'http', 'python', """
+            """'rerank' """
             """(got {"retriever": "faiss"})""",
         ),
         (

@@ -29,7 +29,17 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
             help="baseline folder ($RAGEVAL_BASELINES, default data/baselines)",
         )
         sub.set_defaults(func=_update if action == "update" else _show)
-    actions.choices["update"].add_argument("--note", help="why this baseline was accepted")
+    update = actions.choices["update"]
+    update.add_argument("--note", help="why this baseline was accepted")
+    update.add_argument(
+        "--force", action="store_true", help="accept a worse baseline (needs --note)"
+    )
+    update.add_argument(
+        "--policy",
+        type=Path,
+        default=paths.data_dir() / "gate.yaml",
+        help="the gate policy that judges whether the new baseline is worse",
+    )
 
 
 def _selected(args: argparse.Namespace):
@@ -57,10 +67,14 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
-    from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
+    from rageval_pipeline.core.gate import load_policy
+    from rageval_pipeline.core.gate.baselines import promote
 
-    for s in _selected(args):
-        path = baseline_path(args.baselines, s.dataset, s.system)
-        write_baseline(baseline_from_summary(s, note=args.note), path)
-        print(f"wrote {path} from run {s.run_id}")
+    written = promote(
+        _selected(args), args.baselines, load_policy(args.policy), force=args.force, note=args.note
+    )
+    for path, lines in written:
+        print(f"wrote {path}")
+        for line in lines:
+            print(f"  {line}")
     return 0

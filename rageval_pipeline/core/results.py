@@ -21,6 +21,7 @@ from rageval_pipeline.core.aggregate import breakdown, latency_stats, mean_table
 from rageval_pipeline.core.chunking import source_ids
 from rageval_pipeline.core.conventions import drop_identical_ids
 from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
+from rageval_pipeline.core.ranking import order_run
 from rageval_pipeline.core.storage import Warehouse, write_parquet, write_text
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
@@ -59,6 +60,18 @@ class RunResults(NamedTuple):
     groups: pd.DataFrame  # attribute, group, measure, value, n_queries
     latency: pd.DataFrame  # attribute, group, stat, value
     identical_ids_dropped: int = 0  # retrieved documents that were the query itself
+    top: pd.DataFrame | None = None  # query_id, rank, doc_id, grade: the top LISTED, judged level
+
+
+LISTED = 10  # how deep each query's list is kept for baselines and reports
+
+
+def top_listed(ranked: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
+    """Each query's first LISTED ids of a ranked run, with their grades (null: unjudged)."""
+    hits = ranked[ranked["doc_id"].notna() & (ranked["rank"] <= LISTED)]
+    grades = judged[["query_id", "doc_id", "relevance"]].rename(columns={"relevance": "grade"})
+    top = hits[["query_id", "rank", "doc_id"]].merge(grades, on=["query_id", "doc_id"], how="left")
+    return top.astype({"rank": "int32", "grade": "Int32"}).sort_values(["query_id", "rank"])
 
 
 def document_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
@@ -113,6 +126,7 @@ def measure_run(
         groups=breakdown(per_query, queries),
         latency=latency_stats(run, queries),
         identical_ids_dropped=dropped,
+        top=top_listed(order_run(ranked), judged),
     )
 
 
@@ -161,6 +175,8 @@ def store_results(
         "group_metrics": results.groups.assign(**keys),
         "latency": results.latency.assign(**keys),
     }
+    if results.top is not None:
+        tables["rankings"] = results.top.assign(**keys)
     row = record.model_dump(exclude={"config"}) | dict(
         run_id=run_id,
         level=results.level,

@@ -64,6 +64,12 @@ ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
 ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
 ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
 ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
+-- Each query's top 10 at the judged level with its grade (NULL: unjudged): what baselines
+-- and reports show of a run's lists.
+CREATE TABLE IF NOT EXISTS rankings (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    query_id VARCHAR, rank INTEGER, doc_id VARCHAR, grade INTEGER
+);
 CREATE TABLE IF NOT EXISTS latency (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
     attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE
@@ -78,7 +84,7 @@ CREATE TABLE IF NOT EXISTS gate_results (
 );
 """
 
-RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency")
+RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency", "rankings")
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
 WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from rageval_pipeline.core.aggregate import LATENCY_STATS
@@ -56,6 +58,9 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     means = warehouse.query(f"SELECT * FROM run_metrics WHERE run_id IN ({marks})", ids)
     per_query = warehouse.query(f"SELECT * FROM query_metrics WHERE run_id IN ({marks})", ids)
     latency = warehouse.query(f"SELECT * FROM latency WHERE run_id IN ({marks})", ids)
+    rankings = warehouse.query(
+        f"SELECT * FROM rankings WHERE run_id IN ({marks}) ORDER BY query_id, rank", ids
+    )
     out = []
     for run in runs.itertuples(index=False):
         pq = per_query[per_query["run_id"] == run.run_id]
@@ -64,6 +69,10 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
         for row in lat[lat["stat"].isin(LATENCY_STATS)].itertuples(index=False):
             key = "all" if row.attribute == "all" else f"{row.attribute}={row.group}"
             groups.setdefault(key, {})[row.stat] = float(row.value)
+        top: dict[str, list[dict]] = {}
+        for row in rankings[rankings["run_id"] == run.run_id].itertuples(index=False):
+            grade = None if pd.isna(row.grade) else int(row.grade)
+            top.setdefault(row.query_id, []).append(dict(id=row.doc_id, grade=grade))
         queries: dict[str, dict[str, float]] = {}
         for row in pq.itertuples(index=False):
             queries.setdefault(row.query_id, {})[row.measure] = float(row.value)
@@ -83,6 +92,9 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 intervals=_intervals(means[means["run_id"] == run.run_id]),
                 latency=groups,
                 n_queries=int(run.n_queries),
+                k=int(run.k) if pd.notna(run.k) else None,
+                config=json.loads(run.config) if isinstance(run.config, str) else None,
+                top=top,
             )
         )
     return out

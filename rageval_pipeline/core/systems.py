@@ -34,7 +34,7 @@ from rageval_pipeline.core.bounds import confined
 from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.config import load_model, rule
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.retrieval import bm25, dense, fusion
+from rageval_pipeline.core.retrieval import bm25, dense, fusion, rerank
 from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.external import (
     HttpRetriever,
@@ -54,13 +54,19 @@ class RunInputs:
     index_dir: Path  # where an indexed system's index lives
     base_dir: Path  # the systems file's folder (run files, entry point modules)
     member_runs: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    corpus: pd.DataFrame | None = None  # what a reranker reads (with `reference`)
+    reference: ChunkingConfig | None = None  # the suite's reference chunking
+    embeddings_dir: Path | None = None  # the embedding cache (dense re-scoring)
 
 
 class _System(BaseModel, ABC):
     model_config = ConfigDict(extra="forbid", frozen=True)
     # False when the answers come from outside (a live service): a run is never reused then.
     reusable: ClassVar[bool] = True
+    reads_corpus: ClassVar[bool] = False  # True when producing a run reads the documents' text
     _name: str | None = PrivateAttr(None)
+    # The configurations of `member_names` by name, set by `load_systems` once all are known.
+    _members: dict[str, SystemConfig] = PrivateAttr(default_factory=dict)
 
     @property
     def name(self) -> str | None:
@@ -79,8 +85,13 @@ class _System(BaseModel, ABC):
 
     @property
     def member_names(self) -> list[str]:
-        """The systems whose runs this one reads (fusion members)."""
+        """The systems whose runs this one reads (fusion members, a reranker's candidates)."""
         return []
+
+    def member(self, name: str) -> SystemConfig:
+        if name not in self._members:
+            raise ValueError(f"member {name!r} is not resolved; load systems with load_systems")
+        return self._members[name]
 
     @property
     def indexed(self) -> bool:
@@ -182,13 +193,6 @@ class DenseSystem(_Indexed):
 
 class _Fusion(_System):
     level: fusion.Level = "chunk"
-    # Member configurations by name, set by `load_systems` once every name is known.
-    _members: dict[str, SystemConfig] = PrivateAttr(default_factory=dict)
-
-    def member(self, name: str) -> SystemConfig:
-        if name not in self._members:
-            raise ValueError(f"member {name!r} is not resolved; load systems with load_systems")
-        return self._members[name]
 
     @property
     def member_names(self) -> list[str]:
@@ -319,6 +323,62 @@ class PythonSystem(_Service):
         )
 
 
+class RerankSystem(_System):
+    """Re-scores the top `depth` candidates of another system (see core.retrieval.rerank)."""
+
+    reads_corpus: ClassVar[bool] = True
+    retriever: Literal["rerank"]
+    candidates: str
+    depth: int = Field(100, gt=0)
+    threshold: float | None = None
+    model: str = Field(rerank.BI_ENCODER, description="bi-encoder, or a cross-encoder folder")
+    batch_size: int = Field(32, gt=0)
+
+    @property
+    def member_names(self) -> list[str]:
+        return [self.candidates]
+
+    def _identity(self) -> dict:
+        identity = self.model_dump(mode="json", exclude={"batch_size", "candidates"})
+        return identity | {"candidates": self.member(self.candidates).fingerprint()}
+
+    def chunk_level(self, reference: ChunkingConfig | None) -> bool:
+        return self.member(self.candidates).chunk_level(reference)
+
+    def recorded_config(self, reference: ChunkingConfig | None) -> dict:
+        below = self.member(self.candidates).recorded_config(reference)
+        return self.model_dump(mode="json", exclude={"batch_size"}) | {"candidates": below}
+
+    def _chunkings(self, system: SystemConfig, reference: ChunkingConfig | None) -> list:
+        if system.indexed:
+            return [system.chunking.resolve(reference)]
+        return [
+            c for m in system.member_names for c in self._chunkings(system.member(m), reference)
+        ]
+
+    def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
+        if inputs.corpus is None or self.candidates not in inputs.member_runs:
+            raise ValueError("a rerank run needs the corpus and its candidates' run")
+        chunkings = self._chunkings(self.member(self.candidates), inputs.reference)
+        texts = rerank.passages(inputs.corpus, chunkings)
+        if self.model == rerank.BI_ENCODER:
+            cache = inputs.embeddings_dir or inputs.index_dir / "embeddings"
+            scorer = rerank.BiEncoderScorer(texts, cache, batch_size=self.batch_size)
+        else:
+            folder = (
+                Path(self.model) if Path(self.model).is_absolute() else inputs.base_dir / self.model
+            )
+            scorer = rerank.CrossEncoderScorer(texts, folder, batch_size=self.batch_size)
+        return rerank.rerank(
+            inputs.member_runs[self.candidates],
+            inputs.queries,
+            scorer,
+            depth=self.depth,
+            threshold=self.threshold,
+            k=inputs.top_k,
+        )
+
+
 SystemConfig = Annotated[
     BM25System
     | DenseSystem
@@ -326,10 +386,10 @@ SystemConfig = Annotated[
     | WeightedSystem
     | RunFileSystem
     | HttpSystem
-    | PythonSystem,
+    | PythonSystem
+    | RerankSystem,
     Field(discriminator="retriever"),
 ]
-_FUSION_TYPES = (RRFSystem, WeightedSystem)
 
 
 # --- loading -----------------------------------------------------------------------------
@@ -364,15 +424,17 @@ class SystemsFile(BaseModel):
 
     def _resolve(self, name: str, chain: tuple[str, ...]) -> None:
         system = self.systems[name]
-        if not isinstance(system, _FUSION_TYPES):
+        if not system.member_names:
             return
         if name in chain:
             cycle = " -> ".join([*chain, name])
             raise rule(("systems", name, "members"), f"fusion cycle: {cycle}")
-        for i, member in enumerate(system.members):
-            where = i if isinstance(system, RRFSystem) else member
+        for i, member in enumerate(system.member_names):
+            where = ("members", i if isinstance(system, RRFSystem) else member)
+            if isinstance(system, RerankSystem):
+                where = ("candidates",)
             if member not in self.systems:
-                raise rule(("systems", name, "members", where), f"unknown system {member!r}")
+                raise rule(("systems", name, *where), f"unknown system {member!r}")
             self._resolve(member, (*chain, name))
             system._members[member] = self.systems[member]
 

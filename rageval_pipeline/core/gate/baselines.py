@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.gate.models import Baseline, RunSummary
+from rageval_pipeline.core.gate.judge import judge
+from rageval_pipeline.core.gate.models import Baseline, RunSummary, Verdict
+from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage import write_text
 
@@ -21,13 +25,67 @@ def baseline_from_summary(
     `recorded_at` defaults to the run's own timestamp so that recording the same run twice
     writes the same file.
     """
+    from rageval_pipeline.core.results import METRICS_VERSION
+
     fields = summary.model_dump(exclude={"run_id", "created_at"})
     return Baseline(
         **fields,
         recorded_at=recorded_at or summary.created_at,
         source_run_id=summary.run_id,
         note=note,
+        package_version=_package_version(),
+        code_version=f"{summary.fingerprint}.{METRICS_VERSION}",
     )
+
+
+def _package_version() -> str | None:
+    try:
+        return version("rageval_pipeline")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return None
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as dotted keys: {"chunking": {"size": 512}} -> chunking.size."""
+    if isinstance(config, dict) and config:
+        out: dict[str, Any] = {}
+        for key in sorted(config):
+            out |= flatten(config[key], f"{prefix}{key}.")
+        return out
+    return {prefix[:-1]: config} if prefix else {}
+
+
+def config_changes(old: dict | None, new: dict | None) -> dict[str, tuple[Any, Any]]:
+    """Dotted key -> (before, after) for every configuration value that differs."""
+    before, after = flatten(old or {}), flatten(new or {})
+    keys = sorted(set(before) | set(after))
+    return {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
+
+
+def describe_changes(old: Baseline | None, new: RunSummary) -> list[str]:
+    """The configuration and measure diff of replacing `old` with `new`, one line each:
+    `chunking.size: 512 -> 256`, `nDCG@10: 0.3210 -> 0.3350 (+0.0140)`."""
+    if old is None:
+        return [f"new baseline for {new.dataset}/{new.system}"]
+    lines = [f"{k}: {a} -> {b}" for k, (a, b) in config_changes(old.config, new.config).items()]
+    if old.fingerprint != new.fingerprint:
+        lines.append(f"fingerprint: {old.fingerprint} -> {new.fingerprint}")
+    for measure in sorted(set(old.measures) | set(new.measures), key=sort_key):
+        a, b = old.measures.get(measure), new.measures.get(measure)
+        if a is None or b is None:
+            shown = ["–" if v is None else f"{v:.4f}" for v in (a, b)]
+            lines.append(f"{measure}: {shown[0]} -> {shown[1]}")
+        elif round(a, 6) != round(b, 6):
+            lines.append(f"{measure}: {a:.4f} -> {b:.4f} ({b - a:+.4f})")
+    return lines
+
+
+def replacement_verdict(new: RunSummary, old: Baseline, policy: GatePolicy) -> Verdict:
+    """Would the gate pass `new` against `old`? Judged by the gate's own rule, with the old
+    baseline's fingerprint aligned: a new configuration is the point of an update, so only
+    the measures (and latency) decide whether the new baseline is worse."""
+    aligned = old.model_copy(update={"fingerprint": new.fingerprint})
+    return judge([new], {(old.dataset, old.system): aligned}, policy)
 
 
 def _round_floats(value: Any) -> Any:
@@ -79,3 +137,46 @@ def load_baselines(root: Path) -> dict[tuple[str, str], Baseline]:
             )
         out[(baseline.dataset, baseline.system)] = baseline
     return out
+
+
+class Refused(InputError):
+    """A baseline update that would replace a baseline with a worse one."""
+
+
+def promote(
+    summaries: list[RunSummary],
+    root: Path,
+    policy: GatePolicy,
+    *,
+    force: bool = False,
+    note: str | None = None,
+) -> list[tuple[Path, list[str]]]:
+    """Write each summary as its (dataset, system) baseline; return (path, diff lines).
+
+    Nothing is written when any of them is worse than the baseline it would replace (the
+    gate's rule, `replacement_verdict`), unless `force` is given with a `note` saying why."""
+    if force and not note:
+        raise InputError(None, "--force needs --note saying why the worse baseline is accepted")
+    plans = []
+    for summary in summaries:
+        path = baseline_path(root, summary.dataset, summary.system)
+        old = load_baseline(path) if path.is_file() else None
+        if old is not None and old.split != summary.split:
+            old = None  # another split's baseline is not comparable; it is replaced
+        lines = describe_changes(old, summary)
+        if old is not None and not force:
+            verdict = replacement_verdict(summary, old, policy)
+            if not verdict.passed:
+                failures = verdict.failures
+                reasons = "; ".join(c.message for c in failures[:3])
+                if len(failures) > 3:
+                    reasons += f"; and {len(failures) - 3} more"
+                raise Refused(
+                    path,
+                    f"refusing a worse baseline ({reasons}); "
+                    "use --force --note '<why>' to accept it",
+                )
+        plans.append((path, summary, lines))
+    for path, summary, _ in plans:
+        write_baseline(baseline_from_summary(summary, note=note), path)
+    return [(path, lines) for path, _, lines in plans]

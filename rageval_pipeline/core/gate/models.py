@@ -50,6 +50,13 @@ class _Strict(BaseModel):
 # --------------------------------------------------------------------------- summaries, baselines
 
 
+class Listed(_Strict):
+    """One retrieved id of a query's list, with its grade (None: unjudged)."""
+
+    id: str
+    grade: int | None = None
+
+
 class _SummaryFields(_Strict):
     dataset: Name
     split: Name
@@ -63,6 +70,12 @@ class _SummaryFields(_Strict):
     n_queries: int = Field(ge=0)
     intervals: Annotated[dict[MeasureName, tuple[FiniteFloat, FiniteFloat]], OneSpellingEach] = (
         Field(default_factory=dict, description="95% bootstrap interval of each mean")
+    )
+    # What a person reads (absent from summaries and baselines stored before them):
+    k: int | None = Field(None, ge=1, description="the depth each query was retrieved to")
+    config: dict | None = Field(None, description="the system's configuration as run")
+    top: dict[str, list[Listed]] = Field(
+        default_factory=dict, description="query -> its first 10 ids with their grades"
     )
 
 
@@ -80,6 +93,8 @@ class Baseline(_SummaryFields):
     recorded_at: Timestamp
     source_run_id: Name
     note: str | None = None
+    package_version: str | None = None  # rageval_pipeline's version that measured it
+    code_version: str | None = None  # the metrics asset's code version (fingerprint.measures)
 
 
 # --------------------------------------------------------------------------------------- verdict

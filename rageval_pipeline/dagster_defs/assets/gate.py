@@ -11,14 +11,45 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 
-from rageval_pipeline.core import report
-from rageval_pipeline.core.gate import judge, load_baselines, load_policy
+from rageval_pipeline.core import experiments, report
+from rageval_pipeline.core.chunking import integrity
+from rageval_pipeline.core.gate import RunSummary, judge, load_baselines, load_policy
+from rageval_pipeline.core.report.seed003 import validation_report
 from rageval_pipeline.core.reuse import content_key
+from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.core.summaries import select_runs, summaries
 from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
 
 GATE_CHECK = "verdict_passes"
+
+
+def _asset_table(settings: Settings, *key: str) -> pd.DataFrame | None:
+    """An upstream asset's stored partition (ParquetIOManager's layout), if materialized."""
+    path = settings.storage.joinpath("assets", *key[:-1], f"{key[-1]}.parquet")
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def _write_validation_report(settings: Settings, summary: RunSummary, stamp: datetime) -> None:
+    """Seed 003's report_YYYYMMDD_HHMMSS.json of one run, beside the gate reports."""
+    queries = _asset_table(settings, "queries", summary.dataset)
+    chunks = _asset_table(settings, summary.system, "chunks", summary.dataset)
+    about: dict[str, dict] = {}
+    if queries is not None:
+        fields = queries[["query_id", "text", "query_type"]].astype(object)
+        fields = fields.where(fields.notna(), None)  # a missing query type is None, not NaN
+        about = {
+            r.query_id: {"text": r.text, "query_type": r.query_type} for r in fields.itertuples()
+        }
+    seed = validation_report(
+        summary,
+        about,
+        timestamp=stamp,
+        integrity=integrity(chunks) if chunks is not None else None,
+    )
+    folder = settings.reports_dir / "validation" / summary.dataset / summary.system
+    write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
 
 
 def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.AssetsDefinition:
@@ -50,15 +81,28 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
         scope = "this run"
         if runs.empty:
             runs, scope = select_runs(store), "latest evaluations"
-        verdict = judge(
-            summaries(store, runs),
-            load_baselines(settings.baselines),
-            load_policy(settings.data / "gate.yaml"),
-        )
+        judged, baselines = summaries(store, runs), load_baselines(settings.baselines)
+        verdict = judge(judged, baselines, load_policy(settings.data / "gate.yaml"))
         stamp = datetime.now(UTC)
+        logged = experiments.record(
+            store,
+            verdict,
+            judged,
+            baselines,
+            description=context.run.tags.get(experiments.DESCRIPTION_TAG),
+            created_at=stamp,
+        )
+        experiments.export(experiments.load(store), settings.reports_dir / "experiments.json")
         folder = settings.reports_dir / f"{stamp:%Y%m%dT%H%M%SZ}"
-        paths = report.write_reports(verdict, folder)
-        report.write_reports(verdict, settings.reports_dir / "latest")
+        datasets = sorted(set(runs["dataset"]))
+        history = store.query(
+            f"SELECT * FROM history WHERE dataset IN ({', '.join('?' * len(datasets))})",
+            datasets,
+        )
+        full = report.build_report(verdict, judged, baselines, history)
+        paths = report.write_reports(full, folder, settings.reports_dir / "latest")
+        for summary in judged:
+            _write_validation_report(settings, summary, stamp)
         store.record_gate(
             dict(
                 gate_id=f"{stamp:%Y%m%dT%H%M%S%fZ}",
@@ -82,6 +126,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                 "scope": scope,
                 "runs": ", ".join(runs["run_id"]),
                 "categories": ", ".join(verdict.categories) or "none",
+                "experiments": ", ".join(f"{e.id} {e.system} {e.verdict}" for e in logged),
                 "report_html": dg.MetadataValue.path(str(paths["html"])),
                 "report_md": dg.MetadataValue.path(str(paths["markdown"])),
             }

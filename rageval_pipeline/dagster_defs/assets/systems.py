@@ -109,6 +109,8 @@ def build_system_assets(
 
     ins = {"queries": dg.AssetIn("queries"), "qrels": dg.AssetIn("qrels")}
     ins |= {f"member_{m}": dg.AssetIn([m, "run"]) for m in system.member_names}
+    if system.reads_corpus:
+        ins["corpus"] = dg.AssetIn("corpus")
 
     @dg.asset(
         key=[name, "run"],
@@ -128,6 +130,9 @@ def build_system_assets(
             index_dir=settings.index_dir(name, dataset),
             base_dir=settings.data,
             member_runs=members,
+            corpus=inputs.get("corpus"),
+            reference=reference_of(settings, dataset),
+            embeddings_dir=settings.storage / "embeddings",
         )
         key = _run_key(system, versions["run"], run_inputs)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
@@ -224,7 +229,11 @@ def _run_key(system: SystemConfig, version: str, inputs: RunInputs) -> str | Non
     if not system.reusable or index_key is None:
         return None
     members = {m: frame_key(df) for m, df in inputs.member_runs.items()}
-    return content_key(version, inputs.top_k, frame_key(inputs.queries), index_key, members)
+    # A reranker's run also depends on the documents' text.
+    corpus = [frame_key(inputs.corpus)] if system.reads_corpus else []
+    return content_key(
+        version, inputs.top_k, frame_key(inputs.queries), index_key, members, *corpus
+    )
 
 
 def _stamp(index_dir: Path) -> Path:

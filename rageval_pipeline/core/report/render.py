@@ -1,67 +1,27 @@
-"""JSON, Markdown and HTML renderings of a gate verdict.
+"""JSON, Markdown and HTML renderings of the report model (`core.report.model`).
 
 Markdown and HTML render the same document, built once as a list of blocks, so the two never
-disagree. The verdict holds measures, messages and configuration fingerprints only (hashes), so
-no report can leak a secret from a system's configuration.
+disagree. Status labels are text (CSS badges in HTML), never emoji, so the page needs no emoji
+font; figures are inline SVG, so it needs no network.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-from rageval_pipeline.core.gate import (
-    LATENCY_STATS,
-    OVERALL,
-    Check,
-    QueryRegression,
-    Verdict,
-)
+from rageval_pipeline.core.gate import LATENCY_STATS, OVERALL, Check, QueryRegression
 from rageval_pipeline.core.measures.names import sort_key, try_parse
-from rageval_pipeline.core.numbers import round_metric
-from rageval_pipeline.core.storage import write_text
+from rageval_pipeline.core.report.explain import QueryChange
+from rageval_pipeline.core.report.model import Cell, Report, RunSection
 
 Tone = Literal["pass", "fail", "warn"]
-_LABEL: dict[Tone, str] = {"pass": "✅ PASS", "fail": "❌ FAIL", "warn": "⚠️ advisory"}
-_INCONCLUSIVE = "❔ inconclusive"
+_LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "ADVISORY"}
+_INCONCLUSIVE = "INCONCLUSIVE"
 _QUALITY_KINDS = frozenset({"threshold", "target", "baseline", "value"})
 _LATENCY_KINDS = frozenset({"latency", "latency_baseline"})
-REPORT_FILES = {"json": "gate.json", "markdown": "gate.md", "html": "gate.html"}
-
-
-def to_json(verdict: Verdict) -> str:
-    """The verdict with its derived fields (passed, categories, summary); sorted keys."""
-    data = verdict.model_dump(mode="json")
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def plotted_values(verdict: Verdict) -> dict[str, float]:
-    """Numbers a dashboard plots across gate runs, keyed "<dataset>/<system> <measure> <what>":
-    per run its primary measure's paired delta, interval and Holm p-value (and those of every
-    measure that did not pass), and its share of unjudged documents; rounded by
-    `round_metric`."""
-    primary = {(c.dataset, c.system, c.measure) for c in verdict.checks if c.kind == "spike"}
-    out: dict[str, float] = {}
-    for c in verdict.checks:
-        label = f"{c.dataset}/{c.system} {c.measure}"
-        if c.kind == "unjudged" and c.value is not None:
-            out[f"{c.dataset}/{c.system} unjudged share"] = round_metric(c.value)
-        if c.kind != "baseline" or c.paired is None:
-            continue
-        if c.passed and (c.dataset, c.system, c.measure) not in primary:
-            continue
-        numbers = {
-            "delta": c.paired.delta,
-            "ci_low": c.paired.ci_low,
-            "ci_high": c.paired.ci_high,
-            "p_holm": c.paired.p_holm,
-        }
-        out |= {f"{label} {k}": round_metric(v) for k, v in numbers.items() if v is not None}
-    return out
 
 
 # ------------------------------------------------------------------------------ document blocks
@@ -91,7 +51,13 @@ class _Table:
     tones: list[Tone | None]
 
 
-_Block = _Heading | _Para | _List | _Table
+@dataclass(frozen=True)
+class _Figure:
+    name: str
+    title: str
+
+
+_Block = _Heading | _Para | _List | _Table | _Figure
 
 
 def _tone(checks: list[Check]) -> Tone:
@@ -200,40 +166,124 @@ def _tagged(check: Check) -> str:
     return f"[{tag}] {check.message}" if tag else check.message
 
 
-def _blocks(verdict: Verdict) -> list[_Block]:
+def _systems_cell(cell: Cell) -> str:
+    if cell.value is None:
+        return "–"
+    text = f"{cell.value:.4f}{_interval(cell.ci_low, cell.ci_high)}"
+    if cell.delta is not None:
+        flag = ", inconclusive" if cell.inconclusive else ("" if cell.passed else ", FAIL")
+        text += f" ({cell.delta:+.4f}{flag})"
+    return text
+
+
+def _systems_table(report: Report) -> _Table:
+    tones: list[Tone | None] = [
+        "fail"
+        if any(c.passed is False and not c.inconclusive for c in row.cells)
+        else ("warn" if any(c.inconclusive for c in row.cells) else None)
+        for row in report.rows
+    ]
+    return _Table(
+        ("Measure", *report.columns),
+        [(row.measure, *(_systems_cell(c) for c in row.cells)) for row in report.rows],
+        tones,
+    )
+
+
+def _listed(docs) -> str:
+    return ", ".join(f"{d.id} ({'unjudged' if d.grade is None else d.grade})" for d in docs) or "–"
+
+
+def _change_blocks(title: str, changes: list[QueryChange]) -> list[_Block]:
+    if not changes:
+        return []
+    blocks: list[_Block] = [_Heading(3, title)]
+    for c in changes:
+        moves = ", ".join(f"{m.id} {m.before}->{m.after}" for m in c.moves) or "–"
+        blocks.append(
+            _Para(f"{c.query_id}: {c.measure} {c.baseline:.4f} -> {c.value:.4f} ({c.delta:+.4f})")
+        )
+        if not c.current and not c.previous:
+            continue  # no stored lists (a run or baseline from before they were kept)
+        blocks += [
+            _Table(
+                ("Rank", "Current (grade)", "Baseline (grade)"),
+                [
+                    (
+                        str(i + 1),
+                        _listed(c.current[i : i + 1]) if i < len(c.current) else "–",
+                        _listed(c.previous[i : i + 1]) if i < len(c.previous) else "–",
+                    )
+                    for i in range(max(len(c.current), len(c.previous)))
+                ],
+                [None] * max(len(c.current), len(c.previous)),
+            ),
+            _List(
+                [
+                    f"entered the top 10: {_listed(c.entered)}",
+                    f"left the top 10: {_listed(c.left)}",
+                    f"rank moves: {moves}",
+                ]
+            ),
+        ]
+    return blocks
+
+
+def _run_blocks(report: Report, section: RunSection) -> list[_Block]:
+    verdict = report.verdict
+    key = (section.dataset, section.split, section.system)
+    checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
+    notes = [c for c in checks if c.kind not in _QUALITY_KINDS | _LATENCY_KINDS]
+    titles = {f.name: f.title for f in report.figures}
+    blocks: list[_Block] = [
+        _Heading(2, " / ".join(key), _tone(checks)),
+        _run_table(checks),
+        _List([f"{_LABEL[_tone([c])]} {c.message}" for c in notes]),
+    ]
+    # Only queries that actually got worse are regressions.
+    worst = [
+        w for w in verdict.worst_queries if (w.dataset, w.split, w.system) == key and w.delta < 0
+    ]
+    if worst:
+        blocks += [_Heading(3, "Worst per-query regressions"), _worst_table(worst)]
+    blocks += _change_blocks("Queries that lost most", section.lost)
+    blocks += _change_blocks("Queries that gained most", section.gained)
+    if section.recommendations:
+        blocks += [_Heading(3, "Recommendations"), _List(section.recommendations)]
+    if section.figures:
+        blocks += [_Heading(3, "Plots"), *(_Figure(n, titles[n]) for n in section.figures)]
+    return blocks
+
+
+def _blocks(report: Report) -> list[_Block]:
+    verdict = report.verdict
     tone: Tone = "pass" if verdict.passed else "fail"
     failures, warnings = verdict.failures, verdict.warnings
     blocks: list[_Block] = [
         _Heading(1, f"Retrieval gate: {_LABEL[tone]}", tone),
         _Para(verdict.summary),
         _Para(f"Date: {verdict.created_at or '–'}"),
+    ]
+    if report.rows:
+        blocks += [_Heading(2, "Systems side by side"), _systems_table(report)]
+    blocks += [
+        _Heading(2, f"What failed and why ({len(failures)})"),
+        _List([_tagged(c) for c in failures]) if failures else _Para("Nothing failed."),
         _Heading(2, "Regression categories"),
         _List(list(verdict.categories)) if verdict.categories else _Para("None."),
-        _Heading(2, f"Blocking failures ({len(failures)})"),
-        _List([_tagged(c) for c in failures]) if failures else _Para("None."),
     ]
     if warnings:
         blocks += [
             _Heading(2, f"Warnings ({len(warnings)})"),
             _List([_tagged(c) for c in warnings]),
         ]
-    for dataset, split, system in verdict.runs:
-        checks = [
-            c for c in verdict.checks if (c.dataset, c.split, c.system) == (dataset, split, system)
-        ]
-        notes = [c for c in checks if c.kind not in _QUALITY_KINDS | _LATENCY_KINDS]
-        blocks += [
-            _Heading(2, f"{dataset} / {split} / {system}", _tone(checks)),
-            _run_table(checks),
-            _List([f"{_LABEL[_tone([c])]} {c.message}" for c in notes]),
-        ]
-        worst = [
-            w
-            for w in verdict.worst_queries
-            if (w.dataset, w.split, w.system) == (dataset, split, system)
-        ]
-        if worst:
-            blocks += [_Heading(3, "Worst per-query regressions"), _worst_table(worst)]
+    sections = {(r.dataset, r.split, r.system): r for r in report.runs}
+    for key in verdict.runs:
+        section = sections.get(key) or RunSection(dataset=key[0], split=key[1], system=key[2])
+        blocks += _run_blocks(report, section)
+    trends = [f for f in report.figures if f.kind == "trend"]
+    if trends:
+        blocks += [_Heading(2, "Trends"), *(_Figure(f.name, f.title) for f in trends)]
     return blocks
 
 
@@ -254,13 +304,16 @@ def _md_block(block: _Block) -> str:
         return _md(block.text)
     if isinstance(block, _List):
         return "\n".join(f"- {_md(item)}" for item in block.items)
+    if isinstance(block, _Figure):
+        return f"![{_md(block.title)}](plots/{block.name}.svg)"
     lines = [block.header, tuple("---" for _ in block.header), *block.rows]
     return "\n".join("| " + " | ".join(_md(c, cell=True) for c in line) + " |" for line in lines)
 
 
-def to_markdown(verdict: Verdict) -> str:
-    """A Markdown report: headline, taxonomy, failures, a metric table per run, worst queries."""
-    return "\n\n".join(_md_block(b) for b in _blocks(verdict)) + "\n"
+def to_markdown(report: Report) -> str:
+    """The Markdown report: verdict, systems side by side, failures, per run its table,
+    explanations, recommendations and plots (as links to plots/*.svg)."""
+    return "\n\n".join(_md_block(b) for b in _blocks(report)) + "\n"
 
 
 _CSS = """
@@ -272,6 +325,8 @@ table { border-collapse: collapse; margin: 0.5rem 0 1rem; }
 th, td { border: 1px solid #d0d7de; padding: 0.25rem 0.6rem; text-align: left; }
 th { background: #f6f8fa; }
 tr.fail td { background: #ffebe9; } tr.warn td { background: #fff8c5; }
+figure { margin: 0.5rem 0 1.5rem; } figure svg { max-width: 100%; height: auto; }
+figcaption { color: #57606a; font-size: 0.9rem; }
 """
 
 
@@ -279,7 +334,12 @@ def _attr(tone: Tone | None) -> str:
     return f' class="{tone}"' if tone else ""
 
 
-def _html_block(block: _Block) -> str:
+def _html_block(block: _Block, svgs: dict[str, str]) -> str:
+    if isinstance(block, _Figure):
+        return (
+            f'<figure data-plot="{html.escape(block.name)}">{svgs[block.name]}'
+            f"<figcaption>{html.escape(block.title)}</figcaption></figure>"
+        )
     if isinstance(block, _Heading):
         tag = f"h{block.level}"
         return f"<{tag}{_attr(block.tone)}>{html.escape(block.text)}</{tag}>"
@@ -295,22 +355,18 @@ def _html_block(block: _Block) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def to_html(verdict: Verdict) -> str:
-    """A self-contained HTML page (inline CSS, no scripts or external assets), all text escaped."""
+# No request may leave the page: the browser refuses any that is not inline.
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def to_html(report: Report, svgs: dict[str, str]) -> str:
+    """A self-contained HTML page: inline CSS and SVG, no scripts or external assets (the CSP
+    forbids them), all text escaped. `svgs` maps each figure's name to its SVG."""
+    verdict = report.verdict
     title = html.escape(f"Retrieval gate: {'PASS' if verdict.passed else 'FAIL'}")
-    body = "\n".join(_html_block(b) for b in _blocks(verdict))
+    body = "\n".join(_html_block(b, svgs) for b in _blocks(report))
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
         f"<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
     )
-
-
-def write_reports(verdict: Verdict, directory: Path) -> dict[str, Path]:
-    """Write gate.json, gate.md and gate.html atomically; returns format -> path."""
-    renderers = {"json": to_json, "markdown": to_markdown, "html": to_html}
-    paths = {}
-    for fmt, render in renderers.items():
-        path = Path(directory) / REPORT_FILES[fmt]
-        write_text(path, render(verdict))
-        paths[fmt] = path
-    return paths

@@ -1,0 +1,36 @@
+"""`rageval experiments`: the log of gated evaluations (seed 001 section 7)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rageval_pipeline.cli import add_storage_option
+from rageval_pipeline.core import experiments
+from rageval_pipeline.core.storage import Warehouse
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("experiments", help="list the experiments log")
+    parser.add_argument("--dataset", help="only this dataset")
+    parser.add_argument("--system", help="only this system")
+    parser.add_argument("--export", type=Path, help="also write experiments.json here")
+    add_storage_option(parser)
+    parser.set_defaults(func=_list)
+
+
+def _list(args: argparse.Namespace) -> int:
+    log = experiments.load(
+        Warehouse.existing(args.storage), dataset=args.dataset, system=args.system
+    )
+    for e in log:
+        print(f"{e.id}  {e.date}  {e.dataset}/{e.system}  {e.verdict}  {e.description}")
+        for key, (before, after) in e.config_changes.items():
+            print(f"    {key}: {before} -> {after}")
+        print(f"    reason: {e.reason}")
+    if not log:
+        print("no experiments recorded")
+    if args.export:
+        experiments.export(log, args.export)
+        print(f"wrote {args.export}")
+    return 0

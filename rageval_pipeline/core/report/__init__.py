@@ -1,0 +1,121 @@
+"""Reports people read: JSON, Markdown and HTML of one report model, with plots beside them.
+
+`write_reports(report, directory)` writes `gate.json` (the verdict), `report.json` (the whole
+model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and `plots/<name>.svg|png`.
+A bare `Verdict` is accepted wherever a report is and reported without the context
+(summaries, baselines, history) that adds the systems table, explanations and plots.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rageval_pipeline.core.gate import Verdict
+from rageval_pipeline.core.numbers import round_metric
+from rageval_pipeline.core.report import render
+from rageval_pipeline.core.report.model import Report, build_report
+from rageval_pipeline.core.report.plots import render as render_figure
+from rageval_pipeline.core.storage import atomic_path, write_text
+
+REPORT_FILES = {
+    "json": "gate.json",
+    "report": "report.json",
+    "markdown": "gate.md",
+    "html": "gate.html",
+}
+__all__ = [
+    "REPORT_FILES",
+    "Report",
+    "build_report",
+    "plotted_values",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "write_reports",
+]
+
+
+def to_json(verdict: Verdict) -> str:
+    """The verdict with its derived fields (passed, categories, summary); sorted keys."""
+    data = verdict.model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def plotted_values(verdict: Verdict) -> dict[str, float]:
+    """Numbers a dashboard plots across gate runs, keyed "<dataset>/<system> <measure> <what>":
+    per run its primary measure's paired delta, interval and Holm p-value (and those of every
+    measure that did not pass), and its share of unjudged documents; rounded by
+    `round_metric`."""
+    primary = {(c.dataset, c.system, c.measure) for c in verdict.checks if c.kind == "spike"}
+    out: dict[str, float] = {}
+    for c in verdict.checks:
+        label = f"{c.dataset}/{c.system} {c.measure}"
+        if c.kind == "unjudged" and c.value is not None:
+            out[f"{c.dataset}/{c.system} unjudged share"] = round_metric(c.value)
+        if c.kind != "baseline" or c.paired is None:
+            continue
+        if c.passed and (c.dataset, c.system, c.measure) not in primary:
+            continue
+        numbers = {
+            "delta": c.paired.delta,
+            "ci_low": c.paired.ci_low,
+            "ci_high": c.paired.ci_high,
+            "p_holm": c.paired.p_holm,
+        }
+        out |= {f"{label} {k}": round_metric(v) for k, v in numbers.items() if v is not None}
+    return out
+
+
+def _report(value: Report | Verdict) -> Report:
+    return value if isinstance(value, Report) else build_report(value)
+
+
+def to_markdown(value: Report | Verdict) -> str:
+    return render.to_markdown(_report(value))
+
+
+def to_html(value: Report | Verdict) -> str:
+    report = _report(value)
+    return render.to_html(report, {f.name: render_figure(f)[0] for f in report.figures})
+
+
+def write_reports(value: Report | Verdict, directory: Path, *more: Path) -> dict[str, Path]:
+    """Write every rendering and plot atomically into `directory` (and each of `more`: drawn
+    once); returns what -> path in `directory`."""
+    report = _report(value)
+    drawn = {f.name: render_figure(f) for f in report.figures}
+    texts = {
+        "json": to_json(report.verdict),
+        "report": report.model_dump_json(indent=2) + "\n",
+        "markdown": render.to_markdown(report),
+        "html": render.to_html(report, {n: svg for n, (svg, _) in drawn.items()}),
+    }
+    for folder in (Path(directory), *map(Path, more)):
+        for name, (svg, png) in drawn.items():
+            write_text(folder / "plots" / f"{name}.svg", svg)
+            with atomic_path(folder / "plots" / f"{name}.png") as tmp:
+                tmp.write_bytes(png)
+        for what, text in texts.items():
+            write_text(folder / REPORT_FILES[what], text)
+    return {what: Path(directory) / REPORT_FILES[what] for what in texts}
+
+
+def short_summary(verdict: Verdict, directory: Path) -> str:
+    """What `scripts/evaluate` prints: the verdict, one line per judged run, where the reports
+    are."""
+    lines = [f"Gate: {verdict.summary}"]
+    for key in verdict.runs:
+        checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
+        failed = [c for c in checks if c.blocking and not c.passed]
+        primary = next(
+            (c for c in checks if c.measure == "nDCG@10" and c.value is not None),
+            next((c for c in checks if c.value is not None and c.kind != "latency"), None),
+        )
+        shown = f"{primary.measure} {primary.value:.4f}" if primary else "no measure"
+        if primary is not None and primary.delta is not None and primary.kind == "baseline":
+            shown += f" ({primary.delta:+.4f} vs baseline)"
+        state = f"FAIL ({len(failed)} blocking)" if failed else "PASS"
+        lines.append(f"  {'/'.join(key)}: {state}, {shown}")
+    lines.append(f"Reports: {directory}/gate.html (also gate.md, report.json, plots/)")
+    return "\n".join(lines)

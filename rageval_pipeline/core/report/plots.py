@@ -1,0 +1,129 @@
+"""The report's figures, drawn with matplotlib (Agg) from the report model's plot data.
+
+Output is deterministic: `svg.hashsalt` is fixed and no creation date is written, so the same
+report renders to the same bytes. SVG text is drawn as paths (`svg.fonttype: path`): the page
+needs no font and no network.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Literal
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from pydantic import BaseModel
+
+Kind = Literal["measures", "per_query", "latency", "trend"]
+_STYLE = {
+    "svg.hashsalt": "rageval",
+    "svg.fonttype": "path",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+_CURRENT, _BASELINE, _WORSE, _BETTER = "#0969da", "#8c959f", "#cf222e", "#1a7f37"
+
+
+class Figure(BaseModel):
+    """One plot: its file stem, title and the numbers drawn (kept in report.json too)."""
+
+    name: str
+    title: str
+    kind: Kind
+    data: dict
+
+
+def _measures(ax, data: dict) -> None:
+    names = data["measures"]
+    x = range(len(names))
+    width = 0.38
+
+    def bars(offset, values, intervals, color, label):
+        shown = [v if v is not None else 0.0 for v in values]
+        # An interval may miss its value by rounding (or be a baseline's older one): never < 0.
+        errors = [
+            [max(0.0, v - ci[0]) if ci else 0 for v, ci in zip(shown, intervals, strict=True)],
+            [max(0.0, ci[1] - v) if ci else 0 for v, ci in zip(shown, intervals, strict=True)],
+        ]
+        ax.bar(
+            [i + offset for i in x], shown, width, yerr=errors, capsize=3, color=color, label=label
+        )
+
+    bars(-width / 2, data["current"], data["current_ci"], _CURRENT, "current")
+    if any(v is not None for v in data["baseline"]):
+        bars(width / 2, data["baseline"], data["baseline_ci"], _BASELINE, "baseline")
+    ax.set_xticks(list(x), names, rotation=30, ha="right")
+    ax.set_ylabel("mean (95% CI)")
+    ax.legend(frameon=False)
+
+
+def _per_query(ax, data: dict) -> None:
+    deltas = data["delta"]
+    colors = [_WORSE if d < 0 else _BETTER for d in deltas]
+    ax.bar(range(len(deltas)), deltas, color=colors, width=1.0)
+    ax.axhline(0, color="#57606a", linewidth=0.8)
+    ax.set_xlabel(f"queries, sorted by change ({len(deltas)})")
+    ax.set_ylabel(f"{data['measure']}: current - baseline")
+
+
+def _latency(ax, data: dict) -> None:
+    groups = data["groups"]
+    x = range(len(groups))
+    ax.bar(x, data["p50"], 0.6, color=_CURRENT, label="p50")
+    ax.scatter(x, data["p95"], marker="_", s=300, color="#9a6700", label="p95", zorder=3)
+    ax.scatter(x, data["p99"], marker="_", s=300, color=_WORSE, label="p99", zorder=3)
+    ax.set_xticks(list(x), groups, rotation=30, ha="right")
+    ax.set_ylabel("latency (ms)")
+    ax.legend(frameon=False)
+
+
+def _trend(fig, data: dict) -> None:
+    measures = data["measures"]
+    rows = max(1, -(-len(measures) // 3))
+    axes = fig.subplots(rows, 3, squeeze=False).ravel()
+    for ax in axes[len(measures) :]:
+        ax.set_visible(False)
+    for ax, (measure, series) in zip(axes, measures.items(), strict=False):
+        # x is the run's place in the stored history (dates of uneven gaps read badly).
+        stamps = sorted({t for points in series.values() for t, _ in points})
+        place = {t: i + 1 for i, t in enumerate(stamps)}
+        for system, points in sorted(series.items()):
+            ax.plot([place[t] for t, _ in points], [v for _, v in points], marker="o", label=system)
+        ax.set_title(measure)
+        ax.set_xticks(range(1, len(stamps) + 1))
+        ax.set_xlabel("stored runs, oldest first")
+    axes[0].legend(frameon=False)
+
+
+def _draw(figure: Figure):
+    with plt.rc_context(_STYLE):
+        if figure.kind == "trend":
+            size = (8.0, 2.6 * max(1, -(-len(figure.data["measures"]) // 3)) + 0.6)
+        else:
+            size = (6.0, 3.2)
+        fig = plt.figure(figsize=size)
+        if figure.kind == "trend":
+            _trend(fig, figure.data)
+        else:
+            ax = fig.add_subplot()
+            {"measures": _measures, "per_query": _per_query, "latency": _latency}[figure.kind](
+                ax, figure.data
+            )
+        fig.suptitle(figure.title)
+        fig.tight_layout()
+    return fig
+
+
+def render(figure: Figure) -> tuple[str, bytes]:
+    """(SVG text without the XML prolog, PNG bytes) of a figure."""
+    fig = _draw(figure)
+    with plt.rc_context(_STYLE):
+        svg, png = io.StringIO(), io.BytesIO()
+        fig.savefig(svg, format="svg", metadata={"Date": None})
+        fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    text = svg.getvalue()
+    return text[text.index("<svg") :], png.getvalue()

@@ -1,0 +1,47 @@
+"""The `update_baseline` job: `rageval baseline update` from the Dagster UI or CLI.
+
+Run config: `ops: {update_baseline: {config: {dataset: ..., system: ..., force: false,
+note: ...}}}`. It refuses (the run fails, nothing written) a baseline worse than the one it
+replaces unless `force` is set with a `note`, as the CLI does (core.gate.baselines.promote).
+"""
+
+import dagster as dg
+
+from rageval_pipeline.core.gate import load_policy
+from rageval_pipeline.core.gate.baselines import promote
+from rageval_pipeline.core.summaries import select_runs, summaries
+from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+
+
+class UpdateBaselineConfig(dg.Config):
+    dataset: str
+    system: str | None = None  # default: every evaluated system of the dataset
+    force: bool = False
+    note: str | None = None
+
+
+@dg.op(name="update_baseline")
+def update_baseline_op(
+    context: dg.OpExecutionContext,
+    config: UpdateBaselineConfig,
+    settings: Settings,
+    warehouse: WarehouseResource,
+) -> None:
+    store = warehouse.warehouse
+    runs = select_runs(store, dataset=config.dataset, system=config.system)
+    if runs.empty:
+        raise dg.Failure(f"no evaluation of dataset {config.dataset!r} to promote")
+    written = promote(
+        summaries(store, runs),
+        settings.baselines,
+        load_policy(settings.data / "gate.yaml"),
+        force=config.force,
+        note=config.note,
+    )
+    for path, lines in written:
+        context.log.info(f"wrote {path}:\n" + "\n".join(f"  {line}" for line in lines))
+
+
+@dg.job(description="Promote the latest evaluation of a dataset to its committed baseline.")
+def update_baseline() -> None:
+    update_baseline_op()

@@ -1,0 +1,180 @@
+"""Baselines that say what they are, and `rageval baseline update` refusing a worse one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_path, load_baseline
+from rageval_pipeline.core.gate.baselines import config_changes, flatten, promote
+from tests.test_cli_job import dagster_execute
+
+BIN = Path(sys.executable).parent
+
+
+def summary(ndcg: float, config: dict, **extra) -> RunSummary:
+    per_query = {f"q{i}": {"nDCG@10": ndcg} for i in range(8)}
+    return RunSummary(
+        dataset="d",
+        split="test",
+        system="s",
+        fingerprint=json.dumps(config, sort_keys=True)[:16].replace(" ", "_"),
+        run_id=f"run-{ndcg}",
+        created_at="2026-01-04T12:00:00+00:00",
+        measures={"nDCG@10": ndcg},
+        per_query=per_query,
+        n_queries=8,
+        k=10,
+        config=config,
+        **extra,
+    )
+
+
+def test_flatten_and_config_changes_use_dotted_keys():
+    old = {"retriever": "bm25", "chunking": {"strategy": "fixed", "size": 512}, "k1": 1.5}
+    new = {"retriever": "bm25", "chunking": {"strategy": "fixed", "size": 256}, "b": 0.5}
+    assert flatten(old) == {
+        "chunking.size": 512,
+        "chunking.strategy": "fixed",
+        "k1": 1.5,
+        "retriever": "bm25",
+    }
+    assert config_changes(old, new) == {
+        "b": (None, 0.5),
+        "chunking.size": (512, 256),
+        "k1": (1.5, None),
+    }
+
+
+def test_promote_refuses_worse_accepts_better_and_forced(tmp_path):
+    policy = GatePolicy.model_validate({"version": 1})
+    good = summary(0.8, {"chunking": {"size": 512}}, top={"q0": [{"id": "a", "grade": 2}]})
+    [(path, lines)] = promote([good], tmp_path, policy)
+    assert lines == ["new baseline for d/s"]
+    stored = load_baseline(path)
+    assert stored.config == {"chunking": {"size": 512}} and stored.top["q0"][0].grade == 2
+    assert stored.k == 10 and stored.code_version.startswith(good.fingerprint)
+
+    worse = summary(0.5, {"chunking": {"size": 256}})
+    with pytest.raises(InputError, match="refusing a worse baseline"):
+        promote([worse], tmp_path, policy)
+    assert load_baseline(path) == stored  # nothing written
+    with pytest.raises(InputError, match="--force needs --note"):
+        promote([worse], tmp_path, policy, force=True)
+    [(_, lines)] = promote([worse], tmp_path, policy, force=True, note="smaller chunks for QA")
+    assert "chunking.size: 512 -> 256" in lines and "nDCG@10: 0.8000 -> 0.5000 (-0.3000)" in lines
+    assert load_baseline(path).note == "smaller chunks for QA"
+
+    better = summary(0.9, {"chunking": {"size": 128}})
+    [(_, lines)] = promote([better], tmp_path, policy)
+    assert "nDCG@10: 0.5000 -> 0.9000 (+0.4000)" in lines
+
+
+def rageval(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "rageval"), *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def poor_run_file(data: Path) -> None:
+    """A run file ranking every judged-relevant beir-mini document below every other one."""
+    suite = data / "suites" / "beir-mini"
+    qrels = [
+        line.split("\t") for line in (suite / "qrels" / "test.tsv").read_text().splitlines()[1:]
+    ]
+    relevant = {(q, d) for q, d, grade in qrels if int(grade) > 0}
+    docs = [json.loads(line)["_id"] for line in (suite / "corpus.jsonl").read_text().splitlines()]
+    lines = []
+    for qid in sorted({q for q, _, _ in qrels}):
+        ranked = sorted(docs, key=lambda d: ((qid, d) in relevant, d))
+        lines += [f"{qid} Q0 {d} {i + 1} {len(docs) - i} poor\n" for i, d in enumerate(ranked)]
+    (data / "poor.trec").write_text("".join(lines))
+
+
+@pytest.mark.slow
+def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(pipeline_home):
+    data = pipeline_home / "data"
+    env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
+    (pipeline_home / "dagster_home").mkdir()
+    first = dagster_execute("evaluate_dataset", "beir-mini", env, pipeline_home)
+    assert first.returncode == 0, first.stderr[-3000:]
+    update = rageval("baseline", "update", "--dataset", "beir-mini", env=env)
+    assert update.returncode == 0, update.stderr
+    path = baseline_path(data / "baselines", "beir-mini", "bm25")
+    baseline = load_baseline(path)
+    assert baseline.config["retriever"] == "bm25" and baseline.config["chunking"]["strategy"]
+    assert baseline.k == 100 and baseline.package_version and baseline.code_version
+    assert set(baseline.top) == set(baseline.per_query)
+    assert any(d.grade for ids in baseline.top.values() for d in ids)  # grades are stored
+
+    # The same system name now runs a deliberately poor run file: a worse evaluation.
+    poor_run_file(data)
+    (data / "systems.yaml").write_text(
+        json.dumps({"systems": {"bm25": {"retriever": "run_file", "path": "poor.trec"}}})
+    )
+    second = dagster_execute("evaluate_dataset", "beir-mini", env, pipeline_home)
+    assert second.returncode != 0
+    before = path.read_text()
+    refused = rageval("baseline", "update", "--dataset", "beir-mini", env=env)
+    assert refused.returncode == 2 and "refusing a worse baseline" in refused.stderr
+    assert "Traceback" not in refused.stderr and path.read_text() == before
+    no_note = rageval("baseline", "update", "--dataset", "beir-mini", "--force", env=env)
+    assert no_note.returncode == 2 and path.read_text() == before
+
+    forced = rageval(
+        "baseline",
+        "update",
+        "--dataset",
+        "beir-mini",
+        "--force",
+        "--note",
+        "poor on purpose",
+        env=env,
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert "retriever: bm25 -> run_file" in forced.stdout
+    assert "nDCG@10: " in forced.stdout and "(-0." in forced.stdout
+    assert load_baseline(path).note == "poor on purpose"
+    assert load_baseline(path).config["retriever"] == "run_file"
+
+
+def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
+    """The Dagster job runs the same rule as the CLI, on the warehouse's latest evaluation."""
+    import dagster as dg
+
+    from rageval_pipeline.core.storage import Warehouse
+    from rageval_pipeline.dagster_defs.baseline_job import update_baseline
+    from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+    from tests.test_storage import _results, _run_row
+
+    (tmp_path / "gate.yaml").write_text("version: 1\n")
+    Warehouse(tmp_path / "rageval.duckdb").record_run(_run_row("r1"), _results("r1", 0.5))
+    old = summary(0.9, {}).model_copy(update={"dataset": "d", "system": "s", "fingerprint": "f"})
+    promote([old], tmp_path / "baselines", GatePolicy.model_validate({"version": 1}))
+    resources = dict(
+        settings=Settings(
+            storage_dir=str(tmp_path),
+            data_dir=str(tmp_path),
+            baselines_dir=str(tmp_path / "baselines"),
+        ),
+        warehouse=WarehouseResource(storage_dir=str(tmp_path)),
+    )
+
+    def run(**config) -> dg.ExecuteInProcessResult:
+        return update_baseline.execute_in_process(
+            run_config={"ops": {"update_baseline": {"config": {"dataset": "d", **config}}}},
+            resources=resources,
+            raise_on_error=False,
+        )
+
+    assert not run().success  # 0.5 < 0.9: refused
+    assert load_baseline(baseline_path(tmp_path / "baselines", "d", "s")).measures["nDCG@10"] == 0.9
+    assert run(force=True, note="accepted on purpose").success
+    written = load_baseline(baseline_path(tmp_path / "baselines", "d", "s"))
+    assert written.measures["nDCG@10"] == 0.5 and written.note == "accepted on purpose"

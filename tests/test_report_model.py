@@ -1,0 +1,169 @@
+"""The report model: systems side by side, explanations, recommendations, plots, seed 003."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pandas as pd
+import pytest
+
+from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, judge
+from rageval_pipeline.core.report import build_report, to_html, to_markdown, write_reports
+from rageval_pipeline.core.report.plots import render
+from rageval_pipeline.core.report.seed003 import validation_report
+
+QUERIES = [f"q{i}" for i in range(1, 9)]
+
+
+def run(system: str, ndcg: list[float], p5: float, r10: float, top: dict, when: str) -> RunSummary:
+    return RunSummary(
+        dataset="hotel",
+        split="test",
+        system=system,
+        fingerprint="f" + system,
+        run_id=f"{when}-{system}",
+        created_at=f"2026-01-0{when}T12:00:00+00:00",
+        measures={"nDCG@10": sum(ndcg) / len(ndcg), "P@5": p5, "R@10": r10, "RR": 0.75},
+        per_query={
+            q: {"nDCG@10": v, "P@5": p5 if i % 2 else 1.0, "R@10": r10}
+            for i, (q, v) in enumerate(zip(QUERIES, ndcg, strict=True))
+        },
+        intervals={"nDCG@10": (0.3, 0.9), "P@5": (p5 - 0.1, p5 + 0.1)},
+        latency={
+            "all": {"mean": 12.0, "p50": 10.0, "p95": 30.0, "p99": 40.0},
+            "intent=factual": {"mean": 9.0, "p50": 8.0, "p95": 20.0, "p99": 25.0},
+            "intent=procedural": {"mean": 15.0, "p50": 14.0, "p95": 35.0, "p99": 45.0},
+            "difficulty=easy": {"mean": 5.0, "p50": 5.0, "p95": 6.0, "p99": 7.0},
+        },
+        n_queries=8,
+        k=10,
+        config={"retriever": "rerank", "threshold": 0.5, "candidates": {"retriever": "bm25"}},
+        top=top,
+    )
+
+
+BEFORE = {"q1": [{"id": "a", "grade": 3}, {"id": "b", "grade": None}, {"id": "c", "grade": 1}]}
+AFTER = {"q1": [{"id": "b", "grade": None}, {"id": "d", "grade": 0}, {"id": "a", "grade": 3}]}
+
+
+@pytest.fixture
+def context():
+    """bm25 gets worse on q1 and q2 (precision falls, recall holds), better on q8; the other
+    queries do not move."""
+    old = run("bm25", [0.9, 0.8, 0.5, 0.5, 0.5, 0.5, 0.5, 0.2], 0.6, 0.8, BEFORE, "1")
+    new = run("bm25", [0.3, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.7], 0.4, 0.8, AFTER, "2")
+    other = run("dense", [0.6] * 8, 0.5, 0.7, {}, "2")
+    baselines = {("hotel", "bm25"): baseline_from_summary(old)}
+    verdict = judge([new, other], baselines, GatePolicy.model_validate({"version": 1}))
+    history = pd.DataFrame(
+        [
+            dict(
+                created_at=pd.Timestamp(s.created_at),
+                dataset="hotel",
+                split="test",
+                system=s.system,
+                measure=m,
+                value=v,
+            )
+            for s in (old, new, other)
+            for m, v in s.measures.items()
+        ]
+    )
+    return build_report(verdict, [new, other], baselines, history), new
+
+
+def test_systems_side_by_side_and_explanations(context):
+    report, new = context
+    assert report.columns == ["hotel/bm25", "hotel/dense"]
+    row = next(r for r in report.rows if r.measure == "nDCG@10")
+    assert row.cells[0].delta == pytest.approx((4.1 - 4.4) / 8) and row.cells[1].delta is None
+    for row in report.rows:  # each cell is the run's own mean
+        assert row.cells[0].value == pytest.approx(new.measures[row.measure])
+    latency = next(f for f in report.figures if f.kind == "latency")
+    assert latency.data["groups"] == ["all", "intent=factual", "intent=procedural"]
+    section = report.runs[0]
+    assert [c.query_id for c in section.lost] == ["q1", "q2"]  # only queries that got worse
+    assert [c.query_id for c in section.gained] == ["q8"]
+    q1 = section.lost[0]
+    assert [d.id for d in q1.entered] == ["d"] and [d.id for d in q1.left] == ["c"]
+    assert [(m.id, m.before, m.after) for m in q1.moves] == [("b", 2, 1), ("a", 1, 3)]
+    [threshold] = [r for r in section.recommendations if "threshold" in r]
+    assert "Precision fell" in threshold and "currently 0.5" in threshold
+    assert any("No baseline" in r for r in report.runs[1].recommendations)
+
+
+def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path):
+    report, _ = context
+    kinds = sorted({f.kind for f in report.figures})
+    assert kinds == ["latency", "measures", "per_query", "trend"]
+    per_query = next(f for f in report.figures if f.kind == "per_query")
+    assert per_query.data["delta"] == sorted(per_query.data["delta"])
+    trend = next(f for f in report.figures if f.kind == "trend")
+    assert len(trend.data["measures"]["nDCG@10"]["bm25"]) == 2  # two stored runs
+    # An interval that misses its value (rounding, an older baseline's) still draws.
+    odd = next(f for f in report.figures if f.kind == "measures").model_copy(deep=True)
+    odd.data["current_ci"][0] = [odd.data["current"][0] + 0.01, odd.data["current"][0] + 0.02]
+    assert render(odd)[0].startswith("<svg")
+    svg, png = render(per_query)
+    assert svg.startswith("<svg") and png.startswith(b"\x89PNG")
+    assert render(per_query) == (svg, png)
+    paths = write_reports(report, tmp_path)
+    again = write_reports(report, tmp_path / "again")
+    for what, path in paths.items():
+        assert path.read_bytes() == again[what].read_bytes(), what
+    plots = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert len(plots) == 2 * len(report.figures)
+    assert json.loads(paths["report"].read_text())["runs"][0]["lost"][0]["query_id"] == "q1"
+
+
+def test_markdown_and_html_read_the_same_model(context):
+    report, _ = context
+    md, page = to_markdown(report), to_html(report)
+    for text in ("Systems side by side", "Queries that lost most", "Recommendations", "Trends"):
+        assert text in md and text in page
+    assert "![hotel/bm25: per-query nDCG@10 difference](plots/per_query-hotel-test-bm25.svg)" in md
+    assert page.count("<figure") == len(report.figures) and page.count("<svg") >= len(
+        report.figures
+    )
+    assert "Content-Security-Policy" in page
+    assert not any(0x1F300 <= ord(ch) <= 0x1FAFF or 0x2600 <= ord(ch) <= 0x27BF for ch in md)
+
+
+def test_worst_regressions_list_only_queries_that_got_worse(context):
+    report, _ = context
+    md = to_markdown(report)
+    worst = md.split("### Worst per-query regressions", 1)[1].split("###", 1)[0]
+    assert "| q1 |" in worst and "| q2 |" in worst
+    assert "+0.0000" not in worst and "-0.0000" not in worst and "| q3 |" not in worst
+
+
+def test_seed_003_report_fields_and_pass_fail_rule(context):
+    _, summary = context
+    queries = {"q1": {"text": "late checkout?", "query_type": "specific"}}
+    report = validation_report(summary, queries, timestamp=datetime(2026, 1, 2, tzinfo=UTC))
+    assert report.total_queries == 8 == len(report.test_cases)
+    q1 = report.test_cases[0]
+    assert q1.query.text == "late checkout?" and q1.query.top_k == 10
+    assert q1.relevance_labels == [0, 0, 3] and q1.rank_of_best == 3
+    assert [r.judged for r in q1.actual_results] == [False, True, True]
+    # Half the queries have P@5 = 1.0, half 0.4: 50% < 80%, so FAIL, and the issue says why.
+    assert report.summary.startswith("FAIL: 4/8 queries (50%)")
+    assert any("need 80%" in issue for issue in report.issues)
+    assert report.metadata_completeness_rate is None
+    passing = summary.model_copy(update={"per_query": {q: {"P@5": 1.0} for q in summary.per_query}})
+    ok = validation_report(
+        passing, {}, timestamp=datetime(2026, 1, 2, tzinfo=UTC), integrity=(1.0, 1.0)
+    )
+    assert ok.summary.startswith("PASS: 8/8 queries (100%)") and ok.mrr == 0.75
+
+
+def test_short_summary_is_the_verdict_one_line_per_system_and_where(context, tmp_path):
+    from rageval_pipeline.core.report import short_summary
+
+    report, _ = context
+    lines = short_summary(report.verdict, tmp_path).splitlines()
+    assert lines[0].startswith("Gate: PASS: ") and len(lines) == 4
+    assert lines[1] == "  hotel/test/bm25: PASS, nDCG@10 0.5125 (-0.0375 vs baseline)"
+    assert lines[2] == "  hotel/test/dense: PASS, nDCG@10 0.6000"
+    assert lines[3] == f"Reports: {tmp_path}/gate.html (also gate.md, report.json, plots/)"
