@@ -1,16 +1,20 @@
 """Dense retrieval with the real packaged all-MiniLM-L6-v2 on a six-document fixture."""
 
+import json
 import os
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
 
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.dense import DenseIndex, load_model
+from rageval_pipeline.definitions import build_definitions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
 
@@ -108,3 +112,30 @@ def test_cache_rerun_embeds_nothing_and_chunking_change_only_new_chunks(tmp_path
 def test_unknown_model_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="unknown model 'no-such-model'"):
         DenseIndex.build(chunks(), tmp_path, model_name="no-such-model")
+
+
+def test_the_index_asset_logs_embedding_progress(pipeline_home, monkeypatch):
+    # beir-mini's 44 documents, 8 per model call (batch size 8), a report after every call.
+    monkeypatch.setattr(embeddings, "ENCODE_ROWS", 8)
+    monkeypatch.setattr(embeddings, "PROGRESS_EVERY_S", 0.0)
+    dense = {"retriever": "dense", "batch_size": 8, "chunking": {"strategy": "reference"}}
+    (pipeline_home / "data" / "systems.yaml").write_text(json.dumps({"systems": {"dense": dense}}))
+    defs = build_definitions()
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize(
+        list(defs.assets),
+        selection=dg.AssetSelection.assets(["dense", "index"]).upstream(),
+        partition_key="beir-mini",
+        resources=dict(defs.resources),
+        instance=instance,
+    )
+    assert result.success
+    logs = [
+        entry.user_message
+        for entry in instance.all_logs(result.run_id)
+        if entry.dagster_event is None and entry.user_message.startswith("dense: embedded")
+    ]
+    assert [m.split(" (")[0] for m in logs] == [
+        f"dense: embedded {n}/44" for n in (8, 16, 24, 32, 40, 44)
+    ]
+    assert all(" docs/s, ETA " in m for m in logs) and logs[-1].endswith("ETA 0 s")

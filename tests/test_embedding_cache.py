@@ -148,3 +148,54 @@ def test_stats_report_throughput_of_computed_embeddings_only(tmp_path):
 def test_empty_input(tmp_path):
     vectors, stats = embed([], EmbeddingCache(tmp_path, "m"), CountingEncoder())
     assert vectors.shape[0] == 0 and stats.n == 0
+
+
+def test_texts_are_encoded_longest_first_across_shards(tmp_path, monkeypatch):
+    # Sorting the whole call, not each shard, puts similar lengths in one batch.
+    monkeypatch.setattr(embeddings, "SHARD_ROWS", 3)
+    texts = ["bb", "a", "dddd", "ccc", "eeeee", "ffffffff", "ggggggg", "hhhhhh"]
+    encoder = CountingEncoder()
+    calls: list[int] = []
+
+    def recording(batch: list[str]) -> np.ndarray:
+        calls.append(len(batch))
+        return encoder(batch)
+
+    vectors, _ = embed(texts, EmbeddingCache(tmp_path, "m"), recording, rows_per_call=2)
+    assert encoder.seen == ["ffffffff", "ggggggg", "hhhhhh", "eeeee", "dddd", "ccc", "bb", "a"]
+    assert calls == [2, 1, 2, 1, 2]  # at most rows_per_call per call, within each shard
+    # ...while the rows come back in the caller's order.
+    np.testing.assert_array_equal(vectors, np.stack([fake_vector(t) for t in texts]))
+
+
+def test_progress_reports_done_total_rate_and_eta(tmp_path):
+    reports: list[embeddings.Progress] = []
+    texts = [f"text number {i}" for i in range(10)]
+    embed(
+        texts,
+        EmbeddingCache(tmp_path, "m"),
+        CountingEncoder(),
+        progress=reports.append,
+        progress_every_s=0.0,
+        rows_per_call=4,
+    )
+    assert [(p.done, p.total) for p in reports] == [(4, 10), (8, 10), (10, 10)]
+    assert all(p.docs_per_s > 0 and p.eta_seconds is not None for p in reports)
+    assert reports[-1].eta_seconds == 0.0
+    # The ETA scales the time so far by the characters left: 2 texts of 14 chars + 4 of 13
+    # after the first call (texts "text number 0".."9" are 13 chars, longest first, all equal).
+    first = reports[0]
+    assert first.eta_seconds == pytest.approx(first.seconds * 6 / 4)
+    assert str(reports[-1]).startswith("embedded 10/10 (100%), ")
+    assert str(reports[-1]).endswith(" docs/s, ETA 0 s")
+
+
+def test_progress_is_reported_once_at_the_end_within_the_interval(tmp_path):
+    reports: list[embeddings.Progress] = []
+    cache = EmbeddingCache(tmp_path, "m")
+    embed(["a", "b", "c"], cache, CountingEncoder(), progress=reports.append, rows_per_call=1)
+    assert [(p.done, p.total) for p in reports] == [(3, 3)]
+    # Nothing to embed: nothing to report.
+    reports.clear()
+    embed(["a", "b", "c"], cache, CountingEncoder(), progress=reports.append)
+    assert reports == []

@@ -14,7 +14,7 @@ import os
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
@@ -35,6 +35,7 @@ from rageval_pipeline.core.retrieval.external import (
 )
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,17 @@ class _Indexed(_System):
         return config
 
     @abstractmethod
-    def build_index(self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path) -> dict:
+    def build_index(
+        self,
+        chunks: pd.DataFrame,
+        directory: Path,
+        *,
+        embeddings_dir: Path,
+        log: _Log | None = None,
+    ) -> dict:
         """Build the index over `chunks` (already chunked with `self.chunking`) and save it
-        atomically to `directory`; return metadata for the Dagster layer."""
+        atomically to `directory`; return metadata for the Dagster layer. A long build reports
+        its progress through `log`."""
 
     @abstractmethod
     def open_index(self, directory: Path) -> Retriever:
@@ -130,7 +139,14 @@ class BM25System(_Indexed):
     k1: float = Field(1.5, ge=0)
     b: float = Field(0.75, ge=0, le=1)
 
-    def build_index(self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path) -> dict:
+    def build_index(
+        self,
+        chunks: pd.DataFrame,
+        directory: Path,
+        *,
+        embeddings_dir: Path,
+        log: _Log | None = None,
+    ) -> dict:
         start = time.perf_counter()
         bm25.BM25Index.build(chunks, k1=self.k1, b=self.b).save(directory)
         seconds = time.perf_counter() - start
@@ -156,7 +172,14 @@ class DenseSystem(_Indexed):
         # Batch size changes speed, not vectors (and cached vectors are reused whatever it is).
         return self.model_dump(mode="json", exclude={"batch_size"})
 
-    def build_index(self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path) -> dict:
+    def build_index(
+        self,
+        chunks: pd.DataFrame,
+        directory: Path,
+        *,
+        embeddings_dir: Path,
+        log: _Log | None = None,
+    ) -> dict:
         start = time.perf_counter()
         index = dense.DenseIndex.build(
             chunks,
@@ -164,6 +187,7 @@ class DenseSystem(_Indexed):
             model_name=self.model,
             batch_size=self.batch_size,
             max_seq_length=self.max_seq_length,
+            progress=None if log is None else lambda p: log(f"{self.name or 'dense'}: {p}"),
         )
         index.save(directory)
         return {**index.stats.as_metadata(), "seconds": round(time.perf_counter() - start, 3)}

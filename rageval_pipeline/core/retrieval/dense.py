@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,8 +24,9 @@ import pandas as pd
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.ranking import top_k
+from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
-from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, EmbedStats, embed
+from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, EmbedStats, Progress, embed
 from rageval_pipeline.core.storage import atomic_dir, verified_dir
 
 if TYPE_CHECKING:
@@ -100,8 +102,10 @@ class DenseIndex:
         model_name: str = DEFAULT_MODEL,
         batch_size: int = 32,
         max_seq_length: int = 256,
+        progress: Callable[[Progress], None] | None = None,
     ) -> DenseIndex:
-        """Embed every chunk, reusing vectors under the cache root `cache` where it can."""
+        """Embed every chunk, reusing vectors under the cache root `cache` where it can;
+        `progress` hears how far the embedding has got (see `embed`)."""
         model = load_model(model_name, max_seq_length)
 
         def encode(texts: list[str]) -> np.ndarray:
@@ -114,7 +118,13 @@ class DenseIndex:
             )
 
         store = EmbeddingCache(cache, model_key(model_name, max_seq_length))
-        vectors, stats = embed(passage_texts(chunks), store, encode)
+        vectors, stats = embed(
+            passage_texts(chunks),
+            store,
+            encode,
+            progress=progress,
+            rows_per_call=max(embeddings.ENCODE_ROWS, batch_size),
+        )
         if not len(chunks):
             dim = model.get_sentence_embedding_dimension()
             vectors = np.zeros((0, dim), dtype=np.float32)
