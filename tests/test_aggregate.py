@@ -13,6 +13,7 @@ from rageval_pipeline.core.aggregate import (
     quality_report,
 )
 from rageval_pipeline.core.measures import evaluate
+from rageval_pipeline.core.statistics import bootstrap_ci
 
 QUERIES = pd.DataFrame(
     {
@@ -39,18 +40,31 @@ def test_mean_table_keeps_measure_order():
     means = mean_table(per_query_table({"RR": [1.0, 0.5, 0.0], "P@5": [0.2, 0.4, 0.0]}))
     assert list(means["measure"]) == ["RR", "P@5"]
     assert list(means["value"]) == pytest.approx([0.5, 0.2])
+    # Every mean carries its 95% percentile bootstrap interval (core.statistics, fixed seed).
+    assert list(means["ci_low"]) == pytest.approx([bootstrap_ci([1.0, 0.5, 0.0])[0], 0.0])
+    assert all(means["ci_low"] <= means["value"]) and all(means["value"] <= means["ci_high"])
 
 
 def test_breakdown_by_every_attribute_with_query_counts():
     table = breakdown(per_query_table({"RR": [1.0, 0.5, 0.0, 0.25]}), QUERIES)
-    got = {(a, g): (v, n) for a, g, _, v, n in table.itertuples(index=False)}
+    got = {(a, g): (v, n) for a, g, _, v, n, *_ in table.itertuples(index=False)}
     assert got[("category", "factual")] == (pytest.approx(0.75), 2)
     assert got[("category", "procedural")] == (pytest.approx(0.125), 2)
     assert got[("difficulty", "easy")] == (pytest.approx((1.0 + 0.0 + 0.25) / 3), 3)
     assert got[("intent", "lookup")] == (pytest.approx(0.75), 2)
     assert ("intent", "None") not in got  # q4 has no intent: left out of that attribute
     assert got[("query_type", "broad")] == (pytest.approx(0.375), 2)
-    assert list(table.columns) == ["attribute", "group", "measure", "value", "n_queries"]
+    assert list(table.columns) == [
+        "attribute",
+        "group",
+        "measure",
+        "value",
+        "n_queries",
+        "ci_low",
+        "ci_high",
+    ]
+    factual = table[table["group"] == "factual"].iloc[0]
+    assert factual["ci_low"] <= factual["value"] <= factual["ci_high"]
 
 
 def test_latency_percentiles_use_linear_interpolation_per_query():

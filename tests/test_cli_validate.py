@@ -10,7 +10,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "suites"
 TINY = FIXTURES / "tiny"
 BAD = FIXTURES / "malformed" / "missing_query.json"
 OK_LINE = f"ok: {TINY} (3 documents, 3 queries, 5 judgments)\n"
-ERROR_LINE = f"error: {BAD}: queries[0].query: field required\n"
+ERROR_LINE = f"error: {BAD}:16: queries[0].query: field required\n"
 
 
 def test_valid_suite_exits_0(capsys):
@@ -30,3 +30,19 @@ def test_installed_command():
         [str(rageval), "validate", str(TINY), str(BAD)], capture_output=True, text=True, timeout=60
     )
     assert (done.returncode, done.stdout, done.stderr) == (2, OK_LINE, ERROR_LINE)
+
+
+def test_systems_and_gate_files_are_validated_by_name(tmp_path, capsys):
+    repo = Path(__file__).parent.parent / "data"
+    bad = tmp_path / "gate.yaml"
+    bad.write_text("version: 1\ndatasets:\n  default:\n    thresholds: {nDGC@10: 0.3}\n")
+    assert main(["validate", str(repo / "systems.yaml"), str(repo / "gate.yaml"), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith(f"ok: {repo / 'systems.yaml'} (")
+    assert out.splitlines()[0].endswith(" system(s))")
+    assert out.splitlines()[1].startswith(f"ok: {repo / 'gate.yaml'} (gate policy, ")
+    assert err == (
+        f'error: {bad}:4: datasets["default"].thresholds["nDGC@10"]: unknown measure '
+        '"nDGC@10" (known: P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, '
+        "Clustering)\n"
+    )

@@ -85,7 +85,8 @@ def test_drop_beyond_tolerance_fails_naming_measure_and_delta():
     assert failure.measure == "nDCG@10"
     assert failure.delta == pytest.approx(-0.04)
     assert failure.message == (
-        "nfcorpus/bm25 nDCG@10 = 0.2810 < baseline 0.3210 - 5% (delta -0.0400, -12.5%)"
+        "nfcorpus/bm25 nDCG@10 = 0.2810 < baseline 0.3210 - 5% (delta -0.0400, -12.5%); no "
+        "per-query values in both run and baseline, so the mean alone decides"
     )
     assert verdict.summary.startswith("FAIL: 1 blocking failure(s) in 1 of 1 run(s)")
 
@@ -136,7 +137,7 @@ INTENT_LATENCY = {"all": {"p50": 10.0, "p95": 30.0}, "intent=factual": {"p50": 9
 
 TAXONOMY_CASES = {
     "recall_drop": ({**GOOD, "R@100": 0.50}, {}, None),
-    "ranking_shift": ({**GOOD, "nDCG@10": 0.40}, {}, None),
+    "ranking_shift": ({**GOOD, "nDCG@10": 0.40}, {q: {"nDCG@10": 0.4} for q in UNIFORM}, None),
     "diversity_collapse": ({**GOOD, "Diversity@10": 0.60}, {}, None),
     "semantic_degraded_spike": (GOOD, SPIKED, None),
     "latency_regression": (
@@ -412,8 +413,8 @@ def test_repository_policy_has_the_documented_default():
 @pytest.mark.parametrize(
     ("name", "field", "line"),
     [
-        ("policy_bad_type.yaml", "datasets.default.tolerance.relative", 5),
-        ("policy_unknown_key.yaml", "datasets.default.tolerence", 4),
+        ("policy_bad_type.yaml", 'datasets["default"].tolerance.relative', 5),
+        ("policy_unknown_key.yaml", 'datasets["default"].tolerence', 4),
         ("policy_bad_syntax.yaml", None, 5),
     ],
 )
@@ -433,7 +434,7 @@ def test_policy_errors_name_file_field_and_line(name, field, line):
 @pytest.mark.parametrize(
     ("name", "field", "line"),
     [
-        ("baseline_bad_measure.json", "measures.nDCG@10", 6),
+        ("baseline_bad_measure.json", 'measures["nDCG@10"]', 6),
         ("baseline_bad_version.json", "version", 10),
         ("baseline_bad_json.json", None, 3),
     ],
@@ -491,3 +492,164 @@ def test_baseline_path_refuses_names_that_escape_the_root(tmp_path):
     with pytest.raises(InputError) as raised:
         baseline_path(tmp_path, "..", "bm25")
     assert raised.value.field == "dataset"
+
+
+# ------------------------------------------------------------------------- measure names in policy
+
+SPELLED = """\
+version: 1
+datasets:
+  default:
+    thresholds: {{{ndcg}: 0.30, {rr}: 0.50}}
+    targets: {{{recall}: 0.80}}
+    compare: [{ndcg}, {recall}, {rr}]
+    tolerance:
+      relative: 0.05
+      per_measure:
+        {rr}: {{relative: 0.5}}
+    spike: {{measure: {ndcg}}}
+"""
+
+
+def write_policy(tmp_path: Path, text: str, name: str = "gate.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("ndcg", "rr", "recall"),
+    [
+        ("NDCG@10", "MRR", "recall_100"),
+        ("ndcg_cut_10", "recip_rank", "Recall@100"),
+        ("ndcg_cut.10", "RR", "recall.100"),
+    ],
+)
+def test_common_spellings_gate_exactly_like_canonical_names(tmp_path, ndcg, rr, recall):
+    canonical = load_policy(
+        write_policy(tmp_path, SPELLED.format(ndcg="nDCG@10", rr="RR", recall="R@100"), "a.yaml")
+    )
+    spelled = load_policy(write_policy(tmp_path, SPELLED.format(ndcg=ndcg, rr=rr, recall=recall)))
+    assert spelled == canonical
+    per_query = {"q1": {"nDCG@10": 0.1, "RR": 0.2, "R@100": 0.9}}
+    run = summary({"nDCG@10": 0.29, "RR": 0.30, "R@100": 0.70}, per_query=per_query)
+    base = summary({"nDCG@10": 0.40, "RR": 0.55, "R@100": 0.75}, per_query=per_query)
+    verdicts = [compare(run, base, policy) for policy in (canonical, spelled)]
+    assert verdicts[0].checks == verdicts[1].checks
+    # Every rule applied, under the canonical name: nothing "not computed", nothing ignored.
+    kinds = {(c.kind, c.measure, c.passed) for c in verdicts[1].checks if c.measure}
+    assert {
+        ("threshold", "nDCG@10", False),
+        ("threshold", "RR", False),
+        ("target", "R@100", False),
+        ("baseline", "nDCG@10", False),
+        ("baseline", "RR", True),  # per_measure MRR: 50% band, 0.30 >= 0.55 - 0.275
+        ("baseline", "R@100", False),
+        ("spike", "nDCG@10", True),
+    } <= kinds
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        (
+            "    thresholds: {nDGC@10: 0.3}\n",
+            '4: datasets["default"].thresholds["nDGC@10"]: unknown measure "nDGC@10" (known: '
+            "P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering)",
+        ),
+        (
+            "    targets:\n      R@100: 0.8\n      Recal@100: 0.8\n",
+            '6: datasets["default"].targets["Recal@100"]: unknown measure "Recal@100" (known: '
+            "P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering)",
+        ),
+        (
+            "    compare: [nDCG@10, Rprec@5]\n",
+            '4: datasets["default"].compare[1]: measure "Rprec@5": Rprec takes no cutoff',
+        ),
+        (
+            "    tolerance:\n      per_measure:\n        MRRR: {relative: 0.1}\n",
+            '6: datasets["default"].tolerance.per_measure["MRRR"]: unknown measure "MRRR" '
+            "(known: P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering)",
+        ),
+        (
+            "    spike: {measure: nDCG}\n",
+            '4: datasets["default"].spike.measure: measure "nDCG": nDCG needs a cutoff, '
+            "e.g. nDCG@10",
+        ),
+    ],
+)
+def test_misspelt_measure_fails_at_load_naming_file_line_and_field(tmp_path, rules, expected):
+    path = write_policy(tmp_path, f"version: 1\ndatasets:\n  default:\n{rules}")
+    with pytest.raises(InputError) as raised:
+        load_policy(path)
+    assert str(raised.value) == f"{path}:{expected}"
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        (
+            "    thresholds: {nDCG@10: 0.3, NDCG@10: 0.4}",
+            'thresholds: "nDCG@10" and "NDCG@10" both name nDCG@10',
+        ),
+        (
+            "    targets: {MRR: 0.3, recip_rank: 0.4}",
+            'targets: "MRR" and "recip_rank" both name RR',
+        ),
+        ("    compare: [P@5, P_5]", 'compare: "P@5" and "P_5" both name P@5'),
+        (
+            "    tolerance: {per_measure: {map: {relative: 1}, AP: {relative: 1}}}",
+            'tolerance.per_measure: "map" and "AP" both name AP',
+        ),
+    ],
+)
+def test_two_spellings_of_one_measure_are_an_error(tmp_path, rules, expected):
+    path = write_policy(tmp_path, f"version: 1\ndatasets:\n  default:\n{rules}\n")
+    with pytest.raises(InputError) as raised:
+        load_policy(path)
+    assert str(raised.value) == f'{path}:4: datasets["default"].{expected}'
+
+
+@pytest.mark.parametrize(
+    ("measure", "category"),
+    [
+        ("F1@10", "recall_drop"),
+        ("R@100", "recall_drop"),
+        ("Success@5", "recall_drop"),
+        ("ER@10", "recall_drop"),
+        ("nDCG@10", "ranking_shift"),
+        ("P(rel=2)@5", "ranking_shift"),
+        ("AP", "ranking_shift"),
+        ("Rprec", "ranking_shift"),
+        ("Diversity@10", "diversity_collapse"),
+    ],
+)
+def test_every_quality_measure_drop_carries_a_regression_category(measure, category):
+    verdict = compare(summary({measure: 0.30}), summary({measure: 0.60}))
+    assert only(verdict, "baseline", measure).category == category
+    assert verdict.categories == [category]
+
+
+def test_clustering_rise_is_the_regression():
+    verdict = compare(summary({"Clustering@10": 0.9}), summary({"Clustering@10": 0.3}))
+    assert only(verdict, "baseline", "Clustering@10").category == "diversity_collapse"
+    assert compare(summary({"Clustering@10": 0.2}), summary({"Clustering@10": 0.3})).passed
+
+
+def test_judged_drop_is_the_unjudged_check_not_a_baseline_comparison():
+    # Coverage is not retrieval quality: a Judged@10 fall is unjudged_spike, advisory by default.
+    verdict = compare(summary({"Judged@10": 0.3}), summary({"Judged@10": 0.9}))
+    assert not [c for c in verdict.checks if c.kind == "baseline"]
+    check = only(verdict, "unjudged", "Judged@10")
+    assert check.category == "unjudged_spike" and not check.blocking
+    assert check.value == pytest.approx(0.7) and check.reference == pytest.approx(0.1)
+    assert verdict.passed
+
+
+def test_baseline_measure_names_are_canonicalised_on_load(tmp_path):
+    path = tmp_path / "nfcorpus" / "bm25.json"
+    path.parent.mkdir()
+    data = json.loads((FIXTURES / "baselines" / "nfcorpus" / "bm25.json").read_text())
+    data["measures"] = {"ndcg_cut_10": 0.321, "MRR": 0.5}
+    path.write_text(json.dumps(data, indent=2))
+    assert load_baseline(path).measures == {"nDCG@10": 0.321, "RR": 0.5}

@@ -30,7 +30,15 @@ def summary(system: str, ndcg: float, query: str = "q1") -> RunSummary:
 def verdict_for(system: str, ndcg: float, query: str = "q1") -> Verdict:
     baseline = baseline_from_summary(summary(system, 0.3210, query))
     policy = GatePolicy.model_validate(
-        {"datasets": {"default": {"thresholds": {"nDCG@10": 0.25}, "latency_max_ms": {"p95": 500}}}}
+        {
+            "datasets": {
+                "default": {
+                    "thresholds": {"nDCG@10": 0.25},
+                    "latency_max_ms": {"p95": 500},
+                    "statistics": {"rule": "point"},  # two queries: no interval would convince
+                }
+            }
+        }
     )
     return judge([summary(system, ndcg, query)], {("nfcorpus", system): baseline}, policy)
 
@@ -81,9 +89,18 @@ def test_json_is_stable(failing):
 def test_markdown_has_headline_table_taxonomy_and_worst_queries(failing):
     md = to_markdown(failing)
     assert md.startswith("# Retrieval gate: ❌ FAIL\n")
-    assert "| Metric | Current | Baseline | Threshold | Status |" in md
-    assert "| nDCG@10 | 0.2810 | 0.3210 | ≥ 0.2500 | ❌ FAIL (-12.5%) |" in md
-    assert "| Latency p95 [all] | 30.0 ms | 30.0 ms | ≤ 500.0 ms | ✅ PASS (+0.0%) |" in md
+    assert (
+        "| Metric | Current [95% CI] | Baseline | Delta [CI] | p (Holm) | MDE | Threshold "
+        "| Status |"
+    ) in md
+    # Two paired queries (q1 -0.04, q2 0): the exact sign-flip test cannot reject, p = 1.
+    assert (
+        "| nDCG@10 | 0.2810 | 0.3210 | -0.0200 [-0.0400, +0.0000] | 1 | 0.2507 | ≥ 0.2500 "
+        "| ❌ FAIL (-12.5%) |"
+    ) in md
+    assert (
+        "| Latency p95 [all] | 30.0 ms | 30.0 ms | – | – | – | ≤ 500.0 ms | ✅ PASS (+0.0%) |" in md
+    )
     assert "- [ranking_shift] nfcorpus/bm25 nDCG@10 = 0.2810 < baseline 0.3210" in md
     assert "delta -0.0400, -12.5%" in md
     assert "| q1 | nDCG@10 | 0.3210 | 0.2810 | -0.0400 |" in md

@@ -116,3 +116,24 @@ def test_reads_are_read_only_connections(tmp_path):
     with warehouse.read() as con, pytest.raises(duckdb.InvalidInputException, match="read-only"):
         con.execute("DELETE FROM runs")
     assert warehouse.query("SELECT count(*) AS n FROM runs")["n"][0] == 1
+
+
+def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(
+        "CREATE TABLE run_metrics (run_id VARCHAR, dataset VARCHAR, split VARCHAR, "
+        "system VARCHAR, measure VARCHAR, value DOUBLE, created_at TIMESTAMP)"
+    )
+    con.execute("INSERT INTO run_metrics VALUES ('old', 'd', 'test', 's', 'RR', 0.5, NULL)")
+    con.close()
+    warehouse = Warehouse(path)
+    # Reads open the file read-only and change nothing; the first write connection migrates.
+    with pytest.raises(duckdb.BinderException, match="ci_low"):
+        warehouse.query("SELECT ci_low FROM run_metrics")
+    with warehouse.connect():
+        pass
+    rows = warehouse.query("SELECT run_id, value, ci_low, ci_high FROM run_metrics")
+    assert rows["run_id"].tolist() == ["old"] and rows["ci_low"].isna().all()
+    columns = warehouse.query("DESCRIBE group_metrics")["column_name"].tolist()
+    assert columns[-2:] == ["ci_low", "ci_high"]

@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core import storage as storage_module
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
@@ -367,7 +366,7 @@ def test_a_read_waits_for_a_write_in_progress(storage, read):
 
 @pytest.mark.parametrize("read", sorted(IN_PROCESS_READS))
 def test_a_read_gives_up_on_a_long_write_in_one_line(storage, read, monkeypatch):
-    monkeypatch.setattr(storage_module, "READ_WAIT_S", 0.5)
+    monkeypatch.setenv("RAGEVAL_WAREHOUSE_READ_WAIT_S", "0.5")
     writer = _hold_open(storage / WAREHOUSE_FILE, 60)
     try:
         with pytest.raises(StorageError) as err:
@@ -377,5 +376,5 @@ def test_a_read_gives_up_on_a_long_write_in_one_line(storage, read, monkeypatch)
         writer.wait()
     assert str(err.value) == (
         f"{storage / WAREHOUSE_FILE}: busy: another process has been writing it for over 0.5 s; "
-        "try again when it is done (or raise $RAGEVAL_READ_WAIT_S)"
+        "try again when it is done (RAGEVAL_WAREHOUSE_READ_WAIT_S)"
     )

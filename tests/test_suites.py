@@ -1,6 +1,7 @@
 import copy
 import datetime
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def write(tmp_path: Path, suite: dict, name: str = "case.json") -> Path:
         ),
         (
             "content_path_missing.json",
-            f"documents[0].content_path: no such file '{MALFORMED / 'documents' / 'guide.md'}'",
+            'documents[0].content_path: no such file (got "documents/guide.md")',
         ),
         (
             "mixed_levels.json",
@@ -121,13 +122,41 @@ def write(tmp_path: Path, suite: dict, name: str = "case.json") -> Path:
             '(got {"strategy": "reference"})',
         ),
         ("invalid_json.json", "invalid JSON (column 3): Expecting ',' delimiter"),
-        ("duplicate_judgment.yaml", "invalid YAML (column 7): duplicate key 'guide'"),
+        (
+            "duplicate_judgment.yaml",
+            'queries[0].judgments: duplicate key "guide" (first on line 17)',
+        ),
     ],
 )
 def test_malformed_fixture_fails_with_exact_message(case, expected):
     path = MALFORMED / case
-    line = {"invalid_json.json": ":4", "duplicate_judgment.yaml": ":18"}.get(case, "")
-    assert problem(path) == f"{path}{line}: {expected}"
+    assert problem(path) == f"{path}:{FIXTURE_LINES[case]}: {expected}"
+
+
+# The line of the offending key (or of the object that lacks one) in each malformed fixture.
+FIXTURE_LINES = {
+    "missing_query.json": 16,
+    "missing_intent.json": 32,
+    "grade_not_integer.json": 21,
+    "difficulty_not_a_level.json": 24,
+    "unknown_document_target.json": 22,
+    "unknown_chunk_target.json": 25,
+    "duplicate_document_id.json": 15,
+    "duplicate_query_id.json": 33,
+    "grade_out_of_range.json": 21,
+    "unknown_version.json": 2,
+    "no_documents.json": 6,
+    "no_queries.json": 15,
+    "primary_not_top_graded.json": 31,
+    "missing_primary.json": 16,
+    "content_and_content_path.json": 7,
+    "no_content.json": 7,
+    "content_path_missing.json": 12,
+    "mixed_levels.json": 27,
+    "reference_chunking.json": 7,
+    "invalid_json.json": 4,
+    "duplicate_judgment.yaml": 18,
+}
 
 
 def edit(change):
@@ -228,8 +257,8 @@ def query(suite):
     ],
 )
 def test_rule_fails_with_exact_message(tmp_path, change, expected):
-    path = write(tmp_path, edit(change))
-    assert problem(path) == f"{path}: {expected}"
+    path = write(tmp_path, edit(change))  # one line of JSON
+    assert problem(path) == f"{path}:1: {expected}"
 
 
 def test_suffix_matching_and_targets_naming_one_document_twice(tmp_path):
@@ -253,31 +282,31 @@ def test_suffix_matching_and_targets_naming_one_document_twice(tmp_path):
     query(suite).update(judgments={"a.rs": 3, "src/a.rs": 1})
     path = write(tmp_path, suite)
     assert problem(path) == (
-        f"{path}: queries[0].judgments[\"src/a.rs\"]: names 'src/a.rs', already judged as 'a.rs'"
+        f"{path}:1: queries[0].judgments[\"src/a.rs\"]: names 'src/a.rs', already judged as 'a.rs'"
     )
 
     query(suite).update(judgments={"a.rs": 3})
     suite["match"] = "exact"
     path = write(tmp_path, suite)
     assert problem(path) == (
-        f"{path}: queries[0].judgments[\"a.rs\"]: unknown target 'a.rs': no document id equals it"
+        f"{path}:1: queries[0].judgments[\"a.rs\"]: unknown target 'a.rs': no document id equals it"
     )
 
 
 def test_json_duplicate_key(tmp_path):
     path = tmp_path / "dup.json"
-    path.write_text('{"version": "1.0", "version": "1.0"}', encoding="utf-8")
-    assert problem(path) == f"{path}: duplicate key 'version' in one object"
+    path.write_text('{"version": "1.0",\n "version": "1.0"}', encoding="utf-8")
+    assert problem(path) == f'{path}:2: duplicate key "version" (first on line 1)'
 
 
 @pytest.mark.parametrize(
     ("name", "text", "expected"),
     [
-        ("", None, "no suite file in this folder (looked for suite.json, suite.yaml, suite.yml)"),
-        ("missing.json", None, "no such file or folder"),
-        ("suite.txt", "{}", "a suite file must end in .json, .yaml or .yml"),
-        ("list.json", "[]", "the top level must be an object"),
-        ("both", None, "holds both suite.json and suite.yaml; keep one"),
+        ("", None, ": no suite file in this folder (looked for suite.json, suite.yaml, suite.yml)"),
+        ("missing.json", None, ": no such file"),
+        ("suite.txt", "{}", ': unknown file type ".txt": expected one of .json, .yaml, .yml'),
+        ("list.json", "[]", ":1: the top level must be an object"),
+        ("both", None, ": holds both suite.json and suite.yaml; keep one"),
     ],
 )
 def test_bad_paths(tmp_path, name, text, expected):
@@ -288,14 +317,15 @@ def test_bad_paths(tmp_path, name, text, expected):
         path.mkdir()
         (path / "suite.json").write_text("{}", encoding="utf-8")
         (path / "suite.yaml").write_text("{}", encoding="utf-8")
-    assert problem(path) == f"{path}: {expected}"
+    assert problem(path) == f"{path}{expected}"
 
 
 def test_suite_name_must_be_its_folder(tmp_path):
     folder = tmp_path / "other"
     shutil.copytree(TINY, folder)
     assert problem(folder) == (
-        f"{folder / 'suite.json'}: name: must equal the suite's folder name 'other' (got \"tiny\")"
+        f"{folder / 'suite.json'}:4: name: "
+        "must equal the suite's folder name 'other' (got \"tiny\")"
     )
 
 
@@ -365,3 +395,98 @@ def test_committed_json_schema_is_generated_from_the_models():
     #   python -m rageval_pipeline.core.suites --schema > data/suites/suite.schema.json
     committed = json.loads((ROOT / "data" / "suites" / "suite.schema.json").read_text())
     assert committed == suite_json_schema()
+
+
+# ----------------------------------------------------------------------------------- confinement
+
+
+def suite_naming(tmp_path: Path, content_path: str) -> Path:
+    """A suite folder (with a legitimate documents/guide.md) whose document reads content_path."""
+    folder = tmp_path / "base"
+    (folder / "documents").mkdir(parents=True, exist_ok=True)
+    (folder / "documents" / "guide.md").write_text("Tokens expire after one hour.")
+    (tmp_path / "secret.md").write_text("outside the suite")
+    suite = edit(lambda s: doc(s).pop("content"))
+    doc(suite)["content_path"] = content_path
+    return write(folder, suite, "suite.json")
+
+
+def confinement_problem(tmp_path: Path, content_path: str) -> str:
+    path = suite_naming(tmp_path, content_path)
+    return problem(path).removeprefix(f"{path}:1: documents[0].content_path: ")
+
+
+@pytest.mark.parametrize(
+    "content_path",
+    [
+        "../secret.md",
+        "documents/../../secret.md",
+        "../../../../../../../../proc/self/environ",
+        "./../base/../secret.md",
+    ],
+)
+def test_content_path_cannot_climb_out_of_the_suite_folder(tmp_path, content_path):
+    assert confinement_problem(tmp_path, content_path) == (
+        f"leaves the file's folder through '..' (got {json.dumps(content_path)})"
+    )
+
+
+@pytest.mark.parametrize("content_path", ["/etc/passwd", "/proc/self/environ", "\\\\host\\share"])
+def test_content_path_cannot_be_absolute(tmp_path, content_path):
+    assert confinement_problem(tmp_path, content_path) == (
+        "must be a path relative to the file's folder, not absolute "
+        f"(got {json.dumps(content_path)})"
+    )
+
+
+def test_an_absolute_path_inside_the_folder_is_refused_too(tmp_path):
+    inside = str(tmp_path / "base" / "documents" / "guide.md")
+    assert confinement_problem(tmp_path, inside) == (
+        f"must be a path relative to the file's folder, not absolute (got {json.dumps(inside)})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        ("documents/leak.md", "../../secret.md"),  # relative symlink out
+        ("documents/environ.md", "/proc/self/environ"),
+        ("documents/passwd.md", "/etc/passwd"),
+        ("outside/secret.md", None),  # a symlinked folder pointing out
+    ],
+)
+def test_content_path_cannot_follow_a_symlink_out(tmp_path, link, target):
+    path = suite_naming(tmp_path, link)
+    source = path.parent / link
+    if target is None:
+        source.parent.symlink_to(tmp_path, target_is_directory=True)
+    else:
+        source.symlink_to(target)
+    assert problem(path) == (
+        f"{path}:1: documents[0].content_path: is a symlink to a file outside the file's folder "
+        f"(got {json.dumps(link)})"
+    )
+
+
+def test_a_symlink_inside_the_folder_is_followed(tmp_path):
+    path = suite_naming(tmp_path, "documents/alias.md")
+    (path.parent / "documents" / "alias.md").symlink_to("guide.md")
+    assert load_suite(path).documents[0].text == "Tokens expire after one hour."
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "kind"),
+    [
+        ("documents/pipe.md", os.mkfifo, "a FIFO"),
+        ("documents/sub", os.mkdir, "a folder"),
+        ("documents", None, "a folder"),
+    ],
+)
+def test_content_path_must_be_a_regular_file(tmp_path, name, make, kind):
+    path = suite_naming(tmp_path, name)
+    if make is not None:
+        make(path.parent / name)
+    assert problem(path) == (
+        f"{path}:1: documents[0].content_path: is {kind}, not a regular file "
+        f"(got {json.dumps(name)})"
+    )

@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import shutil
 import textwrap
@@ -106,57 +107,93 @@ def test_run_file_fingerprint_follows_content_not_location(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("body", "field", "problem"),
+    ("body", "expected"),
     [
         (
             "hybrid: {retriever: rrf, members: [bm25, nope]}",
-            "systems.hybrid.members[1]",
-            "unknown system 'nope'",
+            """systems["hybrid"].members[1]: unknown system 'nope'""",
         ),
-        ("x: {retriever: faiss}", "systems.x", "does not match any of the expected tags"),
-        ("x: {k1: 1}", "systems.x", "Unable to extract tag using discriminator 'retriever'"),
-        ("x: {retriever: bm25, k1: fast}", "systems.x.k1", "valid number"),
-        ("x: {retriever: bm25, colour: red}", "systems.x.colour", "Extra inputs"),
+        (
+            "x: {retriever: faiss}",
+            """systems["x"]: Input tag 'faiss' found using 'retriever' does not match any of the """
+            """expected tags: 'bm25', 'dense', 'rrf', 'weighted', 'run_file', 'http', 'python' """
+            """(got {"retriever": "faiss"})""",
+        ),
+        (
+            "x: {k1: 1}",
+            """systems["x"]: Unable to extract tag using discriminator 'retriever' """
+            """(got {"k1": 1})""",
+        ),
+        (
+            "x: {retriever: bm25, k1: fast}",
+            """systems["x"].k1: must be a valid number, unable to parse string as a number """
+            """(got "fast")""",
+        ),
+        ("x: {retriever: bm25, colour: red}", """systems["x"].colour: unknown field"""),
         (
             "x: {retriever: bm25, chunking: {strategy: fixed, size: 4, overlap: 4}}",
-            "systems.x.chunking",
-            "overlap (4) must be smaller than size (4)",
+            """systems["x"].chunking: overlap (4) must be smaller than size (4) """
+            """(got {"strategy": "fixed", "size": 4, "overlap": 4})""",
         ),
-        ("x: {retriever: rrf, members: [bm25]}", "systems.x.members", "at least 2"),
-        ("x: {retriever: weighted, members: {bm25: 0, y: 1}}", "systems.x.members.bm25", "than 0"),
+        (
+            "x: {retriever: rrf, members: [bm25]}",
+            """systems["x"].members: must have at least 2 items after validation, not 1 """
+            """(got ["bm25"])""",
+        ),
+        (
+            "x: {retriever: weighted, members: {bm25: 0, y: 1}}",
+            """systems["x"].members["bm25"]: must be greater than 0 (got 0)""",
+        ),
         (
             "x: {retriever: weighted, members: {bm25: 1, nope: 1}}",
-            "systems.x.members.nope",
-            "unknown system 'nope'",
+            """systems["x"].members["nope"]: unknown system 'nope'""",
         ),
-        ("x: {retriever: http, url: 'ftp://x'}", "systems.x.url", "pattern"),
-        ("x: {retriever: python, entry_point: 'mod.func'}", "systems.x.entry_point", "pattern"),
-        ("'bad name': {retriever: bm25}", "systems.bad name", "a system name is"),
+        (
+            "x: {retriever: http, url: 'ftp://x'}",
+            """systems["x"].url: must match pattern '^https?://\\S+$' (got "ftp://x")""",
+        ),
+        (
+            "x: {retriever: python, entry_point: 'mod.func'}",
+            """systems["x"].entry_point: must match pattern '^[A-Za-z_][\\w.]*:[A-Za-z_]\\w*$' """
+            """(got "mod.func")""",
+        ),
+        (
+            "'bad name': {retriever: bm25}",
+            """systems["bad name"]: a system name is letters, digits, '_', '.' or '-' """
+            """(got "bad name")""",
+        ),
         (
             "a: {retriever: rrf, members: [bm25, b]}\n  b: {retriever: rrf, members: [a, bm25]}",
-            "systems.a.members",
-            "fusion cycle: a -> b -> a",
+            """systems["a"].members: fusion cycle: a -> b -> a""",
         ),
     ],
 )
-def test_config_errors_name_the_file_and_field(tmp_path, body, field, problem):
+def test_config_errors_name_the_file_line_and_field(tmp_path, body, expected):
     path = write(tmp_path, f"systems:\n  bm25: {{retriever: bm25}}\n  {body}\n")
     with pytest.raises(InputError) as err:
         load_systems(path)
-    assert (err.value.path, err.value.field) == (str(path), field)
-    assert problem in err.value.problem
+    assert str(err.value) == f"{path}:3: {expected}"
 
 
-def test_unreadable_files(tmp_path):
-    with pytest.raises(InputError, match="not valid YAML") as err:
-        load_systems(write(tmp_path, "systems:\n  a: {retriever: bm25\n  b: 1\n"))
-    assert err.value.line == 3
-    with pytest.raises(InputError, match="'systems' mapping"):
-        load_systems(write(tmp_path, "- bm25\n"))
-    with pytest.raises(InputError, match="unknown top-level key"):
-        load_systems(write(tmp_path, "systems: {}\nsystem: {}\n"))
-    with pytest.raises(InputError, match="cannot read"):
-        load_systems(tmp_path / "missing.yaml")
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "systems:\n  a: {retriever: bm25\n  b: 1\n",
+            ":3: invalid YAML (column 4): expected ',' or '}', but got ':'",
+        ),
+        ("- bm25\n", ':1: must be an object (got ["bm25"])'),
+        ("systems: {}\nsystem: {}\n", ":2: system: unknown field"),
+        (None, ": no such file"),
+    ],
+)
+def test_unreadable_files(tmp_path, text, expected):
+    path = tmp_path / "systems.yaml"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        load_systems(path)
+    assert str(err.value) == f"{path}{expected}"
 
 
 def chunks() -> pd.DataFrame:
@@ -305,3 +342,55 @@ def test_http_headers_come_from_the_environment_only(tmp_path, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ----------------------------------------------------------------------------------- confinement
+
+
+def run_file_system(tmp_path: Path, run_path: str) -> Path:
+    folder = tmp_path / "config"
+    folder.mkdir(exist_ok=True)
+    (folder / "runs").mkdir(exist_ok=True)
+    shutil.copy(FIXTURES / "run.trec", folder / "runs" / "ours.trec")
+    (tmp_path / "theirs.trec").write_text("q1 Q0 d1 1 1.0 x\n")
+    return write(folder, f"systems:\n  replay:\n    retriever: run_file\n    path: '{run_path}'\n")
+
+
+@pytest.mark.parametrize(
+    ("run_path", "make", "rule"),
+    [
+        ("../theirs.trec", None, "leaves the file's folder through '..'"),
+        ("runs/../../theirs.trec", None, "leaves the file's folder through '..'"),
+        ("/proc/self/environ", None, "must be a path relative to the file's folder, not absolute"),
+        ("/etc/passwd", None, "must be a path relative to the file's folder, not absolute"),
+        ("runs/leak.trec", "../../theirs.trec", "is a symlink to a file outside the file's folder"),
+        ("runs/env.trec", "/proc/self/environ", "is a symlink to a file outside the file's folder"),
+        ("runs/pipe.trec", "fifo", "is a FIFO, not a regular file"),
+        ("runs", None, "is a folder, not a regular file"),
+    ],
+)
+def test_run_file_path_stays_inside_the_systems_folder(tmp_path, run_path, make, rule):
+    path = run_file_system(tmp_path, run_path)
+    if make == "fifo":
+        os.mkfifo(path.parent / run_path)
+    elif make is not None:
+        (path.parent / run_path).symlink_to(make)
+    with pytest.raises(InputError) as err:
+        load_systems(path)
+    assert str(err.value) == f'{path}:4: systems["replay"].path: {rule} (got "{run_path}")'
+
+
+def test_run_file_inside_the_folder_loads_and_is_checked_again_when_read(tmp_path):
+    path = run_file_system(tmp_path, "runs/ours.trec")
+    system = load_systems(path)["replay"]
+    assert system.resolved_path() == (path.parent / "runs" / "ours.trec").resolve()
+    fingerprint = system.fingerprint()
+    (path.parent / "runs" / "ours.trec").unlink()
+    (path.parent / "runs" / "ours.trec").symlink_to(tmp_path / "theirs.trec")
+    with pytest.raises(InputError) as err:
+        system.fingerprint()
+    assert str(err.value) == (
+        f"{path.parent}: path: is a symlink to a file outside the file's folder "
+        '(got "runs/ours.trec")'
+    )
+    assert len(fingerprint) == 16

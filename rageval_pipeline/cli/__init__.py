@@ -26,11 +26,11 @@ def add_storage_option(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rageval_pipeline.cli import baseline, history, score, suggest, validate
+    from rageval_pipeline.cli import baseline, history, pool, score, suggest, validate
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (score, validate, baseline, history, suggest):
+    for module in (score, validate, baseline, history, suggest, pool):
         module.add_parsers(subparsers)
     return parser
 

@@ -9,6 +9,7 @@ from rageval_pipeline.cli import add_storage_option
 from rageval_pipeline.core import paths
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import baseline_from_summary, baseline_path, write_baseline
+from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.storage import Warehouse
 from rageval_pipeline.core.summaries import select_runs, summaries
 
@@ -49,7 +50,7 @@ def _selected(args: argparse.Namespace):
 
 def _show(args: argparse.Namespace) -> int:
     for s in _selected(args):
-        means = ", ".join(f"{m}={v:.4f}" for m, v in sorted(s.measures.items()))
+        means = ", ".join(f"{m}={s.measures[m]:.4f}" for m in sorted(s.measures, key=sort_key))
         print(f"{s.dataset}/{s.system} run {s.run_id} ({s.fingerprint}): {means}")
     return 0
 

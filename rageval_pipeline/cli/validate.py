@@ -1,4 +1,5 @@
-"""`rageval validate PATH...`: check golden suites before they are committed or evaluated."""
+"""`rageval validate PATH...`: check golden suites, `systems.yaml` and `gate.yaml` before they
+are committed or evaluated."""
 
 from __future__ import annotations
 
@@ -6,18 +7,29 @@ import argparse
 import sys
 from pathlib import Path
 
+from rageval_pipeline.core.consistency import inconsistencies
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.gate import load_policy
 from rageval_pipeline.core.suites import load_suite
+from rageval_pipeline.core.systems import load_systems
+
+_POLICY_FILES = ("gate.yaml", "gate.yml")
+_SYSTEMS_FILES = ("systems.yaml", "systems.yml")
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "validate",
-        help="check golden suite files",
-        description="Validate golden suites; exit 0 when all are valid, 2 otherwise.",
+        help="check golden suites, systems.yaml and gate.yaml",
+        description="Validate golden suites, systems files and gate policies (by file name: "
+        "systems.yaml, gate.yaml); exit 0 when all are valid, 2 otherwise.",
     )
     parser.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="a suite file or a suite folder"
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a suite file or folder, a systems.yaml or a gate.yaml",
     )
     parser.set_defaults(func=run)
 
@@ -27,13 +39,27 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for path in args.paths:
         try:
-            suite = load_suite(path)
+            summary = _check(path)
         except InputError as error:
             print(f"error: {error.describe()}", file=sys.stderr)
             status = 2
             continue
-        print(
-            f"ok: {path} ({len(suite.documents)} documents, {len(suite.queries)} queries, "
-            f"{suite.judgment_count} judgments)"
-        )
+        print(f"ok: {path} ({summary})")
     return status
+
+
+def _check(path: Path) -> str:
+    """Load `path` as what its name says it is; a short summary of what it holds."""
+    if path.name in _POLICY_FILES:
+        return f"gate policy, {len(load_policy(path).datasets)} dataset rule(s)"
+    if path.name in _SYSTEMS_FILES:
+        return f"{len(load_systems(path))} system(s)"
+    suite = load_suite(path)
+    if found := inconsistencies(suite):  # near-duplicate targets graded differently
+        for item in found[:-1]:
+            print(f"error: {path}: {item.field}: {item.problem}", file=sys.stderr)
+        raise InputError(path, found[-1].problem, field=found[-1].field)
+    return (
+        f"{len(suite.documents)} documents, {len(suite.queries)} queries, "
+        f"{suite.judgment_count} judgments"
+    )

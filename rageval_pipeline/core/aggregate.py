@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from rageval_pipeline.core.statistics import bootstrap_ci
+
 ATTRIBUTES = ("category", "difficulty", "intent", "query_type")
 # The latency statistics stored per group (besides `count`) and compared by the gate. `pNN` is
 # numpy's default linear interpolation between the two nearest ranks (method "linear", Hyndman
@@ -23,10 +25,24 @@ LATENCY_STATS: tuple[LatencyStat, ...] = get_args(LatencyStat)
 REPORT_MEASURES = ("P@5", "P@10", "R@10", "RR")
 
 
+def _interval(values: pd.Series) -> tuple[float, float]:
+    return bootstrap_ci(values.to_numpy(float))
+
+
 def mean_table(per_query: pd.DataFrame) -> pd.DataFrame:
-    """Mean of each measure over its queries: columns measure, value (measures in input order)."""
-    means = per_query.groupby("measure", sort=False)["value"].mean()
-    return pd.DataFrame({"measure": means.index.astype(str), "value": means.to_numpy(float)})
+    """Mean of each measure over its queries with its 95% bootstrap interval (core.statistics):
+    columns measure, value, ci_low, ci_high (measures in input order; NaN below 2 queries)."""
+    grouped = per_query.groupby("measure", sort=False)["value"]
+    means = grouped.mean()
+    low, high = zip(*grouped.apply(_interval), strict=True) if len(means) else ((), ())
+    return pd.DataFrame(
+        {
+            "measure": means.index.astype(str),
+            "value": means.to_numpy(float),
+            "ci_low": np.array(low, dtype=float),
+            "ci_high": np.array(high, dtype=float),
+        }
+    )
 
 
 def _with_attributes(
@@ -50,7 +66,9 @@ def breakdown(
     """Means per group of each query attribute: attribute, group, measure, value, n_queries."""
     frames = []
     for attribute, joined in _with_attributes(per_query, queries, attributes):
-        stats = joined.groupby(["group", "measure"], sort=True)["value"].agg(["mean", "size"])
+        grouped = joined.groupby(["group", "measure"], sort=True)["value"]
+        stats = grouped.agg(["mean", "size"])
+        low, high = zip(*grouped.apply(_interval), strict=True) if len(stats) else ((), ())
         frames.append(
             pd.DataFrame(
                 {
@@ -59,12 +77,15 @@ def breakdown(
                     "measure": stats.index.get_level_values("measure").astype(str),
                     "value": stats["mean"].to_numpy(float),
                     "n_queries": stats["size"].to_numpy(np.int64),
+                    "ci_low": np.array(low, dtype=float),
+                    "ci_high": np.array(high, dtype=float),
                 }
             )
         )
-    columns = ["attribute", "group", "measure", "value", "n_queries"]
+    columns = ["attribute", "group", "measure", "value", "n_queries", "ci_low", "ci_high"]
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=float if c == "value" else str) for c in columns})
+        floats = {"value", "ci_low", "ci_high"}
+        return pd.DataFrame({c: pd.Series(dtype=float if c in floats else str) for c in columns})
     return pd.concat(frames, ignore_index=True)[columns]
 
 

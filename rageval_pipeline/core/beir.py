@@ -25,24 +25,46 @@ from rageval_pipeline.core.net import NetLimits
 OFFICIAL_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 MIRROR_ENV = "RAGEVAL_BEIR_MIRROR"
 
-# md5 of each public archive, from the dataset table in BEIR's README (beir-cellar/beir).
-BEIR_MD5: dict[str, str] = {
-    "msmarco": "444067daf65d982533ea17ebd59501e4",
-    "trec-covid": "ce62140cb23feb9becf6270d0d1fe6d1",
-    "nfcorpus": "a89dba18a62ef92f7d323ec890a0d38d",
-    "nq": "d4d3d2e48787a744b6f6e691ff534307",
-    "hotpotqa": "f412724f78b0d91183a0e86805e16114",
-    "fiqa": "17918ed23cd04fb15047f73e6c3bd9d9",
-    "arguana": "8ad3e3c2a5867cdced806d6503f29b99",
-    "webis-touche2020": "46f650ba5a527fc69e0a6521c5a23563",
-    "cqadupstack": "4e41456d7df8ee7760a7f866133bda78",
-    "quora": "18fb154900ba42a600f84b839c173167",
-    "dbpedia-entity": "c2a39eb420a3164af735795df012ac2c",
-    "scidocs": "38121350fc3a4d2f48850f6aff52e4a9",
-    "fever": "5a818580227bfb4b35bb6fa46d9b6c03",
-    "climate-fever": "8b66f0a9126c521bae2bde127b4dc99d",
-    "scifact": "5f7d1de60b170fc8027bb7898e2efca1",
+
+@dataclass(frozen=True)
+class BeirDataset:
+    """A public BEIR dataset: its archive's md5, its splits, and its evaluation convention."""
+
+    md5: str
+    splits: tuple[str, ...]
+    # The queries are also corpus documents (ArguAna's counter-arguments, Quora's duplicate
+    # questions): BEIR's evaluation drops a retrieved document whose id is the query's id, so a
+    # query does not find itself. docs/measures.md, "Dataset conventions".
+    ignore_identical_ids: bool = False
+
+
+# md5, splits and convention of each public archive, from the dataset table in BEIR's README
+# (beir-cellar/beir).
+BEIR_DATASETS: dict[str, BeirDataset] = {
+    "msmarco": BeirDataset("444067daf65d982533ea17ebd59501e4", ("train", "dev", "test")),
+    "trec-covid": BeirDataset("ce62140cb23feb9becf6270d0d1fe6d1", ("test",)),
+    "nfcorpus": BeirDataset("a89dba18a62ef92f7d323ec890a0d38d", ("train", "dev", "test")),
+    "nq": BeirDataset("d4d3d2e48787a744b6f6e691ff534307", ("test",)),
+    "hotpotqa": BeirDataset("f412724f78b0d91183a0e86805e16114", ("train", "dev", "test")),
+    "fiqa": BeirDataset("17918ed23cd04fb15047f73e6c3bd9d9", ("train", "dev", "test")),
+    "arguana": BeirDataset("8ad3e3c2a5867cdced806d6503f29b99", ("test",), True),
+    "webis-touche2020": BeirDataset("46f650ba5a527fc69e0a6521c5a23563", ("test",)),
+    "cqadupstack": BeirDataset("4e41456d7df8ee7760a7f866133bda78", ("test",)),
+    "quora": BeirDataset("18fb154900ba42a600f84b839c173167", ("dev", "test"), True),
+    "dbpedia-entity": BeirDataset("c2a39eb420a3164af735795df012ac2c", ("dev", "test")),
+    "scidocs": BeirDataset("38121350fc3a4d2f48850f6aff52e4a9", ("test",)),
+    "fever": BeirDataset("5a818580227bfb4b35bb6fa46d9b6c03", ("train", "dev", "test")),
+    "climate-fever": BeirDataset("8b66f0a9126c521bae2bde127b4dc99d", ("test",)),
+    "scifact": BeirDataset("5f7d1de60b170fc8027bb7898e2efca1", ("train", "test")),
 }
+BEIR_MD5: dict[str, str] = {name: d.md5 for name, d in BEIR_DATASETS.items()}
+
+
+def ignores_identical_ids(dataset: str) -> bool:
+    """Whether `dataset` drops retrieved documents whose id is the query's (registry)."""
+    entry = BEIR_DATASETS.get(dataset)
+    return entry is not None and entry.ignore_identical_ids
+
 
 _CHUNK = 1 << 20
 DOWNLOAD_ENV_PREFIX = "RAGEVAL_BEIR"  # RAGEVAL_BEIR_DEADLINE_S, ... (docs/limits.md)

@@ -1,9 +1,10 @@
 """Comparing two runs measure by measure on paired per-query values.
 
-For each measure: the mean difference (B - A) with a t-based 95% confidence interval, a paired
-t-test and a paired randomization test (random sign flips of the per-query differences, fixed
-seed; Smucker, Allan & Carterette 2007), both two-sided, each Holm-corrected across the measures
-compared (Holm 1979), so that testing many measures does not inflate false alarms.
+For each measure: the mean difference (B - A) with a 95% paired bootstrap interval, a paired
+t-test and a paired randomization test (sign flips of the per-query differences, fixed seed;
+Smucker, Allan & Carterette 2007), both two-sided, each Holm-corrected across the measures
+compared (Holm 1979), so that testing many measures does not inflate false alarms. The
+bootstrap, randomization test and Holm correction are `core.statistics`, shared with the gate.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from rageval_pipeline.core.statistics import holm, paired_test
 
 COLUMNS = [
     "measure",
@@ -27,48 +30,16 @@ COLUMNS = [
 ]
 
 
-def holm(p_values: np.ndarray) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (NaN stays NaN and does not count as a test)."""
-    p = np.asarray(p_values, dtype=float)
-    out = np.full_like(p, np.nan)
-    tested = np.flatnonzero(~np.isnan(p))
-    order = tested[np.argsort(p[tested], kind="stable")]
-    m = len(order)
-    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order]) if m else np.zeros(0)
-    out[order] = np.minimum(adjusted, 1.0)
-    return out
-
-
-def _paired(a: np.ndarray, b: np.ndarray, permutations: int, rng: np.random.Generator) -> dict:
+def _paired(a: np.ndarray, b: np.ndarray, permutations: int, seed: int) -> dict:
+    test = paired_test(a, b, resamples=permutations, seed=seed)
+    row = {"n_queries": test.n, "mean_a": a.mean(), "mean_b": b.mean(), "delta": test.delta}
+    row |= {"ci_low": test.ci_low, "ci_high": test.ci_high, "p_randomization": test.p_value}
     diff = b - a
-    n = len(diff)
-    row = {"n_queries": n, "mean_a": a.mean(), "mean_b": b.mean(), "delta": diff.mean()}
-    if n < 2:
-        return row | dict.fromkeys(("ci_low", "ci_high", "p_ttest", "p_randomization"), np.nan)
-    randomized = stats.permutation_test(
-        (b, a),
-        lambda x, y, axis: np.mean(x - y, axis=axis),
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=permutations,
-        alternative="two-sided",
-        rng=rng,
-    )
+    if len(diff) < 2:
+        return row | {"p_ttest": np.nan}
     if np.all(diff == diff[0]):  # no spread: t is undefined, its limit is not
-        return row | {
-            "ci_low": diff[0],
-            "ci_high": diff[0],
-            "p_ttest": 1.0 if diff[0] == 0 else 0.0,
-            "p_randomization": randomized.pvalue,
-        }
-    test = stats.ttest_rel(b, a)
-    ci = test.confidence_interval(0.95)
-    return row | {
-        "ci_low": ci.low,
-        "ci_high": ci.high,
-        "p_ttest": test.pvalue,
-        "p_randomization": randomized.pvalue,
-    }
+        return row | {"p_ttest": 1.0 if diff[0] == 0 else 0.0}
+    return row | {"p_ttest": stats.ttest_rel(b, a).pvalue}
 
 
 def compare_runs(
@@ -88,9 +59,9 @@ def compare_runs(
     )
     rows = []
     for measure, part in paired.groupby("measure", sort=False):
-        rng = np.random.default_rng(seed)  # per measure: its p-value ignores the others
+        # The same seed per measure: its p-value does not depend on the others.
         a, b = part["value_a"].to_numpy(float), part["value_b"].to_numpy(float)
-        rows.append({"measure": str(measure)} | _paired(a, b, permutations, rng))
+        rows.append({"measure": str(measure)} | _paired(a, b, permutations, seed))
     frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if not c.endswith("_holm")])
     frame["p_ttest_holm"] = holm(frame["p_ttest"].to_numpy(float))
     frame["p_randomization_holm"] = holm(frame["p_randomization"].to_numpy(float))

@@ -20,13 +20,14 @@ from rageval_pipeline.core.gate import (
     Check,
     QueryRegression,
     Verdict,
-    higher_is_better,
-    measure_sort_key,
 )
+from rageval_pipeline.core.measures.names import sort_key, try_parse
+from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage import write_text
 
 Tone = Literal["pass", "fail", "warn"]
 _LABEL: dict[Tone, str] = {"pass": "✅ PASS", "fail": "❌ FAIL", "warn": "⚠️ advisory"}
+_INCONCLUSIVE = "❔ inconclusive"
 _QUALITY_KINDS = frozenset({"threshold", "target", "baseline", "value"})
 _LATENCY_KINDS = frozenset({"latency", "latency_baseline"})
 REPORT_FILES = {"json": "gate.json", "markdown": "gate.md", "html": "gate.html"}
@@ -36,6 +37,31 @@ def to_json(verdict: Verdict) -> str:
     """The verdict with its derived fields (passed, categories, summary); sorted keys."""
     data = verdict.model_dump(mode="json")
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def plotted_values(verdict: Verdict) -> dict[str, float]:
+    """Numbers a dashboard plots across gate runs, keyed "<dataset>/<system> <measure> <what>":
+    per run its primary measure's paired delta, interval and Holm p-value (and those of every
+    measure that did not pass), and its share of unjudged documents; rounded by
+    `round_metric`."""
+    primary = {(c.dataset, c.system, c.measure) for c in verdict.checks if c.kind == "spike"}
+    out: dict[str, float] = {}
+    for c in verdict.checks:
+        label = f"{c.dataset}/{c.system} {c.measure}"
+        if c.kind == "unjudged" and c.value is not None:
+            out[f"{c.dataset}/{c.system} unjudged share"] = round_metric(c.value)
+        if c.kind != "baseline" or c.paired is None:
+            continue
+        if c.passed and (c.dataset, c.system, c.measure) not in primary:
+            continue
+        numbers = {
+            "delta": c.paired.delta,
+            "ci_low": c.paired.ci_low,
+            "ci_high": c.paired.ci_high,
+            "p_holm": c.paired.p_holm,
+        }
+        out |= {f"{label} {k}": round_metric(v) for k, v in numbers.items() if v is not None}
+    return out
 
 
 # ------------------------------------------------------------------------------ document blocks
@@ -82,25 +108,47 @@ def _number(check: Check, value: float | None) -> str:
 
 def _limit(check: Check) -> str:
     """How a threshold, target or latency maximum reads in the Threshold column."""
-    at_least = check.kind != "latency" and higher_is_better(check.measure or "")
+    measure = try_parse(check.measure or "")
+    at_least = check.kind != "latency" and (measure is None or measure.higher_is_better)
     text = f"{'≥' if at_least else '≤'} {_number(check, check.reference)}"
     return text + " (target)" if check.kind == "target" else text
 
 
+def _interval(low: float | None, high: float | None, signed: bool = False) -> str:
+    if low is None or high is None:
+        return ""
+    digits = "+.4f" if signed else ".4f"
+    return f" [{low:{digits}}, {high:{digits}}]"
+
+
+def _paired_cells(check: Check | None) -> tuple[str, str, str]:
+    """Delta [CI] | p (Holm) | MDE of a comparison with the baseline."""
+    test = check.paired if check is not None else None
+    if test is None:
+        return "–", "–", "–"
+    delta = f"{test.delta:+.4f}{_interval(test.ci_low, test.ci_high, signed=True)}"
+    p = "–" if test.p_holm is None else f"{test.p_holm:.3g}"
+    mde = "–" if test.mde is None else f"{test.mde:.4f}"
+    return delta, p, mde
+
+
 def _metric_row(label: str, checks: list[Check]) -> tuple[tuple[str, ...], Tone]:
-    """Metric | Current | Baseline | Threshold | Status for the checks of one measure."""
+    """Metric | Current [CI] | Baseline | Delta [CI] | p | MDE | Threshold | Status of a measure."""
     against_baseline = [c for c in checks if c.kind in {"baseline", "latency_baseline"}]
     limits = [c for c in checks if c.kind in {"threshold", "target", "latency"}]
     current = next((c for c in checks if c.value is not None), checks[0])
     baseline = against_baseline[0] if against_baseline else None
     tone = _tone(checks)
     status = _LABEL[tone]
+    if any(c.inconclusive for c in checks) and tone != "fail":
+        status = _INCONCLUSIVE
     if baseline is not None and baseline.relative_delta is not None:
         status += f" ({baseline.relative_delta:+.1%})"
     row = (
         label,
-        _number(current, current.value),
+        _number(current, current.value) + _interval(current.ci_low, current.ci_high),
         _number(baseline, baseline.reference) if baseline else "–",
+        *_paired_cells(baseline),
         ", ".join(_limit(c) for c in limits) or "–",
         status,
     )
@@ -115,13 +163,22 @@ def _run_table(checks: list[Check]) -> _Table:
             quality.setdefault(check.measure, []).append(check)
         elif check.kind in _LATENCY_KINDS and check.measure and check.group:
             latency.setdefault((check.group, check.measure), []).append(check)
-    rows = [_metric_row(m, quality[m]) for m in sorted(quality, key=measure_sort_key)]
+    rows = [_metric_row(m, quality[m]) for m in sorted(quality, key=sort_key)]
     latency_order = sorted(
         latency, key=lambda k: (k[0] != OVERALL, k[0], LATENCY_STATS.index(k[1]))
     )
     rows += [_metric_row(f"Latency {s} [{g}]", latency[(g, s)]) for g, s in latency_order]
     return _Table(
-        ("Metric", "Current", "Baseline", "Threshold", "Status"),
+        (
+            "Metric",
+            "Current [95% CI]",
+            "Baseline",
+            "Delta [CI]",
+            "p (Holm)",
+            "MDE",
+            "Threshold",
+            "Status",
+        ),
         [row for row, _ in rows],
         [tone for _, tone in rows],
     )
@@ -139,7 +196,8 @@ def _worst_table(worst: list[QueryRegression]) -> _Table:
 
 
 def _tagged(check: Check) -> str:
-    return f"[{check.category}] {check.message}" if check.category else check.message
+    tag = check.category or ("inconclusive" if check.inconclusive else None)
+    return f"[{tag}] {check.message}" if tag else check.message
 
 
 def _blocks(verdict: Verdict) -> list[_Block]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.aggregate import breakdown, latency_stats, mean_table, quality_report
 from rageval_pipeline.core.chunking import source_ids
+from rageval_pipeline.core.conventions import drop_identical_ids
 from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
 from rageval_pipeline.core.storage import Warehouse, write_parquet, write_text
 
@@ -40,6 +41,11 @@ PIPELINE_MEASURES = (
     "ER@5",
     "Diversity@10",
     "Clustering@10",
+    # Judgment coverage, and condensed (judged-only) variants beside the standard measures: a
+    # drop in the standard measure but not its condensed one points at missing judgments.
+    "Judged@10",
+    "nDCG(judged)@10",
+    "P(judged)@10",
 )
 
 
@@ -49,6 +55,7 @@ class RunResults(NamedTuple):
     means: pd.DataFrame  # measure, value
     groups: pd.DataFrame  # attribute, group, measure, value, n_queries
     latency: pd.DataFrame  # attribute, group, stat, value
+    identical_ids_dropped: int = 0  # retrieved documents that were the query itself
 
 
 def document_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
@@ -70,8 +77,15 @@ def measure_run(
     *,
     chunk_level: bool,
     measures: tuple[str, ...] = PIPELINE_MEASURES,
+    ignore_identical_ids: bool = False,
 ) -> RunResults:
-    """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule."""
+    """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule.
+
+    `ignore_identical_ids` (the dataset's convention, `core.beir`) first drops retrieved
+    documents whose id is the query's id (`core.conventions`)."""
+    dropped = 0
+    if ignore_identical_ids:
+        run, dropped = drop_identical_ids(run)
     documents = document_qrels(qrels)
     if chunk_level and (qrels["level"] == "chunk").any():
         level, judged, ranked = "chunk", qrels, run
@@ -95,6 +109,7 @@ def measure_run(
         means=mean_table(per_query),
         groups=breakdown(per_query, queries),
         latency=latency_stats(run, queries),
+        identical_ids_dropped=dropped,
     )
 
 
@@ -129,10 +144,12 @@ def store_results(
     record: RunRecord,
     results: RunResults,
     queries: pd.DataFrame,
+    *,
+    notes: str = "",
 ) -> StoredRun:
     """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
-    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON and
-    Markdown) under `storage/reports/quality/`."""
+    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
+    Markdown followed by `notes`) under `storage/reports/quality/`."""
     run_id, dataset, system = record.run_id, record.dataset, record.system
     keys = dict(run_id=run_id, dataset=dataset, split=record.split, system=system)
     tables = {
@@ -152,7 +169,7 @@ def store_results(
         folder = storage / "tables" / table / f"dataset={dataset}" / f"system={system}"
         write_parquet(df, folder / f"{run_id}.parquet")
     quality = quality_report(results.per_query, queries)
-    markdown = quality.to_markdown(f"{dataset} / {system} ({results.level} level)")
+    markdown = quality.to_markdown(f"{dataset} / {system} ({results.level} level)") + notes
     folder = storage / "reports" / "quality" / dataset / system
     write_text(folder / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
     write_text(folder / f"{run_id}.md", markdown)

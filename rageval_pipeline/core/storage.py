@@ -26,8 +26,10 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import Field
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.limits import EnvLimits
 
 WAREHOUSE_FILE = "rageval.duckdb"
 
@@ -40,7 +42,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS run_metrics (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    measure VARCHAR, value DOUBLE, created_at TIMESTAMP
+    measure VARCHAR, value DOUBLE, created_at TIMESTAMP, ci_low DOUBLE, ci_high DOUBLE
 );
 CREATE TABLE IF NOT EXISTS query_metrics (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
@@ -48,8 +50,14 @@ CREATE TABLE IF NOT EXISTS query_metrics (
 );
 CREATE TABLE IF NOT EXISTS group_metrics (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    attribute VARCHAR, "group" VARCHAR, measure VARCHAR, value DOUBLE, n_queries INTEGER
+    attribute VARCHAR, "group" VARCHAR, measure VARCHAR, value DOUBLE, n_queries INTEGER,
+    ci_low DOUBLE, ci_high DOUBLE
 );
+-- Warehouses written before the 95% intervals (ci_low, ci_high) existed gain the columns.
+ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
+ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
+ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
+ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
 CREATE TABLE IF NOT EXISTS latency (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
     attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE
@@ -66,13 +74,16 @@ CREATE TABLE IF NOT EXISTS gate_results (
 
 RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency")
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
-# How long a read waits for another process's DuckDB file lock (a write in progress).
-READ_WAIT_S = float(os.environ.get("RAGEVAL_READ_WAIT_S", "60"))
+WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
 _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
 # Paths whose schema this process has created (or found), with the file's inode: once each.
 _SCHEMA_READY: set[tuple[Path, int]] = set()
+
+
+class WarehouseLimits(EnvLimits):
+    read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
 
 
 class StorageError(InputError):
@@ -217,11 +228,12 @@ class Warehouse:
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection without the write lock; waits (up to READ_WAIT_S) only while
-        another process holds DuckDB's own lock for a write."""
+        """A read-only connection without the write lock; waits (up to `read_wait_s`) only
+        while another process holds DuckDB's own lock for a write."""
         if not self.path.exists():
             raise StorageError(self.path, "no warehouse yet: run an evaluation first")
-        deadline = time.monotonic() + READ_WAIT_S
+        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        deadline = time.monotonic() + limits.read_wait_s
         while True:
             try:
                 con = self._open(read_only=True)
@@ -230,8 +242,9 @@ class Warehouse:
                 if time.monotonic() > deadline:
                     raise StorageError(
                         self.path,
-                        f"busy: another process has been writing it for over {READ_WAIT_S:g} s; "
-                        "try again when it is done (or raise $RAGEVAL_READ_WAIT_S)",
+                        f"busy: another process has been writing it for over "
+                        f"{limits.read_wait_s:g} s; try again when it is done"
+                        + limits.hint("read_wait_s"),
                     ) from None
                 time.sleep(0.1)
         try:

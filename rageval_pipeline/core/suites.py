@@ -13,13 +13,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -27,16 +25,16 @@ from pydantic import (
     JsonValue,
     PlainValidator,
     PrivateAttr,
-    ValidationError,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from rageval_pipeline.core import tables
+from rageval_pipeline.core.bounds import confined, quote, read_text
 from rageval_pipeline.core.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.config import parse, rule, validate
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.matching import (
     Level,
@@ -49,12 +47,6 @@ from rageval_pipeline.core.matching import (
 FORMAT_VERSION = "1.0"
 SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
 _RESERVED_METADATA = ("type", "format", "tags")  # corpus metadata puts these beside the free keys
-_MAP_FIELDS = ("judgments", "metadata")  # their keys are data, rendered as ["key"] in field paths
-
-
-def _rule(loc: tuple[str | int, ...], problem: str) -> PydanticCustomError:
-    """A cross-field rule failure; `loc` is relative to the model whose validator raises it."""
-    return PydanticCustomError("suite_rule", "{problem}", {"loc": loc, "problem": problem})
 
 
 def _grade(value: Any) -> int:
@@ -115,14 +107,14 @@ class Document(_Model):
     def _no_reserved_keys(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
         for key in value:
             if key in _RESERVED_METADATA:
-                raise _rule((key,), "reserved key: it is a document field, set it there")
+                raise rule((key,), "reserved key: it is a document field, set it there")
         return value
 
     @model_validator(mode="after")
     def _load_text(self, info: ValidationInfo) -> Document:
         if (self.content is None) == (self.content_path is None):
             given = "both" if self.content is not None else "neither"
-            raise _rule((), f"give exactly one of content and content_path ({given} given)")
+            raise rule((), f"give exactly one of content and content_path ({given} given)")
         field = "content" if self.content is not None else "content_path"
         if self.content_path is not None:
             text = _read_content(self.content_path, (info.context or {}).get("base_dir"))
@@ -131,14 +123,14 @@ class Document(_Model):
         elif self.format == "json":
             text = json.dumps(self.content, indent=2, sort_keys=True, ensure_ascii=False)
         else:
-            raise _rule((field,), "an object or array needs format json")
+            raise rule((field,), "an object or array needs format json")
         if self.format == "json":
             try:
                 json.loads(text)
             except json.JSONDecodeError as error:
-                raise _rule((field,), f"format json but not valid JSON: {error}") from None
+                raise rule((field,), f"format json but not valid JSON: {error}") from None
         if not text.strip():
-            raise _rule((field,), "document text is empty")
+            raise rule((field,), "document text is empty")
         self._text = text
         return self
 
@@ -151,16 +143,11 @@ class Document(_Model):
 def _read_content(content_path: str, base_dir: Path | None) -> str:
     loc = ("content_path",)
     if base_dir is None:
-        raise _rule(loc, "cannot be read: the suite was not loaded from a file (use load_suite)")
-    if Path(content_path).is_absolute():
-        raise _rule(loc, "must be relative to the suite file")
-    file = base_dir / content_path
-    if not file.is_file():
-        raise _rule(loc, f"no such file {str(file)!r}")
+        raise rule(loc, "cannot be read: the suite was not loaded from a file (use load_suite)")
     try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise _rule(loc, f"{str(file)!r} is not UTF-8 text") from None
+        return read_text(confined(base_dir, content_path))
+    except ValueError as exc:
+        raise rule(loc, str(exc)) from None
 
 
 class Query(_Model):
@@ -187,27 +174,27 @@ class Query(_Model):
     def _rules(self) -> Query:
         edge = self.query_type == "edge"
         if not edge and not self.query.strip():
-            raise _rule(("query",), "must not be empty unless query_type is edge")
+            raise rule(("query",), "must not be empty unless query_type is edge")
         if len({split_chunk_id(t) is None for t in self.judgments}) > 1:
-            raise _rule(("judgments",), "mixes document and chunk targets; use one level")
+            raise rule(("judgments",), "mixes document and chunk targets; use one level")
         best = max(self.judgments.values(), default=0)
         if best == 0 and not edge:
-            raise _rule(("judgments",), "needs a target with grade >= 1 unless query_type is edge")
+            raise rule(("judgments",), "needs a target with grade >= 1 unless query_type is edge")
         if self.primary is None:
             if best >= 1:
-                raise _rule(("primary",), "field required when a target has grade >= 1")
+                raise rule(("primary",), "field required when a target has grade >= 1")
         elif best == 0:
-            raise _rule(("primary",), "must be absent when no target has grade >= 1")
+            raise rule(("primary",), "must be absent when no target has grade >= 1")
         elif self.primary not in self.judgments:
-            raise _rule(("primary",), f"{self.primary!r} is not a target in judgments")
+            raise rule(("primary",), f"{self.primary!r} is not a target in judgments")
         elif self.judgments[self.primary] != best:
-            raise _rule(
+            raise rule(
                 ("primary",),
                 f"{self.primary!r} has grade {self.judgments[self.primary]}, "
                 f"but the highest grade in judgments is {best}",
             )
         if self.top_1_chunk is not None and split_chunk_id(self.top_1_chunk) is None:
-            raise _rule(("top_1_chunk",), "must be a chunk id '<document>:chunk:<n>'")
+            raise rule(("top_1_chunk",), "must be a chunk id '<document>:chunk:<n>'")
         return self
 
     def _resolve(self, chunk_counts: dict[str, int], mode: MatchMode, at: tuple[str, int]) -> None:
@@ -218,16 +205,16 @@ class Query(_Model):
             try:
                 resolved, _ = resolve_target(target, chunk_counts, mode)
             except TargetError as error:
-                raise _rule(loc, str(error)) from None
+                raise rule(loc, str(error)) from None
             if resolved in named_by:
-                raise _rule(loc, f"names {resolved!r}, already judged as {named_by[resolved]!r}")
+                raise rule(loc, f"names {resolved!r}, already judged as {named_by[resolved]!r}")
             named_by[resolved] = target
             self._ids[target] = resolved
         if self.top_1_chunk is not None:
             try:
                 self._top_1_chunk_id, _ = resolve_target(self.top_1_chunk, chunk_counts, mode)
             except TargetError as error:
-                raise _rule((*at, "top_1_chunk"), str(error)) from None
+                raise rule((*at, "top_1_chunk"), str(error)) from None
 
     @property
     def level(self) -> Level:
@@ -288,7 +275,7 @@ class Suite(_Model):
             first: dict[str, int] = {}
             for index, item in enumerate(items):
                 if item.id in first:
-                    raise _rule(
+                    raise rule(
                         (field, index, "id"),
                         f"duplicate id {item.id!r} (first at {field}[{first[item.id]}])",
                     )
@@ -312,23 +299,21 @@ class SuiteTables(NamedTuple):
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file, or the suite.json / suite.yaml in a folder."""
     file = _suite_file(Path(path))
-    raw = _parse(file)
+    document = parse(file)
+    raw = document.data
     if not isinstance(raw, dict):
-        raise InputError(file, "the top level must be an object")
+        raise document.error((), "the top level must be an object")
     if "version" not in raw:
-        raise InputError(file, "field required", field="version")
+        raise document.error(("version",), "field required")
     if raw["version"] != FORMAT_VERSION:
-        known = _show(FORMAT_VERSION)
-        problem = f"unknown suite format version {_show(raw['version'])} (known: {known})"
-        raise InputError(file, problem, field="version")
+        known = quote(FORMAT_VERSION)
+        problem = f"unknown suite format version {quote(raw['version'])} (known: {known})"
+        raise document.error(("version",), problem)
     context = {
         "base_dir": file.parent,
         "folder": file.parent.name if file.name in SUITE_FILES else None,
     }
-    try:
-        return Suite.model_validate(raw, context=context)
-    except ValidationError as error:
-        raise _first_problem(file, raw, error) from None
+    return validate(document, Suite, context)
 
 
 def suite_tables(suite: Suite) -> SuiteTables:
@@ -387,12 +372,6 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _show(value: Any) -> str:
-    """A short, stable rendering of an offending value for error messages."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _suite_file(path: Path) -> Path:
     if path.is_dir():
         found = [path / name for name in SUITE_FILES if (path / name).is_file()]
@@ -404,124 +383,7 @@ def _suite_file(path: Path) -> Path:
             names = " and ".join(f.name for f in found)
             raise InputError(path, f"holds both {names}; keep one")
         return found[0]
-    if not path.is_file():
-        raise InputError(path, "no such file or folder")
-    if path.suffix not in (".json", ".yaml", ".yml"):
-        raise InputError(path, "a suite file must end in .json, .yaml or .yml")
     return path
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json object hook: a repeated key (say, a target judged twice) would silently keep one."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(f"duplicate key {key!r} in one object")
-        out[key] = value
-    return out
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _parse(file: Path) -> Any:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(file, "not UTF-8 text") from None
-    if file.suffix == ".json":
-        try:
-            return json.loads(text, object_pairs_hook=_unique_keys)
-        except json.JSONDecodeError as error:
-            raise InputError(
-                file, f"invalid JSON (column {error.colno}): {error.msg}", line=error.lineno
-            ) from None
-        except _DuplicateKey as error:
-            raise InputError(file, str(error)) from None
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark
-        where = f" (column {mark.column + 1})" if mark else ""
-        line = mark.line + 1 if mark else None
-        raise InputError(file, f"invalid YAML{where}: {error.problem}", line=line) from None
-
-
-def _first_problem(file: Path, raw: dict[str, Any], error: ValidationError) -> InputError:
-    """The first validation error in file order, as one InputError line."""
-    found = []
-    for item in error.errors(include_url=False):
-        loc = tuple(item["loc"])
-        if item["type"] == "suite_rule":
-            loc += tuple(item["ctx"]["loc"])
-        found.append((_position(raw, loc), loc, item))
-    _, loc, item = min(found, key=lambda f: f[0])
-    return InputError(file, _problem(item), field=_render(loc) or None)
-
-
-def _position(raw: Any, loc: tuple[str | int, ...]) -> tuple[int, ...]:
-    """Where `loc` sits in the parsed file; a missing key sorts after its object's other keys."""
-    position = []
-    node = raw
-    for part in loc:
-        if isinstance(node, dict):
-            keys = list(node)
-            position.append(keys.index(part) if part in node else len(keys))
-            node = node.get(part)
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            position.append(part)
-            node = node[part]
-        else:
-            break
-    return tuple(position)
-
-
-def _render(loc: tuple[str | int, ...]) -> str:
-    """("queries", 12, "intent") -> "queries[12].intent"; map keys as ["key"]."""
-    out = ""
-    key_next = False
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif key_next:
-            out += f"[{json.dumps(part, ensure_ascii=False)}]"
-        else:
-            out += f".{part}" if out else part
-        key_next = not key_next and part in _MAP_FIELDS
-    return out
-
-
-def _problem(item: Any) -> str:
-    kind = item["type"]
-    if kind == "suite_rule":
-        return item["ctx"]["problem"]
-    if kind == "missing":
-        return "field required"
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind == "too_short":
-        return "must not be empty"
-    if kind in ("model_type", "dict_type"):
-        message = "must be an object"
-    elif kind == "value_error":
-        message = str(item["ctx"]["error"])
-    else:
-        message = re.sub(r"^(Input|String|List) should", "must", item["msg"])
-    return f"{message} (got {_show(item['input'])})"
 
 
 def main(argv: list[str] | None = None) -> int:

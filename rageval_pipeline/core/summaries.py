@@ -41,6 +41,12 @@ def select_runs(
     return runs.reset_index(drop=True)
 
 
+def _intervals(means: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """measure -> (ci_low, ci_high) where both are known (runs stored before them have none)."""
+    known = means.dropna(subset=["ci_low", "ci_high"])
+    return {r.measure: (float(r.ci_low), float(r.ci_high)) for r in known.itertuples(index=False)}
+
+
 def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     """One RunSummary per row of `runs` (as returned by `select_runs`)."""
     if runs.empty:
@@ -74,6 +80,7 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                     for r in means[means["run_id"] == run.run_id].itertuples(index=False)
                 },
                 per_query=queries,
+                intervals=_intervals(means[means["run_id"] == run.run_id]),
                 latency=groups,
                 n_queries=int(run.n_queries),
             )

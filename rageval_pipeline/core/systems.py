@@ -20,17 +20,25 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 import pandas as pd
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    model_validator,
+)
 
+from rageval_pipeline.core.bounds import confined
 from rageval_pipeline.core.chunking import ChunkingConfig
+from rageval_pipeline.core.config import load_model, rule
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.retrieval import bm25, dense, fusion
 from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.external import (
     HttpRetriever,
     PythonRetriever,
-    field_path,
     read_run_file,
 )
 
@@ -257,14 +265,16 @@ class RunFileSystem(_System):
     _base_dir: Path = PrivateAttr(default_factory=Path)
 
     def resolved_path(self, base_dir: Path | None = None) -> Path:
-        return (base_dir or self._base_dir) / self.path
+        """The run file, which must be a regular file inside the systems file's folder."""
+        folder = base_dir or self._base_dir
+        try:
+            return confined(folder, self.path)
+        except ValueError as exc:
+            raise InputError(folder, str(exc), field="path") from None
 
     def _identity(self) -> dict:
         # The file's content decides the results; where it lives does not.
-        path = self.resolved_path()
-        if not path.is_file():
-            raise InputError(path, "run file not found", field="path")
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = hashlib.sha256(self.resolved_path().read_bytes()).hexdigest()
         return dict(retriever=self.retriever, format=self.format, sha256=digest)
 
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
@@ -343,64 +353,54 @@ SystemConfig = Annotated[
     | PythonSystem,
     Field(discriminator="retriever"),
 ]
-_ADAPTER: TypeAdapter[SystemConfig] = TypeAdapter(SystemConfig)
 _FUSION_TYPES = (RRFSystem, WeightedSystem)
 
 
 # --- loading -----------------------------------------------------------------------------
 
 
+def _system_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError("a system name is letters, digits, '_', '.' or '-'")
+    return name
+
+
+class SystemsFile(BaseModel):
+    """systems.yaml: `systems: {name: {...}}`; names are set and fusion members resolved here."""
+
+    model_config = ConfigDict(extra="forbid")
+    systems: dict[Annotated[str, AfterValidator(_system_name)], SystemConfig]
+
+    @model_validator(mode="after")
+    def _wire(self, info: ValidationInfo) -> SystemsFile:
+        base_dir = (info.context or {}).get("base_dir", Path())
+        for name, system in self.systems.items():
+            system._name = name
+            if isinstance(system, RunFileSystem):
+                try:
+                    confined(base_dir, system.path, exists=False)
+                except ValueError as exc:
+                    raise rule(("systems", name, "path"), str(exc)) from None
+                system._base_dir = base_dir
+        for name in self.systems:
+            self._resolve(name, ())
+        return self
+
+    def _resolve(self, name: str, chain: tuple[str, ...]) -> None:
+        system = self.systems[name]
+        if not isinstance(system, _FUSION_TYPES):
+            return
+        if name in chain:
+            cycle = " -> ".join([*chain, name])
+            raise rule(("systems", name, "members"), f"fusion cycle: {cycle}")
+        for i, member in enumerate(system.members):
+            where = i if isinstance(system, RRFSystem) else member
+            if member not in self.systems:
+                raise rule(("systems", name, "members", where), f"unknown system {member!r}")
+            self._resolve(member, (*chain, name))
+            system._members[member] = self.systems[member]
+
+
 def load_systems(path: Path) -> dict[str, SystemConfig]:
     """Every system of a YAML file `systems: {name: {...}}`, fusion members resolved."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(
-            path, f"not valid YAML: {getattr(exc, 'problem', exc)}", line=line
-        ) from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("systems"), dict):
-        raise InputError(path, "expected a mapping with a 'systems' mapping", field="systems")
-    if extra := sorted(set(raw) - {"systems"}):
-        raise InputError(path, f"unknown top-level key(s) {extra}", field=extra[0])
-    systems: dict[str, SystemConfig] = {}
-    for name, body in raw["systems"].items():
-        where = f"systems.{name}"
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise InputError(path, "a system name is letters, digits, '_', '.' or '-'", field=where)
-        try:
-            system = _ADAPTER.validate_python(body)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = list(first["loc"])
-            # A discriminated union puts the tag first: `systems.x.bm25.k1` reads as `systems.x.k1`.
-            if loc and isinstance(body, dict) and loc[0] == body.get("retriever"):
-                loc = loc[1:]
-            raise InputError(path, first["msg"], field=field_path([where, *loc])) from None
-        if isinstance(system, RunFileSystem):
-            system._base_dir = path.parent
-        system._name = name
-        systems[name] = system
-    for name, system in systems.items():
-        if isinstance(system, _FUSION_TYPES):
-            _resolve(path, name, systems, ())
-    return systems
-
-
-def _resolve(path: Path, name: str, systems: dict[str, SystemConfig], chain: tuple) -> None:
-    system = systems[name]
-    if not isinstance(system, _FUSION_TYPES):
-        return
-    if name in chain:
-        cycle = " -> ".join([*chain, name])
-        raise InputError(path, f"fusion cycle: {cycle}", field=f"systems.{name}.members")
-    for i, member in enumerate(system.members):
-        where = f"[{i}]" if isinstance(system, RRFSystem) else f".{member}"
-        field = f"systems.{name}.members{where}"
-        if member not in systems:
-            raise InputError(path, f"unknown system {member!r}", field=field)
-        _resolve(path, member, systems, (*chain, name))
-        system._members[member] = systems[member]
+    return load_model(Path(path), SystemsFile, context={"base_dir": Path(path).parent}).systems

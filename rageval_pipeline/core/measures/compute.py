@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures import names
+from rageval_pipeline.core.measures.condensed import judged_only
 from rageval_pipeline.core.measures.keys import arrow_strings, exact_pair_keys, fingerprint
 from rageval_pipeline.core.ranking import order_run
 
@@ -481,11 +482,14 @@ def evaluate(
     """
     wanted = list(dict.fromkeys(names.parse_measure(m) for m in measures))
     data = _prepare(qrels, run)
+    # Condensed variants rank the judged documents only; the judged queries are the same.
+    condensed = _prepare(qrels, judged_only(qrels, run)) if any(m.judged for m in wanted) else None
     query_ids, labels, values = [], [], []
     for measure in wanted:
-        per_query = _COMPUTE[type(measure)](data, measure)
-        keep = data.judged if measure.USES_QRELS else data.judged | data.in_run
-        query_ids.append(data.universe[keep])
+        source = condensed if measure.judged and condensed is not None else data
+        per_query = _COMPUTE[type(measure)](source, measure)
+        keep = source.judged if measure.USES_QRELS else source.judged | source.in_run
+        query_ids.append(source.universe[keep])
         labels.append(np.full(int(keep.sum()), str(measure), dtype=object))
         values.append(per_query[keep])
     if not wanted:

@@ -6,20 +6,45 @@ nDCG, a `gain`; `str(measure)` gives the canonical name, which parses back to an
 
 Canonical syntax: ``Family(param=value,...)@k``; parameters left at their default are omitted and
 the others are sorted by name. The parser also accepts the parameters after the cutoff
-(``nDCG@10(gain=exp)``) and common aliases, case-insensitively (``MRR``, ``MAP``, ``NDCG@10``,
-``Recall@100``, ``HitRate@10``).
+(``nDCG@10(gain=exp)``), each family's aliases, case-insensitively (``MRR``, ``MAP``,
+``NDCG@10``, ``Recall@100``, ``HitRate@10``), and trec_eval's spellings (``ndcg_cut_10``,
+``ndcg_cut.10``, ``P_5``, ``recall_100``, ``recip_rank``, ``map``, ``success_5``).
+
+Each family also knows what the gate and the reports need: its `FAMILY`, whether higher is
+better, and the regression `CATEGORY` a drop of it is reported under.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
+from rageval_pipeline.core.bounds import quote
+from rageval_pipeline.core.config import rule
 from rageval_pipeline.core.errors import InputError
 
 Cutoff = Literal["required", "optional", "none"]
+Family = Literal["recall", "ranking", "diversity", "coverage"]
+# The gate's regression taxonomy (docs/gate.md); a measure's drop is one of the first four.
+Category = Literal[
+    "diversity_collapse",
+    "latency_regression",
+    "ranking_shift",
+    "recall_drop",
+    "semantic_degraded_spike",
+    "unjudged_spike",
+]
 
 
 class Measure(BaseModel):
@@ -28,8 +53,12 @@ class Measure(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     NAME: ClassVar[str]
+    ALIASES: ClassVar[tuple[str, ...]] = ()  # lower-case spellings besides NAME
+    FAMILY: ClassVar[Family]
+    CATEGORY: ClassVar[Category | None]  # how a drop is reported; None: not a regression
+    HIGHER_IS_BETTER: ClassVar[bool] = True
     CUTOFF: ClassVar[Cutoff] = "required"
-    PARAMS: ClassVar[frozenset[str]] = frozenset({"rel"})
+    PARAMS: ClassVar[frozenset[str]] = frozenset({"rel", "judged"})
     USES_QRELS: ClassVar[bool] = True
     USES_SOURCE: ClassVar[bool] = False
 
@@ -38,6 +67,10 @@ class Measure(BaseModel):
     gain: Literal["lin", "exp"] = Field(
         default="lin", description="nDCG gain: label (trec_eval) or 2^label - 1 (Burges)"
     )
+    judged: bool = Field(
+        default=False,
+        description="condensed: unjudged documents removed before ranking (trec_eval -J, Sakai)",
+    )
 
     @model_validator(mode="after")
     def _check_family_rules(self) -> Measure:
@@ -45,26 +78,39 @@ class Measure(BaseModel):
             raise ValueError(f"{self.NAME} needs a cutoff, e.g. {self.NAME}@10")
         if self.CUTOFF == "none" and self.k is not None:
             raise ValueError(f"{self.NAME} takes no cutoff")
-        for param in ("rel", "gain"):
+        for param in ("rel", "gain", "judged"):
             default = type(self).model_fields[param].default
             if param not in self.PARAMS and getattr(self, param) != default:
                 raise ValueError(f"{self.NAME} takes no parameter {param!r}")
         return self
 
-    def params(self) -> dict[str, int | str]:
+    def params(self) -> dict[str, int | str | bool]:
         """The parameters that differ from their defaults, by name."""
-        out: dict[str, int | str] = {}
+        out: dict[str, int | str | bool] = {}
         for param in sorted(self.PARAMS):
             value = getattr(self, param)
             if value != type(self).model_fields[param].default:
                 out[param] = value
         return out
 
+    @property
+    def family(self) -> Family:
+        return self.FAMILY
+
+    @property
+    def category(self) -> Category | None:
+        return self.CATEGORY
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.HIGHER_IS_BETTER
+
     def __str__(self) -> str:
         params = self.params()
         text = self.NAME
         if params:
-            text += "(" + ",".join(f"{key}={value}" for key, value in params.items()) + ")"
+            shown = (key if value is True else f"{key}={value}" for key, value in params.items())
+            text += "(" + ",".join(shown) + ")"
         if self.k is not None:
             text += f"@{self.k}"
         return text
@@ -75,6 +121,9 @@ class P(Measure):
     retrieved (trec_eval `P_k`)."""
 
     NAME = "P"
+    ALIASES = ("precision",)
+    FAMILY = "ranking"
+    CATEGORY = "ranking_shift"
 
 
 class R(Measure):
@@ -82,12 +131,18 @@ class R(Measure):
     (trec_eval `recall_k`)."""
 
     NAME = "R"
+    ALIASES = ("recall",)
+    FAMILY = "recall"
+    CATEGORY = "recall_drop"
 
 
 class F1(Measure):
     """F1@k: harmonic mean of P@k and R@k, 0 when both are 0 (seed 000 `F1AtK`)."""
 
     NAME = "F1"
+    ALIASES = ("f-measure",)
+    FAMILY = "recall"
+    CATEGORY = "recall_drop"
 
 
 class RR(Measure):
@@ -95,6 +150,9 @@ class RR(Measure):
     cutoff only the top k are searched, as ir_measures `RR@k`). Its mean is MRR."""
 
     NAME = "RR"
+    ALIASES = ("mrr", "recip_rank", "reciprocal_rank")
+    FAMILY = "ranking"
+    CATEGORY = "ranking_shift"
     CUTOFF = "optional"
 
 
@@ -105,7 +163,10 @@ class nDCG(Measure):
     <= 0 give no gain. Every label > 0 counts, whatever the relevance threshold."""
 
     NAME = "nDCG"
-    PARAMS = frozenset({"gain"})
+    ALIASES = ("ndcg_cut",)
+    FAMILY = "ranking"
+    CATEGORY = "ranking_shift"
+    PARAMS = frozenset({"gain", "judged"})
 
 
 class AP(Measure):
@@ -114,6 +175,9 @@ class AP(Measure):
     is MAP."""
 
     NAME = "AP"
+    ALIASES = ("map", "map_cut")
+    FAMILY = "ranking"
+    CATEGORY = "ranking_shift"
     CUTOFF = "optional"
 
 
@@ -121,6 +185,9 @@ class Success(Measure):
     """Success@k (hit rate): 1 if any relevant document is in the top k (trec_eval `success_k`)."""
 
     NAME = "Success"
+    ALIASES = ("hit", "hits", "hitrate", "hit_rate")
+    FAMILY = "recall"
+    CATEGORY = "recall_drop"
 
 
 class Rprec(Measure):
@@ -128,6 +195,9 @@ class Rprec(Measure):
     (trec_eval `Rprec`)."""
 
     NAME = "Rprec"
+    ALIASES = ("r-prec", "r_prec")
+    FAMILY = "ranking"
+    CATEGORY = "ranking_shift"
     CUTOFF = "none"
 
 
@@ -136,6 +206,8 @@ class Judged(Measure):
     P@k (ir_measures `Judged@k`)."""
 
     NAME = "Judged"
+    FAMILY = "coverage"
+    CATEGORY = None
     PARAMS = frozenset()
 
 
@@ -145,6 +217,10 @@ class ER(Measure):
     document-level run, several chunks of one document use several of the k places."""
 
     NAME = "ER"
+    ALIASES = ("entityrecall", "entity_recall")
+    FAMILY = "recall"
+    CATEGORY = "recall_drop"
+    PARAMS = frozenset({"rel"})
     USES_SOURCE = True
 
 
@@ -152,6 +228,8 @@ class Diversity(Measure):
     """Diversity@k: distinct source documents in the top k divided by k. Needs no qrels."""
 
     NAME = "Diversity"
+    FAMILY = "diversity"
+    CATEGORY = "diversity_collapse"
     PARAMS = frozenset()
     USES_QRELS = False
     USES_SOURCE = True
@@ -162,6 +240,9 @@ class Clustering(Measure):
     document (0 when nothing was retrieved). Needs no qrels."""
 
     NAME = "Clustering"
+    FAMILY = "diversity"
+    CATEGORY = "diversity_collapse"
+    HIGHER_IS_BETTER = False  # one source filling the top k is the collapse
     PARAMS = frozenset()
     USES_QRELS = False
     USES_SOURCE = True
@@ -173,20 +254,11 @@ FAMILIES: dict[str, type[Measure]] = {
 }
 
 # Lower-case spellings people write, mapped to a family.
-_ALIASES: dict[str, type[Measure]] = {name.lower(): cls for name, cls in FAMILIES.items()}
-_ALIASES.update(
-    {
-        "precision": P,
-        "recall": R,
-        "mrr": RR,
-        "map": AP,
-        "hit": Success,
-        "hits": Success,
-        "hitrate": Success,
-        "r-prec": Rprec,
-        "entityrecall": ER,
-    }
-)
+_ALIASES: dict[str, type[Measure]] = {
+    alias: cls for cls in FAMILIES.values() for alias in (cls.NAME.lower(), *cls.ALIASES)
+}
+# trec_eval writes the cutoff after "_" or ".": ndcg_cut_10, P.5, recall_100, success_5.
+_TREC_EVAL = re.compile(r"^(?P<family>[A-Za-z][A-Za-z_-]*?)[_.](?P<k>\d+)$")
 
 _SYNTAX = re.compile(
     r"^(?P<family>[A-Za-z][A-Za-z0-9_-]*)"
@@ -200,30 +272,103 @@ def parse_measure(name: str | Measure) -> Measure:
     """Parse "nDCG@10", "P(rel=2)@5", "MRR", ... into a Measure; InputError if it is not one."""
     if isinstance(name, Measure):
         return name
+    if not isinstance(name, str):
+        raise InputError(None, f"a measure name is a string, not {quote(name)}", field="measure")
+    return _parse(name)
+
+
+def canonical(name: str | Measure) -> str:
+    """The canonical name of any spelling: "ndcg_cut_10" -> "nDCG@10"; InputError if none."""
+    return _canonical(name) if isinstance(name, str) else str(parse_measure(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(name: str) -> str:
+    """Cached: the gate canonicalises every measure key of every per-query row it reads."""
+    return str(_parse(name))
+
+
+def try_parse(name: str) -> Measure | None:
+    """The measure `name` spells, None when it spells none (for names read from storage)."""
+    try:
+        return parse_measure(name)
+    except InputError:
+        return None
+
+
+def sort_key(name: str) -> tuple[Any, ...]:
+    """Natural order, so that nDCG@10 sorts before nDCG@100."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(name: str) -> Measure:
+    """parse_measure of a string; cached, as names repeat across every query and summary."""
     text = name.strip().replace(" ", "")
+    trec = _TREC_EVAL.match(text)
+    if trec is not None and trec["family"].lower() in _ALIASES:
+        return _build(name, _ALIASES[trec["family"].lower()], {"k": int(trec["k"])})
     match = _SYNTAX.match(text)
     if match is None:
-        raise InputError(None, f"cannot parse measure {name!r}", field="measure")
+        raise InputError(None, f"cannot parse measure {quote(name)}", field="measure")
     family = _ALIASES.get(match["family"].lower())
     if family is None:
         known = ", ".join(FAMILIES)
-        raise InputError(None, f"unknown measure {name!r} (known: {known})", field="measure")
+        raise InputError(None, f"unknown measure {quote(name)} (known: {known})", field="measure")
     if match["before"] is not None and match["after"] is not None:
-        raise InputError(None, f"measure {name!r} has two parameter lists", field="measure")
+        raise InputError(None, f"measure {quote(name)} has two parameter lists", field="measure")
     fields: dict[str, object] = {}
     for item in filter(None, (match["before"] or match["after"] or "").split(",")):
         key, sep, value = item.partition("=")
-        if not sep or key not in ("rel", "gain"):
+        if item == "judged":  # a bare flag: the condensed variant
+            key, sep, value = "judged", "=", "true"
+        if not sep or key not in ("rel", "gain", "judged"):
             raise InputError(
                 None,
-                f"measure {name!r}: bad parameter {item!r} (rel=N or gain=lin|exp)",
+                f"measure {quote(name)}: bad parameter {quote(item)} "
+                "(rel=N, gain=lin|exp or judged)",
                 field="measure",
             )
         fields[key] = value
     if match["k"] is not None:
         fields["k"] = int(match["k"])
+    return _build(name, family, fields)
+
+
+def _build(name: str, family: type[Measure], fields: dict[str, object]) -> Measure:
     try:
         return family(**fields)
     except ValidationError as exc:
         problem = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
-        raise InputError(None, f"measure {name!r}: {problem}", field="measure") from None
+        raise InputError(None, f"measure {quote(name)}: {problem}", field="measure") from None
+
+
+# --------------------------------------------------------------------- names in files people write
+
+
+def _canonical_field(value: str) -> str:
+    try:
+        return canonical(value)
+    except InputError as exc:
+        raise rule((), exc.problem) from None
+
+
+def _one_spelling_each(value: Any) -> Any:
+    """Two spellings of one measure in one mapping or list would silently keep one of them."""
+    if isinstance(value, dict | list):
+        seen: dict[str, Any] = {}
+        for name in value:
+            try:
+                measure = canonical(name)
+            except InputError:
+                continue  # the name's own validation reports it
+            if measure in seen:
+                raise rule((), f"{quote(seen[measure])} and {quote(name)} both name {measure}")
+            seen[measure] = name
+    return value
+
+
+# A measure name in a config file, stored canonical: "NDCG@10" and "ndcg_cut_10" become "nDCG@10".
+MeasureName = Annotated[str, AfterValidator(_canonical_field)]
+# Mappings and lists of measure names, where two spellings of one measure are an error.
+OneSpellingEach = BeforeValidator(_one_spelling_each)

@@ -85,6 +85,8 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                 "report_md": dg.MetadataValue.path(str(paths["markdown"])),
             }
         )
+        for check in verdict.inconclusive:
+            context.log.warning(check.message)
         yield dg.AssetCheckResult(
             check_name=GATE_CHECK,
             passed=verdict.passed,
@@ -93,6 +95,8 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
             metadata={
                 "failures": dg.MetadataValue.json(failures),
                 "categories": json.dumps(verdict.categories),
+                "inconclusive": dg.MetadataValue.json([c.message for c in verdict.inconclusive]),
+                **report.plotted_values(verdict),
             },
         )
 

@@ -19,8 +19,10 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import loaders, tables
+from rageval_pipeline.core import beir, loaders, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
+from rageval_pipeline.core.conventions import QrelsCoverage, qrels_coverage
+from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results import METRICS_VERSION, RunRecord, measure_run, store_results
 from rageval_pipeline.core.reuse import FrameCache, content_key, frame_key, read_stamp, write_stamp
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
@@ -47,6 +49,31 @@ def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
             metadata={"hash_validation_rate": valid, "chunks": len(chunks)},
         ),
     ]
+
+
+def _means_table(means: pd.DataFrame) -> str:
+    """Every mean with its 95% bootstrap interval, as a Markdown table for the UI."""
+    rows = [
+        f"| {r.measure} | {round_metric(r.value)} | [{round_metric(r.ci_low)}, "
+        f"{round_metric(r.ci_high)}] |"
+        for r in means.itertuples(index=False)
+    ]
+    return "\n".join(["| measure | mean | 95% CI |", "| --- | --- | --- |", *rows])
+
+
+def _coverage_text(coverage: QrelsCoverage, identical: int) -> str:
+    """The dataset conventions applied to this run, for its quality report."""
+    text = (
+        f"\n**Qrels coverage:** {coverage.missing_documents} of {coverage.judgments} judgments "
+        f"name a document absent from the corpus and {coverage.missing_queries} judged queries "
+        "are absent from the queries file; they are kept, as trec_eval keeps them (they cap "
+        "recall)."
+    )
+    if coverage.examples:
+        text += f" Examples: {', '.join(coverage.examples)}."
+    if identical:
+        text += f" {identical} retrieved documents were the query itself and were dropped."
+    return text + "\n"
 
 
 def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
@@ -127,6 +154,7 @@ def build_system_assets(
             "run": dg.AssetIn([name, "run"]),
             "qrels": dg.AssetIn("qrels"),
             "queries": dg.AssetIn("queries"),
+            "corpus": dg.AssetIn("corpus"),
         },
         description=f"Per-query measures of {name}; means, breakdowns and latency in DuckDB.",
         kinds={"duckdb", "parquet"},
@@ -140,14 +168,17 @@ def build_system_assets(
         run: pd.DataFrame,
         qrels: pd.DataFrame,
         queries: pd.DataFrame,
+        corpus: pd.DataFrame,
     ) -> pd.DataFrame:
         dataset = context.partition_key
         reference = reference_of(settings, dataset)
+        judged = qrels[qrels["split"] == settings.split]
         results = measure_run(
             run,
-            qrels[qrels["split"] == settings.split],
+            judged,
             queries,
             chunk_level=system.chunk_level(reference),
+            ignore_identical_ids=beir.ignores_identical_ids(dataset),
         )
         record = RunRecord(
             dataset=dataset,
@@ -159,7 +190,11 @@ def build_system_assets(
             created_at=datetime.now(UTC),
             dagster_run_id=context.run.run_id,
         )
-        stored = store_results(settings.storage, warehouse.warehouse, record, results, queries)
+        coverage = qrels_coverage(judged, corpus["doc_id"], queries["query_id"])
+        notes = _coverage_text(coverage, results.identical_ids_dropped)
+        stored = store_results(
+            settings.storage, warehouse.warehouse, record, results, queries, notes=notes
+        )
         context.log.info(
             f"{dataset}/{name} ({results.level} level): "
             + ", ".join(f"{m}={v:.4f}" for m, v in stored.means.items())
@@ -169,7 +204,11 @@ def build_system_assets(
                 "run_id": stored.run_id,
                 "level": results.level,
                 "quality_report": dg.MetadataValue.md(stored.quality_markdown),
-                **stored.means,
+                "means_95ci": dg.MetadataValue.md(_means_table(results.means)),
+                "identical_ids_dropped": results.identical_ids_dropped,
+                "qrels_missing_documents": coverage.missing_documents,
+                "qrels_missing_queries": coverage.missing_queries,
+                **{m: round_metric(v) for m, v in stored.means.items()},
             }
         )
         return results.per_query.assign(run_id=stored.run_id)

@@ -1,0 +1,73 @@
+"""Release gate: run summaries, baselines, the gate policy, the verdict and its regression taxonomy.
+
+The Dagster layer reads run summaries from the warehouse and baselines from `data/baselines/`,
+calls `judge`, and fails its asset check when the verdict has not passed. Everything here is pure
+and deterministic: the same summaries, baselines and policy always give the same verdict.
+Semantics are documented in docs/gate.md.
+"""
+
+from rageval_pipeline.core.gate.baselines import (
+    baseline_from_summary,
+    baseline_path,
+    load_baseline,
+    load_baselines,
+    write_baseline,
+)
+from rageval_pipeline.core.gate.judge import judge
+from rageval_pipeline.core.gate.models import (
+    BASELINE_VERSION,
+    CATEGORIES,
+    LATENCY_STATS,
+    OVERALL,
+    Baseline,
+    Category,
+    Check,
+    CheckKind,
+    LatencyStat,
+    QueryRegression,
+    RunSummary,
+    Verdict,
+)
+from rageval_pipeline.core.gate.policy import (
+    DEFAULT_RULES_KEY,
+    Band,
+    GatePolicy,
+    GateRules,
+    LatencyTolerance,
+    Spike,
+    Statistics,
+    Tolerance,
+    UnjudgedSpike,
+    load_policy,
+)
+
+__all__ = [
+    "BASELINE_VERSION",
+    "CATEGORIES",
+    "DEFAULT_RULES_KEY",
+    "LATENCY_STATS",
+    "OVERALL",
+    "Band",
+    "Baseline",
+    "Category",
+    "Check",
+    "CheckKind",
+    "GatePolicy",
+    "GateRules",
+    "LatencyStat",
+    "LatencyTolerance",
+    "QueryRegression",
+    "RunSummary",
+    "Spike",
+    "Statistics",
+    "Tolerance",
+    "UnjudgedSpike",
+    "Verdict",
+    "baseline_from_summary",
+    "baseline_path",
+    "judge",
+    "load_baseline",
+    "load_baselines",
+    "load_policy",
+    "write_baseline",
+]

@@ -1,0 +1,173 @@
+"""Judging: every run against its policy rules and baseline, giving checks and a verdict.
+
+The checks themselves live beside this module: `quality` (measures against the baseline, with
+paired statistics), `coverage` (unjudged documents), `latency`; `context` is what they share.
+"""
+
+from __future__ import annotations
+
+from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
+from rageval_pipeline.core.gate.evaluation import Evaluation
+from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
+from rageval_pipeline.core.gate.models import (
+    Baseline,
+    Check,
+    CheckKind,
+    QueryRegression,
+    RunSummary,
+    Verdict,
+)
+from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.gate.quality import (
+    baseline_check,
+    compared_measures,
+    paired_tests,
+    primary_measure,
+    spike_check,
+    worst_queries,
+)
+from rageval_pipeline.core.measures.names import parse_measure
+
+_QUALITY_KINDS = frozenset({"threshold", "target", "baseline"})
+
+
+def _absolute_check(run: Evaluation, measure: str, limit: float, kind: CheckKind) -> Check:
+    blocking = kind == "threshold"
+    value = run.summary.measures.get(measure)
+    if value is None:
+        return run.check(
+            kind=kind,
+            measure=measure,
+            reference=limit,
+            passed=False,
+            blocking=blocking,
+            message=f"{run.label} {measure} was not computed by this run but the policy has a "
+            f"{kind} for it",
+        )
+    higher = parse_measure(measure).higher_is_better
+    passed = value >= limit if higher else value <= limit
+    relation = (">=" if passed else "<") if higher else ("<=" if passed else ">")
+    check = run.compared(
+        kind=kind,
+        measure=measure,
+        value=value,
+        reference=limit,
+        passed=passed,
+        blocking=blocking,
+        # A missed advisory target is not a regression: it carries no taxonomy label.
+        category=parse_measure(measure).category if blocking else None,
+        message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f}",
+    )
+    if blocking or passed:
+        return check
+    return check.model_copy(update={"message": check.message + " (advisory)"})
+
+
+def _update_hint(summary: RunSummary) -> str:
+    return f"rageval baseline update --dataset {summary.dataset} --system {summary.system}"
+
+
+def _baseline_status(
+    run: Evaluation, baseline: Baseline | None
+) -> tuple[Check, Baseline | None, bool]:
+    """The fingerprint or missing-baseline check, the baseline to compare with (None when there
+    is none for this split) and whether those comparisons may block."""
+    s = run.summary
+    if baseline is None or baseline.split != s.split:
+        where = "" if baseline is None else f" (the baseline is for split {baseline.split})"
+        check = run.check(
+            kind="missing_baseline",
+            passed=False,
+            blocking=False,
+            message=f"{run.label} has no baseline for split {s.split}{where}; only absolute "
+            f"thresholds apply. Record one after review: {_update_hint(s)}",
+        )
+        return check, None, False
+    if baseline.fingerprint != s.fingerprint:
+        check = run.check(
+            kind="fingerprint",
+            passed=False,
+            blocking=True,
+            message=f"{run.label} baseline was recorded for another configuration (fingerprint "
+            f"{baseline.fingerprint} != {s.fingerprint}); the deltas below are information "
+            f"only. Review the run and update the baseline: {_update_hint(s)}",
+        )
+        return check, baseline, False
+    check = run.check(
+        kind="fingerprint",
+        passed=True,
+        blocking=True,
+        message=f"{run.label} baseline fingerprint matches ({s.fingerprint})",
+    )
+    return check, baseline, True
+
+
+def _judge_run(
+    run: Evaluation, baseline: Baseline | None, worst_limit: int
+) -> tuple[list[Check], list[QueryRegression]]:
+    status, baseline, blocking = _baseline_status(run, baseline)
+    checks = [status]
+    checks += [_absolute_check(run, m, v, "threshold") for m, v in run.rules.thresholds.items()]
+    checks += [_absolute_check(run, m, v, "target") for m, v in run.rules.targets.items()]
+    worst: list[QueryRegression] = []
+    coverage = unjudged_check(run, baseline, blocking)
+    if baseline is not None:
+        compared = compared_measures(run, baseline)
+        tests = paired_tests(run, baseline, compared)
+        quality = [baseline_check(run, m, baseline, blocking, tests.get(m)) for m in compared]
+        primary = primary_measure(run, compared)
+        if primary is not None:
+            quality.append(spike_check(run, baseline, primary, blocking))
+            worst = worst_queries(run, baseline, primary, worst_limit)
+        checks += explain_drops(run, quality, coverage)
+    if coverage is not None:
+        checks.append(coverage)
+    checks += latency_max_checks(run)
+    if baseline is not None:
+        checks += latency_baseline_checks(run, baseline, blocking)
+    shown = {c.measure for c in checks if c.kind in _QUALITY_KINDS}
+    checks += [_value_check(run, m, v) for m, v in run.summary.measures.items() if m not in shown]
+    return checks, worst
+
+
+def _value_check(run: Evaluation, measure: str, value: float) -> Check:
+    """A measure no rule covers: reported so every report shows the run's full results."""
+    return run.check(
+        kind="value",
+        measure=measure,
+        value=value,
+        passed=True,
+        blocking=False,
+        message=f"{run.label} {measure} = {value:.4f}",
+    )
+
+
+def judge(
+    summaries: list[RunSummary],
+    baselines: dict[tuple[str, str], Baseline],
+    policy: GatePolicy,
+    *,
+    created_at: str | None = None,
+) -> Verdict:
+    """Judge every run against the policy and its (dataset, system) baseline.
+
+    `created_at` defaults to the newest run's timestamp, so judging the same runs twice gives
+    byte-identical reports.
+    """
+    runs = sorted(summaries, key=lambda s: (s.dataset, s.split, s.system))
+    keys = [(s.dataset, s.split, s.system) for s in runs]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ValueError(f"more than one summary for (dataset, split, system): {duplicates}")
+    checks: list[Check] = []
+    worst: list[QueryRegression] = []
+    for summary in runs:
+        run = Evaluation(summary, policy.rules_for(summary.dataset))
+        run_checks, run_worst = _judge_run(
+            run, baselines.get((summary.dataset, summary.system)), policy.worst_queries
+        )
+        checks += run_checks
+        worst += run_worst
+    # Run stamps are UTC ISO-8601 strings, so string order is time order.
+    stamp = created_at or max((s.created_at for s in runs), default="")
+    return Verdict(created_at=stamp, checks=checks, worst_queries=worst)

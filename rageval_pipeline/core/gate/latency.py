@@ -1,0 +1,90 @@
+"""Latency checks: absolute maxima and per-group comparison with the baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
+from rageval_pipeline.core.gate.models import LATENCY_STATS, OVERALL, Baseline, Check
+
+
+def _groups(groups: Iterable[str]) -> list[str]:
+    """Latency groups with the overall group first, the rest sorted."""
+    return sorted(groups, key=lambda g: (g != OVERALL, g))
+
+
+def latency_max_checks(run: Evaluation) -> list[Check]:
+    overall = run.summary.latency.get(OVERALL, {})
+    checks = []
+    for stat in LATENCY_STATS:
+        limit = run.rules.latency_max_ms.get(stat)
+        if limit is None:
+            continue
+        value = overall.get(stat)
+        if value is None:
+            checks.append(
+                run.check(
+                    kind="latency",
+                    measure=stat,
+                    group=OVERALL,
+                    reference=limit,
+                    passed=False,
+                    blocking=True,
+                    message=f"{run.label} latency {stat} [{OVERALL}] was not measured but the "
+                    "policy limits it",
+                )
+            )
+            continue
+        passed = value <= limit
+        checks.append(
+            run.compared(
+                kind="latency",
+                measure=stat,
+                group=OVERALL,
+                value=value,
+                reference=limit,
+                passed=passed,
+                blocking=True,
+                category="latency_regression",
+                unit=" ms",
+                message=f"{run.label} latency {stat} [{OVERALL}] = {value:.1f} ms "
+                f"{'<=' if passed else '>'} max {limit:.1f} ms",
+            )
+        )
+    return checks
+
+
+def latency_baseline_checks(run: Evaluation, baseline: Baseline, blocking: bool) -> list[Check]:
+    tolerance = run.rules.latency_tolerance
+    checks = []
+    shared = set(run.summary.latency) & set(baseline.latency)
+    for group in _groups(g for g in shared if tolerance.compares(g)):
+        ours, theirs = run.summary.latency[group], baseline.latency[group]
+        for stat in tolerance.stats:
+            if stat not in ours or stat not in theirs:
+                continue
+            value, reference = ours[stat], theirs[stat]
+            passed = not (
+                value > reference * (1 + tolerance.relative) + EPS
+                and value - reference > tolerance.floor_ms + EPS
+            )
+            bound = (
+                f"baseline {reference:.1f} ms + {tolerance.relative * 100:g}% and "
+                f"+ {tolerance.floor_ms:g} ms"
+            )
+            checks.append(
+                run.compared(
+                    kind="latency_baseline",
+                    measure=stat,
+                    group=group,
+                    value=value,
+                    reference=reference,
+                    passed=passed,
+                    blocking=blocking,
+                    category="latency_regression",
+                    unit=" ms",
+                    message=f"{run.label} latency {stat} [{group}] = {value:.1f} ms "
+                    f"{'within' if passed else '>'} {bound}",
+                )
+            )
+    return checks

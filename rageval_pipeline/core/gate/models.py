@@ -1,0 +1,182 @@
+"""The gate's vocabulary: taxonomy labels, run summaries, baselines, checks and the verdict."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, get_args
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
+
+from rageval_pipeline.core.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
+from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
+from rageval_pipeline.core.statistics import PairedTest
+
+CATEGORIES: tuple[Category, ...] = get_args(Category)
+CheckKind = Literal[
+    "threshold",  # blocking absolute minimum (maximum for lower-is-better measures)
+    "target",  # advisory absolute minimum: reported, never blocking
+    "baseline",  # mean measure against the baseline within tolerance
+    "spike",  # share of queries whose primary measure dropped sharply against the baseline
+    "unjudged",  # share of unjudged documents in the top k, against the baseline
+    "latency",  # overall latency statistic against latency_max_ms
+    "latency_baseline",  # latency statistic of one group against the baseline
+    "fingerprint",  # the baseline was recorded for this system configuration
+    "missing_baseline",  # no baseline for this run: only absolute limits apply
+    "value",  # informational: a measure with nothing to compare against, shown in reports
+]
+BASELINE_VERSION = "1"
+OVERALL = "all"  # the latency group key covering every query
+
+
+def _check_timestamp(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 timestamp: {value!r}") from None
+    return value
+
+
+Name = Annotated[str, Field(min_length=1)]
+MeasureValues = Annotated[dict[MeasureName, FiniteFloat], OneSpellingEach]
+Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+
+
+class _Strict(BaseModel):
+    """Files people edit: a misspelt key is an error, not a silently ignored setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- summaries, baselines
+
+
+class _SummaryFields(_Strict):
+    dataset: Name
+    split: Name
+    system: Name
+    fingerprint: Name = Field(description="stable hash of the system configuration")
+    measures: MeasureValues
+    per_query: dict[str, MeasureValues] = Field(default_factory=dict)
+    latency: dict[str, dict[LatencyStat, FiniteFloat]] = Field(
+        default_factory=dict, description='group ("all", "intent=factual") -> stat -> ms'
+    )
+    n_queries: int = Field(ge=0)
+    intervals: Annotated[dict[MeasureName, tuple[FiniteFloat, FiniteFloat]], OneSpellingEach] = (
+        Field(default_factory=dict, description="95% bootstrap interval of each mean")
+    )
+
+
+class RunSummary(_SummaryFields):
+    """What one evaluation of (dataset, split, system) measured."""
+
+    run_id: Name
+    created_at: Timestamp
+
+
+class Baseline(_SummaryFields):
+    """A reviewed run summary committed under data/baselines/<dataset>/<system>.json."""
+
+    version: Literal["1"] = BASELINE_VERSION
+    recorded_at: Timestamp
+    source_run_id: Name
+    note: str | None = None
+
+
+# --------------------------------------------------------------------------------------- verdict
+
+
+class Check(BaseModel):
+    """One comparison of one run; `category` is set on failures that match a taxonomy label."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str
+    split: str
+    system: str
+    kind: CheckKind
+    measure: str | None = None  # a measure name, or a latency statistic for latency kinds
+    group: str | None = None  # latency group ("all", "intent=factual") for latency kinds
+    value: float | None = None
+    reference: float | None = None  # the threshold, target, limit or baseline value
+    delta: float | None = None  # value - reference
+    relative_delta: float | None = None  # delta / reference
+    passed: bool
+    blocking: bool
+    category: Category | None = None
+    message: str
+    ci_low: float | None = None  # interval of `value` (a mean over queries)
+    ci_high: float | None = None
+    paired: PairedTest | None = None  # per-query comparison with the baseline
+    inconclusive: bool = False  # beyond tolerance, but the statistics cannot tell it from noise
+
+
+class QueryRegression(BaseModel):
+    """One query whose primary measure got worse than in the baseline."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str
+    split: str
+    system: str
+    query_id: str
+    measure: str
+    baseline: float
+    value: float
+    delta: float
+
+
+class Verdict(BaseModel):
+    """The gate's answer. It fails closed: no runs judged means not passed."""
+
+    created_at: str
+    checks: list[Check]
+    worst_queries: list[QueryRegression] = Field(default_factory=list)
+
+    @property
+    def failures(self) -> list[Check]:
+        """Failing blocking checks: the reasons the gate is closed."""
+        return [c for c in self.checks if c.blocking and not c.passed]
+
+    @property
+    def warnings(self) -> list[Check]:
+        """Failing non-blocking checks: missed targets, missing baselines, informational deltas,
+        inconclusive drops."""
+        return [c for c in self.checks if not c.blocking and not c.passed]
+
+    @property
+    def inconclusive(self) -> list[Check]:
+        """Drops beyond tolerance that the suite's statistics cannot tell from noise."""
+        return [c for c in self.checks if c.inconclusive]
+
+    @property
+    def runs(self) -> list[tuple[str, str, str]]:
+        """(dataset, split, system) of every judged run, in check order."""
+        return list(dict.fromkeys((c.dataset, c.split, c.system) for c in self.checks))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and not self.failures
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def categories(self) -> list[Category]:
+        return sorted({c.category for c in self.failures if c.category is not None})
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def summary(self) -> str:
+        runs = self.runs
+        if not runs:
+            return "FAIL: no runs were judged"
+        failures = self.failures
+        if failures:
+            failing_runs = {(c.dataset, c.split, c.system) for c in failures}
+            labels = ", ".join(self.categories) or "no regression category"
+            return (
+                f"FAIL: {len(failures)} blocking failure(s) in {len(failing_runs)} of "
+                f"{len(runs)} run(s): {labels}"
+            )
+        warnings, unsure = len(self.warnings), len(self.inconclusive)
+        text = f"PASS: {len(runs)} run(s), {len(self.checks)} checks, {warnings} warning(s)"
+        return text + (f", {unsure} inconclusive" if unsure else "")

@@ -1,0 +1,150 @@
+"""The gate policy (data/gate.yaml): thresholds, targets and tolerances per dataset."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+from rageval_pipeline.core.config import load_model
+from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, MeasureValues, _Strict
+from rageval_pipeline.core.measures.names import MeasureName, OneSpellingEach
+from rageval_pipeline.core.statistics import (
+    DEFAULT_ALPHA,
+    DEFAULT_POWER,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+)
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class Band(_Strict):
+    """Allowed worsening against a baseline value: relative and/or absolute; the wider one wins.
+
+    With both unset no worsening at all is allowed.
+    """
+
+    relative: float | None = Field(default=0.05, ge=0)
+    absolute: float | None = Field(default=None, ge=0)
+
+    def allowed(self, reference: float) -> float:
+        return max((self.relative or 0.0) * abs(reference), self.absolute or 0.0)
+
+    def describe(self, reference: float) -> str:
+        if self.relative is not None and (self.relative * abs(reference)) >= (self.absolute or 0):
+            return f"{self.relative * 100:g}%"
+        return f"{self.absolute or 0.0:.4f}"
+
+
+def _overlay(base: _M, override: BaseModel) -> _M:
+    """`base` with the fields written in `override` replacing its own (shallow: no deep merge)."""
+    return type(base).model_validate(
+        {**base.model_dump(), **override.model_dump(include=override.model_fields_set)}
+    )
+
+
+class Tolerance(Band):
+    """The default band plus per-measure overrides, which inherit the fields they leave out."""
+
+    per_measure: Annotated[dict[MeasureName, Band], OneSpellingEach] = Field(default_factory=dict)
+
+    def for_measure(self, measure: str) -> Band:
+        band = Band(relative=self.relative, absolute=self.absolute)
+        override = self.per_measure.get(measure)
+        return band if override is None else _overlay(band, override)
+
+
+class LatencyTolerance(_Strict):
+    """A latency statistic regresses when it rises by more than `relative` AND `floor_ms`.
+
+    Wall-clock time is noisy, so the relative band is wide and the floor ignores jitter on
+    sub-millisecond systems.
+    """
+
+    relative: float = Field(default=0.5, ge=0)
+    floor_ms: float = Field(default=5.0, ge=0)
+    stats: list[LatencyStat] = Field(default_factory=lambda: ["p50", "p95"])
+    attributes: list[str] = Field(
+        default_factory=lambda: ["intent"],
+        description="query attributes whose groups are compared besides `all` (seed 004: intent)",
+    )
+
+    def compares(self, group: str) -> bool:
+        return group == OVERALL or group.split("=", 1)[0] in self.attributes
+
+
+class Spike(_Strict):
+    """semantic_degraded_spike: more than `share` of queries lost more than `drop` of `measure`."""
+
+    measure: MeasureName | None = Field(
+        default=None, description="default nDCG@10, else first compared"
+    )
+    drop: float = Field(default=0.2, gt=0)
+    share: float = Field(default=0.25, ge=0, le=1)
+
+
+class Statistics(_Strict):
+    """How a drop beyond tolerance is judged from per-query values against the baseline.
+
+    `interval`: it fails when the whole (1 - alpha) paired bootstrap interval of the difference
+    lies beyond the tolerance band; `significance`: when the paired randomization test is
+    significant at `alpha` after Holm's correction across the run's compared measures; `point`:
+    on the mean alone (no statistics). Otherwise a drop beyond tolerance is `inconclusive`.
+    """
+
+    rule: Literal["interval", "significance", "point"] = "interval"
+    alpha: float = Field(default=DEFAULT_ALPHA, gt=0, lt=1)
+    resamples: int = Field(default=DEFAULT_RESAMPLES, ge=100, le=1_000_000)
+    seed: int = Field(default=DEFAULT_SEED, ge=0)
+    power: float = Field(default=DEFAULT_POWER, gt=0, lt=1, description="for the MDE")
+
+
+class UnjudgedSpike(_Strict):
+    """unjudged_spike: `measure` (a Judged@k) fell by more than `drop` against the baseline, so
+    the run retrieves documents nobody judged; its drops may be missing judgments."""
+
+    measure: MeasureName = "Judged@10"
+    drop: float = Field(default=0.1, gt=0, le=1)
+    blocking: bool = False
+
+
+class GateRules(_Strict):
+    """The rules of one dataset (or dataset pattern)."""
+
+    thresholds: MeasureValues = Field(default_factory=dict)
+    targets: MeasureValues = Field(default_factory=dict)
+    latency_max_ms: dict[LatencyStat, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+    latency_tolerance: LatencyTolerance = Field(default_factory=LatencyTolerance)
+    compare: Annotated[list[MeasureName], OneSpellingEach] | None = None
+    spike: Spike = Field(default_factory=Spike)
+    statistics: Statistics = Field(default_factory=Statistics)
+    unjudged: UnjudgedSpike = Field(default_factory=UnjudgedSpike)
+
+
+DEFAULT_RULES_KEY = "default"
+
+
+class GatePolicy(_Strict):
+    """data/gate.yaml: rules per dataset name or fnmatch pattern, on top of `default`."""
+
+    version: Literal[1] = 1
+    worst_queries: int = Field(default=5, ge=0, description="per-query regressions listed per run")
+    datasets: dict[str, GateRules] = Field(default_factory=dict)
+
+    def rules_for(self, dataset: str) -> GateRules:
+        """`default` overlaid with the entry named `dataset`, else the first matching pattern."""
+        default = self.datasets.get(DEFAULT_RULES_KEY, GateRules())
+        entries = [(k, v) for k, v in self.datasets.items() if k != DEFAULT_RULES_KEY]
+        match = dict(entries).get(dataset)
+        if match is None:
+            match = next((r for p, r in entries if fnmatch.fnmatchcase(dataset, p)), None)
+        return default if match is None else _overlay(default, match)
+
+
+def load_policy(path: Path) -> GatePolicy:
+    """Read and validate the gate policy; InputError names the file, line and field."""
+    return load_model(Path(path), GatePolicy)

@@ -1,0 +1,193 @@
+"""Retrieval quality against the baseline: paired statistics per measure, spikes, coverage.
+
+A compared measure that worsened beyond its tolerance band fails only when the per-query
+statistics say the drop is real (the policy's `statistics.rule`, docs/gate.md); otherwise it is
+`inconclusive`, a warning. When the run retrieves documents nobody judged (unjudged_spike), the
+drops of the standard measures are reported under that label instead of their own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rageval_pipeline.core.gate.evaluation import (
+    EPS,
+    Evaluation,
+    deltas,
+    per_query_pairs,
+    worsening,
+)
+from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
+from rageval_pipeline.core.measures.names import parse_measure, sort_key
+from rageval_pipeline.core.statistics import PairedTest, paired_test, with_holm
+
+
+def compared_measures(run: Evaluation, baseline: Baseline) -> list[str]:
+    """`compare` when set, else every measure in both run and baseline except coverage
+    (Judged@k), which the unjudged check compares instead."""
+    if run.rules.compare is not None:
+        return list(run.rules.compare)
+    shared = set(run.summary.measures) & set(baseline.measures)
+    return sorted((m for m in shared if parse_measure(m).family != "coverage"), key=sort_key)
+
+
+def primary_measure(run: Evaluation, compared: list[str]) -> str | None:
+    if run.rules.spike.measure:
+        return run.rules.spike.measure
+    if "nDCG@10" in compared:
+        return "nDCG@10"
+    return compared[0] if compared else None
+
+
+def paired_tests(run: Evaluation, baseline: Baseline, measures: list[str]) -> dict[str, PairedTest]:
+    """Run against baseline per measure on the queries both measured, Holm-adjusted together."""
+    stats = run.rules.statistics
+    tests = {}
+    for measure in measures:
+        pairs = per_query_pairs(run, baseline, measure)
+        if len(pairs) < 2:
+            continue  # no per-query values (an old baseline): the mean alone decides
+        _, reference, value = zip(*pairs, strict=True)
+        tests[measure] = paired_test(
+            np.array(reference),
+            np.array(value),
+            resamples=stats.resamples,
+            seed=stats.seed,
+            alpha=stats.alpha,
+            power=stats.power,
+        )
+    return with_holm(tests)
+
+
+def _proven(run: Evaluation, measure: str, allowed: float, test: PairedTest | None) -> bool:
+    """Whether a drop beyond the band is established under the policy's rule."""
+    stats = run.rules.statistics
+    if test is None or stats.rule == "point" or test.ci_low is None or test.ci_high is None:
+        return True
+    if stats.rule == "significance":
+        return test.p_holm is not None and test.p_holm < stats.alpha
+    if parse_measure(measure).higher_is_better:
+        return test.ci_high < -allowed - EPS
+    return test.ci_low > allowed + EPS
+
+
+def _stats_text(run: Evaluation, test: PairedTest | None, allowed: float) -> str:
+    if test is None:
+        return ""
+    level = 1 - run.rules.statistics.alpha
+    text = f"; paired delta {test.delta:+.4f} over {test.n} queries"
+    if test.ci_low is not None and test.ci_high is not None:
+        text += f", {level:.0%} CI [{test.ci_low:+.4f}, {test.ci_high:+.4f}]"
+    if test.p_holm is not None:
+        text += f", p = {test.p_holm:.3g} (Holm)"
+    if test.mde is not None and test.mde > allowed + EPS:
+        text += (
+            f"; this suite detects drops of {test.mde:.4f} or more (MDE), wider than the "
+            f"tolerance {allowed:.4f}: add queries to tell smaller drops from noise"
+        )
+    return text
+
+
+def baseline_check(
+    run: Evaluation, measure: str, baseline: Baseline, blocking: bool, test: PairedTest | None
+) -> Check:
+    value = run.summary.measures.get(measure)
+    reference = baseline.measures.get(measure)
+    if value is None or reference is None:
+        # A measure the run lacks can hide a regression; one the baseline lacks cannot.
+        missing_in_run = value is None
+        return run.check(
+            kind="baseline",
+            measure=measure,
+            value=value,
+            reference=reference,
+            passed=False,
+            blocking=blocking and missing_in_run,
+            message=f"{run.label} {measure} is compared with the baseline but was not computed "
+            "by this run"
+            if missing_in_run
+            else f"{run.label} {measure} is not in the baseline; update the baseline to compare it",
+        )
+    band = run.rules.tolerance.for_measure(measure)
+    allowed = band.allowed(reference)
+    higher = parse_measure(measure).higher_is_better
+    beyond = worsening(measure, reference, value) > allowed + EPS
+    failed = beyond and _proven(run, measure, allowed, test)
+    unsure = beyond and not failed
+    relation = "within" if not beyond else ("<" if higher else ">")
+    bound = f"baseline {reference:.4f} {'-' if higher else '+'} {band.describe(reference)}"
+    prefix = "inconclusive: " if unsure else ""
+    check = run.compared(
+        kind="baseline",
+        measure=measure,
+        value=value,
+        reference=reference,
+        passed=not beyond,
+        blocking=blocking and not unsure,
+        category=None if unsure else parse_measure(measure).category,
+        message=f"{prefix}{run.label} {measure} = {value:.4f} {relation} {bound}",
+        paired=test,
+        inconclusive=unsure,
+    )
+    text = _stats_text(run, test, allowed)
+    if test is None and beyond:
+        text = "; no per-query values in both run and baseline, so the mean alone decides"
+    return check.model_copy(update={"message": check.message + text})
+
+
+def spike_check(run: Evaluation, baseline: Baseline, measure: str, blocking: bool) -> Check:
+    spike = run.rules.spike
+    pairs = per_query_pairs(run, baseline, measure)
+    if not pairs:
+        return run.check(
+            kind="spike",
+            measure=measure,
+            passed=True,
+            blocking=False,
+            message=f"{run.label} {measure}: no per-query values in both the run and the "
+            "baseline, so the spike check was skipped",
+        )
+    dropped = sum(worsening(measure, ref, val) > spike.drop + EPS for _, ref, val in pairs)
+    share = dropped / len(pairs)
+    passed = share <= spike.share + EPS
+    relation = "<=" if passed else ">"
+    delta, relative = deltas(share, spike.share)
+    return run.check(
+        kind="spike",
+        measure=measure,
+        value=share,
+        reference=spike.share,
+        delta=delta,
+        relative_delta=relative,
+        ci_low=None,
+        ci_high=None,
+        passed=passed,
+        blocking=blocking,
+        category=None if passed else "semantic_degraded_spike",
+        message=f"{run.label} {measure} worsened by more than {spike.drop:g} on {dropped} of "
+        f"{len(pairs)} queries ({share:.1%} {relation} {spike.share:.1%} allowed)",
+    )
+
+
+def worst_queries(
+    run: Evaluation, baseline: Baseline, measure: str, limit: int
+) -> list[QueryRegression]:
+    worse = [
+        (worsening(measure, ref, val), qid, ref, val)
+        for qid, ref, val in per_query_pairs(run, baseline, measure)
+    ]
+    worse = sorted((w for w in worse if w[0] > EPS), key=lambda w: (-w[0], w[1]))
+    s = run.summary
+    return [
+        QueryRegression(
+            dataset=s.dataset,
+            split=s.split,
+            system=s.system,
+            query_id=qid,
+            measure=measure,
+            baseline=ref,
+            value=val,
+            delta=val - ref,
+        )
+        for _, qid, ref, val in worse[:limit]
+    ]

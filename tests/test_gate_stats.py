@@ -1,0 +1,130 @@
+"""The gate's statistics rule, unjudged_spike and what the reports and metadata carry (core)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rageval_pipeline.core.gate import GatePolicy, RunSummary, Verdict, baseline_from_summary, judge
+from rageval_pipeline.core.report import plotted_values, to_json, to_markdown
+
+DROPPED = 1 / math.log2(5)  # nDCG@10 of one relevant document at rank 4
+
+
+def summary(per_query: dict[str, dict[str, float]], fingerprint: str = "cfg") -> RunSummary:
+    measures = sorted({m for values in per_query.values() for m in values})
+    means = {m: sum(v[m] for v in per_query.values() if m in v) / len(per_query) for m in measures}
+    return RunSummary(
+        dataset="synth",
+        split="test",
+        system="ours",
+        fingerprint=fingerprint,
+        run_id="run",
+        created_at="2026-02-01T10:00:00+00:00",
+        measures=means,
+        per_query=per_query,
+        intervals={m: (v - 0.01, v + 0.01) for m, v in means.items()},
+        n_queries=len(per_query),
+    )
+
+
+def suite(n: int, dropped_every: int | None = None, **extra: float) -> RunSummary:
+    """n queries at nDCG@10 1.0; every `dropped_every`-th query at rank 4 instead."""
+    return summary(
+        {
+            f"q{i:03d}": {
+                "nDCG@10": DROPPED if dropped_every and i % dropped_every == 0 else 1.0,
+                **extra,
+            }
+            for i in range(n)
+        }
+    )
+
+
+def verdict(run: RunSummary, base: RunSummary, **rules: object) -> Verdict:
+    policy = GatePolicy.model_validate({"datasets": {"default": rules}})
+    return judge([run], {("synth", "ours"): baseline_from_summary(base)}, policy)
+
+
+def ndcg(v: Verdict):
+    [check] = [c for c in v.checks if c.kind == "baseline" and c.measure == "nDCG@10"]
+    return check
+
+
+@pytest.mark.parametrize("rule", ["interval", "significance"])
+def test_a_drop_on_200_queries_fails_and_the_same_drop_on_10_is_inconclusive(rule):
+    rules = {"statistics": {"rule": rule}, "spike": {"share": 0.5}}
+    large = verdict(suite(200, dropped_every=5), suite(200), **rules)
+    assert not large.passed and large.categories == ["ranking_shift"]
+    assert ndcg(large).paired.delta == pytest.approx(-(1 - DROPPED) / 5)
+    small = verdict(suite(10, dropped_every=5), suite(10), **rules)
+    check = ndcg(small)
+    assert small.passed and check.inconclusive and not check.blocking and check.category is None
+    assert small.inconclusive == [check]
+    assert check.message.startswith("inconclusive: ")
+    assert "MDE" in check.message and small.summary.endswith("1 inconclusive")
+
+
+def test_the_point_rule_fails_on_the_mean_alone():
+    rules = {"statistics": {"rule": "point"}, "spike": {"share": 0.5}}
+    assert not verdict(suite(10, dropped_every=5), suite(10), **rules).passed
+
+
+def test_holm_adjusts_the_p_values_across_the_compared_measures():
+    run = suite(40, dropped_every=4, **{"RR": 0.5})
+    v = verdict(run, suite(40, **{"RR": 0.5}), spike={"share": 0.5})
+    check = ndcg(v)
+    # Two compared measures: RR did not move (p = 1), nDCG@10's p is doubled by Holm.
+    assert check.paired.p_holm == pytest.approx(min(1.0, 2 * check.paired.p_value))
+
+
+def test_checks_carry_the_interval_of_the_mean_and_reports_show_it():
+    v = verdict(suite(20), suite(20))
+    check = ndcg(v)
+    assert (check.ci_low, check.ci_high) == pytest.approx((0.99, 1.01))
+    assert '"ci_low": 0.99' in to_json(v)
+    assert "| nDCG@10 | 1.0000 [0.9900, 1.0100] | 1.0000 |" in to_markdown(v)
+
+
+def with_unjudged(n: int, judged: float, ndcg_value: float, condensed: float) -> RunSummary:
+    return summary(
+        {
+            f"q{i:03d}": {
+                "nDCG@10": ndcg_value,
+                "nDCG(judged)@10": condensed,
+                "Judged@10": judged,
+            }
+            for i in range(n)
+        }
+    )
+
+
+def test_unjudged_documents_explain_the_standard_drops_but_not_the_condensed_ones():
+    base = with_unjudged(30, 1.0, 1.0, 1.0)
+    # Unjudged documents ahead of the same ranking: standard nDCG falls, condensed holds.
+    advisory = verdict(with_unjudged(30, 0.5, 0.36, 1.0), base)
+    assert advisory.passed and advisory.categories == []
+    assert ndcg(advisory).category == "unjudged_spike" and not ndcg(advisory).blocking
+    blocking = verdict(with_unjudged(30, 0.5, 0.36, 1.0), base, unjudged={"blocking": True})
+    assert not blocking.passed and blocking.categories == ["unjudged_spike"]
+    [coverage] = [c for c in blocking.checks if c.kind == "unjudged"]
+    assert coverage.value == pytest.approx(0.5) and "missing judgments" in coverage.message
+    # When the condensed measure falls too, that drop is real and keeps its own label.
+    real = verdict(with_unjudged(30, 0.5, 0.36, 0.5), base, unjudged={"blocking": True})
+    assert real.categories == ["ranking_shift", "unjudged_spike"]
+
+
+def test_a_small_rise_of_unjudged_documents_is_only_reported():
+    v = verdict(with_unjudged(30, 0.95, 1.0, 1.0), with_unjudged(30, 1.0, 1.0, 1.0))
+    [coverage] = [c for c in v.checks if c.kind == "unjudged"]
+    assert coverage.passed and "unjudged documents in the top 10: 5.0%" in coverage.message
+    assert "unjudged documents in the top 10: 5.0%" in to_markdown(v)
+
+
+def test_metadata_values_are_rounded_numbers_of_the_primary_and_failing_measures():
+    v = verdict(suite(200, dropped_every=5), suite(200), spike={"share": 0.5})
+    values = plotted_values(v)
+    assert values["synth/ours nDCG@10 delta"] == round(-(1 - DROPPED) / 5, 6)
+    assert values["synth/ours nDCG@10 ci_high"] < -0.05
+    assert all(isinstance(x, float) and x == round(x, 6) for x in values.values())

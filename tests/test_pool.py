@@ -1,0 +1,243 @@
+"""`rageval pool`: pooling systems' top k, the judging sheet, and merging it back."""
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rageval_pipeline.cli import main
+from rageval_pipeline.core import pool
+from rageval_pipeline.core.chunking import ChunkingConfig
+from rageval_pipeline.core.suites import load_suite
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pool"
+HEADER = "query_id,query,target_id,target_text,systems,best_rank,grade\n"
+
+
+@pytest.fixture
+def suite_dir(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(FIXTURES / "poolsuite", tmp_path / "poolsuite"))
+
+
+def _sheet(tmp_path: Path, rows: list[str], name: str = "sheet.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(HEADER + "".join(r + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _judgments(suite_dir: Path) -> dict[str, dict[str, int]]:
+    raw = json.loads((suite_dir / "suite.json").read_text())
+    return {q["id"]: q.get("judgments", {}) for q in raw["queries"]}
+
+
+def test_export_lists_unjudged_pooled_targets_with_their_systems(tmp_path, capsys):
+    sheet = tmp_path / "pool.csv"
+    argv = ["pool", str(FIXTURES / "poolsuite"), "--systems", str(FIXTURES / "systems.yaml")]
+    assert main([*argv, "--no-extra", "-o", str(sheet)]) == 0
+    assert capsys.readouterr().out == (
+        "pooled 6 (query, target) pairs at depth 20 over 2 systems (bm25, bm25-para); "
+        f"3 unjudged written to {sheet}\n"
+    )
+    with sheet.open(newline="", encoding="utf-8") as f:
+        rows = [
+            (r["query_id"], r["target_id"], r["systems"], r["grade"]) for r in csv.DictReader(f)
+        ]
+    # Judged targets (tokens:chunk:1, limits:chunk:1) are not listed; nothing is pre-graded.
+    assert rows == [
+        ("Q1", "tokens:chunk:0", "bm25@1 bm25-para@1", ""),
+        ("Q1", "tokens:chunk:2", "bm25@2 bm25-para@2", ""),
+        ("Q2", "limits:chunk:0", "bm25@2 bm25-para@2", ""),
+    ]
+
+
+def test_other_chunkings_map_to_the_reference_chunks_they_cover():
+    mapper = pool.ReferenceMap(load_suite(FIXTURES / "poolsuite"))
+    six = ChunkingConfig(strategy="fixed", size=6, overlap=0)
+    # Tokens 0-6 are exactly section 0; 6-12 lie inside section 1 (tokens 6-19); 18-24 graze
+    # section 1 by one token and sit mostly in section 2 (19-35).
+    assert mapper.to_reference("tokens:chunk:0", six) == ["tokens:chunk:0"]
+    assert mapper.to_reference("tokens:chunk:1", six) == ["tokens:chunk:1"]
+    assert mapper.to_reference("tokens:chunk:3", six) == ["tokens:chunk:2"]
+    twenty = ChunkingConfig(strategy="fixed", size=20, overlap=0)
+    assert mapper.to_reference("tokens:chunk:0", twenty) == ["tokens:chunk:0", "tokens:chunk:1"]
+    assert mapper.to_reference("tokens:chunk:99", twenty) == []
+
+
+def test_difficulty_from_the_rank_of_the_best_target():
+    suite = load_suite(FIXTURES / "poolsuite")
+    ranks = pd.DataFrame(
+        [
+            ("Q1", "tokens:chunk:1", "a", 1),
+            ("Q1", "tokens:chunk:1", "b", 2),  # ease (1 + 1/2) / 2 = 0.75 -> easy
+            ("Q2", "limits:chunk:1", "a", 5),  # ease (1/5 + 0) / 2 = 0.1 -> hard
+        ],
+        columns=["query_id", "target_id", "system", "rank"],
+    )
+    assert pool.difficulty(suite, ranks, ["a", "b"], 20) == {
+        "Q1": "easy",
+        "Q2": "hard",
+        "Q3": "hard",  # no answer in the corpus
+    }
+
+
+def test_merge_adds_grades_skips_empty_rows_and_keeps_the_indentation(suite_dir, tmp_path, capsys):
+    sheet = _sheet(
+        tmp_path,
+        [
+            "Q1,q,tokens:chunk:0,text,bm25@1,1,1",
+            "Q1,q,tokens:chunk:2,text,bm25@2,2,",
+            "Q1,q,tokens:chunk:3,text,bm25@3,3,0",  # repeats the existing 0
+            "Q2,q,limits:chunk:0,text,bm25@2,2,2",
+        ],
+    )
+    before = json.loads((suite_dir / "suite.json").read_text())
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0
+    assert capsys.readouterr().out == (
+        f"merged {sheet} into {suite_dir / 'suite.json'}: 2 added, 0 overwritten, "
+        "1 unchanged, 1 skipped (no grade)\n"
+    )
+    before["queries"][0]["judgments"]["tokens:chunk:0"] = 1
+    before["queries"][1]["judgments"]["limits:chunk:0"] = 2
+    assert (suite_dir / "suite.json").read_text() == json.dumps(before, indent=2) + "\n"
+
+
+def test_merge_lists_conflicts_and_writes_nothing_without_overwrite(suite_dir, tmp_path, capsys):
+    sheet = _sheet(
+        tmp_path,
+        ["Q1,q,tokens:chunk:0,text,x,1,1", "Q1,q,tokens:chunk:3,text,x,1,2"],
+    )
+    original = (suite_dir / "suite.json").read_bytes()
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert capsys.readouterr().err == (
+        f"conflict: {sheet}:3: Q1 tokens:chunk:3: judged 0, sheet says 2\n"
+        f"error: {sheet}: 1 grade(s) contradict existing judgments; nothing written "
+        "(re-run with --overwrite to replace them)\n"
+    )
+    assert (suite_dir / "suite.json").read_bytes() == original
+    assert main(["pool", "merge", str(suite_dir), str(sheet), "--overwrite"]) == 0
+    assert "1 added, 1 overwritten" in capsys.readouterr().out
+    assert _judgments(suite_dir)["Q1"] == {
+        "tokens:chunk:1": 3,
+        "tokens:chunk:3": 2,
+        "tokens:chunk:0": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("Q1,q,tokens:chunk:0,text,x,1,5", 'grade: must be 0, 1, 2 or 3 (got "5")'),
+        ("Q1,q,tokens:chunk:0,text,x,1,high", 'grade: must be 0, 1, 2 or 3 (got "high")'),
+        ("Q9,q,tokens:chunk:0,text,x,1,1", "query_id: unknown query 'Q9'"),
+        (
+            "Q1,q,nope:chunk:0,text,x,1,1",
+            "target_id: chunk 'nope:chunk:0': unknown target 'nope': no document id equals it",
+        ),
+        (
+            "Q1,q,tokens:chunk:9,text,x,1,1",
+            "target_id: unknown chunk 'tokens:chunk:9': document 'tokens' has 4 chunk(s), "
+            "numbered 0 to 3, under the reference chunking",
+        ),
+        (
+            "Q1,q,tokens,text,x,1,1",
+            "target_id: 'tokens' is not a chunk id; query Q1 is judged by chunk",
+        ),
+    ],
+)
+def test_merge_rejects_a_bad_row_naming_sheet_line_and_field(
+    suite_dir, tmp_path, capsys, row, message
+):
+    sheet = _sheet(tmp_path, ["Q2,q,limits:chunk:0,text,x,1,2", row])
+    original = (suite_dir / "suite.json").read_bytes()
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert capsys.readouterr() == ("", f"error: {sheet}:3: {message}\n")
+    assert (suite_dir / "suite.json").read_bytes() == original
+
+
+def test_merge_rejects_a_target_graded_twice(suite_dir, tmp_path, capsys):
+    sheet = _sheet(tmp_path, ["Q1,q,tokens:chunk:0,t,x,1,1", "Q1,q,tokens:chunk:0,t,x,1,2"])
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {sheet}:3: target_id: Q1 tokens:chunk:0 is graded again (first at line 2)\n"
+    )
+
+
+def test_jsonl_sheet_line_numbers_and_grades(suite_dir, tmp_path, capsys):
+    sheet = tmp_path / "sheet.jsonl"
+    rows = [
+        {"query_id": "Q1", "target_id": "tokens:chunk:2", "grade": 2},
+        {"query_id": "Q1", "target_id": "tokens:chunk:0", "grade": None},
+        {"query_id": "Q2", "target_id": "limits:chunk:0", "grade": True},
+    ]
+    sheet.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {sheet}:3: grade: must be 0, 1, 2 or 3 (got true)\n"
+    )
+    sheet.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0
+    assert "1 added, 0 overwritten, 0 unchanged, 1 skipped" in capsys.readouterr().out
+    assert _judgments(suite_dir)["Q1"]["tokens:chunk:2"] == 2
+
+
+def test_merge_that_would_break_the_suite_writes_nothing(suite_dir, tmp_path, capsys):
+    # Q3 is an edge query without a primary: a grade >= 1 would need one.
+    sheet = _sheet(tmp_path, ["Q3,,tokens:chunk:0,text,x,1,2"])
+    original = (suite_dir / "suite.json").read_bytes()
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {suite_dir / 'suite.json'}: queries[2].primary: the edited suite would not "
+        "validate: field required when a target has grade >= 1\n"
+    )
+    assert (suite_dir / "suite.json").read_bytes() == original
+    assert not [p for p in suite_dir.iterdir() if p.name.startswith(".")]
+
+
+def test_a_sheet_must_be_csv_or_jsonl(suite_dir, tmp_path, capsys):
+    sheet = tmp_path / "sheet.txt"
+    sheet.write_text("x")
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert (
+        capsys.readouterr().err == f"error: {sheet}: a judging sheet must end in .csv or .jsonl\n"
+    )
+
+
+def test_difficulty_command_reports_then_stores_the_measurement(suite_dir, capsys):
+    argv = ["pool", "difficulty", str(suite_dir), "--systems", str(FIXTURES / "systems.yaml")]
+    # bm25 and bm25-para both rank Q1's answer (tokens:chunk:1) 2nd -> ease 0.5 -> medium;
+    # Q2's answer (limits:chunk:1) 1st -> easy; Q3 has no answer -> hard.
+    assert main([*argv, "--no-extra"]) == 1
+    assert capsys.readouterr().out == (
+        "Q1: stored None, measured medium\n"
+        "Q2: stored None, measured easy\n"
+        "Q3: stored None, measured hard\n"
+        "easy 1, medium 1, hard 1\n"
+    )
+    assert main([*argv, "--no-extra", "--write"]) == 0
+    assert capsys.readouterr().out.endswith("stored 3 changed difficulties\n")
+    raw = json.loads((suite_dir / "suite.json").read_text())
+    assert [q["difficulty"] for q in raw["queries"]] == ["medium", "easy", "hard"]
+    assert main([*argv, "--no-extra"]) == 0
+
+
+def test_document_level_suites_pool_the_top_k_documents_not_chunks():
+    suite = load_suite(FIXTURES / "dupes")  # judged by document id
+    run = pd.DataFrame(
+        {
+            "query_id": ["Q1", "Q1", "Q1"],
+            "doc_id": ["copy:chunk:0", "copy:chunk:1", "other:chunk:0"],
+            "source_id": ["copy", "copy", "other"],
+            "score": [3.0, 2.0, 1.0],
+            "rank": [1, 2, 3],
+        }
+    )
+    systems = {"a": pool.extra_systems()["bm25-paragraph"]}
+    ranks = pool.target_ranks(suite, systems, {"a": run}, 2)
+    # Two chunks of one document are one target: `other` is the 2nd document, inside k = 2.
+    assert ranks.to_dict("records") == [
+        {"query_id": "Q1", "target_id": "copy", "system": "a", "rank": 1},
+        {"query_id": "Q1", "target_id": "other", "system": "a", "rank": 2},
+    ]
