@@ -152,9 +152,10 @@ def embed(
     """Vectors for `texts` (row i for text i): cached ones read, the rest encoded and stored.
 
     Identical texts are encoded once. New vectors are stored every `SHARD_ROWS` texts, so an
-    interrupted build keeps what it had finished. `progress` is called when a model call ends
-    `progress_every_s` (default `PROGRESS_EVERY_S`) or more after the last report, and once at
-    the end; `encode` gets at most `rows_per_call` (default `ENCODE_ROWS`) texts at a time.
+    interrupted build keeps what it had finished. `progress` is called at the start, then
+    at least every `progress_every_s` (default `PROGRESS_EVERY_S`) unless one model call takes
+    longer, and at the end; `encode` gets at most `rows_per_call` (default `ENCODE_ROWS`) texts
+    at a time.
     """
     start = time.perf_counter()
     rows_per_call = rows_per_call or ENCODE_ROWS
@@ -197,7 +198,12 @@ def embed(
 
 
 class _Tracker:
-    """Reports progress; the ETA is by characters left, since the longest texts go first."""
+    """Reports progress at the start, before the interval would run out, and at the end.
+
+    Reports can only come between model calls, so one is made when the next call, taking as
+    long as the last, would end past the interval. The ETA is by characters left, since the
+    longest texts go first.
+    """
 
     def __init__(
         self,
@@ -209,7 +215,9 @@ class _Tracker:
         self.total = len(todo)
         self.chars_left = sum(len(text) for _, text in todo)
         self.chars_done = self.done = 0
-        self.start = self.last = time.perf_counter()
+        self.start = self.last = self.call_start = time.perf_counter()
+        if report is not None and todo:
+            report(Progress(0, self.total, 0.0, None))
 
     def advance(self, batch: list[str], *, last: bool) -> None:
         self.done += len(batch)
@@ -217,7 +225,8 @@ class _Tracker:
         self.chars_done += chars
         self.chars_left -= chars
         now = time.perf_counter()
-        if self.report is None or not (last or now - self.last >= self.every_s):
+        call_s, self.call_start = now - self.call_start, now
+        if self.report is None or not (last or now - self.last + call_s >= self.every_s):
             return
         self.last = now
         elapsed = now - self.start
