@@ -136,6 +136,7 @@ def test_the_index_asset_logs_embedding_progress(pipeline_home, monkeypatch):
         if entry.dagster_event is None and entry.user_message.startswith("dense: embedded")
     ]
     assert [m.split(" (")[0] for m in logs] == [
-        f"dense: embedded {n}/44" for n in (8, 16, 24, 32, 40, 44)
+        f"dense: embedded {n}/44" for n in (0, 8, 16, 24, 32, 40, 44)
     ]
     assert all(" docs/s, ETA " in m for m in logs) and logs[-1].endswith("ETA 0 s")
+    assert logs[0].endswith("ETA ?")
