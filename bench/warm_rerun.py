@@ -17,7 +17,6 @@ reported. Target: (warm - empty) <= 1.5 x bare.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import socket
@@ -26,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,30 +44,26 @@ def empty():
 def bare(archive: Path) -> dict[str, float]:
     """The whole evaluation without the pipeline, as a user would script it."""
     import bm25s
-    import pandas as pd
     import pytrec_eval
     import Stemmer
+    from nfcorpus import read_nfcorpus
 
-    with zipfile.ZipFile(archive) as zf:
-        corpus = pd.read_json(io.BytesIO(zf.read("nfcorpus/corpus.jsonl")), lines=True, dtype=str)
-        queries = pd.read_json(io.BytesIO(zf.read("nfcorpus/queries.jsonl")), lines=True, dtype=str)
-        qrels_df = pd.read_csv(io.BytesIO(zf.read("nfcorpus/qrels/test.tsv")), sep="\t", dtype=str)
-    qrels: dict[str, dict[str, int]] = {}
-    for qid, did, rel in qrels_df.itertuples(index=False):
-        qrels.setdefault(qid, {})[did] = int(rel)
-    queries = queries[queries["_id"].isin(qrels)]
+    corpus, queries, qrels = read_nfcorpus(archive)
     stemmer = Stemmer.Stemmer("english")
     texts = (corpus["title"].fillna("") + " " + corpus["text"].fillna("")).tolist()
     model = bm25s.BM25(k1=1.5, b=0.75)
-    model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False))
+    model.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
     tokens = bm25s.tokenize(
         queries["text"].tolist(), stopwords="en", stemmer=stemmer, show_progress=False
     )
     docs, scores = model.retrieve(tokens, k=100, show_progress=False)
-    ids = corpus["_id"].to_numpy()
+    ids = corpus["doc_id"].to_numpy()
     run = {
         qid: {ids[d]: float(s) for d, s in zip(row_docs, row_scores, strict=True) if s > 0}
-        for qid, row_docs, row_scores in zip(queries["_id"], docs, scores, strict=True)
+        for qid, row_docs, row_scores in zip(queries["query_id"], docs, scores, strict=True)
     }
     measures = {"ndcg_cut.10", "recall.100", "recip_rank", "P.5"}
     per_query = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
