@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -183,3 +184,9 @@ def test_the_default_backend_keeps_existing_fingerprints():
     assert torch_system.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()[:16]
     int8_system = adapter.validate_python({"retriever": "dense", "backend": "onnx-int8"})
     assert int8_system.fingerprint() != torch_system.fingerprint()
+
+
+def test_onnx_int8_without_its_packages_is_one_clear_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+    with pytest.raises(InputError, match=r"needs the onnx extra: pip install"):
+        DenseIndex.build(chunks(), tmp_path / "embeddings", backend="onnx-int8")

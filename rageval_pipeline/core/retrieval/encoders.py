@@ -43,10 +43,24 @@ def check_mean_pooling(model: SentenceTransformer) -> None:
         )
 
 
+def _require_onnx() -> None:
+    """One clear line, not an ImportError traceback, when the optional packages are missing."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise InputError(
+            None,
+            "backend onnx-int8 needs the onnx extra: pip install 'rageval_pipeline[onnx]'",
+            field="backend",
+        ) from None
+
+
 def export_onnx(model: SentenceTransformer, folder: Path, name: str, *, int8: bool) -> Path:
     """The ONNX file of `model`'s transformer under `folder`, int8 or fp32 (exported if absent;
     bench/embedding.py measures the fp32 one)."""
     target = folder / f"{name}{'-int8' if int8 else ''}.onnx"
+    _require_onnx()
     if target.exists():
         return target
     import torch
