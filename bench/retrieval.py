@@ -10,15 +10,14 @@ second run embeds nothing and takes seconds.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import time
-import zipfile
 from pathlib import Path
 
 import pandas as pd
 import pytrec_eval
+from nfcorpus import read_nfcorpus
 
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.ranking import to_document_level
@@ -28,20 +27,6 @@ from rageval_pipeline.core.retrieval.dense import DenseIndex
 from rageval_pipeline.core.retrieval.fusion import rrf
 
 DEPTH = 100  # members retrieve 100 per query, as the fused run's depth
-
-
-def read_nfcorpus(archive: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, int]]]:
-    """Corpus, test queries and test qrels straight from the official BEIR zip."""
-    with zipfile.ZipFile(archive) as zf:
-        corpus = pd.read_json(io.BytesIO(zf.read("nfcorpus/corpus.jsonl")), lines=True, dtype=str)
-        queries = pd.read_json(io.BytesIO(zf.read("nfcorpus/queries.jsonl")), lines=True, dtype=str)
-        qrels_df = pd.read_csv(io.BytesIO(zf.read("nfcorpus/qrels/test.tsv")), sep="\t", dtype=str)
-    qrels: dict[str, dict[str, int]] = {}
-    for qid, did, rel in qrels_df.itertuples(index=False):
-        qrels.setdefault(qid, {})[did] = int(rel)
-    corpus = corpus.rename(columns={"_id": "doc_id"}).assign(url="", metadata="{}")
-    queries = queries.rename(columns={"_id": "query_id"})
-    return corpus, queries[queries["query_id"].isin(qrels)], qrels
 
 
 def ndcg10(run: pd.DataFrame, qrels: dict[str, dict[str, int]]) -> float:

@@ -1,16 +1,24 @@
 """Dense retrieval with the real packaged all-MiniLM-L6-v2 on a six-document fixture."""
 
+import hashlib
+import json
 import os
+import sys
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
+from pydantic import TypeAdapter
 
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import execute
-from rageval_pipeline.core.retrieval.dense import DenseIndex, load_model
+from rageval_pipeline.core.retrieval.dense import DenseIndex, load_model, model_key
+from rageval_pipeline.core.systems import DenseSystem
+from rageval_pipeline.definitions import build_definitions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
 
@@ -108,3 +116,77 @@ def test_cache_rerun_embeds_nothing_and_chunking_change_only_new_chunks(tmp_path
 def test_unknown_model_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="unknown model 'no-such-model'"):
         DenseIndex.build(chunks(), tmp_path, model_name="no-such-model")
+
+
+def test_the_index_asset_logs_embedding_progress(pipeline_home, monkeypatch):
+    # beir-mini's 44 documents, 8 per model call (batch size 8), a report after every call.
+    monkeypatch.setattr(embeddings, "ENCODE_ROWS", 8)
+    monkeypatch.setattr(embeddings, "PROGRESS_EVERY_S", 0.0)
+    dense = {"retriever": "dense", "batch_size": 8, "chunking": {"strategy": "reference"}}
+    (pipeline_home / "data" / "systems.yaml").write_text(json.dumps({"systems": {"dense": dense}}))
+    defs = build_definitions()
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize(
+        list(defs.assets),
+        selection=dg.AssetSelection.assets(["dense", "index"]).upstream(),
+        partition_key="beir-mini",
+        resources=dict(defs.resources),
+        instance=instance,
+    )
+    assert result.success
+    logs = [
+        entry.user_message
+        for entry in instance.all_logs(result.run_id)
+        if entry.dagster_event is None and entry.user_message.startswith("dense: embedded")
+    ]
+    assert [m.split(" (")[0] for m in logs] == [
+        f"dense: embedded {n}/44" for n in (0, 8, 16, 24, 32, 40, 44)
+    ]
+    assert all(" docs/s, ETA " in m for m in logs) and logs[-1].endswith("ETA 0 s")
+    assert logs[0].endswith("ETA ?")
+
+
+@pytest.fixture(scope="module")
+def int8_index(tmp_path_factory) -> DenseIndex:
+    return DenseIndex.build(
+        chunks(), tmp_path_factory.mktemp("int8") / "embeddings", backend="onnx-int8"
+    )
+
+
+def test_onnx_int8_backend_is_close_to_torch_and_finds_the_same(index, int8_index, tmp_path):
+    cosine = (index.vectors * int8_index.vectors).sum(axis=1)
+    assert cosine.min() > 0.97 and not np.array_equal(index.vectors, int8_index.vectors)
+    assert np.allclose(np.linalg.norm(int8_index.vectors, axis=1), 1.0, atol=1e-5)
+    assert int8_index.search("feline pets that chase rodents", 1)[0].doc_id == "cats:chunk:0"
+    # The export sits beside the cache root, and a saved index searches with the same backend.
+    (export,) = (Path(int8_index.models_dir)).glob("*-int8.onnx")
+    int8_index.save(tmp_path / "idx")
+    loaded = DenseIndex.load(tmp_path / "idx")
+    assert (loaded.backend, loaded.models_dir) == ("onnx-int8", int8_index.models_dir)
+    query = "eruption of molten rock"
+    assert loaded.search(query, 3) == int8_index.search(query, 3)
+    assert (
+        export.stat().st_mtime_ns == next(Path(loaded.models_dir).glob("*.onnx")).stat().st_mtime_ns
+    )
+
+
+def test_backends_never_share_cached_vectors_and_torch_keeps_its_key():
+    assert model_key("m", 256) == "m|max_seq_length=256|normalized"
+    assert model_key("m", 256, "onnx-int8") == "m|max_seq_length=256|normalized|backend=onnx-int8"
+
+
+def test_the_default_backend_keeps_existing_fingerprints():
+    # Before backends existed, a dense fingerprint hashed every field but the batch size.
+    adapter = TypeAdapter(DenseSystem)
+    torch_system = adapter.validate_python({"retriever": "dense", "backend": "torch"})
+    before = torch_system.model_dump(mode="json", exclude={"batch_size", "backend"})
+    canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
+    assert torch_system.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    int8_system = adapter.validate_python({"retriever": "dense", "backend": "onnx-int8"})
+    assert int8_system.fingerprint() != torch_system.fingerprint()
+
+
+def test_onnx_int8_without_its_packages_is_one_clear_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+    with pytest.raises(InputError, match=r"needs the onnx extra: pip install"):
+        DenseIndex.build(chunks(), tmp_path / "embeddings", backend="onnx-int8")

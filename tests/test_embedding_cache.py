@@ -4,6 +4,7 @@ import hashlib
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -148,3 +149,66 @@ def test_stats_report_throughput_of_computed_embeddings_only(tmp_path):
 def test_empty_input(tmp_path):
     vectors, stats = embed([], EmbeddingCache(tmp_path, "m"), CountingEncoder())
     assert vectors.shape[0] == 0 and stats.n == 0
+
+
+def test_texts_are_encoded_longest_first_across_shards(tmp_path, monkeypatch):
+    # Sorting the whole call, not each shard, puts similar lengths in one batch.
+    monkeypatch.setattr(embeddings, "SHARD_ROWS", 3)
+    texts = ["bb", "a", "dddd", "ccc", "eeeee", "ffffffff", "ggggggg", "hhhhhh"]
+    encoder = CountingEncoder()
+    calls: list[int] = []
+
+    def recording(batch: list[str]) -> np.ndarray:
+        calls.append(len(batch))
+        return encoder(batch)
+
+    vectors, _ = embed(texts, EmbeddingCache(tmp_path, "m"), recording, rows_per_call=2)
+    assert encoder.seen == ["ffffffff", "ggggggg", "hhhhhh", "eeeee", "dddd", "ccc", "bb", "a"]
+    assert calls == [2, 1, 2, 1, 2]  # at most rows_per_call per call, within each shard
+    # ...while the rows come back in the caller's order.
+    np.testing.assert_array_equal(vectors, np.stack([fake_vector(t) for t in texts]))
+
+
+def test_progress_reports_done_total_rate_and_eta(tmp_path):
+    reports: list[embeddings.Progress] = []
+    texts = [f"text number {i}" for i in range(10)]
+    embed(
+        texts,
+        EmbeddingCache(tmp_path, "m"),
+        CountingEncoder(),
+        progress=reports.append,
+        progress_every_s=0.0,
+        rows_per_call=4,
+    )
+    assert [(p.done, p.total) for p in reports] == [(0, 10), (4, 10), (8, 10), (10, 10)]
+    assert str(reports[0]) == "embedded 0/10 (0%), 0.0 docs/s, ETA ?"
+    assert all(p.docs_per_s > 0 and p.eta_seconds is not None for p in reports[1:])
+    assert reports[-1].eta_seconds == 0.0
+    # The ETA scales the time so far by the characters left: after the first call 6 of the 10
+    # texts are left, all of 13 characters ("text number 0".."9").
+    first = reports[1]
+    assert first.eta_seconds == pytest.approx(first.seconds * 6 / 4)
+    assert str(reports[-1]).startswith("embedded 10/10 (100%), ")
+    assert str(reports[-1]).endswith(" docs/s, ETA 0 s")
+
+
+def test_progress_is_reported_before_the_interval_would_run_out(tmp_path):
+    reports: list[embeddings.Progress] = []
+    cache = EmbeddingCache(tmp_path, "m")
+    # Fast calls, a long interval: the start and the end only.
+    embed(["a", "b", "c"], cache, CountingEncoder(), progress=reports.append, rows_per_call=1)
+    assert [(p.done, p.total) for p in reports] == [(0, 3), (3, 3)]
+    # Calls of 0.04 s and an interval of 0.1 s: one more call would pass it after two calls.
+    reports.clear()
+
+    def slow(batch: list[str]) -> np.ndarray:
+        time.sleep(0.04)
+        return CountingEncoder()(batch)
+
+    texts = [f"t{i}" for i in range(6)]
+    embed(texts, cache, slow, progress=reports.append, progress_every_s=0.1, rows_per_call=1)
+    assert [p.done for p in reports] == [0, 2, 4, 6]
+    # Nothing to embed: nothing to report.
+    reports.clear()
+    embed(["a", "b", "c"], cache, CountingEncoder(), progress=reports.append)
+    assert reports == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,8 +24,16 @@ import pandas as pd
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.ranking import top_k
+from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
-from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, EmbedStats, embed
+from rageval_pipeline.core.retrieval.embeddings import (
+    EmbeddingCache,
+    EmbedStats,
+    Progress,
+    embed,
+    text_key,
+)
+from rageval_pipeline.core.retrieval.encoders import Backend, OnnxEncoder, export_onnx
 from rageval_pipeline.core.storage import atomic_dir, verified_dir
 
 if TYPE_CHECKING:
@@ -38,6 +47,7 @@ _VECTORS_FILE = "embeddings.npy"
 _META_FILE = "meta.json"
 
 _models: dict[tuple[str, int], SentenceTransformer] = {}
+_onnx: dict[tuple[str, int, Path], OnnxEncoder] = {}
 _models_lock = threading.Lock()
 
 
@@ -70,9 +80,27 @@ def load_model(model_name: str = DEFAULT_MODEL, max_seq_length: int = 256) -> Se
         return _models[key]
 
 
-def model_key(model_name: str, max_seq_length: int) -> str:
-    """Cache key of the vectors: truncation length changes them, batch size does not."""
-    return f"{model_name}|max_seq_length={max_seq_length}|normalized"
+def load_encoder(
+    model_name: str, max_seq_length: int, backend: Backend, models_dir: Path
+) -> SentenceTransformer | OnnxEncoder:
+    """What encodes texts with `backend`: the model itself for torch, else an ONNX Runtime
+    session over its int8 export in `models_dir` (exported on first use)."""
+    model = load_model(model_name, max_seq_length)
+    if backend == "torch":
+        return model
+    key = (model_name, max_seq_length, models_dir)
+    with _models_lock:
+        if key not in _onnx:
+            name = f"{model_path(model_name).name}-{text_key(str(model_path(model_name)))[:12]}"
+            _onnx[key] = OnnxEncoder(model, export_onnx(model, models_dir, name, int8=True))
+        return _onnx[key]
+
+
+def model_key(model_name: str, max_seq_length: int, backend: Backend = "torch") -> str:
+    """Cache key of the vectors: truncation length and backend change them, batch size does
+    not (torch keeps the key it had before backends existed, so its cache stays valid)."""
+    key = f"{model_name}|max_seq_length={max_seq_length}|normalized"
+    return key if backend == "torch" else f"{key}|backend={backend}"
 
 
 def passage_texts(chunks: pd.DataFrame) -> list[str]:
@@ -89,6 +117,8 @@ class DenseIndex:
     sources: list[str]  # doc id of each chunk
     model_name: str = DEFAULT_MODEL
     max_seq_length: int = 256
+    backend: Backend = "torch"
+    models_dir: str = ""  # where an ONNX backend's export is (empty for torch)
     stats: EmbedStats | None = None  # set by `build` only
 
     @classmethod
@@ -100,9 +130,14 @@ class DenseIndex:
         model_name: str = DEFAULT_MODEL,
         batch_size: int = 32,
         max_seq_length: int = 256,
+        backend: Backend = "torch",
+        progress: Callable[[Progress], None] | None = None,
     ) -> DenseIndex:
-        """Embed every chunk, reusing vectors under the cache root `cache` where it can."""
-        model = load_model(model_name, max_seq_length)
+        """Embed every chunk, reusing vectors under the cache root `cache` where it can;
+        `progress` hears how far the embedding has got (see `embed`). An ONNX backend's export
+        goes to `models` beside the cache root."""
+        models_dir = "" if backend == "torch" else str(Path(cache).parent / "models")
+        model = load_encoder(model_name, max_seq_length, backend, Path(models_dir))
 
         def encode(texts: list[str]) -> np.ndarray:
             return model.encode(
@@ -113,10 +148,16 @@ class DenseIndex:
                 show_progress_bar=False,
             )
 
-        store = EmbeddingCache(cache, model_key(model_name, max_seq_length))
-        vectors, stats = embed(passage_texts(chunks), store, encode)
+        store = EmbeddingCache(cache, model_key(model_name, max_seq_length, backend))
+        vectors, stats = embed(
+            passage_texts(chunks),
+            store,
+            encode,
+            progress=progress,
+            rows_per_call=max(embeddings.ENCODE_ROWS, batch_size),
+        )
         if not len(chunks):
-            dim = model.get_sentence_embedding_dimension()
+            dim = load_model(model_name, max_seq_length).get_sentence_embedding_dimension()
             vectors = np.zeros((0, dim), dtype=np.float32)
         return cls(
             vectors=vectors,
@@ -124,6 +165,8 @@ class DenseIndex:
             sources=chunks["doc_id"].tolist(),
             model_name=model_name,
             max_seq_length=max_seq_length,
+            backend=backend,
+            models_dir=models_dir,
             stats=stats,
         )
 
@@ -133,6 +176,8 @@ class DenseIndex:
             sources=self.sources,
             model_name=self.model_name,
             max_seq_length=self.max_seq_length,
+            backend=self.backend,
+            models_dir=self.models_dir,
         )
         with atomic_dir(directory) as tmp:
             np.save(tmp / _VECTORS_FILE, self.vectors)
@@ -148,13 +193,17 @@ class DenseIndex:
             sources=meta["sources"],
             model_name=meta["model_name"],
             max_seq_length=meta["max_seq_length"],
+            backend=meta.get("backend", "torch"),
+            models_dir=meta.get("models_dir", ""),
         )
 
     def search(self, query: str, k: int) -> list[Hit]:
         # A blank query carries no meaning to embed; answer nothing, as BM25 does.
         if not query.strip() or not len(self.ids):
             return []
-        model = load_model(self.model_name, self.max_seq_length)
+        model = load_encoder(
+            self.model_name, self.max_seq_length, self.backend, Path(self.models_dir)
+        )
         q = model.encode([query], normalize_embeddings=True, convert_to_numpy=True)[0]
         scores = self.vectors @ q.astype(np.float32)
         return [

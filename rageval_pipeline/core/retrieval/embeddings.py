@@ -1,5 +1,10 @@
 """On-disk embedding cache keyed by (model key, SHA-256 of the embedded text).
 
+Texts to embed are sorted by length across the whole call (longest first, as
+sentence-transformers orders one `encode` call), so every batch pads to similar lengths however
+many shards the corpus spans; vectors do not depend on the order (each text is encoded alone
+up to float noise from padding), and they are returned in the caller's order.
+
 Layout: `<root>/<model slug>-<sha of model key>/shard-*.parquet`, each shard holding the
 columns `key` (hex SHA-256 of the text) and `vector` (fixed-size float32 list). Shards are
 append-only: a build writes new shards only for texts no shard holds, so a re-run writes
@@ -26,6 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
+# Texts per model call (by default): progress is reported between calls, and 64 of nfcorpus'
+# longest texts take ~20 s on two busy cores.
+ENCODE_ROWS = 64
+PROGRESS_EVERY_S = 30.0
 
 
 def text_key(text: str) -> str:
@@ -54,6 +63,28 @@ class EmbedStats:
             cached=self.cached,
             seconds=round(self.seconds, 3),
             docs_per_s=round(self.docs_per_s, 1),
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far one `embed` call's model work has got."""
+
+    done: int  # texts embedded so far
+    total: int  # texts to embed in this call (cached ones excluded)
+    seconds: float  # model and cache-write time so far
+    eta_seconds: float | None  # None until something is done
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.done / self.seconds if self.seconds else 0.0
+
+    def __str__(self) -> str:
+        eta = "?" if self.eta_seconds is None else f"{self.eta_seconds:.0f} s"
+        percent = 100 * self.done / self.total if self.total else 100.0
+        return (
+            f"embedded {self.done:,}/{self.total:,} ({percent:.0f}%), "
+            f"{self.docs_per_s:.1f} docs/s, ETA {eta}"
         )
 
 
@@ -113,28 +144,44 @@ def embed(
     texts: Sequence[str],
     cache: EmbeddingCache,
     encode: Callable[[list[str]], np.ndarray],
+    *,
+    progress: Callable[[Progress], None] | None = None,
+    progress_every_s: float | None = None,
+    rows_per_call: int | None = None,
 ) -> tuple[np.ndarray, EmbedStats]:
     """Vectors for `texts` (row i for text i): cached ones read, the rest encoded and stored.
 
     Identical texts are encoded once. New vectors are stored every `SHARD_ROWS` texts, so an
-    interrupted build keeps what it had finished.
+    interrupted build keeps what it had finished. `progress` is called at the start, then
+    at least every `progress_every_s` (default `PROGRESS_EVERY_S`) unless one model call takes
+    longer, and at the end; `encode` gets at most `rows_per_call` (default `ENCODE_ROWS`) texts
+    at a time.
     """
     start = time.perf_counter()
+    rows_per_call = rows_per_call or ENCODE_ROWS
+    every_s = PROGRESS_EVERY_S if progress_every_s is None else progress_every_s
     keys = [text_key(t) for t in texts]
     known = cache.get(keys)
     missing: dict[str, str] = {}
     for key, text in zip(keys, texts, strict=True):
         if key not in known:
             missing.setdefault(key, text)
+    # Longest first, ties by key: the order (and so each batch) does not depend on the input's.
+    todo = sorted(missing.items(), key=lambda item: (-len(item[1]), item[0]))
+    tracker = _Tracker(todo, progress, every_s)
     embed_seconds = 0.0
-    todo = list(missing.items())
     for offset in range(0, len(todo), SHARD_ROWS):
-        batch = todo[offset : offset + SHARD_ROWS]
-        t0 = time.perf_counter()
-        vectors = np.asarray(encode([text for _, text in batch]), dtype=np.float32)
-        embed_seconds += time.perf_counter() - t0
-        cache.put([key for key, _ in batch], vectors)
-        known.update(zip((key for key, _ in batch), vectors, strict=True))
+        shard = todo[offset : offset + SHARD_ROWS]
+        parts = []
+        for step in range(0, len(shard), rows_per_call):
+            batch = [text for _, text in shard[step : step + rows_per_call]]
+            t0 = time.perf_counter()
+            parts.append(np.asarray(encode(batch), dtype=np.float32))
+            embed_seconds += time.perf_counter() - t0
+            tracker.advance(batch, last=offset + step + len(batch) == len(todo))
+        vectors = np.concatenate(parts)
+        cache.put([key for key, _ in shard], vectors)
+        known.update(zip((key for key, _ in shard), vectors, strict=True))
     matrix = (
         np.stack([known[k] for k in keys]).astype(np.float32)
         if keys
@@ -148,3 +195,40 @@ def embed(
         seconds=time.perf_counter() - start,
     )
     return matrix, stats
+
+
+class _Tracker:
+    """Reports progress at the start, before the interval would run out, and at the end.
+
+    Reports can only come between model calls, so one is made when the next call, taking as
+    long as the last, would end past the interval. The ETA is by characters left, since the
+    longest texts go first.
+    """
+
+    def __init__(
+        self,
+        todo: list[tuple[str, str]],
+        report: Callable[[Progress], None] | None,
+        every_s: float,
+    ) -> None:
+        self.report, self.every_s = report, every_s
+        self.total = len(todo)
+        self.chars_left = sum(len(text) for _, text in todo)
+        self.chars_done = self.done = 0
+        self.start = self.last = self.call_start = time.perf_counter()
+        if report is not None and todo:
+            report(Progress(0, self.total, 0.0, None))
+
+    def advance(self, batch: list[str], *, last: bool) -> None:
+        self.done += len(batch)
+        chars = sum(len(t) for t in batch)
+        self.chars_done += chars
+        self.chars_left -= chars
+        now = time.perf_counter()
+        call_s, self.call_start = now - self.call_start, now
+        if self.report is None or not (last or now - self.last + call_s >= self.every_s):
+            return
+        self.last = now
+        elapsed = now - self.start
+        eta = elapsed * self.chars_left / self.chars_done if self.chars_done else None
+        self.report(Progress(self.done, self.total, elapsed, eta))

@@ -287,7 +287,7 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
             return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
         write_stamp(_stamp(directory), None)  # until the new index is in place
         stats = system.build_index(
-            chunks, directory, embeddings_dir=settings.storage / "embeddings"
+            chunks, directory, embeddings_dir=settings.storage / "embeddings", log=context.log.info
         )
         write_stamp(_stamp(directory), key)
         context.log.info(f"{name} index for {context.partition_key}: {stats}")
