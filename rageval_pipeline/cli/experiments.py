@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 
 from rageval_pipeline.cli import add_storage_option
-from rageval_pipeline.core import experiments
-from rageval_pipeline.core.storage import Warehouse
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -20,6 +18,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core import experiments
+    from rageval_pipeline.core.storage import Warehouse
+
     log = experiments.load(
         Warehouse.existing(args.storage), dataset=args.dataset, system=args.system
     )
