@@ -114,8 +114,6 @@ def minimum_detectable_effect(
     """Smallest true mean difference a two-sided paired test at `alpha` finds with `power`,
     for per-query differences of standard deviation `sd` over `n` queries (normal
     approximation)."""
-    from scipy import stats  # here, not at import: the gate's models load without scipy
-
     if n < 2:
         return float("nan")
     # The standard library's normal quantiles (as scipy.stats.norm.ppf, to 1e-15): importing
