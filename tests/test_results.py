@@ -142,3 +142,19 @@ def test_storing_the_same_run_again_replaces_it(tmp_path):
         "SELECT count(*) AS n FROM runs UNION ALL SELECT count(*) FROM query_metrics"
     )["n"].tolist()
     assert counts == [1, len(results.per_query)]
+
+
+def test_a_run_read_back_equals_the_baseline_written_from_it(tmp_path):
+    """Baselines are stored at 6 decimals; a run read back for judging carries the same
+    precision, so comparing a run with its own baseline shows no change at all (not -5e-7)."""
+    from rageval_pipeline.core.gate import baseline_from_summary, load_baseline, write_baseline
+    from rageval_pipeline.core.summaries import select_runs, summaries
+
+    results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
+    warehouse = Warehouse(tmp_path / WAREHOUSE_FILE)
+    store_results(tmp_path, warehouse, RECORD, results, QUERIES)
+    [summary] = summaries(warehouse, select_runs(warehouse))
+    write_baseline(baseline_from_summary(summary), tmp_path / "baseline.json")
+    baseline = load_baseline(tmp_path / "baseline.json")
+    assert summary.per_query == baseline.per_query
+    assert summary.measures == baseline.measures

@@ -8,6 +8,7 @@ import pandas as pd
 
 from rageval_pipeline.core.aggregate import LATENCY_STATS
 from rageval_pipeline.core.gate import RunSummary
+from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage import Warehouse
 
 _LATEST = """
@@ -75,7 +76,7 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
             top.setdefault(row.query_id, []).append(dict(id=row.doc_id, grade=grade))
         queries: dict[str, dict[str, float]] = {}
         for row in pq.itertuples(index=False):
-            queries.setdefault(row.query_id, {})[row.measure] = float(row.value)
+            queries.setdefault(row.query_id, {})[row.measure] = round_metric(row.value)
         out.append(
             RunSummary(
                 dataset=run.dataset,
@@ -84,8 +85,10 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 fingerprint=run.fingerprint,
                 run_id=run.run_id,
                 created_at=pd.Timestamp(run.created_at).isoformat(),
+                # At the baselines' precision (they are stored rounded), so that rounding never
+                # shows as a per-query change or a "regression" of -0.0000001.
                 measures={
-                    r.measure: float(r.value)
+                    r.measure: round_metric(r.value)
                     for r in means[means["run_id"] == run.run_id].itertuples(index=False)
                 },
                 per_query=queries,
