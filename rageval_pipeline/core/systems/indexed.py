@@ -1,0 +1,109 @@
+"""Indexed systems (bm25, dense): chunk the corpus, build an index, search it."""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import pandas as pd
+from pydantic import Field
+
+from rageval_pipeline.core.chunking import ChunkingConfig
+from rageval_pipeline.core.retrieval import bm25, dense
+from rageval_pipeline.core.retrieval.base import Retriever, execute
+from rageval_pipeline.core.retrieval.encoders import Backend
+from rageval_pipeline.core.systems.base import Log, RunInputs, _System
+
+
+class _Indexed(_System):
+    """A system over the chunked corpus (its `chunking` field): chunk, build an index, search."""
+
+    index_version: ClassVar[str]  # the index format's version: part of the index's code version
+
+    @property
+    def indexed(self) -> bool:
+        return True
+
+    def chunk_level(self, reference: ChunkingConfig | None) -> bool:
+        return reference is not None and self.chunking.resolve(reference) == reference
+
+    def recorded_config(self, reference: ChunkingConfig | None) -> dict:
+        config = self.model_dump(mode="json")
+        config["chunking"] = self.chunking.resolve(reference).model_dump(mode="json")
+        return config
+
+    @abstractmethod
+    def build_index(
+        self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path, log: Log | None = None
+    ) -> dict:
+        """Build the index over `chunks` (already chunked with `self.chunking`) and save it
+        atomically to `directory`; return metadata for the Dagster layer. A long build reports
+        its progress through `log`."""
+
+    @abstractmethod
+    def open_index(self, directory: Path) -> Retriever:
+        """The saved index, ready to search."""
+
+    def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
+        return execute(self.open_index(inputs.index_dir).search, inputs.queries, inputs.top_k)
+
+
+class BM25System(_Indexed):
+    index_version: ClassVar[str] = bm25.FORMAT_VERSION
+    retriever: Literal["bm25"]
+    chunking: ChunkingConfig = ChunkingConfig()
+    k1: float = Field(1.5, ge=0)
+    b: float = Field(0.75, ge=0, le=1)
+
+    def build_index(
+        self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path, log: Log | None = None
+    ) -> dict:
+        start = time.perf_counter()
+        bm25.BM25Index.build(chunks, k1=self.k1, b=self.b).save(directory)
+        seconds = time.perf_counter() - start
+        return dict(
+            n_chunks=len(chunks),
+            seconds=round(seconds, 3),
+            docs_per_s=round(len(chunks) / seconds, 1) if seconds else 0.0,
+        )
+
+    def open_index(self, directory: Path) -> Retriever:
+        return bm25.BM25Index.load(directory)
+
+
+class DenseSystem(_Indexed):
+    index_version: ClassVar[str] = dense.FORMAT_VERSION
+    retriever: Literal["dense"]
+    chunking: ChunkingConfig = ChunkingConfig()
+    model: str = dense.DEFAULT_MODEL
+    batch_size: int = Field(32, gt=0)
+    max_seq_length: int = Field(256, gt=0)
+    # onnx-int8: int8 ONNX Runtime, faster on CPU at nDCG@10 within 0.003 (bench/README.md).
+    backend: Backend = "torch"
+
+    def _identity(self) -> dict:
+        # Batch size changes speed, not vectors (and cached vectors are reused whatever it is).
+        # The default backend stays out, so fingerprints from before backends existed hold.
+        exclude = {"batch_size"} | ({"backend"} if self.backend == "torch" else set())
+        return self.model_dump(mode="json", exclude=exclude)
+
+    def build_index(
+        self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path, log: Log | None = None
+    ) -> dict:
+        start = time.perf_counter()
+        index = dense.DenseIndex.build(
+            chunks,
+            embeddings_dir,
+            model_name=self.model,
+            batch_size=self.batch_size,
+            max_seq_length=self.max_seq_length,
+            backend=self.backend,
+            progress=None if log is None else lambda p: log(f"{self.name or 'dense'}: {p}"),
+        )
+        index.save(directory)
+        return {**index.stats.as_metadata(), "seconds": round(time.perf_counter() - start, 3)}
+
+    def open_index(self, directory: Path) -> Retriever:
+        return dense.DenseIndex.load(directory)
