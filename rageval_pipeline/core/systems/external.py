@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from abc import abstractmethod
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -53,6 +52,10 @@ class _Service(_System):
 
     reusable: ClassVar[bool] = False
 
+    timeout_s: float = Field(30.0, gt=0)
+    concurrency: int = Field(4, ge=1)
+    retries: int = Field(3, ge=1, description="attempts in all, the first included")
+
     @abstractmethod
     def open(self, base_dir: Path) -> Retriever:
         """A retriever for the service; `base_dir` is the systems file's folder."""
@@ -65,9 +68,6 @@ class _Service(_System):
 class HttpSystem(_Service):
     retriever: Literal["http"]
     url: str = Field(pattern=r"^https?://\S+$")
-    timeout_s: float = Field(30.0, gt=0)
-    concurrency: int = Field(4, ge=1)
-    retries: int = Field(3, ge=1, description="attempts in all, the first included")
     headers_from_env: dict[str, str] = Field(default_factory=dict)
 
     def _identity(self) -> dict:
@@ -75,27 +75,19 @@ class HttpSystem(_Service):
         return dict(retriever=self.retriever, url=self.url)
 
     def open(self, base_dir: Path) -> Retriever:
-        """Headers are read from the environment here only."""
-        headers = {}
-        for header, variable in self.headers_from_env.items():
-            if variable not in os.environ:
-                raise InputError(
-                    None,
-                    f"environment variable {variable} is not set",
-                    field=f"headers_from_env.{header}",
-                )
-            headers[header] = os.environ[variable]
+        """Headers are read from the environment, and checked, by the retriever only: an
+        invalid value is an error naming the header and the variable, never the value."""
         return HttpRetriever(
-            self.url, timeout_s=self.timeout_s, attempts=self.retries, headers=headers
+            self.url,
+            timeout_s=self.timeout_s,
+            attempts=self.retries,
+            headers_from_env=self.headers_from_env,
         )
 
 
 class PythonSystem(_Service):
     retriever: Literal["python"]
     entry_point: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    timeout_s: float = Field(30.0, gt=0)
-    concurrency: int = Field(4, ge=1)
-    retries: int = Field(3, ge=1, description="attempts in all, the first included")
 
     def _identity(self) -> dict:
         return dict(retriever=self.retriever, entry_point=self.entry_point)
