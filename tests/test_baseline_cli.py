@@ -168,7 +168,7 @@ def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
 
     def run(**config) -> dg.ExecuteInProcessResult:
         return update_baseline.execute_in_process(
-            run_config={"ops": {"update_baseline": {"config": {"dataset": "d", **config}}}},
+            run_config={"ops": {"promote_baseline": {"config": {"dataset": "d", **config}}}},
             resources=resources,
             raise_on_error=False,
         )

@@ -1,6 +1,6 @@
 """The `update_baseline` job: `rageval baseline update` from the Dagster UI or CLI.
 
-Run config: `ops: {update_baseline: {config: {dataset: ..., system: ..., force: false,
+Run config: `ops: {promote_baseline: {config: {dataset: ..., system: ..., force: false,
 note: ...}}}`. It refuses (the run fails, nothing written) a baseline worse than the one it
 replaces unless `force` is set with a `note`, as the CLI does (core.gate.baselines.promote).
 """
@@ -20,7 +20,7 @@ class UpdateBaselineConfig(dg.Config):
     note: str | None = None
 
 
-@dg.op(name="update_baseline")
+@dg.op(name="promote_baseline")
 def update_baseline_op(
     context: dg.OpExecutionContext,
     config: UpdateBaselineConfig,
