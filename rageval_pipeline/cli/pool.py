@@ -127,6 +127,7 @@ def difficulty(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from rageval_pipeline.core import judging, pool
+    from rageval_pipeline.core.suites import resolve_suite_file
 
     suite, systems, ranks, depth = _pooled(args)
     measured = pool.difficulty(suite, ranks, systems, depth)
@@ -142,7 +143,7 @@ def difficulty(args: argparse.Namespace) -> int:
             for query_id in changed:
                 raw_queries[query_id]["difficulty"] = measured[query_id]
 
-        judging.rewrite_suite(judging.suite_file(args.suite), edit)
+        judging.rewrite_suite(resolve_suite_file(args.suite), edit)
         print(f"stored {len(changed)} changed difficulties")
         return 0
     return 1 if changed else 0
@@ -150,8 +151,10 @@ def difficulty(args: argparse.Namespace) -> int:
 
 def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
     from rageval_pipeline.core import judging
+    from rageval_pipeline.core.suites import resolve_suite_file
 
-    result = judging.merge_sheet(judging.suite_file(suite_path), sheet, overwrite=overwrite)
+    suite_file = resolve_suite_file(suite_path)
+    result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite)
     if result.conflicts:
         for conflict in result.conflicts:
             print(f"conflict: {conflict.describe(sheet)}", file=sys.stderr)
@@ -162,7 +165,7 @@ def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
         )
         return 2
     print(
-        f"merged {sheet} into {judging.suite_file(suite_path)}: {result.added} added, "
+        f"merged {sheet} into {suite_file}: {result.added} added, "
         f"{result.overwritten} overwritten, {result.unchanged} unchanged, "
         f"{result.skipped} skipped (no grade)"
     )
@@ -174,9 +177,9 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
     --write store the resolved grades, with --record DIR keep the second pass and the
     disagreements."""
     from rageval_pipeline.core import agreement, judging
-    from rageval_pipeline.core.suites import load_suite
+    from rageval_pipeline.core.suites import load_suite, resolve_suite_file
 
-    path = judging.suite_file(suite_path)
+    path = resolve_suite_file(suite_path)
     suite = load_suite(path)
     report = agreement.compare(suite, sheet, args.resolve)
 

@@ -28,39 +28,18 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.loaders import jsonl_rows
 from rageval_pipeline.core.matching import TargetError, resolve_target
 from rageval_pipeline.core.pool import PoolEntry, suite_level
-from rageval_pipeline.core.suites import SUITE_FILES, Suite, load_suite
+from rageval_pipeline.core.storage import write_text
+from rageval_pipeline.core.suites import Suite, load_suite
 
 COLUMNS = ("query_id", "query", "target_id", "target_text", "systems", "best_rank", "grade")
 SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"
 
 
-def suite_file(path: Path) -> Path:
-    """The suite file a path names (a folder's one suite file); anything else unchanged, so
-    that `load_suite` reports what is wrong with it."""
-    if path.is_dir():
-        found = [path / name for name in SUITE_FILES if (path / name).is_file()]
-        if len(found) == 1:
-            return found[0]
-    return path
-
-
 def _sheet_kind(path: Path) -> str:
     if path.suffix not in SHEET_SUFFIXES:
         raise InputError(path, "a judging sheet must end in .csv or .jsonl")
     return path.suffix
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it over `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_sheet(entries: list[PoolEntry], path: Path) -> None:
@@ -74,7 +53,7 @@ def write_sheet(entries: list[PoolEntry], path: Path) -> None:
         writer.writeheader()
         writer.writerows(rows)
         text = buffer.getvalue()
-    atomic_write(path, text)
+    write_text(path, text)
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -256,7 +235,7 @@ def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], 
     else:
         out = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
     _check_merged(suite_file, out)
-    atomic_write(suite_file, out)
+    write_text(suite_file, out)
 
 
 def _check_merged(suite_file: Path, text: str) -> None:

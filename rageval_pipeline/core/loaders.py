@@ -20,9 +20,8 @@ from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.delimited import input_bytes
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import read_qrels
-from rageval_pipeline.core.suites import load_suite, suite_tables
+from rageval_pipeline.core.suites import SUITE_FILES, load_suite, suite_tables
 
-SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
 # The version of what this module and core.beir produce from a dataset folder (columns, types,
 # normalisation): the ingestion assets' code version. Bump it when they change their output.
 LOADER_VERSION = "loaders.1"

@@ -298,7 +298,7 @@ class SuiteTables(NamedTuple):
 
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file, or the suite.json / suite.yaml in a folder."""
-    file = _suite_file(Path(path))
+    file = resolve_suite_file(Path(path))
     document = parse(file)
     raw = document.data
     if not isinstance(raw, dict):
@@ -372,7 +372,8 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _suite_file(path: Path) -> Path:
+def resolve_suite_file(path: Path) -> Path:
+    """The suite file `path` names: itself, or a folder's one suite file."""
     if path.is_dir():
         found = [path / name for name in SUITE_FILES if (path / name).is_file()]
         if not found:
