@@ -71,6 +71,17 @@ def test_blank_query_returns_nothing(index):
     assert index.search("", 5) == [] and index.search("   ", 5) == []
 
 
+def test_loading_an_index_loads_and_warms_its_model_before_any_query(index, tmp_path, monkeypatch):
+    """A reused index step never loaded the model: loading the index must, so that the first
+    query's latency is not the model's load time."""
+    from rageval_pipeline.core.retrieval import dense
+
+    index.save(tmp_path / "idx")
+    monkeypatch.setattr(dense, "_models", {})
+    DenseIndex.load(tmp_path / "idx")
+    assert list(dense._models) == [(index.model_name, index.max_seq_length)]
+
+
 def test_save_load_round_trip_gives_identical_runs(index, tmp_path):
     index.save(tmp_path / "idx")
     loaded = DenseIndex.load(tmp_path / "idx")
