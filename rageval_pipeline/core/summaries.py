@@ -67,9 +67,13 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
         pq = per_query[per_query["run_id"] == run.run_id]
         lat = latency[latency["run_id"] == run.run_id]
         groups: dict[str, dict[str, float]] = {}
-        for row in lat[lat["stat"].isin(LATENCY_STATS)].itertuples(index=False):
+        counts: dict[str, int] = {}
+        for row in lat.itertuples(index=False):
             key = "all" if row.attribute == "all" else f"{row.attribute}={row.group}"
-            groups.setdefault(key, {})[row.stat] = float(row.value)
+            if row.stat == "count":
+                counts[key] = int(row.value)
+            elif row.stat in LATENCY_STATS:
+                groups.setdefault(key, {})[row.stat] = float(row.value)
         top: dict[str, list[dict]] = {}
         for row in rankings[rankings["run_id"] == run.run_id].itertuples(index=False):
             grade = None if pd.isna(row.grade) else int(row.grade)
@@ -94,6 +98,7 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 per_query=queries,
                 intervals=_intervals(means[means["run_id"] == run.run_id]),
                 latency=groups,
+                latency_queries=counts,
                 n_queries=int(run.n_queries),
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,
