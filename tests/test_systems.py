@@ -183,7 +183,7 @@ def test_run_file_fingerprint_follows_content_not_location(tmp_path):
         ),
         (
             "'bad name': {retriever: bm25}",
-            """systems["bad name"]: a system name is letters, digits, '_', '.' or '-' """
+            """systems["bad name"]: a system name is letters, digits and '_' (e.g. bm25_fixed) """
             """(got "bad name")""",
         ),
         (
