@@ -122,6 +122,33 @@ def _fingerprint(
     return h
 
 
+def query_salt(query: pa.LargeStringArray) -> np.ndarray:
+    """Each row's query id fingerprint, a function of the id alone, so pair keys made by a reader
+    and by the measures engine agree. Rows grouped by query hash one id per block."""
+    n = len(query)
+    if not n:
+        return np.zeros(0, np.uint64)
+    change = pc.not_equal(query.slice(1), query.slice(0, n - 1))
+    starts = np.flatnonzero(np.r_[True, pc.fill_null(change, True).to_numpy(zero_copy_only=False)])
+    if len(starts) * 16 > n:  # not grouped: hashing every id costs less than the blocks
+        return fingerprint(query)
+    return np.repeat(fingerprint(query.take(pa.array(starts))), np.diff(np.r_[starts, n]))
+
+
+def pair_keys(query: pa.LargeStringArray, doc: pa.LargeStringArray) -> np.ndarray:
+    """A uint64 per (query id, doc id) row; equal pairs get equal keys."""
+    return fingerprint(doc, query_salt(query))
+
+
+def shared_keys(keys: np.ndarray) -> np.ndarray:
+    """The rows whose key another row also has (one sort), ascending."""
+    ordered = np.sort(keys)
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.isin(keys, ordered[1:][same]))
+
+
 def exact_pair_keys(query_index: np.ndarray, doc_codes: np.ndarray) -> np.ndarray:
     """One uint64 per (query, doc) from exact codes below 2**32: injective, unlike a hash."""
     return (query_index.astype(np.uint64) << np.uint64(32)) | doc_codes.astype(np.uint64)
