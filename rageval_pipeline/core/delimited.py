@@ -133,7 +133,8 @@ def _fast_columns(
         return None
     # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
     separators = {b"\t"} if fmt.tab else {b" "}
-    spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
+    ascii_only = data.isascii()
+    spaced = not ascii_only or any(b in data for b in _SPACE_BYTES - separators)
     hexed = _hexed(data)
     # Ids as large_string: what fingerprints and the measures engine read, with no cast.
     types = dict.fromkeys(fmt.fields, pa.string()) | dict.fromkeys(fmt.unique, pa.large_string())
@@ -158,6 +159,7 @@ def _fast_columns(
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
+                check_utf8=not ascii_only,  # ASCII is UTF-8
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):

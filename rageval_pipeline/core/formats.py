@@ -29,6 +29,7 @@ from rageval_pipeline.core.delimited import (
     read_text,
 )
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.measures.keys import arrow_strings
 from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, order_run
 
 TREC_RUN = TextFormat(
@@ -244,7 +245,8 @@ def read_ranked_run(path: str | Path) -> RankedRun | pd.DataFrame:
     table, keys = read_text(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")
-    query, doc, score = (table.column(n).combine_chunks() for n in ("query_id", "doc_id", "score"))
+    query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
+    score = table.column("score").combine_chunks()
     ranked = _trec_order(query, doc, score.to_numpy())
     if ranked is None:  # not grouped by query with scores descending: one sort
         columns = {"query_id": query, "doc_id": doc, "score": score}

@@ -30,8 +30,8 @@ _LOW_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], dtyp
 def arrow_strings(values: pd.Series | pa.Array | pa.ChunkedArray) -> pa.LargeStringArray:
     """`values` as one contiguous Arrow large_string array (zero-copy for Arrow-backed columns)."""
     arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values)
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    if isinstance(arr, pa.ChunkedArray):  # (combining copies even a single chunk)
+        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     return arr.cast(pa.large_string())
 
 
