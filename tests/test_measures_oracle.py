@@ -95,6 +95,7 @@ def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, da
             patch.setattr("rageval_pipeline.core.delimited.pair_keys", zeros)
             patch.setattr("rageval_pipeline.core.measures.prepare.pair_keys", zeros)
         ranked = read_ranked_run(path)
-        assert isinstance(ranked, RankedRun) and (ranked.pair_keys is None) == collide
+        assert isinstance(ranked, RankedRun)
+        assert (ranked.pair_keys is None) == (collide and len(run) > 1)
         pd.testing.assert_frame_equal(evaluate(qrels, ranked, measures), expected)
     assert unjudged_queries(qrels, ranked) == unjudged_queries(qrels, run)
