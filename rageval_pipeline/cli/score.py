@@ -88,7 +88,7 @@ def _score(
 
     from rageval_pipeline.core.formats import read_ranked_run, read_run
     from rageval_pipeline.core.measures import evaluate, to_document_level, unjudged_queries
-    from rageval_pipeline.core.measures.prepare import query_ids
+    from rageval_pipeline.core.measures.prepare import distinct_query_ids
 
     # A TREC run goes to the measures engine as its reader left it (checked, in Arrow).
     run = to_document_level(read_run(path)) if document_level else read_ranked_run(path)
@@ -106,7 +106,7 @@ def _score(
             qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
         )
     scored = pa.array(per_query["query_id"].unique(), pa.large_string())
-    if not pc.any(pc.is_in(pc.unique(query_ids(run)), value_set=scored)).as_py():
+    if not pc.any(pc.is_in(distinct_query_ids(run), value_set=scored)).as_py():
         raise InputError(path, f"no query of the run is judged in {qrels_path}")
     return per_query
 

@@ -255,7 +255,9 @@ def read_ranked_run(path: str | Path) -> RankedRun | pd.DataFrame:
         # Sorted, the grouped path only numbers the ranks.
         _, rank = _trec_order(query.take(rows), doc.take(rows), score.take(rows).to_numpy())
         ranked = order, rank
-    return RankedRun(query, doc, score, *ranked, pair_keys=keys)
+    order, rank = ranked
+    queries = query.take(pa.array(order[np.flatnonzero(rank == 1)]))  # one row per query
+    return RankedRun(query, doc, score, order, rank, pair_keys=keys, queries=queries)
 
 
 def _trec_order(

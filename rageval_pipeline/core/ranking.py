@@ -34,6 +34,7 @@ class RankedRun:
     order: np.ndarray  # the rows in trec_eval order
     rank: np.ndarray  # the rank of each row of `order`, from 1 within each query
     pair_keys: np.ndarray | None  # `measures.keys.pair_keys` of each row, all distinct
+    queries: pa.LargeStringArray  # the distinct query ids, ascending
 
     def table(self) -> pa.Table:
         """query_id, doc_id, score, rank in trec_eval order."""

@@ -21,7 +21,7 @@ from rageval_pipeline.core.measures import names
 from rageval_pipeline.core.measures.condensed import judged_only
 from rageval_pipeline.core.measures.kernels import KERNELS
 from rageval_pipeline.core.measures.keys import arrow_strings
-from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL, prepare, query_ids
+from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL, distinct_query_ids, prepare
 from rageval_pipeline.core.ranking import RankedRun
 
 
@@ -69,7 +69,7 @@ def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> list
     relevant = qrels["relevance"].to_numpy(dtype=np.int64, na_value=0) >= JUDGED_LEVEL
     judged = pc.unique(arrow_strings(qrels["query_id"]).filter(pa.array(relevant)))
     seen = pc.unique(
-        pa.concat_arrays([pc.unique(query_ids(table)) for table in (run, qrels)])
+        pa.concat_arrays([distinct_query_ids(table) for table in (run, qrels)])
     ).drop_null()
     left_out = seen.filter(pc.invert(pc.is_in(seen, value_set=judged)))
     return left_out.take(pc.sort_indices(left_out)).to_pylist()

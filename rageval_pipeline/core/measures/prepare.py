@@ -345,6 +345,11 @@ def query_ids(table: pd.DataFrame | RankedRun) -> pa.LargeStringArray:
     return table.query_id if isinstance(table, RankedRun) else arrow_strings(table["query_id"])
 
 
+def distinct_query_ids(table: pd.DataFrame | RankedRun) -> pa.LargeStringArray:
+    """The distinct query ids of a qrels or run table, or of a reader's RankedRun."""
+    return table.queries if isinstance(table, RankedRun) else pc.unique(query_ids(table))
+
+
 def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
     ranked = isinstance(run, RankedRun)
     _require(qrels, ("query_id", "doc_id", "relevance"), "qrels")
