@@ -2,7 +2,8 @@
 
 The run is put in trec_eval order once (an O(n) check; it is only sorted when it is not already
 in that order) and judged documents are found by a join on integer keys; the result is a
-`Prepared` holding only integer and Arrow arrays, in query-index space.
+`Prepared` holding only integer and Arrow arrays, in query-index space. A reader's RankedRun
+comes checked, ordered and fingerprinted: it is taken as it is.
 """
 
 from __future__ import annotations
@@ -220,23 +221,27 @@ def _ranked_run(run: RankedRun, qidx: np.ndarray, nq: int) -> OrderedRun:
     unique = keys is not None
     if keys is None:
         keys = pair_keys(run.query_id, run.doc_id)
-    return _ordered(qidx, np.arange(len(qidx)), nq, run.doc_id, run.order, keys, unique)
+    return _ordered(qidx, None, nq, run.doc_id, run.order, keys, unique)
 
 
 def _ordered(
     qidx: np.ndarray,
-    rows: np.ndarray,
+    rows: np.ndarray | None,
     nq: int,
     docs: pa.LargeStringArray,
     order: np.ndarray | None,
     keys: np.ndarray,
     unique_keys: bool,
 ) -> OrderedRun:
-    """The OrderedRun of rows (of the caller's table) with these query indexes, doc ids and
-    keys, put in `order` (None: already in trec_eval order)."""
+    """The OrderedRun of rows (of the caller's table; None: all of them) with these query
+    indexes, doc ids and keys, put in `order` (None: already in trec_eval order)."""
     doc_qidx = qidx
+    if rows is None:
+        rows = order if order is not None else np.arange(len(qidx), dtype=_index_type(len(qidx)))
+    elif order is not None:
+        rows = rows[order]
     if order is not None:
-        qidx, rows = qidx[order], rows[order]
+        qidx = qidx[order]
     firsts = _block_starts(qidx)
     n_ret = np.zeros(nq, dtype=np.int64)
     start = np.zeros(nq, dtype=np.int64)
