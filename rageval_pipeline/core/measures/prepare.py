@@ -325,7 +325,7 @@ def _join(
     j_order = np.argsort(j_keys)
     j_sorted = j_keys[j_order]
     # A bitmap on the low key bits rejects most unjudged rows before the binary search; one
-    # bit a key keeps it (2 MB at most) in cache, which a byte a key (16 MB) was not: 3x faster.
+    # bit a key keeps it (2 MB at most) in cache, which a byte a key (8 MB) was not: 3x faster.
     bits = int(np.clip(np.ceil(np.log2(len(j_keys))) + 5, 10, 24))
     mask = np.uint64((1 << bits) - 1)
     seen = np.zeros(1 << bits, dtype=bool)
