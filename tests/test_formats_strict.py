@@ -88,6 +88,7 @@ def test_ids_with_whitespace_or_empty_are_refused(tmp_path, reader, content, exp
     [
         ("1_0", "'1_0' is not an integer"),
         ("0x1", "'0x1' is not an integer"),
+        ("0X1", "'0X1' is not an integer"),
         ("+1", "'+1' is not an integer"),
         ("1.0", "'1.0' is not an integer"),
         ("nan", "'nan' is not an integer"),

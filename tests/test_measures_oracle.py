@@ -7,13 +7,16 @@ we score them 0 (tested in test_measures.py).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import pytrec_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rageval_pipeline.core.measures import evaluate
+from rageval_pipeline.core.formats import read_ranked_run
+from rageval_pipeline.core.measures import evaluate, unjudged_queries
+from rageval_pipeline.core.ranking import RankedRun
 
 CUTOFFS = (1, 3, 5, 10)
 DOCS = [f"d{i}" for i in range(12)]
@@ -74,3 +77,25 @@ def test_agrees_with_pytrec_eval(rel, data):
             assert value == pytest.approx(theirs[q][pairs[measure]], abs=1e-9), (q, measure)
             compared += 1
     assert compared == len(judged) * len(pairs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=collections(), collide=st.booleans())
+def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, data, collide):
+    """A reader's RankedRun (checked, ordered, its pair keys reused by the engine) gives the
+    values of the same rows as a table, fingerprint collisions included."""
+    qrels, run = data
+    path = tmp_path_factory.mktemp("run") / "run.trec"
+    path.write_text("".join(f"{q} Q0 {d} 1 {s!r} t\n" for q, d, s in run.itertuples(index=False)))
+    measures = [*_ours_and_trec(1), "nDCG(judged)@5"]
+    expected = evaluate(qrels, run, measures)
+    with pytest.MonkeyPatch.context() as patch:
+        if collide:  # every pair key equal: the reader keeps none, the engine joins exactly
+            zeros = lambda query, doc: np.zeros(len(doc), dtype=np.uint64)  # noqa: E731
+            patch.setattr("rageval_pipeline.core.delimited.pair_keys", zeros)
+            patch.setattr("rageval_pipeline.core.measures.prepare.pair_keys", zeros)
+        ranked = read_ranked_run(path)
+        assert isinstance(ranked, RankedRun)
+        assert (ranked.pair_keys is None) == (collide and len(run) > 1)
+        pd.testing.assert_frame_equal(evaluate(qrels, ranked, measures), expected)
+    assert unjudged_queries(qrels, ranked) == unjudged_queries(qrels, run)

@@ -83,14 +83,15 @@ def _measures(args: argparse.Namespace) -> list[str]:
 def _score(
     qrels: pd.DataFrame, qrels_path: str, path: str, measures: list[str], document_level: bool
 ) -> pd.DataFrame:
-    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    from rageval_pipeline.core.formats import read_run
+    from rageval_pipeline.core.formats import read_ranked_run, read_run
     from rageval_pipeline.core.measures import evaluate, to_document_level, unjudged_queries
+    from rageval_pipeline.core.measures.prepare import distinct_query_ids
 
-    run = read_run(path)
-    if document_level:
-        run = to_document_level(run)
+    # A TREC run goes to the measures engine as its reader left it (checked, in Arrow).
+    run = to_document_level(read_run(path)) if document_level else read_ranked_run(path)
     left_out = unjudged_queries(qrels, run)
     if left_out:
         shown = ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else "")
@@ -104,7 +105,8 @@ def _score(
         raise InputError(
             qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
         )
-    if not pd.Index(run["query_id"].unique()).isin(per_query["query_id"].unique()).any():
+    scored = pa.array(per_query["query_id"].unique(), pa.large_string())
+    if not pc.any(pc.is_in(distinct_query_ids(run), value_set=scored)).as_py():
         raise InputError(path, f"no query of the run is judged in {qrels_path}")
     return per_query
 
@@ -118,7 +120,7 @@ def run_eval(args: argparse.Namespace) -> int:
     measures = _measures(args)
     qrels = read_qrels(args.qrels)
     per_query = _score(qrels, args.qrels, args.run, measures, args.document_level)
-    means = mean_table(per_query)
+    means = mean_table(per_query, intervals=False)  # printed without intervals
     if args.format == "json":
         nested: dict[str, dict[str, float]] = {}
         for query_id, measure, value in per_query.itertuples(index=False):

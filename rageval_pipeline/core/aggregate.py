@@ -29,12 +29,15 @@ def _interval(values: pd.Series) -> tuple[float, float]:
     return bootstrap_ci(values.to_numpy(float))
 
 
-def mean_table(per_query: pd.DataFrame) -> pd.DataFrame:
+def mean_table(per_query: pd.DataFrame, *, intervals: bool = True) -> pd.DataFrame:
     """Mean of each measure over its queries with its 95% bootstrap interval (core.statistics):
-    columns measure, value, ci_low, ci_high (measures in input order; NaN below 2 queries)."""
+    columns measure, value, ci_low, ci_high (measures in input order; NaN below 2 queries).
+    `intervals=False` leaves the intervals NaN, saving 10,000 resamples per measure."""
     grouped = per_query.groupby("measure", sort=False)["value"]
     means = grouped.mean()
-    low, high = zip(*grouped.apply(_interval), strict=True) if len(means) else ((), ())
+    low, high = ([np.nan] * len(means),) * 2
+    if intervals and len(means):
+        low, high = zip(*grouped.apply(_interval), strict=True)
     return pd.DataFrame(
         {
             "measure": means.index.astype(str),

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pv
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures.keys import arrow_strings, fingerprint
+from rageval_pipeline.core.measures.keys import arrow_strings, pair_keys, shared_keys
 
 INTEGER = r"^-?[0-9]+$"
 REAL = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -93,19 +93,28 @@ def first_line(data: bytes) -> bytes:
     return (data if end < 0 else data[:end]).removeprefix(b"\xef\xbb\xbf").rstrip(b"\r")
 
 
-def read_text(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:
-    """The file's rows as a table (integers int32, reals float64, the rest strings)."""
+def read_text(
+    path: Path, data: bytes, fmt: TextFormat, accepted: str
+) -> tuple[pa.Table, np.ndarray | None]:
+    """The file's rows as a table (integers int32, reals float64, the rest strings), and the
+    `keys.pair_keys` of its `fmt.unique` columns when the fast read computed them (all
+    distinct: no pair repeats), else None."""
     skip = 1 if fmt.header is not None else 0
     fast = _fast_columns(data, fmt, skip)
     if fast is not None:
         columns, spaced, hexed = fast
         table, bad = _checked(columns, fmt, spaced=spaced, hexed=hexed)
         if bad is None:
-            return table
+            keys = pair_keys(*(arrow_strings(columns[name]) for name in fmt.unique))
+            if not shared_keys(keys).size:
+                return table, keys
+        # Else the line-by-line pass names the first bad line (a repeated pair included).
     numbers, columns = _columns_by_line(path, data, fmt, skip, accepted)
-    table, bad = _checked(columns, fmt, numbers)
+    table, bad = _checked(columns, fmt)
     if bad is None:
-        return table
+        bad = _duplicate(columns, fmt, numbers)
+    if bad is None:
+        return table, None
     row, field, problem = bad
     raise InputError(path, problem, line=int(numbers[row]), field=field)
 
@@ -124,9 +133,11 @@ def _fast_columns(
         return None
     # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
     separators = {b"\t"} if fmt.tab else {b" "}
-    spaced = not data.isascii() or any(b in data for b in _SPACE_BYTES - separators)
-    hexed = b"0x" in data or b"0X" in data
-    types = dict.fromkeys(fmt.fields, pa.string())
+    ascii_only = data.isascii()
+    spaced = not ascii_only or any(b in data for b in _SPACE_BYTES - separators)
+    hexed = _hexed(data)
+    # Ids as large_string: what fingerprints and the measures engine read, with no cast.
+    types = dict.fromkeys(fmt.fields, pa.string()) | dict.fromkeys(fmt.unique, pa.large_string())
     if not (spaced or hexed):
         types |= dict.fromkeys(fmt.integers, pa.int32()) | dict.fromkeys(fmt.reals, pa.float64())
     try:
@@ -148,6 +159,7 @@ def _fast_columns(
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
+                check_utf8=not ascii_only,  # ASCII is UTF-8
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
@@ -160,6 +172,16 @@ def _fast_columns(
         for name in fmt.fields
     }
     return columns, spaced, hexed
+
+
+def _hexed(data: bytes) -> bool:
+    """Whether the bytes hold `0x` or `0X` (read as hexadecimal by the CSV integer parser).
+    Two memchr scans usually settle it; a byte search for the pair would take 10x longer."""
+    if b"x" not in data and b"X" not in data:
+        return False
+    raw = np.frombuffer(data, np.uint8)
+    after_x = np.flatnonzero((raw[1:] | 0x20) == ord("x"))
+    return bool(np.any(raw[after_x] == ord("0")))
 
 
 def _columns_by_line(
@@ -217,7 +239,6 @@ def _first(mask: pa.Array | np.ndarray) -> int | None:
 def _checked(
     columns: dict[str, pa.Array],
     fmt: TextFormat,
-    numbers: np.ndarray | None = None,
     spaced: bool = True,
     hexed: bool = True,
 ) -> tuple[pa.Table, tuple[int, str, str] | None]:
@@ -255,8 +276,6 @@ def _checked(
             typed[name] = _integers(values, name, report, hexed)
         elif name in fmt.reals:
             typed[name] = _reals(values, name, report)
-    if not found:
-        _duplicates(columns, fmt, report, numbers)
     table = pa.table({k: v for k, v in typed.items() if v is not None})
     if not found:
         return table, None
@@ -307,21 +326,21 @@ def _reals(values: pa.Array, name: str, report) -> pa.Array | None:
     return None
 
 
-def _duplicates(
-    columns: dict[str, pa.Array], fmt: TextFormat, report, numbers: np.ndarray | None
-) -> None:
-    """Report the first row whose (query, doc) pair an earlier row already has (`numbers`:
-    each row's line, for the message)."""
+def _duplicate(
+    columns: dict[str, pa.Array], fmt: TextFormat, numbers: np.ndarray
+) -> tuple[int, str, str] | None:
+    """(row, field, problem) of the first row whose (query, doc) pair an earlier row already
+    has (`numbers`: each row's line, for the message), or None."""
     query, doc = (columns[name] for name in fmt.unique)
     found = first_repeat(query, doc)
-    if found is not None:
-        row, first = found
-        report(
-            row,
-            fmt.unique[1],
-            f"query {quote(query[row].as_py())} lists doc {quote(doc[row].as_py())} again "
-            f"(first on line {first + 1 if numbers is None else numbers[first]})",
-        )
+    if found is None:
+        return None
+    row, first = found
+    problem = (
+        f"query {quote(query[row].as_py())} lists doc {quote(doc[row].as_py())} again "
+        f"(first on line {numbers[first]})"
+    )
+    return row, fmt.unique[1], problem
 
 
 def first_repeat(query: pa.Array, doc: pa.Array) -> tuple[int, int] | None:
@@ -331,12 +350,9 @@ def first_repeat(query: pa.Array, doc: pa.Array) -> tuple[int, int] | None:
     are compared as strings, so a collision never reports a false duplicate.
     """
     query, doc = arrow_strings(query), arrow_strings(doc)
-    keys = fingerprint(doc, _query_salt(query))
-    ordered = np.sort(keys)
-    same = ordered[1:] == ordered[:-1]
-    if not same.any():
+    rows = shared_keys(pair_keys(query, doc))
+    if not rows.size:
         return None
-    rows = np.flatnonzero(np.isin(keys, ordered[1:][same]))
     frame = pa.table({"q": query.take(pa.array(rows)), "d": doc.take(pa.array(rows))}).to_pandas()
     repeats = np.flatnonzero(frame.duplicated().to_numpy())
     if not repeats.size:  # fingerprints collided; the ids differ
@@ -344,15 +360,3 @@ def first_repeat(query: pa.Array, doc: pa.Array) -> tuple[int, int] | None:
     at = repeats[0]
     match = (frame["q"] == frame["q"].iloc[at]) & (frame["d"] == frame["d"].iloc[at])
     return int(rows[at]), int(rows[np.flatnonzero(match.to_numpy())[0]])
-
-
-def _query_salt(query: pa.LargeStringArray) -> np.ndarray:
-    """A uint64 per row, equal for equal query ids: the block number when rows come grouped by
-    query (a few comparisons), else the ids' fingerprints."""
-    n = len(query)
-    same = pc.equal(query.slice(1), query.slice(0, max(n - 1, 0))).to_numpy(zero_copy_only=False)
-    block = np.cumsum(np.r_[True, ~same]) if n else np.zeros(0, np.int64)
-    heads = query.take(pa.array(np.flatnonzero(np.r_[True, ~same]))) if n else query
-    if pc.count_distinct(heads).as_py() != len(heads):
-        return fingerprint(query)
-    return block.astype(np.uint64)

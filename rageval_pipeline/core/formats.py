@@ -29,7 +29,8 @@ from rageval_pipeline.core.delimited import (
     read_text,
 )
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.ranking import order_run
+from rageval_pipeline.core.measures.keys import arrow_strings
+from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, order_run
 
 TREC_RUN = TextFormat(
     "a TREC run",
@@ -188,7 +189,7 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
     else:
         beir = first_line(data) == BEIR_QRELS.header.encode()
         fmt = BEIR_QRELS if beir else TREC_QRELS
-        table = read_text(path, data, fmt, QRELS_FORMATS)
+        table, _ = read_text(path, data, fmt, QRELS_FORMATS)
         table = _set(_set(table, "split", split), "level", "document")
     if not table.num_rows:
         raise InputError(path, "has no judgments")
@@ -214,6 +215,18 @@ def read_run(path: str | Path) -> pd.DataFrame:
     Ranks are recomputed in trec_eval order (score desc, doc id desc); the file's rank column
     is checked to be an integer but not trusted. Text runs get source_id = doc_id and no latency.
     """
+    run = read_ranked_run(path)
+    if isinstance(run, pd.DataFrame):
+        return run
+    table = run.table()
+    doc = table.column("doc_id")
+    table = table.append_column("source_id", doc)
+    return _shaped(table.append_column("latency_ms", pa.nulls(len(doc), pa.float64())), tables.RUN)
+
+
+def read_ranked_run(path: str | Path) -> RankedRun | pd.DataFrame:
+    """`read_run` for scoring: a TREC run stays in Arrow as a RankedRun (checked and ordered,
+    which the measures engine takes as it is), a Parquet run is `read_run`'s table."""
     path, data = input_bytes(path)
     if data[:4] == b"PAR1":
         table = _parquet(path, data, _RUN_PARQUET, RUN_FORMATS)
@@ -229,28 +242,22 @@ def read_run(path: str | Path) -> pd.DataFrame:
         if not table.num_rows:
             raise InputError(path, "has no results")
         return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
-    table = read_text(path, data, TREC_RUN, RUN_FORMATS)
+    table, keys = read_text(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")
-    query, doc, score = (table.column(n).combine_chunks() for n in ("query_id", "doc_id", "score"))
-    run = pa.table(
-        {
-            "query_id": query,
-            "doc_id": doc,
-            "source_id": doc,
-            "score": score,
-            "latency_ms": pa.nulls(table.num_rows, pa.float64()),
-        }
-    )
+    query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
+    score = table.column("score").combine_chunks()
     ranked = _trec_order(query, doc, score.to_numpy())
-    if ranked is None:
-        return _shaped(pa.Table.from_pandas(order_run(run.to_pandas())), tables.RUN)
+    if ranked is None:  # not grouped by query with scores descending: one sort
+        columns = {"query_id": query, "doc_id": doc, "score": score}
+        order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
+        rows = pa.array(order)
+        # Sorted, the grouped path only numbers the ranks.
+        _, rank = _trec_order(query.take(rows), doc.take(rows), score.take(rows).to_numpy())
+        ranked = order, rank
     order, rank = ranked
-    rows = pa.array(order)
-    doc = doc.take(rows)
-    ordered = {"query_id": query.take(rows), "doc_id": doc, "source_id": doc}
-    ordered |= {"score": score.take(rows), "rank": pa.array(rank)}
-    return _shaped(pa.table(ordered | {"latency_ms": run.column("latency_ms")}), tables.RUN)
+    queries = query.take(pa.array(order[np.flatnonzero(rank == 1)]))  # one row per query
+    return RankedRun(query, doc, score, order, rank, pair_keys=keys, queries=queries)
 
 
 def _trec_order(
@@ -259,7 +266,7 @@ def _trec_order(
     """(row order, rank) putting rows in `order_run`'s order (queries ascending, score desc,
     doc id desc), for a run grouped by query with scores descending, as retrievers write them:
     query blocks are reordered by their first id and tied rows by doc id, with no full sort.
-    None for other runs (`order_run` sorts those)."""
+    None for other runs (`read_ranked_run` sorts those)."""
     n = len(query)
     same = pc.equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(np.r_[True, ~same])
@@ -267,25 +274,23 @@ def _trec_order(
     if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
         return None
     sizes = np.diff(np.r_[starts, n])
-    blocks = pc.sort_indices(heads).to_numpy()
-    # Rows of the blocks in id order: each block's start, then +1 within it.
-    offsets = np.repeat(starts[blocks] - np.r_[0, np.cumsum(sizes[blocks])[:-1]], sizes[blocks])
-    order = np.arange(n) + offsets
+    blocks = pc.sort_indices(heads).to_numpy()  # the file's blocks in query id order
+    moved = np.empty_like(starts)  # where each of the file's blocks starts once reordered
+    moved[blocks] = np.r_[0, np.cumsum(sizes[blocks])[:-1]]
+    # Ordered row i: its block's first row in the file plus its place within the block.
+    within = np.arange(n, dtype=np.int64) - np.repeat(moved[blocks], sizes[blocks])
+    order = within + np.repeat(starts[blocks], sizes[blocks])
     tie = same & (score[1:] == score[:-1])
     if tie.any():
         tied = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # rows in a run of ties
-        run_id = np.cumsum(np.r_[True, ~tie])[tied]  # which run of equal (query, score)
+        run_id = np.cumsum(~np.r_[False, tie][tied])  # which run of equal (query, score)
         by_doc = pc.sort_indices(
             pa.table({"run": run_id, "doc": doc.take(pa.array(tied))}),
             sort_keys=[("run", "ascending"), ("doc", "descending")],
         )
-        reordered = np.arange(n)
-        reordered[tied] = tied[by_doc.to_numpy()]
-        order = reordered[order]
-    block_of_row = np.repeat(np.arange(len(blocks)), sizes[blocks])
-    first_of_block = np.r_[0, np.cumsum(sizes[blocks])[:-1]]
-    rank = np.arange(n) - first_of_block[block_of_row] + 1
-    return order, rank.astype(np.int32)
+        block = np.searchsorted(starts, tied, side="right") - 1
+        order[tied - starts[block] + moved[block]] = tied[by_doc.to_numpy()]
+    return order, (within + 1).astype(np.int32)
 
 
 def write_trec_run(run: pd.DataFrame, path: str | Path, tag: str) -> None:

@@ -7,10 +7,40 @@ pytrec_eval) sees the same ranking, whatever order a retriever emitted tied resu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+# trec_eval's order; a miss has a null score and doc id, placed after its query's hits.
+TREC_SORT_KEYS = [
+    ("query_id", "ascending", "at_end"),
+    ("score", "descending", "at_end"),
+    ("doc_id", "descending", "at_end"),
+]
+
+
+@dataclass(frozen=True)
+class RankedRun:
+    """A run its reader has checked, with its trec_eval order, kept in Arrow: every row has a
+    query id, a doc id and a finite score, and no (query, doc) pair repeats. The measures
+    engine takes it as it is: nothing is checked, sorted or hashed again."""
+
+    query_id: pa.LargeStringArray  # each row's, in the file's order
+    doc_id: pa.LargeStringArray
+    score: pa.DoubleArray
+    order: np.ndarray  # the rows in trec_eval order
+    rank: np.ndarray  # the rank of each row of `order`, from 1 within each query
+    pair_keys: np.ndarray | None  # `measures.keys.pair_keys` of each row, all distinct
+    queries: pa.LargeStringArray  # the distinct query ids, ascending
+
+    def table(self) -> pa.Table:
+        """query_id, doc_id, score, rank in trec_eval order."""
+        rows = pa.array(self.order)
+        columns = {"query_id": self.query_id, "doc_id": self.doc_id, "score": self.score}
+        return pa.table({k: v.take(rows) for k, v in columns.items()} | {"rank": self.rank})
 
 
 def order_run(run: pd.DataFrame) -> pd.DataFrame:
@@ -23,9 +53,7 @@ def order_run(run: pd.DataFrame) -> pd.DataFrame:
     if run.empty:
         return run.assign(rank=pd.Series(dtype="Int32"))
     table = pa.Table.from_pandas(run[["query_id", "doc_id", "score"]], preserve_index=False)
-    # A miss has a null score, so null placement puts it after its query's hits.
-    keys = [("query_id", "ascending"), ("score", "descending"), ("doc_id", "descending")]
-    order = pc.sort_indices(table, sort_keys=[(*key, "at_end") for key in keys]).to_numpy()
+    order = pc.sort_indices(table, sort_keys=TREC_SORT_KEYS).to_numpy()
     out = run.take(order).reset_index(drop=True)
     hit = out["doc_id"].notna().to_numpy()
     rank = np.zeros(len(out), dtype=np.int32)

@@ -21,13 +21,16 @@ from rageval_pipeline.core.measures import names
 from rageval_pipeline.core.measures.condensed import judged_only
 from rageval_pipeline.core.measures.kernels import KERNELS
 from rageval_pipeline.core.measures.keys import arrow_strings
-from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL, prepare
+from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL, distinct_query_ids, prepare
+from rageval_pipeline.core.ranking import RankedRun
 
 
 def evaluate(
-    qrels: pd.DataFrame, run: pd.DataFrame, measures: Sequence[str | names.Measure]
+    qrels: pd.DataFrame, run: pd.DataFrame | RankedRun, measures: Sequence[str | names.Measure]
 ) -> pd.DataFrame:
     """Per-query values: columns query_id, measure (canonical name), value.
+
+    `run` is a RUN table, or a reader's RankedRun (`formats.read_ranked_run`), taken as it is.
 
     Measures that use qrels get a row for every judged query (a label >= 1), retrieved or not;
     Diversity@k and Clustering@k also for every other query of the run. Rows come by measure in
@@ -36,13 +39,16 @@ def evaluate(
     wanted = list(dict.fromkeys(names.parse_measure(m) for m in measures))
     data = prepare(qrels, run)
     # Condensed variants rank the judged documents only; the judged queries are the same.
-    condensed = prepare(qrels, judged_only(qrels, run)) if any(m.judged for m in wanted) else None
-    query_ids, labels, values = [], [], []
+    condensed = None
+    if any(m.judged for m in wanted):
+        table = run.table().to_pandas() if isinstance(run, RankedRun) else run
+        condensed = prepare(qrels, judged_only(qrels, table))
+    queries, labels, values = [], [], []
     for measure in wanted:
         source = condensed if measure.judged and condensed is not None else data
         per_query = KERNELS[type(measure)](source, measure)
         keep = source.judged if measure.USES_QRELS else source.judged | source.in_run
-        query_ids.append(source.universe[keep])
+        queries.append(source.universe[keep])
         labels.append(np.full(int(keep.sum()), str(measure), dtype=object))
         values.append(per_query[keep])
     if not wanted:
@@ -51,19 +57,19 @@ def evaluate(
         )
     return pd.DataFrame(
         {
-            "query_id": pd.array(np.concatenate(query_ids), dtype="str"),
+            "query_id": pd.array(np.concatenate(queries), dtype="str"),
             "measure": pd.array(np.concatenate(labels), dtype="str"),
             "value": np.concatenate(values).astype(np.float64),
         }
     )
 
 
-def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame) -> list[str]:
+def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> list[str]:
     """Query ids of the run or the qrels with no label >= 1: left out of every qrels measure."""
     relevant = qrels["relevance"].to_numpy(dtype=np.int64, na_value=0) >= JUDGED_LEVEL
     judged = pc.unique(arrow_strings(qrels["query_id"]).filter(pa.array(relevant)))
     seen = pc.unique(
-        pa.concat_arrays([pc.unique(arrow_strings(table["query_id"])) for table in (run, qrels)])
+        pa.concat_arrays([distinct_query_ids(table) for table in (run, qrels)])
     ).drop_null()
     left_out = seen.filter(pc.invert(pc.is_in(seen, value_set=judged)))
     return left_out.take(pc.sort_indices(left_out)).to_pylist()

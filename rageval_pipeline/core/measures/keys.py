@@ -30,8 +30,8 @@ _LOW_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], dtyp
 def arrow_strings(values: pd.Series | pa.Array | pa.ChunkedArray) -> pa.LargeStringArray:
     """`values` as one contiguous Arrow large_string array (zero-copy for Arrow-backed columns)."""
     arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values)
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    if isinstance(arr, pa.ChunkedArray):  # (combining copies even a single chunk)
+        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     return arr.cast(pa.large_string())
 
 
@@ -120,6 +120,33 @@ def _fingerprint(
             if multiplier is not None:
                 part *= multiplier
     return h
+
+
+def query_salt(query: pa.LargeStringArray) -> np.ndarray:
+    """Each row's query id fingerprint, a function of the id alone, so pair keys made by a reader
+    and by the measures engine agree. Rows grouped by query hash one id per block."""
+    n = len(query)
+    if not n:
+        return np.zeros(0, np.uint64)
+    change = pc.not_equal(query.slice(1), query.slice(0, n - 1))
+    starts = np.flatnonzero(np.r_[True, pc.fill_null(change, True).to_numpy(zero_copy_only=False)])
+    if len(starts) * 16 > n:  # not grouped: hashing every id costs less than the blocks
+        return fingerprint(query)
+    return np.repeat(fingerprint(query.take(pa.array(starts))), np.diff(np.r_[starts, n]))
+
+
+def pair_keys(query: pa.LargeStringArray, doc: pa.LargeStringArray) -> np.ndarray:
+    """A uint64 per (query id, doc id) row; equal pairs get equal keys."""
+    return fingerprint(doc, query_salt(query))
+
+
+def shared_keys(keys: np.ndarray) -> np.ndarray:
+    """The rows whose key another row also has (one sort), ascending."""
+    ordered = np.sort(keys)
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.isin(keys, ordered[1:][same]))
 
 
 def exact_pair_keys(query_index: np.ndarray, doc_codes: np.ndarray) -> np.ndarray:
