@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.aggregate import LATENCY_STATS
 from rageval_pipeline.core.gate import RunSummary
-from rageval_pipeline.core.numbers import round_metric
+from rageval_pipeline.core.numbers import round_metrics
 from rageval_pipeline.core.storage import Warehouse
 
 _LATEST = """
@@ -26,14 +27,19 @@ def select_runs(
     system: str | None = None,
     run_id: str | None = None,
 ) -> pd.DataFrame:
-    """Runs to judge: one explicit run, or those of one Dagster run, or the latest of each
-    (dataset, split, system); optionally narrowed to one dataset and/or system."""
+    """Runs to judge: one explicit run, or those a Dagster run measured or reused, or the
+    latest of each (dataset, split, system); optionally narrowed to one dataset and/or
+    system."""
     if run_id is not None:
         runs = warehouse.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
     elif dagster_run_id is not None:
+        # Runs it measured, and stored runs it reused (their inputs and code were unchanged).
+        where, params = "dagster_run_id = ?", [dagster_run_id]
+        if warehouse.has_table("run_reuses"):
+            where += " OR run_id IN (SELECT run_id FROM run_reuses WHERE dagster_run_id = ?)"
+            params.append(dagster_run_id)
         runs = warehouse.query(
-            "SELECT * FROM runs WHERE dagster_run_id = ? ORDER BY dataset, split, system",
-            [dagster_run_id],
+            f"SELECT * FROM runs WHERE {where} ORDER BY dataset, split, system", params
         )
     else:
         runs = warehouse.query(_LATEST)
@@ -47,7 +53,43 @@ def select_runs(
 def _intervals(means: pd.DataFrame) -> dict[str, tuple[float, float]]:
     """measure -> (ci_low, ci_high) where both are known (runs stored before them have none)."""
     known = means.dropna(subset=["ci_low", "ci_high"])
-    return {r.measure: (float(r.ci_low), float(r.ci_high)) for r in known.itertuples(index=False)}
+    low, high = known["ci_low"].astype(float).tolist(), known["ci_high"].astype(float).tolist()
+    return dict(zip(known["measure"], zip(low, high, strict=True), strict=True))
+
+
+def _groups(keys: pd.Series) -> tuple[np.ndarray, list[tuple[str, int, int]]]:
+    """The row order that brings each key's rows together (keys in order of first appearance,
+    rows in their order), and each key's (key, start, end) in it."""
+    codes, uniques = pd.factorize(keys)
+    order = np.argsort(codes, kind="stable")
+    if not len(order):
+        return order, []
+    ends = [*(np.flatnonzero(np.diff(codes[order])) + 1).tolist(), len(order)]
+    return order, list(zip(uniques, [0, *ends[:-1]], ends, strict=True))
+
+
+def _nested(keys: pd.Series, names: pd.Series, values: np.ndarray) -> dict[str, dict]:
+    """key -> {name: value}, as assigning row by row would build it (a later row wins)."""
+    order, groups = _groups(keys)
+    names_, values_ = names.to_numpy(object)[order].tolist(), values[order].tolist()
+    return {key: dict(zip(names_[a:b], values_[a:b], strict=True)) for key, a, b in groups}
+
+
+def _latency(lat: pd.DataFrame) -> dict[str, dict[str, float]]:
+    lat = lat[lat["stat"].isin(LATENCY_STATS)]
+    group = lat["attribute"].where(lat["attribute"] == "all", lat["attribute"] + "=" + lat["group"])
+    return _nested(group, lat["stat"], lat["value"].to_numpy(float))
+
+
+def _top(rankings: pd.DataFrame) -> dict[str, list[dict]]:
+    order, groups = _groups(rankings["query_id"])
+    ids = rankings["doc_id"].to_numpy(object)[order].tolist()
+    grades = rankings["grade"].astype("Int64").astype(object)
+    grades = grades.where(grades.notna(), None).to_numpy(object)[order].tolist()
+    return {
+        key: [dict(id=i, grade=g) for i, g in zip(ids[a:b], grades[a:b], strict=True)]
+        for key, a, b in groups
+    }
 
 
 def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
@@ -65,18 +107,7 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     out = []
     for run in runs.itertuples(index=False):
         pq = per_query[per_query["run_id"] == run.run_id]
-        lat = latency[latency["run_id"] == run.run_id]
-        groups: dict[str, dict[str, float]] = {}
-        for row in lat[lat["stat"].isin(LATENCY_STATS)].itertuples(index=False):
-            key = "all" if row.attribute == "all" else f"{row.attribute}={row.group}"
-            groups.setdefault(key, {})[row.stat] = float(row.value)
-        top: dict[str, list[dict]] = {}
-        for row in rankings[rankings["run_id"] == run.run_id].itertuples(index=False):
-            grade = None if pd.isna(row.grade) else int(row.grade)
-            top.setdefault(row.query_id, []).append(dict(id=row.doc_id, grade=grade))
-        queries: dict[str, dict[str, float]] = {}
-        for row in pq.itertuples(index=False):
-            queries.setdefault(row.query_id, {})[row.measure] = round_metric(row.value)
+        run_means = means[means["run_id"] == run.run_id]
         out.append(
             RunSummary(
                 dataset=run.dataset,
@@ -87,17 +118,18 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 created_at=pd.Timestamp(run.created_at).isoformat(),
                 # At the baselines' precision (they are stored rounded), so that rounding never
                 # shows as a per-query change or a "regression" of -0.0000001.
-                measures={
-                    r.measure: round_metric(r.value)
-                    for r in means[means["run_id"] == run.run_id].itertuples(index=False)
-                },
-                per_query=queries,
-                intervals=_intervals(means[means["run_id"] == run.run_id]),
-                latency=groups,
+                measures=dict(
+                    zip(run_means["measure"], round_metrics(run_means["value"]), strict=True)
+                ),
+                per_query=_nested(
+                    pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"]))
+                ),
+                intervals=_intervals(run_means),
+                latency=_latency(latency[latency["run_id"] == run.run_id]),
                 n_queries=int(run.n_queries),
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,
-                top=top,
+                top=_top(rankings[rankings["run_id"] == run.run_id]),
             )
         )
     return out
