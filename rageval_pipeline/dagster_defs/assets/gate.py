@@ -100,7 +100,8 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
             datasets,
         )
         full = report.build_report(verdict, judged, baselines, history)
-        paths = report.write_reports(full, folder, settings.reports_dir / "latest")
+        latest, plots = settings.reports_dir / "latest", settings.storage / "cache" / "plots"
+        paths = report.write_reports(full, folder, latest, plot_cache=plots)
         for summary in judged:
             _write_validation_report(settings, summary, stamp)
         store.record_gate(
