@@ -97,13 +97,17 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     if runs.empty:
         return []
     ids = runs["run_id"].tolist()
-    marks = ", ".join("?" * len(ids))
-    means = warehouse.query(f"SELECT * FROM run_metrics WHERE run_id IN ({marks})", ids)
-    per_query = warehouse.query(f"SELECT * FROM query_metrics WHERE run_id IN ({marks})", ids)
-    latency = warehouse.query(f"SELECT * FROM latency WHERE run_id IN ({marks})", ids)
-    rankings = warehouse.query(
-        f"SELECT * FROM rankings WHERE run_id IN ({marks}) ORDER BY query_id, rank", ids
-    )
+    where = f"WHERE run_id IN ({', '.join('?' * len(ids))})"
+    with warehouse.read() as con:  # one connection for the four reads
+        means, per_query, latency, rankings = (
+            con.execute(f"SELECT * FROM {table} {where} {order}", ids).df()
+            for table, order in (
+                ("run_metrics", ""),
+                ("query_metrics", ""),
+                ("latency", ""),
+                ("rankings", "ORDER BY query_id, rank"),
+            )
+        )
     out = []
     for run in runs.itertuples(index=False):
         pq = per_query[per_query["run_id"] == run.run_id]
