@@ -310,11 +310,6 @@ class Warehouse:
             )
             return True
 
-    def has_table(self, name: str) -> bool:
-        """Whether the warehouse holds a table (one written by an older version may not)."""
-        sql = "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?"
-        return bool(self.query(sql, [name])["n"][0])
-
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
         with self.read() as con:
             return con.execute(sql, params or []).df()

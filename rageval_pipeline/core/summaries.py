@@ -19,6 +19,9 @@ ORDER BY dataset, split, system
 """
 
 
+_HAS_TABLE = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
+
+
 def select_runs(
     warehouse: Warehouse,
     *,
@@ -33,14 +36,15 @@ def select_runs(
     if run_id is not None:
         runs = warehouse.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
     elif dagster_run_id is not None:
-        # Runs it measured, and stored runs it reused (their inputs and code were unchanged).
+        # Runs it measured, and stored runs it reused (their inputs and code were unchanged;
+        # a warehouse written before reuse has no run_reuses table).
         where, params = "dagster_run_id = ?", [dagster_run_id]
-        if warehouse.has_table("run_reuses"):
-            where += " OR run_id IN (SELECT run_id FROM run_reuses WHERE dagster_run_id = ?)"
-            params.append(dagster_run_id)
-        runs = warehouse.query(
-            f"SELECT * FROM runs WHERE {where} ORDER BY dataset, split, system", params
-        )
+        with warehouse.read() as con:
+            if con.execute(_HAS_TABLE, ["run_reuses"]).fetchone()[0]:
+                where += " OR run_id IN (SELECT run_id FROM run_reuses WHERE dagster_run_id = ?)"
+                params.append(dagster_run_id)
+            sql = f"SELECT * FROM runs WHERE {where} ORDER BY dataset, split, system"
+            runs = con.execute(sql, params).df()
     else:
         runs = warehouse.query(_LATEST)
     if dataset is not None:
