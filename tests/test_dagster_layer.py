@@ -210,6 +210,21 @@ def test_a_reused_evaluation_missing_from_the_warehouse_is_measured_again(pipeli
     assert _metadata(again, "bm25/metrics")["run_id"] != first["run_id"]
 
 
+def test_the_shipped_examples_uncommented_build_a_job_each(pipeline_home):
+    # Dagster names each system's asset group and job after it: the examples must load.
+    shipped = (Path(__file__).parent.parent / "data" / "systems.yaml").read_text()
+    head, examples = shipped.split("# --- other kinds")
+    lines = [
+        line[:2] + line[4:] if line.startswith("  # ") else "" for line in examples.split("\n")
+    ]
+    (pipeline_home / "data" / "systems.yaml").write_text(head + "\n".join(lines[1:]))
+    (pipeline_home / "data" / "runs").mkdir()
+    (pipeline_home / "data" / "runs" / "ours.trec").write_text("q1 Q0 d1 1 2.5 ours\n")
+    names = [j.name for j in build_definitions().resolve_all_job_defs()]
+    expected = ["bm25_fixed", "hybrid_weighted", "ours_offline", "ours_http", "ours_python"]
+    assert {f"evaluate_{n}" for n in ["bm25", "dense", "hybrid", *expected]} <= set(names)
+
+
 def test_a_missing_index_is_rebuilt_even_when_its_key_matches(pipeline_home):
     import shutil
 

@@ -326,6 +326,27 @@ def test_latency_groups_outside_the_compared_attributes_are_not_gated():
     ]
 
 
+@pytest.mark.parametrize(
+    ("stat", "timed", "blocks"),
+    [("p95", 19, False), ("p95", 20, True), ("p50", 10, True), ("p99", 99, False)],
+)
+def test_a_tail_percentile_of_too_few_queries_is_advisory(stat, timed, blocks):
+    # p95 needs 20 timings to be more than the slowest one or two; p99 needs 100.
+    slow = {"p50": 10.0, "p95": 30.0, "p99": 40.0} | {stat: 400.0}
+    base = summary(GOOD, latency={"all": {"p50": 10.0, "p95": 30.0, "p99": 40.0}})
+    run = summary(GOOD, latency={"all": slow}).model_copy(
+        update={"latency_queries": {"all": timed}}
+    )
+    policy = GatePolicy.model_validate(
+        {"datasets": {"default": {"latency_tolerance": {"stats": [stat]}}}}
+    )
+    verdict = judge([run], {("nfcorpus", "bm25"): baseline_from_summary(base)}, policy)
+    check = only(verdict, "latency_baseline", stat)
+    assert not check.passed and check.category == "latency_regression"
+    assert check.blocking is blocks and verdict.passed is not blocks
+    assert ("advisory" in check.message) is not blocks
+
+
 def test_latency_jitter_below_the_floor_passes():
     # +100% but only +2 ms: under the 5 ms floor.
     base = summary(GOOD, latency={"all": {"p50": 2.0, "p95": 3.0}})

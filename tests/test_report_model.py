@@ -108,12 +108,14 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     svg, png = render(per_query)
     assert svg.startswith("<svg") and png.startswith(b"\x89PNG")
     assert render(per_query) == (svg, png)
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "per_query-hotel-test-removed.svg").write_text("<svg/>")
     paths = write_reports(report, tmp_path)
     again = write_reports(report, tmp_path / "again")
     for what, path in paths.items():
         assert path.read_bytes() == again[what].read_bytes(), what
     plots = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert len(plots) == 2 * len(report.figures)
+    assert len(plots) == 2 * len(report.figures)  # the earlier report's plot is gone
     assert json.loads(paths["report"].read_text())["runs"][0]["lost"][0]["query_id"] == "q1"
 
 

@@ -95,6 +95,29 @@ def test_fusion_fingerprint_follows_its_members(tmp_path):
     assert k_changed["hybrid"] != before["hybrid"]
 
 
+def test_fusion_records_its_members_configs_so_their_changes_show(tmp_path):
+    from rageval_pipeline.core.gate.baselines import config_changes
+
+    text = """
+        systems:
+          bm25: {{retriever: bm25, k1: {k1}}}
+          dense: {{retriever: dense}}
+          hybrid: {{retriever: rrf, members: [bm25, dense]}}
+          outer: {{retriever: weighted, members: {{hybrid: 1, dense: 2}}}}
+        """
+    reference = ChunkingConfig(strategy="document")
+    before, after = (
+        {n: s.recorded_config(reference) for n, s in load_systems(write(tmp_path, body)).items()}
+        for body in (text.format(k1=1.5), text.format(k1=1.2))
+    )
+    assert before["hybrid"]["members"]["dense"] == before["dense"]
+    assert before["outer"]["members"]["dense"] == before["dense"] | {"weight": 2.0}
+    assert config_changes(before["hybrid"], after["hybrid"]) == {"members.bm25.k1": (1.5, 1.2)}
+    assert config_changes(before["outer"], after["outer"]) == {
+        "members.hybrid.members.bm25.k1": (1.5, 1.2)
+    }
+
+
 def test_run_file_fingerprint_follows_content_not_location(tmp_path):
     text = "systems:\n  ours: {retriever: run_file, path: runs/ours.trec}\n"
     for folder in ("one", "two"):
@@ -160,7 +183,7 @@ def test_run_file_fingerprint_follows_content_not_location(tmp_path):
         ),
         (
             "'bad name': {retriever: bm25}",
-            """systems["bad name"]: a system name is letters, digits, '_', '.' or '-' """
+            """systems["bad name"]: a system name is letters, digits and '_' (e.g. bm25_fixed) """
             """(got "bad name")""",
         ),
         (

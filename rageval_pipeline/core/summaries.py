@@ -79,10 +79,13 @@ def _nested(keys: pd.Series, names: pd.Series, values: np.ndarray) -> dict[str, 
     return {key: dict(zip(names_[a:b], values_[a:b], strict=True)) for key, a, b in groups}
 
 
-def _latency(lat: pd.DataFrame) -> dict[str, dict[str, float]]:
-    lat = lat[lat["stat"].isin(LATENCY_STATS)]
+def _latency(lat: pd.DataFrame) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """(group -> stat -> ms, group -> how many queries were timed) of one run."""
     group = lat["attribute"].where(lat["attribute"] == "all", lat["attribute"] + "=" + lat["group"])
-    return _nested(group, lat["stat"], lat["value"].to_numpy(float))
+    stats, counts = lat["stat"].isin(LATENCY_STATS), lat["stat"] == "count"
+    values = lat["value"].to_numpy(float)
+    timed = dict(zip(group[counts], values[counts.to_numpy()].astype(int).tolist(), strict=True))
+    return _nested(group[stats], lat["stat"][stats], values[stats.to_numpy()]), timed
 
 
 def _top(rankings: pd.DataFrame) -> dict[str, list[dict]]:
@@ -116,6 +119,7 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     for run in runs.itertuples(index=False):
         pq = per_query[per_query["run_id"] == run.run_id]
         run_means = means[means["run_id"] == run.run_id]
+        latency_stats, timed = _latency(latency[latency["run_id"] == run.run_id])
         out.append(
             RunSummary(
                 dataset=run.dataset,
@@ -133,7 +137,8 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                     pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"]))
                 ),
                 intervals=_intervals(run_means),
-                latency=_latency(latency[latency["run_id"] == run.run_id]),
+                latency=latency_stats,
+                latency_queries=timed,
                 n_queries=int(run.n_queries),
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,

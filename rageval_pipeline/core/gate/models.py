@@ -67,6 +67,9 @@ class _SummaryFields(_Strict):
     latency: dict[str, dict[LatencyStat, FiniteFloat]] = Field(
         default_factory=dict, description='group ("all", "intent=factual") -> stat -> ms'
     )
+    latency_queries: dict[str, int] = Field(
+        default_factory=dict, description="group -> how many queries were timed in it"
+    )
     n_queries: int = Field(ge=0)
     intervals: Annotated[dict[MeasureName, tuple[FiniteFloat, FiniteFloat]], OneSpellingEach] = (
         Field(default_factory=dict, description="95% bootstrap interval of each mean")

@@ -102,6 +102,11 @@ def write_reports(
             write_text(folder / "plots" / f"{name}.svg", svg)
             with atomic_path(folder / "plots" / f"{name}.png") as tmp:
                 tmp.write_bytes(png)
+        # A plot of an earlier report (a system since removed) must not pass for this one's.
+        stale = (folder / "plots").glob("*") if (folder / "plots").is_dir() else ()
+        for old in stale:
+            if old.suffix in (".svg", ".png") and old.stem not in drawn:
+                old.unlink(missing_ok=True)
         for what, text in texts.items():
             write_text(folder / REPORT_FILES[what], text)
     return {what: Path(directory) / REPORT_FILES[what] for what in texts}

@@ -14,7 +14,8 @@ from rageval_pipeline.core.systems.combined import RerankSystem, RRFSystem, Weig
 from rageval_pipeline.core.systems.external import HttpSystem, PythonSystem, RunFileSystem
 from rageval_pipeline.core.systems.indexed import BM25System, DenseSystem
 
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# Dagster names each system's asset group and job after it, and allows only these characters.
+_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 SystemConfig = Annotated[
@@ -35,7 +36,7 @@ SystemConfig = Annotated[
 
 def _system_name(name: str) -> str:
     if not _NAME.match(name):
-        raise ValueError("a system name is letters, digits, '_', '.' or '-'")
+        raise ValueError("a system name is letters, digits and '_' (e.g. bm25_fixed)")
     return name
 
 

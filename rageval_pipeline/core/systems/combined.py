@@ -27,6 +27,17 @@ class _Fusion(_System):
     def chunk_level(self, reference: ChunkingConfig | None) -> bool:
         return all(self.member(m).chunk_level(reference) for m in self.members)
 
+    def recorded_config(self, reference: ChunkingConfig | None) -> dict:
+        """Each member's configuration as run, under its name (with its weight, if weighted),
+        so that a change to a member shows in the fused system's recorded changes too."""
+        weights = self.members if isinstance(self.members, dict) else {}
+        members = {
+            m: self.member(m).recorded_config(reference)
+            | ({"weight": weights[m]} if weights else {})
+            for m in self.members
+        }
+        return self.model_dump(mode="json") | {"members": members}
+
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
         missing = [m for m in self.members if m not in inputs.member_runs]
         if missing:
