@@ -141,46 +141,73 @@ def _reused(result: dg.ExecuteInMemoryResult) -> dict[str, bool | None]:
     return out
 
 
-def test_a_warm_rerun_reuses_chunks_index_and_run_and_still_gates(pipeline_home):
+def _metadata(result: dg.ExecuteInMemoryResult, asset: str) -> dict:
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        if materialization.asset_key.to_user_string() == asset:
+            return {k: v.value for k, v in materialization.metadata.items()}
+    raise AssertionError(f"{asset} was not materialized")
+
+
+def test_a_warm_rerun_reuses_every_stage_and_still_gates(pipeline_home):
     storage = pipeline_home / "storage"
     run_file = storage / "assets" / "bm25" / "run" / "beir-mini.parquet"
+    stages = ("corpus", "queries", "qrels", "bm25/chunks", "bm25/index", "bm25/run", "bm25/metrics")
+    tables = [storage / "assets" / f"{s}/beir-mini.parquet" for s in stages if s != "bm25/index"]
     defs = build_definitions()
-    cold = _reused(_materialize(defs))
-    assert cold == {
-        "beir_archive": None,
-        "corpus": None,
-        "queries": None,
-        "qrels": None,
-        "bm25/chunks": False,
-        "bm25/index": False,
-        "bm25/run": False,
-        "bm25/metrics": None,
-        "gate": None,
-    }
+    cold_result = _materialize(defs)
+    cold = _reused(cold_result)
+    assert cold == {"beir_archive": None, "gate": None} | {s: False for s in stages}
     first_run = pq.read_table(run_file).to_pandas()
-    index_files = {p: p.stat().st_mtime_ns for p in (storage / "indexes").rglob("*") if p.is_file()}
+    files = [p for p in (storage / "indexes").rglob("*") if p.is_file()] + tables
+    written = {p: p.stat().st_mtime_ns for p in files}
+    measured = _metadata(cold_result, "bm25/metrics")
 
-    warm = _reused(_materialize(defs))
-    assert {k: v for k, v in warm.items() if v is not None} == {
-        "bm25/chunks": True,
-        "bm25/index": True,
-        "bm25/run": True,
-    }
-    assert {"bm25/metrics", "gate"} <= set(warm)  # measured and judged again
-    # Reused means untouched: the index files were not rewritten, the run is the same run
-    # (latencies included: they were measured once).
-    assert {p: p.stat().st_mtime_ns for p in index_files} == index_files
+    warm_result = _materialize(defs)
+    warm = _reused(warm_result)
+    assert warm == {"beir_archive": None, "gate": None} | {s: True for s in stages}
+    # Reused means untouched: no index file or stored table was rewritten, the run is the
+    # same run (latencies included: they were measured once).
+    assert {p: p.stat().st_mtime_ns for p in files} == written
     pd.testing.assert_frame_equal(pq.read_table(run_file).to_pandas(), first_run)
-    runs = Warehouse.existing(storage).query("SELECT count(*) AS n FROM runs")
-    assert runs["n"][0] == 2
+    # The same evaluation is not stored twice; the warm job's gate judged the reused run.
+    again = _metadata(warm_result, "bm25/metrics")
+    assert {k: v for k, v in again.items() if k != "reused"} == {
+        k: v for k, v in measured.items() if k != "reused"
+    }
+    store = Warehouse.existing(storage)
+    assert store.query("SELECT count(*) AS n FROM runs")["n"][0] == 1
+    assert _metadata(warm_result, "gate")["runs"] == measured["run_id"]
+    reuses = store.query("SELECT run_id, dagster_run_id FROM run_reuses")
+    assert reuses.to_dict("records") == [
+        {"run_id": measured["run_id"], "dagster_run_id": warm_result.run_id}
+    ]
 
     # A different depth changes the run's inputs, not the chunks' or the index's.
     deeper = _reused(_materialize(defs, top_k=5))
-    assert [deeper[f"bm25/{s}"] for s in ("chunks", "index", "run")] == [True, True, False]
+    assert [deeper[f"bm25/{s}"] for s in ("chunks", "index", "run", "metrics")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
 
     forced = _reused(_materialize(defs, force=True))
-    assert [forced[f"bm25/{s}"] for s in ("chunks", "index", "run")] == [False, False, False]
-    assert {p for p in index_files if p.stat().st_mtime_ns != index_files[p]}  # rebuilt
+    assert {s: forced[s] for s in stages} == {s: False for s in stages}
+    assert {p for p in written if p.stat().st_mtime_ns != written[p]}  # rebuilt
+    assert store.query("SELECT count(*) AS n FROM runs")["n"][0] == 3
+
+
+def test_a_reused_evaluation_missing_from_the_warehouse_is_measured_again(pipeline_home):
+    defs = build_definitions()
+    first = _metadata(_materialize(defs), "bm25/metrics")
+    store = Warehouse.existing(pipeline_home / "storage")
+    with store.connect() as con:
+        con.execute("DELETE FROM runs")
+    again = _materialize(defs)
+    assert _reused(again)["bm25/metrics"] is False
+    assert _metadata(again, "gate")["runs"] == _metadata(again, "bm25/metrics")["run_id"]
+    assert _metadata(again, "bm25/metrics")["run_id"] != first["run_id"]
 
 
 def test_the_shipped_examples_uncommented_build_a_job_each(pipeline_home):
@@ -206,6 +233,7 @@ def test_a_missing_index_is_rebuilt_even_when_its_key_matches(pipeline_home):
     shutil.rmtree(pipeline_home / "storage" / "indexes" / "bm25" / "beir-mini")
     again = _reused(_materialize(defs))
     assert [again[f"bm25/{s}"] for s in ("chunks", "index", "run")] == [True, False, True]
+    assert again["bm25/metrics"] is True  # the index was rebuilt, the run (its input) is the same
 
 
 def test_a_live_service_is_asked_again_and_so_is_a_fusion_of_it(

@@ -234,9 +234,17 @@ def test_users_own_systems_run_file_and_entry_point(evaluated):
 
 def test_history_lists_every_evaluation_oldest_first(evaluated, capsys):
     from rageval_pipeline.cli import main
+    from rageval_pipeline.dagster_defs.resources import Settings
 
     defs, _, home = evaluated
-    assert _materialize(defs, selection="key:bm25/metrics").success
+    # Unforced, the unchanged evaluation would be reused: history keeps one row per evaluation.
+    again = dg.materialize(
+        list(defs.assets),
+        selection="key:bm25/metrics",
+        partition_key=PARTITION,
+        resources=dict(defs.resources) | {"settings": Settings(force=True)},
+    )
+    assert again.success
     storage = str(home / "storage")
     assert main(["history", "--dataset", PARTITION, "-m", "MRR", "--storage", storage]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]

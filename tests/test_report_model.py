@@ -10,7 +10,7 @@ import pytest
 
 from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, judge
 from rageval_pipeline.core.report import build_report, to_html, to_markdown, write_reports
-from rageval_pipeline.core.report.plots import render
+from rageval_pipeline.core.report.plots import render, render_cached
 from rageval_pipeline.core.report.seed003 import validation_report
 
 QUERIES = [f"q{i}" for i in range(1, 9)]
@@ -117,6 +117,30 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     plots = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert len(plots) == 2 * len(report.figures)  # the earlier report's plot is gone
     assert json.loads(paths["report"].read_text())["runs"][0]["lost"][0]["query_id"] == "q1"
+
+
+def test_cached_figures_are_the_drawn_bytes_and_only_changed_ones_are_drawn(
+    context, tmp_path, monkeypatch
+):
+    report, _ = context
+    cache = tmp_path / "cache"
+    drawn = render_cached(report.figures, cache)
+    assert drawn == {f.name: render(f) for f in report.figures}
+    assert len(list(cache.iterdir())) == 2 * len(report.figures)
+
+    calls = []
+    monkeypatch.setattr(
+        "rageval_pipeline.core.report.plots.render", lambda f: calls.append(f) or render(f)
+    )
+    assert render_cached(report.figures, cache) == drawn and calls == []
+    changed = report.figures[0].model_copy(update={"title": "another title"})
+    again = render_cached([changed, *report.figures[1:]], cache)
+    assert calls == [changed] and again[changed.name] == render(changed)
+    assert len(list(cache.iterdir())) == 2 * len(report.figures)  # the old figure's pair dropped
+    cached = write_reports(report, tmp_path / "a", plot_cache=cache)
+    plain = write_reports(report, tmp_path / "b")
+    for what, path in plain.items():
+        assert cached[what].read_bytes() == path.read_bytes(), what
 
 
 def test_markdown_and_html_read_the_same_model(context):

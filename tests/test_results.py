@@ -158,3 +158,30 @@ def test_a_run_read_back_equals_the_baseline_written_from_it(tmp_path):
     baseline = load_baseline(tmp_path / "baseline.json")
     assert summary.per_query == baseline.per_query
     assert summary.measures == baseline.measures
+
+
+def test_a_dagster_run_selects_the_runs_it_measured_and_those_it_reused(tmp_path):
+    from rageval_pipeline.core.summaries import select_runs
+
+    results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
+    warehouse = Warehouse(tmp_path / WAREHOUSE_FILE)
+    stored = store_results(tmp_path, warehouse, RECORD, results, QUERIES)
+    assert select_runs(warehouse, dagster_run_id="dagster-2").empty
+    assert not warehouse.record_reuse("no-such-run", "dagster-2", RECORD.created_at)
+    assert warehouse.record_reuse(stored.run_id, "dagster-2", RECORD.created_at)
+    for job in ("dagster-1", "dagster-2"):
+        assert select_runs(warehouse, dagster_run_id=job)["run_id"].tolist() == [stored.run_id]
+    assert select_runs(warehouse, dagster_run_id="dagster-3").empty
+    assert warehouse.query("SELECT count(*) AS n FROM runs")["n"][0] == 1
+
+
+def test_a_warehouse_written_before_reuse_still_selects_a_dagster_runs_runs(tmp_path):
+    from rageval_pipeline.core.summaries import select_runs
+
+    results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
+    warehouse = Warehouse(tmp_path / WAREHOUSE_FILE)
+    stored = store_results(tmp_path, warehouse, RECORD, results, QUERIES)
+    with warehouse.connect() as con:
+        con.execute("DROP TABLE run_reuses")
+    assert select_runs(warehouse, dagster_run_id="dagster-1")["run_id"].tolist() == [stored.run_id]
+    assert select_runs(warehouse, dagster_run_id="dagster-2").empty

@@ -8,6 +8,7 @@ import pytest
 from rageval_pipeline.core.reuse import (
     FrameCache,
     content_key,
+    folder_key,
     frame_key,
     read_stamp,
     write_stamp,
@@ -55,6 +56,29 @@ def test_frame_cache_keeps_only_the_latest_key(tmp_path):
     cache.put("k2", FRAME.iloc[:1])
     assert cache.get("k1") is None
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["k2.parquet"]
+
+
+def test_frame_cache_keeps_a_record_with_its_table(tmp_path):
+    cache = FrameCache(tmp_path / "c")
+    cache.put("k1", FRAME, {"run_id": "r1", "means": {"RR": 0.5}})
+    assert cache.record("k1") == {"run_id": "r1", "means": {"RR": 0.5}}
+    cache.put("k2", FRAME)
+    assert cache.record("k1") is None and cache.record("k2") is None
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["k2.parquet"]
+
+
+def test_folder_key_follows_every_file_name_and_content(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
+    first = folder_key(tmp_path)
+    assert folder_key(tmp_path) == first
+    (tmp_path / "qrels" / "test.tsv").write_text("q1\td1\t2\n")
+    changed = folder_key(tmp_path)
+    (tmp_path / "qrels" / "test.tsv").rename(tmp_path / "qrels" / "dev.tsv")
+    renamed = folder_key(tmp_path)
+    (tmp_path / "queries.jsonl").write_text("")
+    assert len({first, changed, renamed, folder_key(tmp_path)}) == 4
 
 
 def test_stamps_are_written_read_and_forgotten(tmp_path):

@@ -44,13 +44,15 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 from pydantic import Field
 
 from rageval_pipeline.core.errors import InputError, NetworkError
 from rageval_pipeline.core.limits import EnvLimits
+
+if TYPE_CHECKING:  # imported where a request is made: loading the pipeline needs no httpx
+    import httpx
 
 T = TypeVar("T")
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -97,6 +99,8 @@ class Reply:
 
 def redact_url(url: str | httpx.URL) -> str:
     """`url` without user info or query string (where API keys hide); `?…` marks a query."""
+    import httpx
+
     try:
         parsed = httpx.URL(str(url))
     except Exception:
@@ -216,6 +220,8 @@ class HttpSession:
 
     def __init__(self, limits: NetLimits | None = None, headers: Mapping[str, str] | None = None):
         self.limits = limits or NetLimits()
+        import httpx
+
         self._headers = check_headers(headers or {})
         timeout = httpx.Timeout(self.limits.deadline_s, connect=self.limits.connect_timeout_s)
 
@@ -274,6 +280,8 @@ class HttpSession:
         raise NetworkError(where, f"failed after {limits.attempts} attempt(s): {last.reason}")
 
     async def _attempt(self, call: _Call) -> Reply:
+        import httpx
+
         limits, where = self.limits, redact_url(call.url)
         failure: Exception
         try:

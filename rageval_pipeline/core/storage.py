@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +79,11 @@ CREATE OR REPLACE VIEW history AS
     SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
            m.measure, m.value
     FROM runs r JOIN run_metrics m USING (run_id);
+-- A job whose inputs and code were unchanged reuses a stored run instead of measuring it again
+-- (history keeps one row per evaluation); this lists which job reused which run, for the gate.
+CREATE TABLE IF NOT EXISTS run_reuses (
+    run_id VARCHAR, dagster_run_id VARCHAR, created_at TIMESTAMP
+);
 CREATE TABLE IF NOT EXISTS gate_results (
     gate_id VARCHAR PRIMARY KEY, dagster_run_id VARCHAR, created_at TIMESTAMP,
     passed BOOLEAN, categories VARCHAR, summary VARCHAR, report_json VARCHAR
@@ -291,6 +297,18 @@ class Warehouse:
             )
             for table, df in results.items():
                 insert_rows(con, table, df)
+
+    def record_reuse(self, run_id: str, dagster_run_id: str, created_at: datetime) -> bool:
+        """Note that a Dagster run reused stored run `run_id`; False (nothing written) when
+        that run is not stored (any more), so it must be measured again."""
+        with self.connect() as con:
+            stored = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id])
+            if not stored.fetchone()[0]:
+                return False
+            con.execute(
+                "INSERT INTO run_reuses VALUES (?, ?, ?)", [run_id, dagster_run_id, created_at]
+            )
+            return True
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
         with self.read() as con:

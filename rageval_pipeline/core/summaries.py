@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.aggregate import LATENCY_STATS
 from rageval_pipeline.core.gate import RunSummary
-from rageval_pipeline.core.numbers import round_metric
+from rageval_pipeline.core.numbers import round_metrics
 from rageval_pipeline.core.storage import Warehouse
 
 _LATEST = """
@@ -16,6 +17,9 @@ SELECT * FROM runs
 QUALIFY row_number() OVER (PARTITION BY dataset, split, system ORDER BY created_at DESC) = 1
 ORDER BY dataset, split, system
 """
+
+
+_HAS_TABLE = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
 
 
 def select_runs(
@@ -26,15 +30,21 @@ def select_runs(
     system: str | None = None,
     run_id: str | None = None,
 ) -> pd.DataFrame:
-    """Runs to judge: one explicit run, or those of one Dagster run, or the latest of each
-    (dataset, split, system); optionally narrowed to one dataset and/or system."""
+    """Runs to judge: one explicit run, or those a Dagster run measured or reused, or the
+    latest of each (dataset, split, system); optionally narrowed to one dataset and/or
+    system."""
     if run_id is not None:
         runs = warehouse.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
     elif dagster_run_id is not None:
-        runs = warehouse.query(
-            "SELECT * FROM runs WHERE dagster_run_id = ? ORDER BY dataset, split, system",
-            [dagster_run_id],
-        )
+        # Runs it measured, and stored runs it reused (their inputs and code were unchanged;
+        # a warehouse written before reuse has no run_reuses table).
+        where, params = "dagster_run_id = ?", [dagster_run_id]
+        with warehouse.read() as con:
+            if con.execute(_HAS_TABLE, ["run_reuses"]).fetchone()[0]:
+                where += " OR run_id IN (SELECT run_id FROM run_reuses WHERE dagster_run_id = ?)"
+                params.append(dagster_run_id)
+            sql = f"SELECT * FROM runs WHERE {where} ORDER BY dataset, split, system"
+            runs = con.execute(sql, params).df()
     else:
         runs = warehouse.query(_LATEST)
     if dataset is not None:
@@ -47,7 +57,46 @@ def select_runs(
 def _intervals(means: pd.DataFrame) -> dict[str, tuple[float, float]]:
     """measure -> (ci_low, ci_high) where both are known (runs stored before them have none)."""
     known = means.dropna(subset=["ci_low", "ci_high"])
-    return {r.measure: (float(r.ci_low), float(r.ci_high)) for r in known.itertuples(index=False)}
+    low, high = known["ci_low"].astype(float).tolist(), known["ci_high"].astype(float).tolist()
+    return dict(zip(known["measure"], zip(low, high, strict=True), strict=True))
+
+
+def _groups(keys: pd.Series) -> tuple[np.ndarray, list[tuple[str, int, int]]]:
+    """The row order that brings each key's rows together (keys in order of first appearance,
+    rows in their order), and each key's (key, start, end) in it."""
+    codes, uniques = pd.factorize(keys)
+    order = np.argsort(codes, kind="stable")
+    if not len(order):
+        return order, []
+    ends = [*(np.flatnonzero(np.diff(codes[order])) + 1).tolist(), len(order)]
+    return order, list(zip(uniques, [0, *ends[:-1]], ends, strict=True))
+
+
+def _nested(keys: pd.Series, names: pd.Series, values: np.ndarray) -> dict[str, dict]:
+    """key -> {name: value}, as assigning row by row would build it (a later row wins)."""
+    order, groups = _groups(keys)
+    names_, values_ = names.to_numpy(object)[order].tolist(), values[order].tolist()
+    return {key: dict(zip(names_[a:b], values_[a:b], strict=True)) for key, a, b in groups}
+
+
+def _latency(lat: pd.DataFrame) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """(group -> stat -> ms, group -> how many queries were timed) of one run."""
+    group = lat["attribute"].where(lat["attribute"] == "all", lat["attribute"] + "=" + lat["group"])
+    stats, counts = lat["stat"].isin(LATENCY_STATS), lat["stat"] == "count"
+    values = lat["value"].to_numpy(float)
+    timed = dict(zip(group[counts], values[counts.to_numpy()].astype(int).tolist(), strict=True))
+    return _nested(group[stats], lat["stat"][stats], values[stats.to_numpy()]), timed
+
+
+def _top(rankings: pd.DataFrame) -> dict[str, list[dict]]:
+    order, groups = _groups(rankings["query_id"])
+    ids = rankings["doc_id"].to_numpy(object)[order].tolist()
+    grades = rankings["grade"].astype("Int64").astype(object)
+    grades = grades.where(grades.notna(), None).to_numpy(object)[order].tolist()
+    return {
+        key: [dict(id=i, grade=g) for i, g in zip(ids[a:b], grades[a:b], strict=True)]
+        for key, a, b in groups
+    }
 
 
 def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
@@ -55,32 +104,22 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     if runs.empty:
         return []
     ids = runs["run_id"].tolist()
-    marks = ", ".join("?" * len(ids))
-    means = warehouse.query(f"SELECT * FROM run_metrics WHERE run_id IN ({marks})", ids)
-    per_query = warehouse.query(f"SELECT * FROM query_metrics WHERE run_id IN ({marks})", ids)
-    latency = warehouse.query(f"SELECT * FROM latency WHERE run_id IN ({marks})", ids)
-    rankings = warehouse.query(
-        f"SELECT * FROM rankings WHERE run_id IN ({marks}) ORDER BY query_id, rank", ids
-    )
+    where = f"WHERE run_id IN ({', '.join('?' * len(ids))})"
+    with warehouse.read() as con:  # one connection for the four reads
+        means, per_query, latency, rankings = (
+            con.execute(f"SELECT * FROM {table} {where} {order}", ids).df()
+            for table, order in (
+                ("run_metrics", ""),
+                ("query_metrics", ""),
+                ("latency", ""),
+                ("rankings", "ORDER BY query_id, rank"),
+            )
+        )
     out = []
     for run in runs.itertuples(index=False):
         pq = per_query[per_query["run_id"] == run.run_id]
-        lat = latency[latency["run_id"] == run.run_id]
-        groups: dict[str, dict[str, float]] = {}
-        counts: dict[str, int] = {}
-        for row in lat.itertuples(index=False):
-            key = "all" if row.attribute == "all" else f"{row.attribute}={row.group}"
-            if row.stat == "count":
-                counts[key] = int(row.value)
-            elif row.stat in LATENCY_STATS:
-                groups.setdefault(key, {})[row.stat] = float(row.value)
-        top: dict[str, list[dict]] = {}
-        for row in rankings[rankings["run_id"] == run.run_id].itertuples(index=False):
-            grade = None if pd.isna(row.grade) else int(row.grade)
-            top.setdefault(row.query_id, []).append(dict(id=row.doc_id, grade=grade))
-        queries: dict[str, dict[str, float]] = {}
-        for row in pq.itertuples(index=False):
-            queries.setdefault(row.query_id, {})[row.measure] = round_metric(row.value)
+        run_means = means[means["run_id"] == run.run_id]
+        latency_stats, timed = _latency(latency[latency["run_id"] == run.run_id])
         out.append(
             RunSummary(
                 dataset=run.dataset,
@@ -91,18 +130,19 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 created_at=pd.Timestamp(run.created_at).isoformat(),
                 # At the baselines' precision (they are stored rounded), so that rounding never
                 # shows as a per-query change or a "regression" of -0.0000001.
-                measures={
-                    r.measure: round_metric(r.value)
-                    for r in means[means["run_id"] == run.run_id].itertuples(index=False)
-                },
-                per_query=queries,
-                intervals=_intervals(means[means["run_id"] == run.run_id]),
-                latency=groups,
-                latency_queries=counts,
+                measures=dict(
+                    zip(run_means["measure"], round_metrics(run_means["value"]), strict=True)
+                ),
+                per_query=_nested(
+                    pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"]))
+                ),
+                intervals=_intervals(run_means),
+                latency=latency_stats,
+                latency_queries=timed,
                 n_queries=int(run.n_queries),
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,
-                top=top,
+                top=_top(rankings[rankings["run_id"] == run.run_id]),
             )
         )
     return out

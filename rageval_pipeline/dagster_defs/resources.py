@@ -7,7 +7,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from rageval_pipeline.core import paths
+from rageval_pipeline.core.reuse import read_stamp, write_stamp
 from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse, write_parquet
+
+# Output metadata naming the content key (core.reuse) a stage's table was produced or reused for.
+CONTENT_KEY = "content_key"
 
 
 class Settings(dg.ConfigurableResource):
@@ -21,7 +25,8 @@ class Settings(dg.ConfigurableResource):
     beir_mirror: str | None = None  # default: $RAGEVAL_BEIR_MIRROR, else BEIR's official host
     top_k: int = 100
     split: str = "test"
-    # Recompute chunks, indexes and runs even when their inputs and code are unchanged.
+    # Recompute tables, chunks, indexes, runs and metrics even when their inputs and code are
+    # unchanged.
     force: bool = False
 
     @property
@@ -72,8 +77,16 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         return base.joinpath("assets", *key, f"{part}.parquet")
 
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
+        """Write the table, unless it is a reused result (`reused: true`) whose `content_key`
+        is the one the stored file was written with: then the file already holds it."""
         path = self._path(context)
-        write_parquet(obj, path)
+        stamp = path.with_name(path.name + ".key")
+        meta = {k: getattr(v, "value", v) for k, v in context.output_metadata.items()}
+        key = meta.get(CONTENT_KEY)
+        if not (meta.get("reused") is True and path.is_file() and read_stamp(stamp) == key):
+            write_stamp(stamp, None)  # until the new file is in place
+            write_parquet(obj, path)
+            write_stamp(stamp, key)
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "rows": len(obj)})
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:

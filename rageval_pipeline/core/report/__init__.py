@@ -16,6 +16,7 @@ from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.report import render
 from rageval_pipeline.core.report.model import Report, build_report
 from rageval_pipeline.core.report.plots import render as render_figure
+from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.storage import atomic_path, write_text
 
 REPORT_FILES = {
@@ -80,11 +81,16 @@ def to_html(value: Report | Verdict) -> str:
     return render.to_html(report, {f.name: render_figure(f)[0] for f in report.figures})
 
 
-def write_reports(value: Report | Verdict, directory: Path, *more: Path) -> dict[str, Path]:
+def write_reports(
+    value: Report | Verdict, directory: Path, *more: Path, plot_cache: Path | None = None
+) -> dict[str, Path]:
     """Write every rendering and plot atomically into `directory` (and each of `more`: drawn
-    once); returns what -> path in `directory`."""
+    once, or read from `plot_cache` when drawn before); returns what -> path in `directory`."""
     report = _report(value)
-    drawn = {f.name: render_figure(f) for f in report.figures}
+    if plot_cache is None:
+        drawn = {f.name: render_figure(f) for f in report.figures}
+    else:
+        drawn = render_cached(report.figures, plot_cache)
     texts = {
         "json": to_json(report.verdict),
         "report": report.model_dump_json(indent=2) + "\n",

@@ -1,20 +1,23 @@
 """The report's figures, drawn with matplotlib (Agg) from the report model's plot data.
 
 Output is deterministic: `svg.hashsalt` is fixed and no creation date is written, so the same
-report renders to the same bytes. SVG text is drawn as paths (`svg.fonttype: path`): the page
-needs no font and no network.
+report renders to the same bytes, and a figure drawn before is read back from a cache keyed by
+its content (`render_cached`: a warm re-run's gate draws nothing). SVG text is drawn as paths
+(`svg.fonttype: path`): the page needs no font and no network. matplotlib is imported only to
+draw (a second or so that a job whose figures are all cached never pays).
 """
 
 from __future__ import annotations
 
 import io
+from importlib.metadata import version
+from pathlib import Path
 from typing import Literal
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 from pydantic import BaseModel
+
+from rageval_pipeline.core.reuse import content_key
+from rageval_pipeline.core.storage import atomic_path, write_text
 
 Kind = Literal["measures", "per_query", "latency", "trend"]
 _STYLE = {
@@ -98,7 +101,17 @@ def _trend(fig, data: dict) -> None:
     axes[0].legend(frameon=False)
 
 
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _draw(figure: Figure):
+    plt = _pyplot()
     with plt.rc_context(_STYLE):
         if figure.kind == "trend":
             size = (8.0, 2.6 * max(1, -(-len(figure.data["measures"]) // 3)) + 0.6)
@@ -119,7 +132,7 @@ def _draw(figure: Figure):
 
 def render(figure: Figure) -> tuple[str, bytes]:
     """(SVG text without the XML prolog, PNG bytes) of a figure."""
-    fig = _draw(figure)
+    fig, plt = _draw(figure), _pyplot()
     with plt.rc_context(_STYLE):
         svg, png = io.StringIO(), io.BytesIO()
         fig.savefig(svg, format="svg", metadata={"Date": None})
@@ -127,3 +140,24 @@ def render(figure: Figure) -> tuple[str, bytes]:
     plt.close(fig)
     text = svg.getvalue()
     return text[text.index("<svg") :], png.getvalue()
+
+
+def render_cached(figures: list[Figure], cache: Path) -> dict[str, tuple[str, bytes]]:
+    """`render` of each figure by name, drawing only those not found in `cache` (keyed by the
+    figure, this module's style and matplotlib's version); keeps only these figures there."""
+    out, keep = {}, set()
+    for figure in figures:
+        key = content_key(figure.model_dump(mode="json"), _STYLE, version("matplotlib"))
+        svg_path, png_path = cache / f"{key}.svg", cache / f"{key}.png"
+        if svg_path.is_file() and png_path.is_file():
+            out[figure.name] = (svg_path.read_text(encoding="utf-8"), png_path.read_bytes())
+        else:
+            out[figure.name] = svg, png = render(figure)
+            with atomic_path(png_path) as tmp:  # the PNG first: the SVG marks a complete pair
+                tmp.write_bytes(png)
+            write_text(svg_path, svg)
+        keep |= {svg_path.name, png_path.name}
+    for old in cache.glob("*") if cache.is_dir() else ():
+        if old.name not in keep:
+            old.unlink(missing_ok=True)
+    return out

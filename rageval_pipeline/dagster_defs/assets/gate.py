@@ -39,9 +39,9 @@ def _write_validation_report(settings: Settings, summary: RunSummary, stamp: dat
     if queries is not None:
         fields = queries[["query_id", "text", "query_type"]].astype(object)
         fields = fields.where(fields.notna(), None)  # a missing query type is None, not NaN
-        about = {
-            r.query_id: {"text": r.text, "query_type": r.query_type} for r in fields.itertuples()
-        }
+        about = (
+            fields.drop_duplicates("query_id", keep="last").set_index("query_id").to_dict("index")
+        )
     seed = validation_report(
         summary,
         about,
@@ -100,7 +100,8 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
             datasets,
         )
         full = report.build_report(verdict, judged, baselines, history)
-        paths = report.write_reports(full, folder, settings.reports_dir / "latest")
+        latest, plots = settings.reports_dir / "latest", settings.storage / "cache" / "plots"
+        paths = report.write_reports(full, folder, latest, plot_cache=plots)
         for summary in judged:
             _write_validation_report(settings, summary, stamp)
         store.record_gate(

@@ -6,7 +6,8 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core import beir, loaders
-from rageval_pipeline.dagster_defs.resources import Settings
+from rageval_pipeline.core.reuse import FrameCache, content_key, folder_key
+from rageval_pipeline.dagster_defs.resources import CONTENT_KEY, Settings
 
 INGEST = "ingest"
 
@@ -62,11 +63,19 @@ def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefi
             description=description,
             kinds={"parquet"},
         )
-        def table(context: dg.AssetExecutionContext, settings: Settings) -> pd.DataFrame:
+        def table(context: dg.AssetExecutionContext, settings: Settings) -> dg.Output:
+            """Read again only when a file of the dataset folder or the loaders changed."""
             dataset = context.partition_key
-            df = loaders.load_part(dataset_folder(settings, dataset), name, dataset=dataset)
-            context.add_output_metadata(_summary(name, df))
-            return df
+            folder = dataset_folder(settings, dataset)
+            key = content_key(loaders.LOADER_VERSION, name, dataset, folder_key(folder))
+            cache = FrameCache(settings.cache_dir(INGEST, name, dataset))
+            df = None if settings.force else cache.get(key)
+            reused = df is not None
+            if df is None:
+                df = loaders.load_part(folder, name, dataset=dataset)
+                cache.put(key, df)
+            meta = _summary(name, df) | {"reused": reused, CONTENT_KEY: key}
+            return dg.Output(df, metadata=meta)
 
         return table
 

@@ -7,10 +7,11 @@ A system is an asset-key prefix rather than a partition dimension because fusion
 other systems' runs of the same dataset, which prefixes express directly.
 
 Each system's assets carry a code version from its configuration's fingerprint, so the UI shows
-them stale when the configuration changes. `chunks`, `index` and `run` reuse their last result
-when its content key (code version + inputs' contents) is unchanged (`reused: true` in the
-metadata) unless `settings.force` is set; `metrics` always records a new evaluation, so the gate
-judges every job.
+them stale when the configuration changes. `chunks`, `index`, `run` and `metrics` reuse their
+last result when its content key (code version + inputs' contents) is unchanged (`reused: true`
+in the metadata) unless `settings.force` is set. A reused `metrics` adds no second copy of the
+same evaluation to the history: it notes in the warehouse that this job reused the stored run,
+which the gate (run on every job) then judges.
 """
 
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ from rageval_pipeline.core.results import METRICS_VERSION, RunRecord, measure_ru
 from rageval_pipeline.core.reuse import FrameCache, content_key, frame_key, read_stamp, write_stamp
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
-from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+from rageval_pipeline.dagster_defs.resources import CONTENT_KEY, Settings, WarehouseResource
 
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
 CHUNKS_VERSION = "1"
@@ -59,6 +60,22 @@ def _means_table(means: pd.DataFrame) -> str:
         for r in means.itertuples(index=False)
     ]
     return "\n".join(["| measure | mean | 95% CI |", "| --- | --- | --- |", *rows])
+
+
+def _metrics_metadata(record: dict, reused: bool, key: str) -> dict:
+    """The metrics asset's metadata from its record (see `metrics`), each mean as a float for
+    the UI's plots."""
+    markdown = {"quality_report", "means_95ci"}
+    meta = {k: dg.MetadataValue.md(v) if k in markdown else v for k, v in record.items()}
+    means = meta.pop("means")
+    return (
+        meta
+        | {m: round_metric(v) for m, v in means.items()}
+        | {
+            "reused": reused,
+            CONTENT_KEY: key,
+        }
+    )
 
 
 def _coverage_text(coverage: QrelsCoverage, identical: int) -> str:
@@ -149,6 +166,7 @@ def build_system_assets(
                 "rows": len(hits),
                 "fingerprint": fingerprint,
                 "reused": reused,
+                **({CONTENT_KEY: key} if key is not None else {}),
             }
         )
         return result
@@ -175,10 +193,48 @@ def build_system_assets(
         qrels: pd.DataFrame,
         queries: pd.DataFrame,
         corpus: pd.DataFrame,
-    ) -> pd.DataFrame:
+    ) -> dg.Output:
         dataset = context.partition_key
         reference = reference_of(settings, dataset)
         judged = qrels[qrels["split"] == settings.split]
+        key = content_key(
+            versions["metrics"],
+            settings.top_k,
+            settings.split,
+            system.recorded_config(reference),
+            system.chunk_level(reference),
+            beir.ignores_identical_ids(dataset),
+            [frame_key(df) for df in (run, judged, queries, corpus[["doc_id"]])],
+        )
+        cache = FrameCache(settings.cache_dir(name, "metrics", dataset))
+        per_query = None if settings.force else cache.get(key)
+        record = None if per_query is None else cache.record(key)
+        # The stored run is judged again by this job's gate; history keeps one row for it.
+        reused = record is not None and warehouse.warehouse.record_reuse(
+            record["run_id"], context.run.run_id, datetime.now(UTC)
+        )
+        if not reused:
+            per_query, record = _measure(context, settings, warehouse, run, judged, queries, corpus)
+            cache.put(key, per_query, record)
+        context.log.info(
+            f"{dataset}/{name} ({record['level']} level"
+            + (f", reused {record['run_id']}): " if reused else "): ")
+            + ", ".join(f"{m}={v:.4f}" for m, v in record["means"].items())
+        )
+        return dg.Output(per_query, metadata=_metrics_metadata(record, reused, key))
+
+    def _measure(
+        context: dg.AssetExecutionContext,
+        settings: Settings,
+        warehouse: WarehouseResource,
+        run: pd.DataFrame,
+        judged: pd.DataFrame,
+        queries: pd.DataFrame,
+        corpus: pd.DataFrame,
+    ) -> tuple[pd.DataFrame, dict]:
+        """Evaluate the run and store it: (per-query table with its run_id, metadata record)."""
+        dataset = context.partition_key
+        reference = reference_of(settings, dataset)
         results = measure_run(
             run,
             judged,
@@ -201,23 +257,16 @@ def build_system_assets(
         stored = store_results(
             settings.storage, warehouse.warehouse, record, results, queries, notes=notes
         )
-        context.log.info(
-            f"{dataset}/{name} ({results.level} level): "
-            + ", ".join(f"{m}={v:.4f}" for m, v in stored.means.items())
-        )
-        context.add_output_metadata(
-            {
-                "run_id": stored.run_id,
-                "level": results.level,
-                "quality_report": dg.MetadataValue.md(stored.quality_markdown),
-                "means_95ci": dg.MetadataValue.md(_means_table(results.means)),
-                "identical_ids_dropped": results.identical_ids_dropped,
-                "qrels_missing_documents": coverage.missing_documents,
-                "qrels_missing_queries": coverage.missing_queries,
-                **{m: round_metric(v) for m, v in stored.means.items()},
-            }
-        )
-        return results.per_query.assign(run_id=stored.run_id)
+        return results.per_query.assign(run_id=stored.run_id), {
+            "run_id": stored.run_id,
+            "level": results.level,
+            "quality_report": stored.quality_markdown,
+            "means_95ci": _means_table(results.means),
+            "identical_ids_dropped": results.identical_ids_dropped,
+            "qrels_missing_documents": coverage.missing_documents,
+            "qrels_missing_queries": coverage.missing_queries,
+            "means": stored.means,
+        }
 
     return [*out, run, metrics]
 
@@ -268,7 +317,8 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
             df = chunk_corpus(corpus, chunking, datetime.now(UTC).isoformat(timespec="seconds"))
             cache.put(key, df)
         meta = {"chunks": len(df), "documents": len(corpus), "chunking": chunking.strategy}
-        yield dg.Output(df, metadata=meta | {"reused": reused})
+        # A reused table is not written again: the IO manager keeps the file of the same key.
+        yield dg.Output(df, metadata=meta | {"reused": reused, CONTENT_KEY: key})
         yield from chunk_check_results(df)
 
     @dg.asset(
