@@ -100,3 +100,10 @@ def pipeline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RAGEVAL_BASELINES", str(data / "baselines"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return tmp_path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding end-to-end (`slow`) tests run first, each file's own order kept: under
+    scripts/test's `--dist loadfile` the long files start early and short ones fill the tail."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
