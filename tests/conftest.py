@@ -78,11 +78,10 @@ def beir_mini() -> Path:
     return REPO / "data" / "suites" / "beir-mini"
 
 
-@pytest.fixture
-def pipeline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def make_pipeline_home(root: Path) -> dict[str, str]:
     """A private data folder (suites, systems.yaml with bm25 only, gate.yaml, baselines) and
-    storage folder, wired through the RAGEVAL_* environment variables."""
-    data = tmp_path / "data"
+    storage folder under `root`; returns the RAGEVAL_* environment variables naming them."""
+    data = root / "data"
     (data / "suites").mkdir(parents=True)
     for suite in ("beir-mini", "techdocs"):
         shutil.copytree(REPO / "data" / "suites" / suite, data / "suites" / suite)
@@ -94,9 +93,24 @@ def pipeline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     (data / "gate.yaml").write_text((REPO / "data" / "gate.yaml").read_text())
     (data / "baselines").mkdir()
-    storage = tmp_path / "storage"
-    monkeypatch.setenv("RAGEVAL_DATA", str(data))
-    monkeypatch.setenv("RAGEVAL_STORAGE", str(storage))
-    monkeypatch.setenv("RAGEVAL_BASELINES", str(data / "baselines"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return {
+        "RAGEVAL_DATA": str(data),
+        "RAGEVAL_STORAGE": str(root / "storage"),
+        "RAGEVAL_BASELINES": str(data / "baselines"),
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+@pytest.fixture
+def pipeline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """make_pipeline_home in tmp_path, wired through the RAGEVAL_* environment variables."""
+    for name, value in make_pipeline_home(tmp_path).items():
+        monkeypatch.setenv(name, value)
     return tmp_path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding end-to-end (`slow`) tests run first, each file's own order kept: under
+    scripts/test's `--dist loadfile` the long files start early and short ones fill the tail."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)

@@ -91,7 +91,8 @@ def trickle(phase: str, interval_s: float = 0.05, count: int = 10_000) -> Handle
 
 
 def gzip_bomb(decoded_bytes: int) -> bytes:
-    return gzip.compress(b"\0" * decoded_bytes)
+    # mtime=0: the same bytes in every process (xdist workers must collect the same test ids).
+    return gzip.compress(b"\0" * decoded_bytes, mtime=0)
 
 
 @pytest.fixture

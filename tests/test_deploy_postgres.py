@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pytest
 
@@ -97,11 +98,26 @@ def pool_intervals(url: str, run_id: str) -> list[tuple[float, float, str]]:
     return [(min(t), max(t), f"{run_id[:8]}:{s}") for s, t in spans.items()]
 
 
-def test_two_suites_at_once_on_postgres_with_multiprocess_steps(pipeline_home, postgres_env):
+def create_pool_from_default_limit(home: Path, postgres_env: dict, monkeypatch) -> None:
+    """The `duckdb_write` pool's row, from dagster.yaml's default_limit, as a run's first pool
+    step would create it. Done once before two runs start: runs creating it at the same moment
+    race on PostgreSQL (dagster 1.13 catches the unique-key error inside the aborted
+    transaction, and the losing run's step never finishes)."""
+    with monkeypatch.context() as patch:
+        for name, value in postgres_env.items():
+            patch.setenv(name, value)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            instance.event_log_storage.initialize_concurrency_limit_to_default("duckdb_write")
+
+
+def test_two_suites_at_once_on_postgres_with_multiprocess_steps(
+    pipeline_home, postgres_env, monkeypatch
+):
     home = pipeline_home / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "deploy" / "dagster-postgres.yaml", home / "dagster.yaml")
     env = {**os.environ, **postgres_env, "DAGSTER_HOME": str(home)}
+    create_pool_from_default_limit(home, postgres_env, monkeypatch)
 
     procs = {suite: start_job(suite, env, pipeline_home) for suite in SUITES}
     outputs = {suite: proc.communicate(timeout=900)[0] for suite, proc in procs.items()}

@@ -163,8 +163,9 @@ class TestRetries:
         [(429, "1"), (503, "1"), (429, "date")],
     )
     def test_retry_after_is_honoured(self, scripted, status, retry_after):
-        if retry_after == "date":  # an HTTP date two seconds ahead (whole seconds: >= 1 s)
-            retry_after = email.utils.formatdate(time.time() + 2, usegmt=True)
+        if retry_after == "date":  # an HTTP date three seconds ahead: whole seconds, so the
+            # wait is 2-3 s less the time until the reply arrives (>= 1 s on a loaded machine)
+            retry_after = email.utils.formatdate(time.time() + 3, usegmt=True)
         url = scripted.route(
             "/busy",
             sequence(reply(status, b"busy", {"Retry-After": retry_after}), reply(200, b"ok")),

@@ -9,28 +9,43 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.cdp import chromium_page
+from tests.conftest import make_pipeline_home
 from tests.dagster_ui import BIN, MODULE, graphql, graphql_when_loaded, running_webserver
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def webserver(pipeline_home: Path) -> Iterator[str]:
-    home = pipeline_home / "dagster_home"
-    home.mkdir()
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
-    with running_webserver(env, pipeline_home, pipeline_home / "webserver.log") as url:
+@pytest.fixture(scope="module")
+def evaluated_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The UI over an instance that has evaluated beir-mini once (metrics, gate, its check);
+    one for the module: the tests only read it."""
+    home = tmp_path_factory.mktemp("evaluated")
+    (home / "dagster_home").mkdir()
+    env = {**os.environ, **make_pipeline_home(home), "DAGSTER_HOME": str(home / "dagster_home")}
+    job = subprocess.run(
+        [
+            *(str(BIN / "dagster"), "job", "execute", *MODULE, "-j", "evaluate_dataset"),
+            *("--tags", json.dumps({"dagster/partition": "beir-mini"})),
+        ],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    with running_webserver(env, home, home / "webserver.log") as url:
+        graphql_when_loaded(url, "{ assetNodes { id } }")
         yield url
 
 
-def test_ui_serves_the_asset_graph_jobs_and_partitions(webserver):
+def test_ui_serves_the_asset_graph_jobs_and_partitions(evaluated_webserver):
     data = graphql_when_loaded(
-        webserver,
+        evaluated_webserver,
         "{ assetNodes { assetKey { path } partitionKeys } }",
     )
     nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
@@ -40,34 +55,11 @@ def test_ui_serves_the_asset_graph_jobs_and_partitions(webserver):
     assert {"nfcorpus", "beir-mini"} <= set(nodes["corpus"]["partitionKeys"])
     assert nodes["gate"]["partitionKeys"] == []
     jobs = graphql(
-        webserver,
+        evaluated_webserver,
         "{ repositoriesOrError { ... on RepositoryConnection { nodes { jobs { name } } } } }",
     )
     names = {j["name"] for r in jobs["repositoriesOrError"]["nodes"] for j in r["jobs"]}
     assert {"evaluate_dataset", "ingest_dataset", "evaluate_bm25"} <= names
-
-
-@pytest.fixture
-def evaluated_webserver(pipeline_home: Path) -> Iterator[str]:
-    """The UI over an instance that has evaluated beir-mini once (metrics, gate, its check)."""
-    home = pipeline_home / "dagster_home"
-    home.mkdir()
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
-    job = subprocess.run(
-        [
-            *(str(BIN / "dagster"), "job", "execute", *MODULE, "-j", "evaluate_dataset"),
-            *("--tags", json.dumps({"dagster/partition": "beir-mini"})),
-        ],
-        env=env,
-        cwd=pipeline_home,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert job.returncode == 0, job.stderr[-3000:]
-    with running_webserver(env, pipeline_home, pipeline_home / "webserver.log") as url:
-        graphql_when_loaded(url, "{ assetNodes { id } }")
-        yield url
 
 
 EXPAND_A_GROUP = """(() => {
