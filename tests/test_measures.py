@@ -271,7 +271,7 @@ def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):
     expected = evaluate(qrels, run, measures)
     monkeypatch.setattr(
         "rageval_pipeline.core.measures.prepare.pair_keys",
-        lambda query, doc: np.zeros(len(doc), dtype=np.uint64),
+        lambda query, doc, query_index=None: np.zeros(len(doc), dtype=np.uint64),
     )
     pd.testing.assert_frame_equal(evaluate(qrels, run, measures), expected)
     with pytest.raises(InputError, match="more than once"):

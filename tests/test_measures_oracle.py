@@ -91,7 +91,7 @@ def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, da
     expected = evaluate(qrels, run, measures)
     with pytest.MonkeyPatch.context() as patch:
         if collide:  # every pair key equal: the reader keeps none, the engine joins exactly
-            zeros = lambda query, doc: np.zeros(len(doc), dtype=np.uint64)  # noqa: E731
+            zeros = lambda query, doc, query_index=None: np.zeros(len(doc), dtype=np.uint64)  # noqa: E731
             patch.setattr("rageval_pipeline.core.delimited.pair_keys", zeros)
             patch.setattr("rageval_pipeline.core.measures.prepare.pair_keys", zeros)
         ranked = read_ranked_run(path)

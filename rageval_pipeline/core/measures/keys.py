@@ -43,21 +43,29 @@ def _multipliers(count: int) -> np.ndarray:
     return np.random.default_rng(20240601).integers(1, 2**63, count, dtype=np.uint64) | 1
 
 
-def fingerprint(values: pa.LargeStringArray, salt: np.ndarray | None = None) -> np.ndarray:
-    """A uint64 per string; equal (string, salt) pairs give equal values.
+def fingerprint(
+    values: pa.LargeStringArray,
+    salt: np.ndarray | None = None,
+    salt_index: np.ndarray | None = None,
+) -> np.ndarray:
+    """A uint64 per string; equal (string, salt) pairs give equal values. With `salt_index`,
+    row i's salt is `salt[salt_index[i]]` (a per-query table, never spread over every row).
 
     Large inputs are split over two threads (numpy and Arrow release the GIL); each id's value
     depends on its own bytes only, so the split does not change the result.
     """
     n = len(values)
     if n < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return _fingerprint(values, salt)
+        return _fingerprint(values, salt, salt_index)
     half = n // 2
     out = np.empty(n, dtype=np.uint64)  # each thread fills its half: no concatenated copy
 
     def part(start: int, stop: int) -> None:
-        piece = salt if salt is None else salt[start:stop]
-        _fingerprint(values.slice(start, stop - start), piece, out=out[start:stop])
+        if salt_index is not None:
+            piece, index = salt, salt_index[start:stop]
+        else:
+            piece, index = (None if salt is None else salt[start:stop]), None
+        _fingerprint(values.slice(start, stop - start), piece, index, out=out[start:stop])
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda bounds: part(*bounds), [(0, half), (half, n)]))
@@ -65,7 +73,10 @@ def fingerprint(values: pa.LargeStringArray, salt: np.ndarray | None = None) -> 
 
 
 def _fingerprint(
-    values: pa.LargeStringArray, salt: np.ndarray | None, out: np.ndarray | None = None
+    values: pa.LargeStringArray,
+    salt: np.ndarray | None,
+    salt_index: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """`fingerprint` in one thread.
 
@@ -100,7 +111,10 @@ def _fingerprint(
         part[:] = lengths
         part *= _GOLDEN
         if salt is not None:
-            scratch[:] = salt[start:stop]
+            if salt_index is None:
+                scratch[:] = salt[start:stop]
+            else:
+                np.take(salt, salt_index[start:stop], out=scratch)
             scratch *= _MUL2
             part += scratch
         if padded:
@@ -135,8 +149,13 @@ def query_salt(query: pa.LargeStringArray) -> np.ndarray:
     return np.repeat(fingerprint(query.take(pa.array(starts))), np.diff(np.r_[starts, n]))
 
 
-def pair_keys(query: pa.LargeStringArray, doc: pa.LargeStringArray) -> np.ndarray:
-    """A uint64 per (query id, doc id) row; equal pairs get equal keys."""
+def pair_keys(
+    query: pa.LargeStringArray, doc: pa.LargeStringArray, query_index: np.ndarray | None = None
+) -> np.ndarray:
+    """A uint64 per (query id, doc id) row; equal pairs get equal keys. With `query_index`,
+    `query` holds each distinct id once and row i's is `query[query_index[i]]`."""
+    if query_index is not None:
+        return fingerprint(doc, fingerprint(query), query_index)
     return fingerprint(doc, query_salt(query))
 
 

@@ -25,6 +25,8 @@ from rageval_pipeline.core.measures.keys import (
 )
 from rageval_pipeline.core.ranking import RankedRun, order_run
 
+# Run rows probed against the judgments' bitmap at a time (8-byte temporaries of 4 MB each).
+_PROBE_ROWS = 1 << 19
 # The lowest label that makes a query "judged" (evaluated), whatever a measure's threshold.
 JUDGED_LEVEL = 1
 
@@ -48,7 +50,7 @@ class OrderedRun:
     docs: pa.LargeStringArray
     doc_qidx: np.ndarray  # query index of each of `docs`
     doc_order: np.ndarray | None  # None: already in order
-    keys: np.ndarray  # `keys.pair_keys` of each of `docs`
+    keys: np.ndarray | None  # a reader's `keys.pair_keys` of `docs`; None: made by the join
     unique_keys: bool  # a reader has found `keys` all distinct: no duplicate check needed
 
     def doc_ids(self, rows: np.ndarray) -> pa.LargeStringArray:
@@ -196,12 +198,11 @@ def _trec_permutation(
 
 def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> OrderedRun:
     docs = arrow_strings(run["doc_id"])
-    queries = arrow_strings(run["query_id"])
     score = pd.to_numeric(run["score"]).to_numpy(dtype=np.float64, na_value=np.nan)
     rows = np.arange(len(run), dtype=_index_type(len(run)))
     if docs.null_count:  # placeholder rows of queries that returned nothing
         rows = np.flatnonzero(docs.is_valid().to_numpy(zero_copy_only=False))
-        docs, queries = docs.take(pa.array(rows)), queries.take(pa.array(rows))
+        docs = docs.take(pa.array(rows))
         qidx, score = qidx[rows], score[rows]
     if np.isnan(score).any():
         bad = rows[np.flatnonzero(np.isnan(score))[0]]
@@ -211,8 +212,7 @@ def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> OrderedRun:
             field="score",
         )
     order = _trec_permutation(qidx, score, docs, _block_starts(qidx))
-    keys = pair_keys(queries, docs)
-    return _ordered(qidx, rows, nq, docs, order, keys, unique_keys=False)
+    return _ordered(qidx, rows, nq, docs, order, None, unique_keys=False)
 
 
 def _ranked_run(run: RankedRun, qidx: np.ndarray, nq: int) -> OrderedRun:
@@ -230,7 +230,7 @@ def _ordered(
     nq: int,
     docs: pa.LargeStringArray,
     order: np.ndarray | None,
-    keys: np.ndarray,
+    keys: np.ndarray | None,
     unique_keys: bool,
 ) -> OrderedRun:
     """The OrderedRun of rows (of the caller's table; None: all of them) with these query
@@ -278,6 +278,7 @@ def _join(
     j_docs: pa.LargeStringArray,
     j_keys: np.ndarray,
     universe: np.ndarray,
+    distinct: pa.LargeStringArray,
     exact: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(run row, judgment row) of every retrieved judged document; also rejects duplicates.
@@ -297,6 +298,8 @@ def _join(
         )
         run_keys = exact_pair_keys(run.doc_qidx, codes[: len(run.docs)])
         j_keys = exact_pair_keys(j_q, codes[len(run.docs) :])
+    elif run_keys is None:  # (made here, not kept on the run: one 8-byte column less at peak)
+        run_keys = pair_keys(distinct, run.docs, run.doc_qidx)
     run_keys = run.in_order(run_keys)
 
     clash = False
@@ -318,7 +321,7 @@ def _join(
             field="doc_id",
         )
     if (clash or j_clash) and not exact:
-        return _join(run, j_q, j_docs, j_keys, universe, exact=True)
+        return _join(run, j_q, j_docs, j_keys, universe, distinct, exact=True)
     if not len(j_keys) or not len(run_keys):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
 
@@ -331,9 +334,12 @@ def _join(
     seen = np.zeros(1 << bits, dtype=bool)
     seen[j_sorted & mask] = True
     bitmap = np.packbits(seen, bitorder="little")  # bit b of byte i: key bits 8i + b
-    low = run_keys & mask
-    hit = bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)
-    candidates = np.flatnonzero(hit & np.uint8(1))
+    parts = []
+    for start in range(0, len(run_keys), _PROBE_ROWS):  # slices: temporaries of a few MB
+        low = run_keys[start : start + _PROBE_ROWS] & mask
+        hit = bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)
+        parts.append(np.flatnonzero(hit & np.uint8(1)) + start)
+    candidates = np.concatenate(parts)
     # Probing in key order keeps the binary searches in cache.
     candidates = candidates[np.argsort(run_keys[candidates])]
     at = np.minimum(np.searchsorted(j_sorted, run_keys[candidates]), len(j_sorted) - 1)
@@ -345,7 +351,7 @@ def _join(
         same_query = np.array_equal(run.qidx[run_rows], j_q[j_rows])
         same_doc = pc.all(pc.equal(run.doc_ids(run_rows), j_docs.take(pa.array(j_rows)))).as_py()
         if not (same_query and same_doc in (True, None)):
-            return _join(run, j_q, j_docs, j_keys, universe, exact=True)
+            return _join(run, j_q, j_docs, j_keys, universe, distinct, exact=True)
     return run_rows, j_rows
 
 
@@ -380,10 +386,11 @@ def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
     j_docs = arrow_strings(qrels["doc_id"])
     in_run = np.zeros(nq, dtype=bool)
     in_run[run_qidx[_block_starts(run_qidx)]] = True
+    distinct = arrow_strings(pa.array(universe, pa.large_string()))
     ordered = _ranked_run(run, run_qidx, nq) if ranked else _prepare_run(run, run_qidx, nq)
 
-    j_keys = pair_keys(j_queries, j_docs)
-    run_rows, j_rows = _join(ordered, j_q, j_docs, j_keys, universe, exact=False)
+    j_keys = pair_keys(distinct, j_docs, j_q)
+    run_rows, j_rows = _join(ordered, j_q, j_docs, j_keys, universe, distinct, exact=False)
     m_q = ordered.qidx[run_rows]
     m_rank = run_rows - ordered.start[m_q] + 1
     m_label = j_label[j_rows]
