@@ -79,14 +79,18 @@ def test_fingerprint_changes_with_what_changes_results(tmp_path, changed):
     assert fp["base"] != fp["other"]
 
 
+# Fusions of fusions; {k1} is BM25's, which both fused systems inherit.
+NESTED_FUSION = """
+    systems:
+      bm25: {{retriever: bm25, k1: {k1}}}
+      dense: {{retriever: dense}}
+      hybrid: {{retriever: rrf, members: [bm25, dense]}}
+      outer: {{retriever: weighted, members: {{hybrid: 1, dense: 2}}}}
+    """
+
+
 def test_fusion_fingerprint_follows_its_members(tmp_path):
-    text = """
-        systems:
-          bm25: {{retriever: bm25, k1: {k1}}}
-          dense: {{retriever: dense}}
-          hybrid: {{retriever: rrf, members: [bm25, dense]}}
-          outer: {{retriever: weighted, members: {{hybrid: 1, dense: 2}}}}
-        """
+    text = NESTED_FUSION
     before = fingerprints(tmp_path, text.format(k1=1.5))
     after = fingerprints(tmp_path, text.format(k1=1.2))
     assert before["dense"] == after["dense"]
@@ -98,13 +102,7 @@ def test_fusion_fingerprint_follows_its_members(tmp_path):
 def test_fusion_records_its_members_configs_so_their_changes_show(tmp_path):
     from rageval_pipeline.core.gate.baselines import config_changes
 
-    text = """
-        systems:
-          bm25: {{retriever: bm25, k1: {k1}}}
-          dense: {{retriever: dense}}
-          hybrid: {{retriever: rrf, members: [bm25, dense]}}
-          outer: {{retriever: weighted, members: {{hybrid: 1, dense: 2}}}}
-        """
+    text = NESTED_FUSION
     reference = ChunkingConfig(strategy="document")
     before, after = (
         {n: s.recorded_config(reference) for n, s in load_systems(write(tmp_path, body)).items()}
