@@ -38,7 +38,7 @@ def test_export_lists_unjudged_pooled_targets_with_their_systems(tmp_path, capsy
     argv = ["pool", str(FIXTURES / "poolsuite"), "--systems", str(FIXTURES / "systems.yaml")]
     assert main([*argv, "--no-extra", "-o", str(sheet)]) == 0
     assert capsys.readouterr().out == (
-        "pooled 6 (query, target) pairs at depth 20 over 2 systems (bm25, bm25-para); "
+        "pooled 6 (query, target) pairs at depth 20 over 2 systems (bm25, bm25_para); "
         f"3 unjudged written to {sheet}\n"
     )
     with sheet.open(newline="", encoding="utf-8") as f:
@@ -47,9 +47,9 @@ def test_export_lists_unjudged_pooled_targets_with_their_systems(tmp_path, capsy
         ]
     # Judged targets (tokens:chunk:1, limits:chunk:1) are not listed; nothing is pre-graded.
     assert rows == [
-        ("Q1", "tokens:chunk:0", "bm25@1 bm25-para@1", ""),
-        ("Q1", "tokens:chunk:2", "bm25@2 bm25-para@2", ""),
-        ("Q2", "limits:chunk:0", "bm25@2 bm25-para@2", ""),
+        ("Q1", "tokens:chunk:0", "bm25@1 bm25_para@1", ""),
+        ("Q1", "tokens:chunk:2", "bm25@2 bm25_para@2", ""),
+        ("Q2", "limits:chunk:0", "bm25@2 bm25_para@2", ""),
     ]
 
 
@@ -222,7 +222,7 @@ def test_a_sheet_must_be_csv_or_jsonl(suite_dir, tmp_path, capsys):
 
 def test_difficulty_command_reports_then_stores_the_measurement(suite_dir, capsys):
     argv = ["pool", "difficulty", str(suite_dir), "--systems", str(FIXTURES / "systems.yaml")]
-    # bm25 and bm25-para both rank Q1's answer (tokens:chunk:1) 2nd -> ease 0.5 -> medium;
+    # bm25 and bm25_para both rank Q1's answer (tokens:chunk:1) 2nd -> ease 0.5 -> medium;
     # Q2's answer (limits:chunk:1) 1st -> easy; Q3 has no answer -> hard.
     assert main([*argv, "--no-extra"]) == 1
     assert capsys.readouterr().out == (
