@@ -1,5 +1,5 @@
-"""The deployment executors: deploy/run_config/{k8s,celery,multiprocess}.yaml validate against
-the real evaluate_dataset job built with dagster-k8s's and dagster-celery's executors."""
+"""The deployment executors: deploy/run_config/{k8s,celery,multiprocess,force}.yaml validate
+against the real evaluate_dataset job built with dagster-k8s's and dagster-celery's executors."""
 
 from __future__ import annotations
 
@@ -64,6 +64,13 @@ def test_local_executor_is_in_process_unless_run_config_asks_for_processes(monke
     assert set(dg.validate_run_config(job, {})["execution"][name]) == {"in_process"}
     multiprocess = dg.validate_run_config(job, run_config("multiprocess.yaml"))
     assert multiprocess["execution"][name]["multiprocess"]["max_concurrent"] == 3
+
+
+def test_force_run_config_validates_and_sets_force(monkeypatch):
+    config = dg.validate_run_config(
+        evaluate_dataset(monkeypatch, "local"), run_config("force.yaml")
+    )
+    assert config["resources"]["settings"]["config"]["force"] is True
 
 
 def test_unknown_executor_name_is_refused(monkeypatch):
