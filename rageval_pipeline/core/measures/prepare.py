@@ -386,7 +386,7 @@ def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
     j_docs = arrow_strings(qrels["doc_id"])
     in_run = np.zeros(nq, dtype=bool)
     in_run[run_qidx[_block_starts(run_qidx)]] = True
-    distinct = arrow_strings(pa.array(universe, pa.large_string()))
+    distinct = pa.array(universe, pa.large_string())
     ordered = _ranked_run(run, run_qidx, nq) if ranked else _prepare_run(run, run_qidx, nq)
 
     j_keys = pair_keys(distinct, j_docs, j_q)
