@@ -270,7 +270,7 @@ def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):
     measures = ["nDCG@10", "AP", "RR", "P@2"]
     expected = evaluate(qrels, run, measures)
     monkeypatch.setattr(
-        "rageval_pipeline.core.measures.prepare.pair_keys",
+        "rageval_pipeline.core.measures.join.pair_keys",
         lambda query, doc, query_index=None: np.zeros(len(doc), dtype=np.uint64),
     )
     pd.testing.assert_frame_equal(evaluate(qrels, run, measures), expected)

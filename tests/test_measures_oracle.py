@@ -93,7 +93,7 @@ def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, da
         if collide:  # every pair key equal: the reader keeps none, the engine joins exactly
             zeros = lambda query, doc, query_index=None: np.zeros(len(doc), dtype=np.uint64)  # noqa: E731
             patch.setattr("rageval_pipeline.core.delimited.pair_keys", zeros)
-            patch.setattr("rageval_pipeline.core.measures.prepare.pair_keys", zeros)
+            patch.setattr("rageval_pipeline.core.measures.join.pair_keys", zeros)
         ranked = read_ranked_run(path)
         assert isinstance(ranked, RankedRun)
         assert (ranked.pair_keys is None) == (collide and len(run) > 1)

@@ -12,7 +12,8 @@ import yaml
 from rageval_pipeline.core import tables
 from rageval_pipeline.core.chunking import chunk_corpus
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.suites import load_suite, suite_json_schema, suite_tables
+from rageval_pipeline.core.loaders import suite_tables
+from rageval_pipeline.core.suites import load_suite, suite_json_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "suites"

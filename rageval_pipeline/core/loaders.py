@@ -10,17 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from rageval_pipeline.core import tables
 from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.delimited import input_bytes
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import read_qrels
-from rageval_pipeline.core.suites import SUITE_FILES, load_suite, suite_tables
+from rageval_pipeline.core.suites import SUITE_FILES, Suite, load_suite
 
 # The version of what this module and core.beir produce from a dataset folder (columns, types,
 # normalisation): the ingestion assets' code version. Bump it when they change their output.
@@ -33,6 +34,62 @@ class Dataset(NamedTuple):
     queries: pd.DataFrame  # QUERIES
     qrels: pd.DataFrame  # QRELS, every split
     reference_chunking: ChunkingConfig | None  # a suite's chunking for chunk-level qrels
+
+
+class SuiteTables(NamedTuple):
+    corpus: pd.DataFrame  # tables.CORPUS
+    queries: pd.DataFrame  # tables.QUERIES
+    qrels: pd.DataFrame  # tables.QRELS
+
+
+def suite_tables(suite: Suite) -> SuiteTables:
+    """CORPUS, QUERIES and QRELS tables of a suite, rows in file order."""
+    corpus = [
+        dict(
+            doc_id=d.id,
+            title=d.title,
+            text=d.text,
+            url=d.url or "",
+            metadata=_json({**d.metadata, "type": d.type, "format": d.format, "tags": d.tags}),
+        )
+        for d in suite.documents
+    ]
+    queries = [
+        dict(
+            query_id=q.id,
+            text=q.query,
+            intent=q.intent,
+            category=q.category,
+            difficulty=q.difficulty,
+            query_type=q.query_type,
+            metadata=_json(
+                {
+                    "description": q.description,
+                    "primary": q.primary_id,
+                    "top_1_chunk": q.top_1_chunk_id,
+                }
+            ),
+        )
+        for q in suite.queries
+    ]
+    qrels = [
+        dict(split="test", query_id=q.id, doc_id=doc_id, relevance=grade, level=q.level)
+        for q in suite.queries
+        for doc_id, grade in q.qrels
+    ]
+    return SuiteTables(
+        corpus=_frame(corpus, tables.CORPUS),
+        queries=_frame(queries, tables.QUERIES),
+        qrels=_frame(qrels, tables.QRELS),
+    )
+
+
+def _frame(rows: list[dict[str, Any]], schema: pa.Schema) -> pd.DataFrame:
+    return tables.conform(pd.DataFrame(rows, columns=schema.names), schema).to_pandas()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def suite_file(folder: Path) -> Path | None:

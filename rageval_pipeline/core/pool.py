@@ -26,9 +26,10 @@ from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, split_chunk_id, split_text
 from rageval_pipeline.core.consistency import target_text
+from rageval_pipeline.core.loaders import suite_tables
 from rageval_pipeline.core.matching import Level
 from rageval_pipeline.core.ranking import to_document_level
-from rageval_pipeline.core.suites import Suite, suite_tables
+from rageval_pipeline.core.suites import Suite
 from rageval_pipeline.core.systems import BM25System, DenseSystem, RunInputs, SystemConfig
 
 DEFAULT_DEPTH = 20

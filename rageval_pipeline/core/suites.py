@@ -1,9 +1,9 @@
 """Golden suites: hand-judged queries over a small document set, in one JSON or YAML file.
 
 `load_suite` parses and validates a suite and fails on the first problem with one line naming
-the file, the field (`queries[12].intent`) and the rule; `suite_tables` turns a valid suite into
-the pipeline's CORPUS, QUERIES and QRELS tables. The format is described in
-docs/suite-format.md; its JSON Schema is generated from these models:
+the file, the field (`queries[12].intent`) and the rule (`core.loaders.suite_tables` turns a
+valid suite into the pipeline's tables). The format is described in docs/suite-format.md;
+its JSON Schema is generated from these models:
 
     python -m rageval_pipeline.core.suites --schema > data/suites/suite.schema.json
 """
@@ -14,10 +14,8 @@ import argparse
 import datetime
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
-import pandas as pd
-import pyarrow as pa
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,7 +29,6 @@ from pydantic import (
     model_validator,
 )
 
-from rageval_pipeline.core import tables
 from rageval_pipeline.core.bounds import confined, quote, read_text
 from rageval_pipeline.core.chunking import ChunkingConfig, split_text
 from rageval_pipeline.core.config import parse, rule, validate
@@ -290,12 +287,6 @@ class Suite(_Model):
         return sum(len(q.judgments) for q in self.queries)
 
 
-class SuiteTables(NamedTuple):
-    corpus: pd.DataFrame  # tables.CORPUS
-    queries: pd.DataFrame  # tables.QUERIES
-    qrels: pd.DataFrame  # tables.QRELS
-
-
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file, or the suite.json / suite.yaml in a folder."""
     file = resolve_suite_file(Path(path))
@@ -316,60 +307,10 @@ def load_suite(path: str | Path) -> Suite:
     return validate(document, Suite, context)
 
 
-def suite_tables(suite: Suite) -> SuiteTables:
-    """CORPUS, QUERIES and QRELS tables of a suite, rows in file order."""
-    corpus = [
-        dict(
-            doc_id=d.id,
-            title=d.title,
-            text=d.text,
-            url=d.url or "",
-            metadata=_json({**d.metadata, "type": d.type, "format": d.format, "tags": d.tags}),
-        )
-        for d in suite.documents
-    ]
-    queries = [
-        dict(
-            query_id=q.id,
-            text=q.query,
-            intent=q.intent,
-            category=q.category,
-            difficulty=q.difficulty,
-            query_type=q.query_type,
-            metadata=_json(
-                {
-                    "description": q.description,
-                    "primary": q.primary_id,
-                    "top_1_chunk": q.top_1_chunk_id,
-                }
-            ),
-        )
-        for q in suite.queries
-    ]
-    qrels = [
-        dict(split="test", query_id=q.id, doc_id=doc_id, relevance=grade, level=q.level)
-        for q in suite.queries
-        for doc_id, grade in q.qrels
-    ]
-    return SuiteTables(
-        corpus=_frame(corpus, tables.CORPUS),
-        queries=_frame(queries, tables.QUERIES),
-        qrels=_frame(qrels, tables.QRELS),
-    )
-
-
 def suite_json_schema() -> dict[str, Any]:
     """JSON Schema of the suite file, generated from the models (committed as suite.schema.json)."""
     schema = Suite.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-
-
-def _frame(rows: list[dict[str, Any]], schema: pa.Schema) -> pd.DataFrame:
-    return tables.conform(pd.DataFrame(rows, columns=schema.names), schema).to_pandas()
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def resolve_suite_file(path: Path) -> Path:

@@ -1,14 +1,14 @@
 """Preparing a qrels table and a run for the measure kernels.
 
 The run is put in trec_eval order once (an O(n) check; it is only sorted when it is not already
-in that order) and judged documents are found by a join on integer keys; the result is a
+in that order) and judged documents are found by a join on integer keys (`join`); the result is a
 `Prepared` holding only integer and Arrow arrays, in query-index space. A reader's RankedRun
 comes checked, ordered and fingerprinted: it is taken as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,16 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures.keys import (
-    arrow_strings,
-    exact_pair_keys,
-    pair_keys,
-    shared_keys,
-)
+from rageval_pipeline.core.measures.join import join
+from rageval_pipeline.core.measures.keys import arrow_strings
 from rageval_pipeline.core.ranking import RankedRun, order_run
 
-# Run rows probed against the judgments' bitmap at a time (8-byte temporaries of 4 MB each).
-_PROBE_ROWS = 1 << 19
 # The lowest label that makes a query "judged" (evaluated), whatever a measure's threshold.
 JUDGED_LEVEL = 1
 
@@ -217,11 +211,8 @@ def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> OrderedRun:
 
 def _ranked_run(run: RankedRun, qidx: np.ndarray, nq: int) -> OrderedRun:
     """A reader's checked and ordered run, taken as it is."""
-    keys = run.pair_keys
-    unique = keys is not None
-    if keys is None:
-        keys = pair_keys(run.query_id, run.doc_id)
-    return _ordered(qidx, None, nq, run.doc_id, run.order, keys, unique)
+    keys = run.pair_keys  # (None when the reader found colliding keys: the join makes its own)
+    return _ordered(qidx, None, nq, run.doc_id, run.order, keys, unique_keys=keys is not None)
 
 
 def _ordered(
@@ -260,101 +251,6 @@ def _ordered(
     )
 
 
-def _first_duplicate(
-    keys: np.ndarray, qidx: np.ndarray, doc_ids: Callable[[np.ndarray], pa.LargeStringArray]
-) -> tuple[bool, int | None]:
-    """(any equal keys?, first row whose (query, doc) really repeats an earlier row)."""
-    rows = shared_keys(keys)
-    if not rows.size:
-        return False, None
-    frame = pd.DataFrame({"q": qidx[rows], "doc": doc_ids(rows).to_numpy(zero_copy_only=False)})
-    repeats = rows[frame.duplicated().to_numpy()]
-    return True, (int(repeats[0]) if repeats.size else None)
-
-
-def _join(
-    run: OrderedRun,
-    j_q: np.ndarray,
-    j_docs: pa.LargeStringArray,
-    j_keys: np.ndarray,
-    universe: np.ndarray,
-    distinct: pa.LargeStringArray,
-    exact: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(run row, judgment row) of every retrieved judged document; also rejects duplicates.
-
-    Fingerprints (`j_keys`: the qrels' pair keys) are verified on the real ids; any collision
-    reruns with exact codes.
-    """
-    run_keys = run.keys
-    if exact:
-        codes, _ = pd.factorize(
-            np.concatenate(
-                [
-                    run.docs.to_numpy(zero_copy_only=False),
-                    j_docs.to_numpy(zero_copy_only=False),
-                ]
-            )
-        )
-        run_keys = exact_pair_keys(run.doc_qidx, codes[: len(run.docs)])
-        j_keys = exact_pair_keys(j_q, codes[len(run.docs) :])
-    elif run_keys is None:  # (made here, not kept on the run: one 8-byte column less at peak)
-        run_keys = pair_keys(distinct, run.docs, run.doc_qidx)
-    run_keys = run.in_order(run_keys)
-
-    clash = False
-    if exact or not run.unique_keys:
-        clash, repeat = _first_duplicate(run_keys, run.qidx, run.doc_ids)
-        if repeat is not None:
-            doc = run.doc_ids(np.array([repeat]))[0].as_py()
-            raise InputError(
-                None,
-                f"query {universe[run.qidx[repeat]]!r} retrieves doc {doc!r} more than once",
-                field="doc_id",
-            )
-    j_clash, j_repeat = _first_duplicate(j_keys, j_q, lambda rows: j_docs.take(pa.array(rows)))
-    if j_repeat is not None:
-        raise InputError(
-            None,
-            f"qrels judge doc {j_docs[j_repeat].as_py()!r} for query "
-            f"{universe[j_q[j_repeat]]!r} more than once",
-            field="doc_id",
-        )
-    if (clash or j_clash) and not exact:
-        return _join(run, j_q, j_docs, j_keys, universe, distinct, exact=True)
-    if not len(j_keys) or not len(run_keys):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-
-    j_order = np.argsort(j_keys)
-    j_sorted = j_keys[j_order]
-    # A bitmap on the low key bits rejects most unjudged rows before the binary search; one
-    # bit a key keeps it (2 MB at most) in cache, which a byte a key (8 MB) was not: 3x faster.
-    bits = int(np.clip(np.ceil(np.log2(len(j_keys))) + 5, 10, 24))
-    mask = np.uint64((1 << bits) - 1)
-    seen = np.zeros(1 << bits, dtype=bool)
-    seen[j_sorted & mask] = True
-    bitmap = np.packbits(seen, bitorder="little")  # bit b of byte i: key bits 8i + b
-    parts = []
-    for start in range(0, len(run_keys), _PROBE_ROWS):  # slices: temporaries of a few MB
-        low = run_keys[start : start + _PROBE_ROWS] & mask
-        hit = bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)
-        parts.append(np.flatnonzero(hit & np.uint8(1)) + start)
-    candidates = np.concatenate(parts)
-    # Probing in key order keeps the binary searches in cache.
-    candidates = candidates[np.argsort(run_keys[candidates])]
-    at = np.minimum(np.searchsorted(j_sorted, run_keys[candidates]), len(j_sorted) - 1)
-    found = j_sorted[at] == run_keys[candidates]
-    run_rows, j_rows = candidates[found], j_order[at[found]]
-    by_row = np.argsort(run_rows)
-    run_rows, j_rows = run_rows[by_row], j_rows[by_row]
-    if not exact:
-        same_query = np.array_equal(run.qidx[run_rows], j_q[j_rows])
-        same_doc = pc.all(pc.equal(run.doc_ids(run_rows), j_docs.take(pa.array(j_rows)))).as_py()
-        if not (same_query and same_doc in (True, None)):
-            return _join(run, j_q, j_docs, j_keys, universe, distinct, exact=True)
-    return run_rows, j_rows
-
-
 def query_ids(table: pd.DataFrame | RankedRun) -> pa.LargeStringArray:
     """The query id of each row of a qrels or run table, or of a reader's RankedRun."""
     return table.query_id if isinstance(table, RankedRun) else arrow_strings(table["query_id"])
@@ -389,8 +285,7 @@ def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
     distinct = pa.array(universe, pa.large_string())
     ordered = _ranked_run(run, run_qidx, nq) if ranked else _prepare_run(run, run_qidx, nq)
 
-    j_keys = pair_keys(distinct, j_docs, j_q)
-    run_rows, j_rows = _join(ordered, j_q, j_docs, j_keys, universe, distinct, exact=False)
+    run_rows, j_rows = join(ordered, j_q, j_docs, universe, distinct)
     m_q = ordered.qidx[run_rows]
     m_rank = run_rows - ordered.start[m_q] + 1
     m_label = j_label[j_rows]
