@@ -5,7 +5,7 @@ import pandas as pd
 
 from rageval_pipeline.dagster_defs.resources import ParquetIOManager, StoredTable
 
-seen: list[StoredTable] = []
+seen: list[tuple[StoredTable, str, int]] = []
 
 
 @dg.asset
@@ -15,7 +15,7 @@ def table(context: dg.AssetExecutionContext) -> pd.DataFrame:
 
 @dg.asset(ins={"table": dg.AssetIn("table", dagster_type=StoredTable)})
 def reader(table: StoredTable) -> None:
-    seen.append(table)
+    seen.append((table, table.key, table.rows))
 
 
 def _materialize(tmp_path, selection):
@@ -29,8 +29,8 @@ def test_a_stored_table_is_read_only_on_demand_and_keyed_by_its_file(tmp_path):
     _materialize(tmp_path, None)
     _materialize(tmp_path, ["reader"])  # the table is not rewritten: same key
     _materialize(tmp_path, None)  # rewritten with other rows: a new key
-    first, again, rewritten = seen
+    (first, key, rows), (_, key_again, _), (rewritten, new_key, _) = seen
     assert "frame" not in vars(first)  # nothing read until asked
-    assert first.path == tmp_path / "assets" / "table" / "all.parquet" and first.rows == 2
-    assert first.key == again.key != rewritten.key
+    assert first.path == tmp_path / "assets" / "table" / "all.parquet" and rows == 2
+    assert key == key_again != new_key
     pd.testing.assert_frame_equal(rewritten.frame, pd.read_parquet(rewritten.path))
