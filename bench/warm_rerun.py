@@ -11,7 +11,12 @@ Side by side in one run, each as its own process (interpreter start and imports 
 Rounds interleave the three so the machine's other load falls on all alike; medians are
 reported. Target: (warm - empty) <= 1.5 x bare.
 
-    .venv/bin/python bench/warm_rerun.py [--zip PATH] [--rounds 3]
+Both Dagster commands use one instance: by default the project's (a fresh `DAGSTER_HOME` with
+the repo's dagster.yaml, as `scripts/setup` and `scripts/evaluate` make it), or with
+`--instance temporary` the throwaway instance `dagster job execute` creates without a
+`DAGSTER_HOME` (slower to create, and SQLite connections to a new folder each run).
+
+    .venv/bin/python bench/warm_rerun.py [--zip PATH] [--rounds 3] [--instance temporary]
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zip", type=Path, default=Path("/work/shared/data/beir/nfcorpus.zip"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--instance", choices=("project", "temporary"), default="project")
     parser.add_argument("--bare", action="store_true", help="run only the bare script, print")
     args = parser.parse_args()
     if args.bare:
@@ -116,6 +122,11 @@ def main() -> None:
                 "RAGEVAL_STORAGE": str(work / "storage"),
                 "RAGEVAL_BASELINES": str(work / "baselines"),
             }
+            if args.instance == "project":
+                home = work / "dagster_home"
+                home.mkdir()
+                (home / "dagster.yaml").write_bytes((REPO / "dagster.yaml").read_bytes())
+                env["DAGSTER_HOME"] = str(home)
             dagster = str(bin_dir / "dagster")
             job = [dagster, "job", "execute", "-m", "rageval_pipeline", "-j", "evaluate_bm25"]
             job += ["--tags", json.dumps({"dagster/partition": "nfcorpus"})]
@@ -136,6 +147,7 @@ def main() -> None:
         server.wait()
     median = {k: statistics.median(v) for k, v in times.items()}
     report = {
+        "instance": args.instance,
         "cold_s": round(cold, 2),
         **{f"{k}_s": [round(t, 2) for t in v] for k, v in times.items()},
         "median_s": {k: round(v, 2) for k, v in median.items()},

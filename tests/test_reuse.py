@@ -3,38 +3,16 @@
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from rageval_pipeline.core.reuse import (
     FrameCache,
     content_key,
     folder_key,
-    frame_key,
     read_stamp,
     write_stamp,
 )
 
 FRAME = pd.DataFrame({"doc_id": ["a", "b"], "text": ["x y", None], "n": [1, 2]})
-
-
-@pytest.mark.parametrize(
-    "changed",
-    [
-        FRAME.assign(text=["x y", ""]),  # a null is not an empty string
-        FRAME.assign(n=[1, 3]),
-        FRAME.assign(n=[1.0, 2.0]),  # same numbers, another type
-        FRAME.rename(columns={"n": "m"}),
-        FRAME.iloc[::-1],  # same rows, another order
-        FRAME.iloc[:1],
-    ],
-)
-def test_frame_key_changes_with_any_value_type_name_or_order(changed):
-    assert frame_key(changed) != frame_key(FRAME)
-
-
-def test_frame_key_is_the_same_for_equal_tables():
-    assert frame_key(FRAME.copy()) == frame_key(FRAME)
-    assert frame_key(FRAME.set_index("doc_id", drop=False)) == frame_key(FRAME)  # index ignored
 
 
 def test_content_key_depends_on_every_part_and_their_order():

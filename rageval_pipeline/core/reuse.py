@@ -13,20 +13,9 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rageval_pipeline.core.storage import write_parquet, write_text
-
-
-def frame_key(df: pd.DataFrame) -> str:
-    """A digest of a table's schema and values: SHA-256 of its Arrow IPC stream (several
-    times faster than pandas' row hashes on text columns)."""
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
 def content_key(*parts: object) -> str:

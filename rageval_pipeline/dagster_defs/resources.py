@@ -1,5 +1,6 @@
 """Resources: where things live (settings), the warehouse, and how asset tables are stored."""
 
+from functools import cached_property
 from pathlib import Path
 
 import dagster as dg
@@ -7,7 +8,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from rageval_pipeline.core import paths
-from rageval_pipeline.core.reuse import read_stamp, write_stamp
+from rageval_pipeline.core.reuse import file_digest, read_stamp, write_stamp
 from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse, write_parquet
 
 # Output metadata naming the content key (core.reuse) a stage's table was produced or reused for.
@@ -65,8 +66,32 @@ class WarehouseResource(dg.ConfigurableResource):
         return Warehouse(storage / WAREHOUSE_FILE)
 
 
+class StoredTable:
+    """An upstream table as ParquetIOManager stored it, read only when a step needs its rows:
+    a stage that reuses its last result decides from `key` alone. Ask for one by typing the
+    input `StoredTable` (e.g. `dg.AssetIn("corpus", dagster_type=StoredTable)`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        return pq.read_table(self.path).to_pandas()
+
+    @property
+    def rows(self) -> int:
+        return pq.read_metadata(self.path).num_rows
+
+    @property
+    def key(self) -> str:
+        """A digest of the stored file's bytes: a reused upstream table is not rewritten, so
+        it keeps its key; a recomputed one (even from the same inputs) gets a new one."""
+        return file_digest(self.path)
+
+
 class ParquetIOManager(dg.ConfigurableIOManager):
-    """Each asset partition's DataFrame as one Parquet file, written atomically."""
+    """Each asset partition's DataFrame as one Parquet file, written atomically, with the
+    content key it was produced for in a `.key` file beside it."""
 
     base_dir: str | None = None  # default: the storage folder ($RAGEVAL_STORAGE)
 
@@ -89,11 +114,13 @@ class ParquetIOManager(dg.ConfigurableIOManager):
             write_stamp(stamp, key)
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "rows": len(obj)})
 
-    def load_input(self, context: dg.InputContext) -> pd.DataFrame:
+    def load_input(self, context: dg.InputContext) -> pd.DataFrame | StoredTable:
         path = self._path(context)
         if not path.exists():
             raise FileNotFoundError(
                 f"{path} does not exist: materialize {context.asset_key.to_user_string()} "
                 "for this partition first"
             )
+        if context.dagster_type.typing_type is StoredTable:
+            return StoredTable(path)
         return pq.read_table(path).to_pandas()

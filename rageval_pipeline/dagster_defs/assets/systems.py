@@ -9,9 +9,10 @@ other systems' runs of the same dataset, which prefixes express directly.
 Each system's assets carry a code version from its configuration's fingerprint, so the UI shows
 them stale when the configuration changes. `chunks`, `index`, `run` and `metrics` reuse their
 last result when its content key (code version + inputs' contents) is unchanged (`reused: true`
-in the metadata) unless `settings.force` is set. A reused `metrics` adds no second copy of the
-same evaluation to the history: it notes in the warehouse that this job reused the stored run,
-which the gate (run on every job) then judges.
+in the metadata) unless `settings.force` is set. Their table inputs arrive as `StoredTable`s:
+the key is a digest of the stored files, and the rows are read only when the stage recomputes.
+A reused `metrics` adds no second copy of the same evaluation to the history: it notes in the
+warehouse that this job reused the stored run, which the gate (run on every job) then judges.
 """
 
 from datetime import UTC, datetime
@@ -25,10 +26,15 @@ from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integri
 from rageval_pipeline.core.conventions import QrelsCoverage, qrels_coverage
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results import METRICS_VERSION, RunRecord, measure_run, store_results
-from rageval_pipeline.core.reuse import FrameCache, content_key, frame_key, read_stamp, write_stamp
+from rageval_pipeline.core.reuse import FrameCache, content_key, read_stamp, write_stamp
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
-from rageval_pipeline.dagster_defs.resources import CONTENT_KEY, Settings, WarehouseResource
+from rageval_pipeline.dagster_defs.resources import (
+    CONTENT_KEY,
+    Settings,
+    StoredTable,
+    WarehouseResource,
+)
 
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
 CHUNKS_VERSION = "1"
@@ -124,10 +130,10 @@ def build_system_assets(
     if system.indexed:
         out += _index_assets(system, versions, common)
 
-    ins = {"queries": dg.AssetIn("queries"), "qrels": dg.AssetIn("qrels")}
-    ins |= {f"member_{m}": dg.AssetIn([m, "run"]) for m in system.member_names}
+    ins = {"queries": _stored("queries"), "qrels": _stored("qrels")}
+    ins |= {f"member_{m}": _stored(m, "run") for m in system.member_names}
     if system.reads_corpus:
-        ins["corpus"] = dg.AssetIn("corpus")
+        ins["corpus"] = _stored("corpus")
 
     @dg.asset(
         key=[name, "run"],
@@ -140,22 +146,23 @@ def build_system_assets(
     )
     def run(context: dg.AssetExecutionContext, settings: Settings, **inputs) -> pd.DataFrame:
         dataset = context.partition_key
-        members = {m: inputs[f"member_{m}"] for m in system.member_names}
-        run_inputs = RunInputs(
-            queries=loaders.judged_queries(inputs["queries"], inputs["qrels"], settings.split),
-            top_k=settings.top_k,
-            index_dir=settings.index_dir(name, dataset),
-            base_dir=settings.data,
-            member_runs=members,
-            corpus=inputs.get("corpus"),
-            reference=reference_of(settings, dataset),
-            embeddings_dir=settings.storage / "embeddings",
-        )
-        key = _run_key(system, versions["run"], run_inputs)
+        index_dir = settings.index_dir(name, dataset)
+        key = _run_key(system, versions["run"], settings, index_dir, inputs)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
         result = None if settings.force or key is None else cache.get(key)
         reused = result is not None
         if result is None:
+            queries, qrels = inputs["queries"].frame, inputs["qrels"].frame
+            run_inputs = RunInputs(
+                queries=loaders.judged_queries(queries, qrels, settings.split),
+                top_k=settings.top_k,
+                index_dir=index_dir,
+                base_dir=settings.data,
+                member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
+                corpus=inputs["corpus"].frame if system.reads_corpus else None,
+                reference=reference_of(settings, dataset),
+                embeddings_dir=settings.storage / "embeddings",
+            )
             result = tables.conform(system.produce_run(run_inputs), tables.RUN).to_pandas()
             if key is not None:
                 cache.put(key, result)
@@ -174,10 +181,10 @@ def build_system_assets(
     @dg.asset(
         key=[name, "metrics"],
         ins={
-            "run": dg.AssetIn([name, "run"]),
-            "qrels": dg.AssetIn("qrels"),
-            "queries": dg.AssetIn("queries"),
-            "corpus": dg.AssetIn("corpus"),
+            "run": _stored(name, "run"),
+            "qrels": _stored("qrels"),
+            "queries": _stored("queries"),
+            "corpus": _stored("corpus"),
         },
         description=f"Per-query measures of {name}; means, breakdowns and latency in DuckDB.",
         kinds={"duckdb", "parquet"},
@@ -189,14 +196,13 @@ def build_system_assets(
         context: dg.AssetExecutionContext,
         settings: Settings,
         warehouse: WarehouseResource,
-        run: pd.DataFrame,
-        qrels: pd.DataFrame,
-        queries: pd.DataFrame,
-        corpus: pd.DataFrame,
+        run: StoredTable,
+        qrels: StoredTable,
+        queries: StoredTable,
+        corpus: StoredTable,
     ) -> dg.Output:
         dataset = context.partition_key
         reference = reference_of(settings, dataset)
-        judged = qrels[qrels["split"] == settings.split]
         key = content_key(
             versions["metrics"],
             settings.top_k,
@@ -204,7 +210,7 @@ def build_system_assets(
             system.recorded_config(reference),
             system.chunk_level(reference),
             beir.ignores_identical_ids(dataset),
-            [frame_key(df) for df in (run, judged, queries, corpus[["doc_id"]])],
+            [table.key for table in (run, qrels, queries, corpus)],
         )
         cache = FrameCache(settings.cache_dir(name, "metrics", dataset))
         per_query = None if settings.force else cache.get(key)
@@ -214,7 +220,10 @@ def build_system_assets(
             record["run_id"], context.run.run_id, datetime.now(UTC)
         )
         if not reused:
-            per_query, record = _measure(context, settings, warehouse, run, judged, queries, corpus)
+            judged = qrels.frame[qrels.frame["split"] == settings.split]
+            per_query, record = _measure(
+                context, settings, warehouse, run.frame, judged, queries.frame, corpus.frame
+            )
             cache.put(key, per_query, record)
         context.log.info(
             f"{dataset}/{name} ({record['level']} level"
@@ -271,18 +280,26 @@ def build_system_assets(
     return [*out, run, metrics]
 
 
-def _run_key(system: SystemConfig, version: str, inputs: RunInputs) -> str | None:
+def _run_key(
+    system: SystemConfig,
+    version: str,
+    settings: Settings,
+    index_dir: Path,
+    inputs: dict[str, StoredTable],
+) -> str | None:
     """The content key of a run; None when it must not be reused (a live service's answers,
-    or an index whose key is unknown)."""
-    index_key = read_stamp(_stamp(inputs.index_dir)) if system.indexed else "none"
+    or an index whose key is unknown). The judged queries follow from queries, qrels and split;
+    a reranker's run also depends on the documents' text (`corpus`)."""
+    index_key = read_stamp(_stamp(index_dir)) if system.indexed else "none"
     if not system.reusable or index_key is None:
         return None
-    members = {m: frame_key(df) for m, df in inputs.member_runs.items()}
-    # A reranker's run also depends on the documents' text.
-    corpus = [frame_key(inputs.corpus)] if system.reads_corpus else []
-    return content_key(
-        version, inputs.top_k, frame_key(inputs.queries), index_key, members, *corpus
-    )
+    tables_keys = {name: table.key for name, table in sorted(inputs.items())}
+    return content_key(version, settings.top_k, settings.split, index_key, tables_keys)
+
+
+def _stored(*key: str) -> dg.AssetIn:
+    """An input read lazily (see StoredTable)."""
+    return dg.AssetIn(list(key), dagster_type=StoredTable)
 
 
 def _stamp(index_dir: Path) -> Path:
@@ -296,7 +313,7 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
 
     @dg.asset(
         key=[name, "chunks"],
-        ins={"corpus": dg.AssetIn("corpus")},
+        ins={"corpus": _stored("corpus")},
         check_specs=[
             dg.AssetCheckSpec("metadata_complete", asset=[name, "chunks"], blocking=True),
             dg.AssetCheckSpec("hashes_valid", asset=[name, "chunks"], blocking=True),
@@ -306,38 +323,42 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         code_version=versions["chunks"],
         **common,
     )
-    def chunks(context: dg.AssetExecutionContext, settings: Settings, corpus: pd.DataFrame):
+    def chunks(context: dg.AssetExecutionContext, settings: Settings, corpus: StoredTable):
         dataset = context.partition_key
         chunking = system.chunking.resolve(reference_of(settings, dataset))
-        key = content_key(versions["chunks"], chunking.model_dump(mode="json"), frame_key(corpus))
+        key = content_key(versions["chunks"], chunking.model_dump(mode="json"), corpus.key)
         cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
         df = None if settings.force else cache.get(key)
         reused = df is not None
         if df is None:
-            df = chunk_corpus(corpus, chunking, datetime.now(UTC).isoformat(timespec="seconds"))
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            df = chunk_corpus(corpus.frame, chunking, stamp)
             cache.put(key, df)
-        meta = {"chunks": len(df), "documents": len(corpus), "chunking": chunking.strategy}
+        meta = {"chunks": len(df), "documents": corpus.rows, "chunking": chunking.strategy}
         # A reused table is not written again: the IO manager keeps the file of the same key.
         yield dg.Output(df, metadata=meta | {"reused": reused, CONTENT_KEY: key})
         yield from chunk_check_results(df)
 
     @dg.asset(
         key=[name, "index"],
-        ins={"chunks": dg.AssetIn([name, "chunks"])},
+        ins={"chunks": _stored(name, "chunks")},
         description=f"The {system.retriever} index of {name}.",
         code_version=versions["index"],
         **common,
     )
     def index(
-        context: dg.AssetExecutionContext, settings: Settings, chunks: pd.DataFrame
+        context: dg.AssetExecutionContext, settings: Settings, chunks: StoredTable
     ) -> dg.MaterializeResult:
         directory = settings.index_dir(name, context.partition_key)
-        key = content_key(versions["index"], frame_key(chunks))
+        key = content_key(versions["index"], chunks.key)
         if not settings.force and directory.is_dir() and read_stamp(_stamp(directory)) == key:
             return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
         write_stamp(_stamp(directory), None)  # until the new index is in place
         stats = system.build_index(
-            chunks, directory, embeddings_dir=settings.storage / "embeddings", log=context.log.info
+            chunks.frame,
+            directory,
+            embeddings_dir=settings.storage / "embeddings",
+            log=context.log.info,
         )
         write_stamp(_stamp(directory), key)
         context.log.info(f"{name} index for {context.partition_key}: {stats}")
