@@ -13,8 +13,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from rageval_pipeline.core import chunking
 from rageval_pipeline.core.storage import Warehouse
 from rageval_pipeline.core.systems import load_systems
+from rageval_pipeline.dagster_defs.assets import gate as gate_module
 from rageval_pipeline.dagster_defs.resources import Settings
 from rageval_pipeline.dagster_defs.schedules import NIGHTLY_ENV
 from rageval_pipeline.definitions import build_definitions
@@ -196,6 +198,36 @@ def test_a_warm_rerun_reuses_every_stage_and_still_gates(pipeline_home):
     assert {s: forced[s] for s in stages} == {s: False for s in stages}
     assert {p for p in written if p.stat().st_mtime_ns != written[p]}  # rebuilt
     assert store.query("SELECT count(*) AS n FROM runs")["n"][0] == 3
+
+
+def test_the_seed_report_takes_chunk_integrity_from_the_runs_own_checks(pipeline_home, monkeypatch):
+    """In a job, seed 003's report has the integrity rates the chunks checks of that run
+    measured (the gate reads and hashes no chunks); the gate materialized alone measures them
+    on the stored chunks, to the same report."""
+    folder = pipeline_home / "storage" / "reports" / "validation" / "beir-mini" / "bm25"
+
+    def latest_report() -> dict:
+        report = json.loads(max(folder.glob("report_*.json")).read_text())
+        assert report.pop("timestamp")
+        return report
+
+    def measured_again(chunks):
+        raise AssertionError("the chunks checks of this run measured it already")
+
+    defs = build_definitions()
+    monkeypatch.setattr(gate_module, "integrity", measured_again)
+    _materialize(defs)
+    in_job = latest_report()
+    assert (in_job["metadata_completeness_rate"], in_job["hash_validation_pass_rate"]) == (1, 1)
+    assert all(case["query"]["text"] for case in in_job["test_cases"])
+
+    measured, real = [], chunking.integrity
+    monkeypatch.setattr(gate_module, "integrity", lambda c: measured.append(len(c)) or real(c))
+    gate = next(a for a in defs.assets if getattr(a, "key", None) == dg.AssetKey("gate"))
+    assert dg.materialize([gate], resources=defs.resources).success
+    chunks = pq.read_metadata(pipeline_home / "storage/assets/bm25/chunks/beir-mini.parquet")
+    assert measured == [chunks.num_rows]
+    assert latest_report() == in_job
 
 
 def test_a_reused_evaluation_missing_from_the_warehouse_is_measured_again(pipeline_home):

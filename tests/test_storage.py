@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -116,6 +117,37 @@ def test_reads_are_read_only_connections(tmp_path):
     with warehouse.read() as con, pytest.raises(duckdb.InvalidInputException, match="read-only"):
         con.execute("DELETE FROM runs")
     assert warehouse.query("SELECT count(*) AS n FROM runs")["n"][0] == 1
+
+
+def test_blocks_nested_in_a_read_or_a_write_share_its_connection(tmp_path, monkeypatch):
+    warehouse = Warehouse(tmp_path / "w.duckdb")
+    warehouse.record_run(_run_row("r1"), _results("r1", 0.1))
+    opened, real = [], Warehouse._open
+    monkeypatch.setattr(
+        Warehouse, "_open", lambda self, **kw: opened.append(kw["read_only"]) or real(self, **kw)
+    )
+    count = "SELECT count(*) AS n FROM runs"
+    with warehouse.read() as con:
+        with warehouse.read() as inner:
+            assert inner is con
+        assert warehouse.query(count)["n"][0] == 1
+        # Another thread gets a connection of its own (DuckDB's are not for sharing).
+        other = threading.Thread(target=lambda: warehouse.query(count))
+        other.start()
+        other.join()
+        # DuckDB refuses a read-write open beside a read-only one: say so plainly.
+        with pytest.raises(RuntimeError, match="a write inside a read block"), warehouse.connect():
+            pass
+    assert opened == [True, True]
+    with warehouse.connect() as con:
+        # The write lock is not taken twice (a second flock would wait for ever).
+        warehouse.record_run(_run_row("r2"), _results("r2", 0.2))
+        assert warehouse.query(count)["n"][0] == 2
+        with warehouse.read() as inner:
+            assert inner is con
+    assert opened == [True, True, False]
+    assert warehouse.query(count)["n"][0] == 2  # closed with its block: a new read opens
+    assert opened == [True, True, False, True]
 
 
 def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Path):

@@ -8,6 +8,9 @@ what Dagster cannot see (the `rageval` CLI, runs on separate instances whose poo
 shared, instances without a pool limit such as the local SQLite default); uncontended under the
 pool, it costs nothing. Reads take no lock and open the file read-only: they work on read-only
 storage, and while a job writes they wait only for DuckDB's own file lock of that one short write.
+Opening the file costs tens of milliseconds, so a read or write block shares its connection
+with every read (and write) nested in it on the same thread: the gate does its reads on one
+connection and its writes on another.
 
 Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
 """
@@ -20,6 +23,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,6 +102,15 @@ _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a fil
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
 # Paths whose schema this process has created (or found), with the file's inode: once each.
 _SCHEMA_READY: set[tuple[Path, int]] = set()
+# Per thread (a DuckDB connection is not for sharing between threads): warehouse path ->
+# (connection, read_only) of the read or write block open on it.
+_OPEN = threading.local()
+
+
+def _held() -> dict[Path, tuple[duckdb.DuckDBPyConnection, bool]]:
+    if not hasattr(_OPEN, "connections"):
+        _OPEN.connections = {}
+    return _OPEN.connections
 
 
 class WarehouseLimits(EnvLimits):
@@ -224,9 +237,28 @@ class Warehouse:
         )
 
     @contextmanager
+    def _hold(
+        self, con: duckdb.DuckDBPyConnection, *, read_only: bool
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Offer `con` to the blocks nested in this one, then close it."""
+        _held()[self.path] = (con, read_only)
+        try:
+            yield con
+        finally:
+            del _held()[self.path]
+            con.close()
+
+    @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-write connection under the write lock; the schema is created once per
-        process and file."""
+        process and file. Inside another write block, that block's connection."""
+        held = _held().get(self.path)
+        if held is not None:
+            con, read_only = held
+            if read_only:  # DuckDB refuses a second configuration of an open file
+                raise RuntimeError(f"{self.path}: a write inside a read block; end the read first")
+            yield con
+            return
         with writable(self.path.parent):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = open(self.path.with_suffix(".lock"), "w")  # noqa: SIM115 - held below
@@ -235,23 +267,26 @@ class Warehouse:
             try:
                 with writable(self.path.parent):
                     con = self._open(read_only=False)
-                try:
+                with self._hold(con, read_only=False):
                     ready = (self.path.resolve(), self.path.stat().st_ino)
                     if ready not in _SCHEMA_READY:
                         con.execute(SCHEMA)
                         _SCHEMA_READY.add(ready)
                     yield con
-                finally:
-                    con.close()
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection without the write lock; waits (up to `read_wait_s`) only
-        while another process holds DuckDB's own lock for a write."""
+        while another process holds DuckDB's own lock for a write. Inside another read or
+        write block, that block's connection."""
         import duckdb
 
+        held = _held().get(self.path)
+        if held is not None:
+            yield held[0]
+            return
         if not self.path.exists():
             raise StorageError(self.path, "no warehouse yet: run an evaluation first")
         limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
@@ -269,10 +304,8 @@ class Warehouse:
                         + limits.hint("read_wait_s"),
                     ) from None
                 time.sleep(0.1)
-        try:
+        with self._hold(con, read_only=True):
             yield con
-        finally:
-            con.close()
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -145,9 +145,9 @@ def render(figure: Figure) -> tuple[str, bytes]:
 def render_cached(figures: list[Figure], cache: Path) -> dict[str, tuple[str, bytes]]:
     """`render` of each figure by name, drawing only those not found in `cache` (keyed by the
     figure, this module's style and matplotlib's version); keeps only these figures there."""
-    out, keep = {}, set()
+    out, keep, drawer = {}, set(), version("matplotlib")  # a metadata scan: once, not per figure
     for figure in figures:
-        key = content_key(figure.model_dump(mode="json"), _STYLE, version("matplotlib"))
+        key = content_key(figure.model_dump(mode="json"), _STYLE, drawer)
         svg_path, png_path = cache / f"{key}.svg", cache / f"{key}.png"
         if svg_path.is_file() and png_path.is_file():
             out[figure.name] = (svg_path.read_text(encoding="utf-8"), png_path.read_bytes())

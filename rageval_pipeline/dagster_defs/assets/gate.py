@@ -14,7 +14,7 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core import experiments, report
-from rageval_pipeline.core.chunking import integrity
+from rageval_pipeline.core.chunking import CHUNK_METADATA, integrity
 from rageval_pipeline.core.gate import RunSummary, judge, load_baselines, load_policy
 from rageval_pipeline.core.report.seed003 import validation_report
 from rageval_pipeline.core.reuse import content_key
@@ -23,33 +23,79 @@ from rageval_pipeline.core.summaries import select_runs, summaries
 from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
 
 GATE_CHECK = "verdict_passes"
+PARTITION_TAG = "dagster/partition"  # the dataset of a partitioned job's run
+# The `<system>/chunks` checks (dagster_defs.assets.systems) and the rate each records.
+CHUNK_RATES = {
+    "metadata_complete": "metadata_completeness_rate",
+    "hashes_valid": "hash_validation_rate",
+}
 
 
-def _asset_table(settings: Settings, *key: str) -> pd.DataFrame | None:
+def _asset_table(
+    settings: Settings, *key: str, columns: list[str] | None = None
+) -> pd.DataFrame | None:
     """An upstream asset's stored partition (ParquetIOManager's layout), if materialized."""
     path = settings.storage.joinpath("assets", *key[:-1], f"{key[-1]}.parquet")
-    return pd.read_parquet(path) if path.is_file() else None
+    return pd.read_parquet(path, columns=columns) if path.is_file() else None
 
 
-def _write_validation_report(settings: Settings, summary: RunSummary, stamp: datetime) -> None:
-    """Seed 003's report_YYYYMMDD_HHMMSS.json of one run, beside the gate reports."""
-    queries = _asset_table(settings, "queries", summary.dataset)
-    chunks = _asset_table(settings, summary.system, "chunks", summary.dataset)
-    about: dict[str, dict] = {}
-    if queries is not None:
-        fields = queries[["query_id", "text", "query_type"]].astype(object)
-        fields = fields.where(fields.notna(), None)  # a missing query type is None, not NaN
-        about = (
-            fields.drop_duplicates("query_id", keep="last").set_index("query_id").to_dict("index")
-        )
-    seed = validation_report(
-        summary,
-        about,
-        timestamp=stamp,
-        integrity=integrity(chunks) if chunks is not None else None,
-    )
-    folder = settings.reports_dir / "validation" / summary.dataset / summary.system
-    write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
+def _measured_integrity(
+    context: dg.AssetExecutionContext,
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """(dataset, system) -> (metadata completeness, hash validity) that this run's
+    `<system>/chunks` checks measured, so that the gate need not read and hash the chunks again.
+    Those checks carry no partition: their dataset is the run's."""
+    dataset = context.run.tags.get(PARTITION_TAG)
+    if dataset is None:
+        return {}
+    records = context.instance.get_records_for_run(
+        context.run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    rates: dict[str, dict[str, float]] = {}
+    for record in records:
+        check = record.event_log_entry.dagster_event.event_specific_data
+        key, rate = check.asset_key.path, CHUNK_RATES.get(check.check_name)
+        if rate in check.metadata and len(key) == 2 and key[1] == "chunks":
+            rates.setdefault(key[0], {})[check.check_name] = check.metadata[rate].value
+    return {
+        (dataset, system): (got["metadata_complete"], got["hashes_valid"])
+        for system, got in rates.items()
+        if got.keys() == CHUNK_RATES.keys()
+    }
+
+
+def _write_validation_reports(
+    settings: Settings,
+    judged: list[RunSummary],
+    stamp: datetime,
+    measured: dict[tuple[str, str], tuple[float, float]],
+) -> None:
+    """Seed 003's report_YYYYMMDD_HHMMSS.json of each run, beside the gate reports; the chunks'
+    integrity as `measured` in this run, else measured on the stored chunks."""
+    queries: dict[str, pd.DataFrame | None] = {}
+    for summary in judged:
+        if summary.dataset not in queries:
+            queries[summary.dataset] = _asset_table(
+                settings, "queries", summary.dataset, columns=["query_id", "text", "query_type"]
+            )
+        about: dict[str, dict] = {}
+        if (table := queries[summary.dataset]) is not None:
+            fields = table[table["query_id"].isin(list(summary.per_query))].astype(object)
+            fields = fields.where(fields.notna(), None)  # a missing query type is None, not NaN
+            about = (
+                fields.drop_duplicates("query_id", keep="last")
+                .set_index("query_id")
+                .to_dict("index")
+            )
+        rates = measured.get((summary.dataset, summary.system))
+        if rates is None:
+            chunks = _asset_table(
+                settings, summary.system, "chunks", summary.dataset, columns=list(CHUNK_METADATA)
+            )
+            rates = integrity(chunks) if chunks is not None else None
+        seed = validation_report(summary, about, timestamp=stamp, integrity=rates)
+        folder = settings.reports_dir / "validation" / summary.dataset / summary.system
+        write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
 
 
 def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.AssetsDefinition:
@@ -77,44 +123,47 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
         """Verdict on this Dagster run's evaluations (or, materialized alone, on the latest
         evaluation of every dataset and system), with JSON, Markdown and HTML reports."""
         store = warehouse.warehouse
-        runs = select_runs(store, dagster_run_id=context.run.run_id)
-        scope = "this run"
-        if runs.empty:
-            runs, scope = select_runs(store), "latest evaluations"
-        judged, baselines = summaries(store, runs), load_baselines(settings.baselines)
+        with store.read():  # one connection for every read
+            runs = select_runs(store, dagster_run_id=context.run.run_id)
+            scope = "this run"
+            if runs.empty:
+                runs, scope = select_runs(store), "latest evaluations"
+            judged = summaries(store, runs)
+            datasets = sorted(set(runs["dataset"]))
+            history = store.query(
+                f"SELECT * FROM history WHERE dataset IN ({', '.join('?' * len(datasets))})",
+                datasets,
+            )
+        baselines = load_baselines(settings.baselines)
         verdict = judge(judged, baselines, load_policy(settings.data / "gate.yaml"))
         stamp = datetime.now(UTC)
-        logged = experiments.record(
-            store,
-            verdict,
-            judged,
-            baselines,
-            description=context.run.tags.get(experiments.DESCRIPTION_TAG),
-            created_at=stamp,
-        )
-        experiments.export(experiments.load(store), settings.reports_dir / "experiments.json")
         folder = settings.reports_dir / f"{stamp:%Y%m%dT%H%M%SZ}"
-        datasets = sorted(set(runs["dataset"]))
-        history = store.query(
-            f"SELECT * FROM history WHERE dataset IN ({', '.join('?' * len(datasets))})",
-            datasets,
-        )
         full = report.build_report(verdict, judged, baselines, history)
         latest, plots = settings.reports_dir / "latest", settings.storage / "cache" / "plots"
         paths = report.write_reports(full, folder, latest, plot_cache=plots)
-        for summary in judged:
-            _write_validation_report(settings, summary, stamp)
-        store.record_gate(
-            dict(
-                gate_id=f"{stamp:%Y%m%dT%H%M%S%fZ}",
-                dagster_run_id=context.run.run_id,
+        _write_validation_reports(settings, judged, stamp, _measured_integrity(context))
+        with store.connect():  # one connection, one turn of the write lock, for every write
+            logged = experiments.record(
+                store,
+                verdict,
+                judged,
+                baselines,
+                description=context.run.tags.get(experiments.DESCRIPTION_TAG),
                 created_at=stamp,
-                passed=verdict.passed,
-                categories=",".join(verdict.categories),
-                summary=verdict.summary,
-                report_json=report.to_json(verdict),
             )
-        )
+            log = experiments.load(store)
+            store.record_gate(
+                dict(
+                    gate_id=f"{stamp:%Y%m%dT%H%M%S%fZ}",
+                    dagster_run_id=context.run.run_id,
+                    created_at=stamp,
+                    passed=verdict.passed,
+                    categories=",".join(verdict.categories),
+                    summary=verdict.summary,
+                    report_json=report.to_json(verdict),
+                )
+            )
+        experiments.export(log, settings.reports_dir / "experiments.json")
         failures = [c.message for c in verdict.failures]
         log = context.log.info if verdict.passed else context.log.error
         log(f"gate {'PASS' if verdict.passed else 'FAIL'} ({scope}): {verdict.summary}")
