@@ -20,15 +20,11 @@ from rageval_pipeline.core.report.seed003 import validation_report
 from rageval_pipeline.core.reuse import content_key
 from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.core.summaries import select_runs, summaries
+from rageval_pipeline.dagster_defs.assets.systems import CHUNK_CHECKS
 from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
 
 GATE_CHECK = "verdict_passes"
 PARTITION_TAG = "dagster/partition"  # the dataset of a partitioned job's run
-# The `<system>/chunks` checks (dagster_defs.assets.systems) and the rate each records.
-CHUNK_RATES = {
-    "metadata_complete": "metadata_completeness_rate",
-    "hashes_valid": "hash_validation_rate",
-}
 
 
 def _asset_table(
@@ -54,13 +50,13 @@ def _measured_integrity(
     rates: dict[str, dict[str, float]] = {}
     for record in records:
         check = record.event_log_entry.dagster_event.event_specific_data
-        key, rate = check.asset_key.path, CHUNK_RATES.get(check.check_name)
+        key, rate = check.asset_key.path, CHUNK_CHECKS.get(check.check_name)
         if rate in check.metadata and len(key) == 2 and key[1] == "chunks":
             rates.setdefault(key[0], {})[check.check_name] = check.metadata[rate].value
     return {
         (dataset, system): (got["metadata_complete"], got["hashes_valid"])
         for system, got in rates.items()
-        if got.keys() == CHUNK_RATES.keys()
+        if got.keys() == CHUNK_CHECKS.keys()
     }
 
 

@@ -41,20 +41,23 @@ CHUNKS_VERSION = "1"
 RUN_VERSION = "1"
 
 
+# Seed 003's integrity checks of `<system>/chunks`, and the rate each records (the gate's
+# validation report reads them back).
+CHUNK_CHECKS = {
+    "metadata_complete": "metadata_completeness_rate",
+    "hashes_valid": "hash_validation_rate",
+}
+
+
 def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
     """Seed 003's integrity checks; anything under 100% fails them."""
-    complete, valid = integrity(chunks)
     return [
         dg.AssetCheckResult(
-            check_name="metadata_complete",
-            passed=complete == 1.0,
-            metadata={"metadata_completeness_rate": complete, "chunks": len(chunks)},
-        ),
-        dg.AssetCheckResult(
-            check_name="hashes_valid",
-            passed=valid == 1.0,
-            metadata={"hash_validation_rate": valid, "chunks": len(chunks)},
-        ),
+            check_name=check,
+            passed=value == 1.0,
+            metadata={rate: value, "chunks": len(chunks)},
+        )
+        for (check, rate), value in zip(CHUNK_CHECKS.items(), integrity(chunks), strict=True)
     ]
 
 
@@ -315,8 +318,8 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         key=[name, "chunks"],
         ins={"corpus": _stored("corpus")},
         check_specs=[
-            dg.AssetCheckSpec("metadata_complete", asset=[name, "chunks"], blocking=True),
-            dg.AssetCheckSpec("hashes_valid", asset=[name, "chunks"], blocking=True),
+            dg.AssetCheckSpec(check, asset=[name, "chunks"], blocking=True)
+            for check in CHUNK_CHECKS
         ],
         description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
         kinds={"parquet"},
