@@ -1,9 +1,11 @@
-"""ParquetIOManager hands a `StoredTable`-typed input over unread, keyed by its stored file."""
+"""A stage's upstream table as ParquetIOManager stored it: found by `Settings.stored`, read only
+on demand, keyed by its file."""
 
 import dagster as dg
 import pandas as pd
+import pytest
 
-from rageval_pipeline.dagster_defs.resources import ParquetIOManager, StoredTable
+from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings, StoredTable
 
 seen: list[tuple[StoredTable, str, int]] = []
 
@@ -13,13 +15,17 @@ def table(context: dg.AssetExecutionContext) -> pd.DataFrame:
     return pd.DataFrame({"doc_id": ["d1", "d2"], "text": [context.run.run_id, "same"]})
 
 
-@dg.asset(ins={"table": dg.AssetIn("table", dagster_type=StoredTable)})
-def reader(table: StoredTable) -> None:
-    seen.append((table, table.key, table.rows))
+@dg.asset(deps=[table])
+def reader(settings: Settings) -> None:
+    stored = settings.stored("table", partition=None)
+    seen.append((stored, stored.key, stored.rows))
 
 
 def _materialize(tmp_path, selection):
-    resources = {"io_manager": ParquetIOManager(base_dir=str(tmp_path))}
+    resources = {
+        "io_manager": ParquetIOManager(base_dir=str(tmp_path)),
+        "settings": Settings(storage_dir=str(tmp_path)),
+    }
     result = dg.materialize([table, reader], resources=resources, selection=selection)
     assert result.success
 
@@ -34,3 +40,8 @@ def test_a_stored_table_is_read_only_on_demand_and_keyed_by_its_file(tmp_path):
     assert first.path == tmp_path / "assets" / "table" / "all.parquet" and rows == 2
     assert key == key_again != new_key
     pd.testing.assert_frame_equal(rewritten.frame, pd.read_parquet(rewritten.path))
+
+
+def test_a_missing_table_names_what_to_materialize(tmp_path):
+    with pytest.raises(FileNotFoundError, match="materialize bm25/run for this partition first"):
+        Settings(storage_dir=str(tmp_path)).stored("bm25", "run", partition="scifact")

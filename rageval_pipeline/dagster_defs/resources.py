@@ -1,5 +1,6 @@
 """Resources: where things live (settings), the warehouse, and how asset tables are stored."""
 
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -53,6 +54,10 @@ class Settings(dg.ConfigurableResource):
     def reports_dir(self) -> Path:
         return self.storage / "reports"
 
+    def stored(self, *key: str, partition: str | None) -> "StoredTable":
+        """An upstream asset's stored partition (see StoredTable)."""
+        return StoredTable(_existing(stored_path(self.storage, key, partition), "/".join(key)))
+
 
 class WarehouseResource(dg.ConfigurableResource):
     """The DuckDB warehouse (`rageval.duckdb`) of the storage folder. Writes queue on its lock;
@@ -66,10 +71,23 @@ class WarehouseResource(dg.ConfigurableResource):
         return Warehouse(storage / WAREHOUSE_FILE)
 
 
+def stored_path(base: Path, key: Sequence[str], partition: str | None) -> Path:
+    """Where ParquetIOManager keeps an asset partition's table."""
+    return base.joinpath("assets", *key, f"{partition or 'all'}.parquet")
+
+
+def _existing(path: Path, asset: str) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist: materialize {asset} for this partition first"
+        )
+    return path
+
+
 class StoredTable:
     """An upstream table as ParquetIOManager stored it, read only when a step needs its rows:
-    a stage that reuses its last result decides from `key` alone. Ask for one by typing the
-    input `StoredTable` (e.g. `dg.AssetIn("corpus", dagster_type=StoredTable)`)."""
+    a stage that reuses its last result decides from `key` alone. Stages declare such tables
+    as `deps` and look them up with `Settings.stored`, so Dagster loads nothing for them."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -96,10 +114,9 @@ class ParquetIOManager(dg.ConfigurableIOManager):
     base_dir: str | None = None  # default: the storage folder ($RAGEVAL_STORAGE)
 
     def _path(self, context: dg.OutputContext | dg.InputContext) -> Path:
-        key = context.asset_key.path
-        part = context.asset_partition_key if context.has_asset_partitions else "all"
+        part = context.asset_partition_key if context.has_asset_partitions else None
         base = Path(self.base_dir) if self.base_dir else paths.storage_dir()
-        return base.joinpath("assets", *key, f"{part}.parquet")
+        return stored_path(base, context.asset_key.path, part)
 
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
         """Write the table, unless it is a reused result (`reused: true`) whose `content_key`
@@ -114,13 +131,6 @@ class ParquetIOManager(dg.ConfigurableIOManager):
             write_stamp(stamp, key)
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "rows": len(obj)})
 
-    def load_input(self, context: dg.InputContext) -> pd.DataFrame | StoredTable:
-        path = self._path(context)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"{path} does not exist: materialize {context.asset_key.to_user_string()} "
-                "for this partition first"
-            )
-        if context.dagster_type.typing_type is StoredTable:
-            return StoredTable(path)
+    def load_input(self, context: dg.InputContext) -> pd.DataFrame:
+        path = _existing(self._path(context), context.asset_key.to_user_string())
         return pq.read_table(path).to_pandas()

@@ -9,8 +9,9 @@ other systems' runs of the same dataset, which prefixes express directly.
 Each system's assets carry a code version from its configuration's fingerprint, so the UI shows
 them stale when the configuration changes. `chunks`, `index`, `run` and `metrics` reuse their
 last result when its content key (code version + inputs' contents) is unchanged (`reused: true`
-in the metadata) unless `settings.force` is set. Their table inputs arrive as `StoredTable`s:
-the key is a digest of the stored files, and the rows are read only when the stage recomputes.
+in the metadata) unless `settings.force` is set. Their upstream tables are `deps` looked up as
+`StoredTable`s: the key is a digest of the stored files, and the rows are read only when the
+stage recomputes (so a warm job loads no table, and logs no input events, to find it can reuse).
 A reused `metrics` adds no second copy of the same evaluation to the history: it notes in the
 warehouse that this job reused the stored run, which the gate (run on every job) then judges.
 """
@@ -133,22 +134,24 @@ def build_system_assets(
     if system.indexed:
         out += _index_assets(system, versions, common)
 
-    ins = {"queries": _stored("queries"), "qrels": _stored("qrels")}
-    ins |= {f"member_{m}": _stored(m, "run") for m in system.member_names}
+    # What a run is made from, by input name: the asset key of each stored table.
+    sources = {"queries": ("queries",), "qrels": ("qrels",)}
+    sources |= {f"member_{m}": (m, "run") for m in system.member_names}
     if system.reads_corpus:
-        ins["corpus"] = _stored("corpus")
+        sources["corpus"] = ("corpus",)
 
     @dg.asset(
         key=[name, "run"],
-        ins=ins,
-        deps=[dg.AssetKey([name, "index"])] if system.indexed else [],
+        deps=[*(dg.AssetKey(list(k)) for k in sources.values())]
+        + ([dg.AssetKey([name, "index"])] if system.indexed else []),
         description=f"Top-k results of {name} per query, with per-query latency.",
         kinds={"parquet"},
         code_version=versions["run"],
         **common,
     )
-    def run(context: dg.AssetExecutionContext, settings: Settings, **inputs) -> pd.DataFrame:
+    def run(context: dg.AssetExecutionContext, settings: Settings) -> pd.DataFrame:
         dataset = context.partition_key
+        inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
         index_dir = settings.index_dir(name, dataset)
         key = _run_key(system, versions["run"], settings, index_dir, inputs)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
@@ -183,12 +186,7 @@ def build_system_assets(
 
     @dg.asset(
         key=[name, "metrics"],
-        ins={
-            "run": _stored(name, "run"),
-            "qrels": _stored("qrels"),
-            "queries": _stored("queries"),
-            "corpus": _stored("corpus"),
-        },
+        deps=[dg.AssetKey([name, "run"]), "qrels", "queries", "corpus"],
         description=f"Per-query measures of {name}; means, breakdowns and latency in DuckDB.",
         kinds={"duckdb", "parquet"},
         pool="duckdb_write",
@@ -199,12 +197,12 @@ def build_system_assets(
         context: dg.AssetExecutionContext,
         settings: Settings,
         warehouse: WarehouseResource,
-        run: StoredTable,
-        qrels: StoredTable,
-        queries: StoredTable,
-        corpus: StoredTable,
     ) -> dg.Output:
         dataset = context.partition_key
+        run = settings.stored(name, "run", partition=dataset)
+        qrels, queries, corpus = (
+            settings.stored(t, partition=dataset) for t in ("qrels", "queries", "corpus")
+        )
         reference = reference_of(settings, dataset)
         key = content_key(
             versions["metrics"],
@@ -300,11 +298,6 @@ def _run_key(
     return content_key(version, settings.top_k, settings.split, index_key, tables_keys)
 
 
-def _stored(*key: str) -> dg.AssetIn:
-    """An input read lazily (see StoredTable)."""
-    return dg.AssetIn(list(key), dagster_type=StoredTable)
-
-
 def _stamp(index_dir: Path) -> Path:
     """The content key an index was built with, beside its folder (see core.reuse)."""
     return index_dir.with_name(index_dir.name + ".key")
@@ -316,7 +309,7 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
 
     @dg.asset(
         key=[name, "chunks"],
-        ins={"corpus": _stored("corpus")},
+        deps=["corpus"],
         check_specs=[
             dg.AssetCheckSpec(check, asset=[name, "chunks"], blocking=True)
             for check in CHUNK_CHECKS
@@ -326,8 +319,9 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         code_version=versions["chunks"],
         **common,
     )
-    def chunks(context: dg.AssetExecutionContext, settings: Settings, corpus: StoredTable):
+    def chunks(context: dg.AssetExecutionContext, settings: Settings):
         dataset = context.partition_key
+        corpus = settings.stored("corpus", partition=dataset)
         chunking = system.chunking.resolve(reference_of(settings, dataset))
         key = content_key(versions["chunks"], chunking.model_dump(mode="json"), corpus.key)
         cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
@@ -344,14 +338,13 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
 
     @dg.asset(
         key=[name, "index"],
-        ins={"chunks": _stored(name, "chunks")},
+        deps=[dg.AssetKey([name, "chunks"])],
         description=f"The {system.retriever} index of {name}.",
         code_version=versions["index"],
         **common,
     )
-    def index(
-        context: dg.AssetExecutionContext, settings: Settings, chunks: StoredTable
-    ) -> dg.MaterializeResult:
+    def index(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
+        chunks = settings.stored(name, "chunks", partition=context.partition_key)
         directory = settings.index_dir(name, context.partition_key)
         key = content_key(versions["index"], chunks.key)
         if not settings.force and directory.is_dir() and read_stamp(_stamp(directory)) == key:
