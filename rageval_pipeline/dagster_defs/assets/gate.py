@@ -21,7 +21,7 @@ from rageval_pipeline.core.reuse import content_key
 from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.core.summaries import select_runs, summaries
 from rageval_pipeline.dagster_defs.assets.systems import CHUNK_CHECKS
-from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource, stored_path
 
 GATE_CHECK = "verdict_passes"
 PARTITION_TAG = "dagster/partition"  # the dataset of a partitioned job's run
@@ -30,8 +30,8 @@ PARTITION_TAG = "dagster/partition"  # the dataset of a partitioned job's run
 def _asset_table(
     settings: Settings, *key: str, columns: list[str] | None = None
 ) -> pd.DataFrame | None:
-    """An upstream asset's stored partition (ParquetIOManager's layout), if materialized."""
-    path = settings.storage.joinpath("assets", *key[:-1], f"{key[-1]}.parquet")
+    """An upstream asset's stored partition (the last part of `key`), if materialized."""
+    path = stored_path(settings.storage, key[:-1], key[-1])
     return pd.read_parquet(path, columns=columns) if path.is_file() else None
 
 
