@@ -21,7 +21,15 @@ from hypothesis import strategies as st
 
 from rageval_pipeline.core import delimited, loaders, tables
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.formats import BEIR_QRELS, TREC_QRELS, TREC_RUN, read_qrels, read_run
+from rageval_pipeline.core.formats import (
+    BEIR_QRELS,
+    TREC_QRELS,
+    TREC_RUN,
+    read_qrels,
+    read_ranked_run,
+    read_run,
+)
+from rageval_pipeline.core.ranking import RankedRun
 
 EXAMPLES = int(os.environ.get("RAGEVAL_FUZZ_EXAMPLES") or 200)
 FUZZ = settings(
@@ -194,6 +202,30 @@ def test_fast_and_line_by_line_paths_agree(tmp_path, kind, fmt, data):
     slow, slow_bad = delimited._checked(columns, fmt)
     assert slow_bad is None, slow_bad
     assert slow.cast(table.schema).equals(table)
+
+
+def ranked_outcome(read) -> tuple:
+    """What a run reader gives: its error's text, or the run's table and pair keys."""
+    try:
+        run = read()
+    except InputError as error:
+        return ("error", str(error))
+    if not isinstance(run, RankedRun):
+        return ("table", run.to_dict("list"))
+    keys = None if run.pair_keys is None else run.pair_keys.tolist()
+    return ("run", run.table().to_pydict(), keys, run.queries.to_pylist())
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_run_read_ahead_reads_as_the_file(tmp_path, data):
+    # `rageval eval` reads the run's bytes and CSV columns in a thread (`delimited.fetch`);
+    # finishing from those must give exactly what reading the file gives, error or run.
+    path = tmp_path / "run"
+    path.write_bytes(data.draw(mutated(VALID["run"]) | st.binary(max_size=300)))
+    direct = ranked_outcome(lambda: read_ranked_run(path))
+    ahead = ranked_outcome(lambda: read_ranked_run(delimited.fetch(path, TREC_RUN)))
+    assert ahead == direct
 
 
 COLUMN_TYPES = [
