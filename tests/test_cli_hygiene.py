@@ -188,9 +188,10 @@ def test_reading_a_run_file_loads_no_pandas(tmp_path):
     # and the read-ahead (`delimited.fetch`: bytes and CSV columns) never import it.
     code = (
         "import sys\n"
+        "from rageval_pipeline.core.bounds import input_bytes\n"
         "from rageval_pipeline.core.delimited import fetch\n"
         "from rageval_pipeline.core.formats import TREC_RUN\n"
-        "ahead = fetch(sys.argv[1], TREC_RUN)\n"
+        "ahead = fetch(*input_bytes(sys.argv[1]), TREC_RUN)\n"
         "print(ahead.fast is not None, 'pandas' in sys.modules)\n"
     )
     done = run_command([sys.executable, "-c", code, RUN_A], cwd=tmp_path)

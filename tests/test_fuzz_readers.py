@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rageval_pipeline.core import delimited, loaders, tables
+from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import (
     BEIR_QRELS,
@@ -224,7 +225,7 @@ def test_a_run_read_ahead_reads_as_the_file(tmp_path, data):
     path = tmp_path / "run"
     path.write_bytes(data.draw(mutated(VALID["run"]) | st.binary(max_size=300)))
     direct = ranked_outcome(lambda: read_ranked_run(path))
-    ahead = ranked_outcome(lambda: read_ranked_run(delimited.fetch(path, TREC_RUN)))
+    ahead = ranked_outcome(lambda: read_ranked_run(delimited.fetch(*input_bytes(path), TREC_RUN)))
     assert ahead == direct
 
 

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rageval_pipeline.core import tables
+from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.delimited import (
     INT32,
     PARQUET_MAGIC,
@@ -26,7 +27,6 @@ from rageval_pipeline.core.delimited import (
     TextFormat,
     first_line,
     first_repeat,
-    input_bytes,
     quote,
     read_text,
 )
@@ -36,7 +36,7 @@ from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, order_run
 
 if TYPE_CHECKING:
     # Not at run time: reading a file's columns needs no pandas (0.4 s to import), so
-    # `rageval eval` reads the run in a thread (`delimited.fetch`) while pandas imports.
+    # `rageval eval` parses the run in a thread (`delimited.fetch`) while pandas imports.
     # Tables reach pandas through pyarrow's to_pandas, which imports it when first called.
     import pandas as pd
 
