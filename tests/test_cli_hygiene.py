@@ -196,3 +196,23 @@ def test_reading_a_run_file_loads_no_pandas(tmp_path):
     )
     done = run_command([sys.executable, "-c", code, RUN_A], cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "True False\n", "")
+
+
+def test_console_script_waits_for_a_running_thread(tmp_path):
+    # os._exit would kill a non-daemon thread mid-way; the ordinary exit waits for it.
+    code = (
+        "import sys, threading, time\n"
+        "from pathlib import Path\n"
+        "from rageval_pipeline import cli\n"
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        "    Path(sys.argv[1]).write_text('done')\n"
+        "def main():\n"
+        "    threading.Thread(target=late).start()\n"
+        "    return 3\n"
+        "cli.main = main\n"
+        "cli.entry()\n"
+    )
+    done = run_command([sys.executable, "-c", code, str(tmp_path / "late")])
+    assert (done.returncode, done.stderr) == (3, "")
+    assert (tmp_path / "late").read_text() == "done"

@@ -79,11 +79,12 @@ def entry() -> None:
     object at a time, then pandas' and pyarrow's modules) takes about 0.25 s and changes
     nothing anyone sees, so once `main` has returned, the exit handlers (`logging.shutdown`...)
     have run and the output is flushed, the process ends with os._exit. The ordinary exit is
-    kept whenever it could matter: a thread still running (it waits for it), a flush failing
-    (it reports that as it always did). `main` returns normally, for in-process callers.
+    kept whenever it could matter: a non-daemon thread still running (it waits for it), a
+    flush failing (it reports that as it always did). `main` returns normally, for in-process
+    callers.
     """
     status = main()
-    if threading.active_count() > 1:
+    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(status)
     atexit._run_exitfuncs()
     try:
