@@ -20,8 +20,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rageval_pipeline.core import delimited, loaders, tables
+from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.formats import BEIR_QRELS, TREC_QRELS, TREC_RUN, read_qrels, read_run
+from rageval_pipeline.core.formats import (
+    BEIR_QRELS,
+    TREC_QRELS,
+    TREC_RUN,
+    read_qrels,
+    read_ranked_run,
+    read_run,
+)
+from rageval_pipeline.core.ranking import RankedRun
 
 EXAMPLES = int(os.environ.get("RAGEVAL_FUZZ_EXAMPLES") or 200)
 FUZZ = settings(
@@ -194,6 +203,48 @@ def test_fast_and_line_by_line_paths_agree(tmp_path, kind, fmt, data):
     slow, slow_bad = delimited._checked(columns, fmt)
     assert slow_bad is None, slow_bad
     assert slow.cast(table.schema).equals(table)
+
+
+def ranked_outcome(read) -> tuple:
+    """What a run reader gives: its error's text, or the run's table and pair keys."""
+    try:
+        run = read()
+    except InputError as error:
+        return ("error", str(error))
+    if not isinstance(run, RankedRun):
+        return ("table", run.to_csv(index=False))  # (NaN latencies compare equal as text)
+    keys = None if run.pair_keys is None else run.pair_keys.tolist()
+    return ("run", run.table().to_pydict(), keys, run.queries.to_pylist())
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_run_read_ahead_reads_as_the_file(tmp_path, data):
+    # `rageval eval` reads the run's bytes and CSV columns in a thread (`delimited.fetch`);
+    # finishing from those must give exactly what reading the file gives, error or run.
+    path = tmp_path / "run"
+    path.write_bytes(data.draw(mutated(VALID["run"]) | st.binary(max_size=300)))
+    direct = ranked_outcome(lambda: read_ranked_run(path))
+    ahead = ranked_outcome(lambda: read_ranked_run(delimited.fetch(*input_bytes(path), TREC_RUN)))
+    assert ahead == direct
+
+
+@pytest.mark.parametrize("kind", ["gzip", "parquet"])
+def test_a_compressed_or_parquet_run_read_ahead_reads_as_the_file(tmp_path, kind):
+    path = tmp_path / "run"
+    if kind == "gzip":
+        import gzip
+
+        path.write_bytes(gzip.compress(VALID["run"]))
+    else:
+        rows = {"query_id": ["q1", "q1", "q2"], "doc_id": ["d2", "d1", "d1"], "score": [1, 2, 3]}
+        pq.write_table(pa.table(rows), path)
+    direct = ranked_outcome(lambda: read_ranked_run(path))
+    assert direct[0] == ("run" if kind == "gzip" else "table")
+    assert (
+        ranked_outcome(lambda: read_ranked_run(delimited.fetch(*input_bytes(path), TREC_RUN)))
+        == direct
+    )
 
 
 COLUMN_TYPES = [

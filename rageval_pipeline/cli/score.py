@@ -15,6 +15,8 @@ from rageval_pipeline.core.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rageval_pipeline.core.ranking import RankedRun
+
 # trec_eval's usual figures: what `eval` and `compare` print when no -m is given.
 EVAL_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 FORMATS = ("table", "json", "csv")
@@ -80,18 +82,52 @@ def _measures(args: argparse.Namespace) -> list[str]:
     return args.measures or [_measure(m) for m in EVAL_MEASURES]
 
 
+def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
+    from rageval_pipeline.core.formats import read_ranked_run, read_run
+    from rageval_pipeline.core.ranking import to_document_level
+
+    # A TREC run goes to the measures engine as its reader left it (checked, in Arrow).
+    return to_document_level(read_run(path)) if document_level else read_ranked_run(path)
+
+
+def _inputs(args: argparse.Namespace) -> tuple[pd.DataFrame, RankedRun | pd.DataFrame]:
+    """`eval`'s qrels and run. The run's bytes are read, then CSV-parsed (`delimited.fetch`), in
+    a thread (I/O and parsing release the GIL) while this one imports numpy, pyarrow, pandas
+    and the measures engine (0.7 s) and reads the qrels. The qrels are still read first, so
+    their errors come first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rageval_pipeline.core.bounds import input_bytes
+
+    if args.document_level:
+        from rageval_pipeline.core.formats import read_qrels
+
+        return read_qrels(args.qrels), _read_run(args.run, document_level=True)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # one thread: the parse follows the read
+        raw = pool.submit(input_bytes, args.run)
+        from rageval_pipeline.core.delimited import fetch
+        from rageval_pipeline.core.formats import TREC_RUN, read_qrels, read_ranked_run
+
+        ahead = pool.submit(lambda: fetch(*raw.result(), TREC_RUN))
+        import rageval_pipeline.core.measures.compute  # noqa: F401 (imported while it parses)
+
+        qrels = read_qrels(args.qrels)
+        return qrels, read_ranked_run(ahead.result())
+
+
 def _score(
-    qrels: pd.DataFrame, qrels_path: str, path: str, measures: list[str], document_level: bool
+    qrels: pd.DataFrame,
+    qrels_path: str,
+    run: RankedRun | pd.DataFrame,
+    path: str,
+    measures: list[str],
 ) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from rageval_pipeline.core.formats import read_ranked_run, read_run
-    from rageval_pipeline.core.measures import evaluate, to_document_level, unjudged_queries
+    from rageval_pipeline.core.measures import evaluate, unjudged_queries
     from rageval_pipeline.core.measures.prepare import distinct_query_ids
 
-    # A TREC run goes to the measures engine as its reader left it (checked, in Arrow).
-    run = to_document_level(read_run(path)) if document_level else read_ranked_run(path)
     left_out = unjudged_queries(qrels, run)
     if left_out:
         shown = ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else "")
@@ -112,14 +148,15 @@ def _score(
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    measures = _measures(args)
+    qrels, run = _inputs(args)
+    per_query = _score(qrels, args.qrels, run, args.run, measures)
+    del run  # (its arrays are freed before the output is built)
+
     import pandas as pd
 
     from rageval_pipeline.core.aggregate import mean_table
-    from rageval_pipeline.core.formats import read_qrels
 
-    measures = _measures(args)
-    qrels = read_qrels(args.qrels)
-    per_query = _score(qrels, args.qrels, args.run, measures, args.document_level)
     means = mean_table(per_query, intervals=False)  # printed without intervals
     if args.format == "json":
         nested: dict[str, dict[str, float]] = {}
@@ -146,9 +183,10 @@ def run_compare(args: argparse.Namespace) -> int:
 
     measures = _measures(args)
     qrels = read_qrels(args.qrels)
+    dl = args.document_level
     table = compare_runs(
-        _score(qrels, args.qrels, args.run_a, measures, args.document_level),
-        _score(qrels, args.qrels, args.run_b, measures, args.document_level),
+        _score(qrels, args.qrels, _read_run(args.run_a, dl), args.run_a, measures),
+        _score(qrels, args.qrels, _read_run(args.run_b, dl), args.run_b, measures),
         permutations=args.permutations,
         seed=args.seed,
     )

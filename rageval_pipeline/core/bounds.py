@@ -1,19 +1,26 @@
 """Bounds on untrusted input: the file limits (an `EnvLimits`, `RAGEVAL_MAX_*`), quoting of user
-values in errors, reading a regular file within the size limit, and `confined`, the one check for
-a path that a user file names. Documented in docs/limits.md."""
+values in errors, reading a regular file within the size limit, a data file within the
+decompression limit, and `confined`, the one check for a path that a user file names.
+Documented in docs/limits.md."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.limits import EnvLimits
 
+# Largest decompressed input: RAGEVAL_MAX_DECOMPRESSED_BYTES overrides (default 8 GiB).
+MAX_DECOMPRESSED = int(os.environ.get("RAGEVAL_MAX_DECOMPRESSED_BYTES") or 8 << 30)
 FILE_ENV_PREFIX = "RAGEVAL_MAX"  # RAGEVAL_MAX_FILE_BYTES, RAGEVAL_MAX_DEPTH, ... (docs/limits.md)
 
 
@@ -92,6 +99,35 @@ def read_text(path: Path) -> str:
         return read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"is not UTF-8 text (byte {exc.start})") from None
+
+
+def input_bytes(path: str | Path) -> tuple[Path, bytes]:
+    """A data file's bytes (gunzipped when gzip), or InputError naming what is wrong with it.
+    Needs no numpy or pyarrow: `rageval eval` reads a run with it while those import."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(path, "is a directory, not a file")
+    if not path.exists():
+        raise InputError(path, "no such file")
+    if not path.is_file():
+        raise InputError(path, "is not a regular file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror})") from None
+    if data[:2] != b"\x1f\x8b":
+        return path, data
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+            data = handle.read(MAX_DECOMPRESSED + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"is not a valid gzip file ({exc})") from None
+    if len(data) > MAX_DECOMPRESSED:
+        raise InputError(
+            path,
+            f"decompresses to more than {MAX_DECOMPRESSED} bytes (RAGEVAL_MAX_DECOMPRESSED_BYTES)",
+        )
+    return path, data
 
 
 def confined(folder: Path, name: str, *, exists: bool = True) -> Path:

@@ -11,26 +11,34 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rageval_pipeline.core import tables
+from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.delimited import (
     INT32,
+    PARQUET_MAGIC,
+    Fetched,
     TextFormat,
     first_line,
     first_repeat,
-    input_bytes,
     quote,
     read_text,
 )
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.keys import arrow_strings
 from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, order_run
+
+if TYPE_CHECKING:
+    # Not at run time: reading a file's columns needs no pandas (0.4 s to import), so
+    # `rageval eval` parses the run in a thread (`delimited.fetch`) while pandas imports.
+    # Tables reach pandas through pyarrow's to_pandas, which imports it when first called.
+    import pandas as pd
 
 TREC_RUN = TextFormat(
     "a TREC run",
@@ -177,7 +185,7 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
     Returns a QRELS table; `split` fills the split column (Parquet keeps its own when None).
     """
     path, data = input_bytes(path)
-    if data[:4] == b"PAR1":
+    if data[:4] == PARQUET_MAGIC:
         table = _parquet(path, data, _QRELS_PARQUET, QRELS_FORMATS)
         _no_nulls(path, table, ("query_id", "doc_id", "relevance"))
         rows = np.arange(table.num_rows)
@@ -216,7 +224,7 @@ def read_run(path: str | Path) -> pd.DataFrame:
     is checked to be an integer but not trusted. Text runs get source_id = doc_id and no latency.
     """
     run = read_ranked_run(path)
-    if isinstance(run, pd.DataFrame):
+    if not isinstance(run, RankedRun):  # a Parquet run: already a RUN table
         return run
     table = run.table()
     doc = table.column("doc_id")
@@ -224,11 +232,13 @@ def read_run(path: str | Path) -> pd.DataFrame:
     return _shaped(table.append_column("latency_ms", pa.nulls(len(doc), pa.float64())), tables.RUN)
 
 
-def read_ranked_run(path: str | Path) -> RankedRun | pd.DataFrame:
+def read_ranked_run(path: str | Path | Fetched) -> RankedRun | pd.DataFrame:
     """`read_run` for scoring: a TREC run stays in Arrow as a RankedRun (checked and ordered,
-    which the measures engine takes as it is), a Parquet run is `read_run`'s table."""
-    path, data = input_bytes(path)
-    if data[:4] == b"PAR1":
+    which the measures engine takes as it is), a Parquet run is `read_run`'s table.
+    `path` may be the file `delimited.fetch`ed as TREC_RUN: its reading is finished here."""
+    ahead = path if isinstance(path, Fetched) else None
+    path, data = (ahead.path, ahead.data) if ahead is not None else input_bytes(path)
+    if data[:4] == PARQUET_MAGIC:
         table = _parquet(path, data, _RUN_PARQUET, RUN_FORMATS)
         hits = table.column("doc_id").is_valid()
         _no_nulls(path, table, ("query_id",))
@@ -242,7 +252,7 @@ def read_ranked_run(path: str | Path) -> RankedRun | pd.DataFrame:
         if not table.num_rows:
             raise InputError(path, "has no results")
         return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
-    table, keys = read_text(path, data, TREC_RUN, RUN_FORMATS)
+    table, keys = read_text(path, data, TREC_RUN, RUN_FORMATS, ahead)
     if not table.num_rows:
         raise InputError(path, "has no results")
     query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))

@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 
 from rageval_pipeline.core import tables
+from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.chunking import ChunkingConfig
-from rageval_pipeline.core.delimited import input_bytes
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import read_qrels
 from rageval_pipeline.core.suites import SUITE_FILES, Suite, load_suite

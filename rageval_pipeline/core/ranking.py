@@ -8,11 +8,14 @@ pytrec_eval) sees the same ranking, whatever order a retriever emitted tied resu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:  # imported where used: reading a run needs no pandas (see `formats`)
+    import pandas as pd
 
 # trec_eval's order; a miss has a null score and doc id, placed after its query's hits.
 TREC_SORT_KEYS = [
@@ -50,6 +53,8 @@ def order_run(run: pd.DataFrame) -> pd.DataFrame:
     compares strings by bytes, as trec_eval's strcmp does, and is ~4x faster than pandas'
     mixed-direction sort on 5M rows (1.7 s vs 7.5 s).
     """
+    import pandas as pd
+
     if run.empty:
         return run.assign(rank=pd.Series(dtype="Int32"))
     table = pa.Table.from_pandas(run[["query_id", "doc_id", "score"]], preserve_index=False)
@@ -71,6 +76,8 @@ def to_document_level(run: pd.DataFrame, *, keep_scores: bool = False) -> pd.Dat
     could reorder tied documents, since doc ids and chunk ids do not sort alike ("a" vs "a-b").
     `keep_scores` keeps the best chunk's score instead, for score-based fusion, and re-ranks.
     """
+    import pandas as pd
+
     if "source_id" not in run.columns:
         return run.copy()
     ordered = order_run(run)

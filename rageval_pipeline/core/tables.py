@@ -6,8 +6,12 @@ missing column's name, so a stage never silently writes a table of the wrong sha
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
+
+if TYPE_CHECKING:  # (pandas is imported by whoever passes a DataFrame: see `formats`)
+    import pandas as pd
 
 CORPUS = pa.schema(
     [

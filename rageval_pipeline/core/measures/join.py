@@ -114,14 +114,16 @@ def _join(
         low = run_keys[start : start + _PROBE_ROWS] & mask
         hit = bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)
         parts.append(np.flatnonzero(hit & np.uint8(1)) + start)
-    candidates = np.concatenate(parts)
-    # Probing in key order keeps the binary searches in cache.
-    candidates = candidates[np.argsort(run_keys[candidates])]
-    at = np.minimum(np.searchsorted(j_sorted, run_keys[candidates]), len(j_sorted) - 1)
-    found = j_sorted[at] == run_keys[candidates]
+    candidates = np.concatenate(parts)  # ascending rows
+    # Probing in key order keeps the binary searches in cache; the results go back to row
+    # order by the same permutation (no second sort).
+    keys = run_keys[candidates]
+    by_key = np.argsort(keys)
+    at = np.empty_like(by_key)
+    at[by_key] = np.searchsorted(j_sorted, keys[by_key])
+    np.minimum(at, len(j_sorted) - 1, out=at)
+    found = j_sorted[at] == keys
     run_rows, j_rows = candidates[found], j_order[at[found]]
-    by_row = np.argsort(run_rows)
-    run_rows, j_rows = run_rows[by_row], j_rows[by_row]
     if not exact:
         same_query = np.array_equal(run.qidx[run_rows], j_q[j_rows])
         same_doc = pc.all(pc.equal(run.doc_ids(run_rows), j_docs.take(pa.array(j_rows)))).as_py()

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:  # (not at run time: see `formats`)
+    import pandas as pd
 
 _PAD_ROWS = 1 << 18  # ids padded at once (a few MB of temporary copy)
 _PARALLEL_FROM = 1 << 20  # ids; below this, starting threads costs more than it saves
