@@ -68,17 +68,21 @@ class Fetched:
     path: Path
     data: bytes
     fmt: TextFormat
-    fast: tuple[dict[str, pa.Array], bool, bool] | None
-    text: bool  # False: Parquet, nothing parsed
+    fast: tuple[dict[str, pa.Array], bool, bool] | None  # None for Parquet too
+
+    @property
+    def text(self) -> bool:
+        """False for Parquet bytes, which are not parsed ahead."""
+        return self.data[:4] != PARQUET_MAGIC
 
 
 def fetch(path: Path, data: bytes, fmt: TextFormat) -> Fetched:
     """The CSV parse of a file's bytes as `fmt`, the longest step of reading a file that
     releases the GIL, so a thread can run it while its caller imports pandas (0.4 s, which
     this module's imports avoid) or the measures engine."""
-    text = data[:4] != PARQUET_MAGIC
     skip = 1 if fmt.header is not None else 0
-    return Fetched(path, data, fmt, _fast_columns(data, fmt, skip) if text else None, text)
+    text = data[:4] != PARQUET_MAGIC
+    return Fetched(path, data, fmt, _fast_columns(data, fmt, skip) if text else None)
 
 
 def first_line(data: bytes) -> bytes:

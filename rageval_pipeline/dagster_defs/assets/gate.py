@@ -147,7 +147,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                 description=context.run.tags.get(experiments.DESCRIPTION_TAG),
                 created_at=stamp,
             )
-            log = experiments.load(store)
+            experiment_log = experiments.load(store)
             store.record_gate(
                 dict(
                     gate_id=f"{stamp:%Y%m%dT%H%M%S%fZ}",
@@ -159,7 +159,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                     report_json=report.to_json(verdict),
                 )
             )
-        experiments.export(log, settings.reports_dir / "experiments.json")
+        experiments.export(experiment_log, settings.reports_dir / "experiments.json")
         failures = [c.message for c in verdict.failures]
         log = context.log.info if verdict.passed else context.log.error
         log(f"gate {'PASS' if verdict.passed else 'FAIL'} ({scope}): {verdict.summary}")

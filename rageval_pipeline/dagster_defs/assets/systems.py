@@ -78,14 +78,8 @@ def _metrics_metadata(record: dict, reused: bool, key: str) -> dict:
     markdown = {"quality_report", "means_95ci"}
     meta = {k: dg.MetadataValue.md(v) if k in markdown else v for k, v in record.items()}
     means = meta.pop("means")
-    return (
-        meta
-        | {m: round_metric(v) for m, v in means.items()}
-        | {
-            "reused": reused,
-            CONTENT_KEY: key,
-        }
-    )
+    rounded = {m: round_metric(v) for m, v in means.items()}
+    return meta | rounded | {"reused": reused, CONTENT_KEY: key}
 
 
 def _coverage_text(coverage: QrelsCoverage, identical: int) -> str:
@@ -294,8 +288,8 @@ def _run_key(
     index_key = read_stamp(_stamp(index_dir)) if system.indexed else "none"
     if not system.reusable or index_key is None:
         return None
-    tables_keys = {name: table.key for name, table in sorted(inputs.items())}
-    return content_key(version, settings.top_k, settings.split, index_key, tables_keys)
+    table_keys = {name: table.key for name, table in inputs.items()}  # content_key sorts them
+    return content_key(version, settings.top_k, settings.split, index_key, table_keys)
 
 
 def _stamp(index_dir: Path) -> Path:
