@@ -40,6 +40,14 @@ class Scripted:
     def hits(self, path: str) -> list[Seen]:
         return [r for r in self.requests if r.path.split("?")[0] == path]
 
+    def hits_when(self, path: str, count: int, within_s: float = 5.0) -> list[Seen]:
+        """`hits(path)` once `count` requests have arrived (or `within_s` has passed): a client
+        that gave up on its last attempt may return before the server's thread records it."""
+        deadline = time.monotonic() + within_s
+        while len(self.hits(path)) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.hits(path)
+
 
 def reply(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Handler:
     """A complete response with a Content-Length."""

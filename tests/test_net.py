@@ -55,7 +55,7 @@ class TestTotalDeadline:
         url = scripted.route("/slow", trickle("body", interval_s=0.05))
         with pytest.raises(NetworkError, match=f"failed after {attempts} attempt"):
             fetch(url, deadline_s=0.3, attempts=attempts)
-        assert len(scripted.hits("/slow")) == attempts
+        assert len(scripted.hits_when("/slow", attempts)) == attempts
 
 
 class TestResponseSize:
