@@ -21,11 +21,12 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import (
     QRELS_FORMATS,
     RUN_FORMATS,
-    _trec_order,
+    _grouped,
+    _ties_broken,
     read_qrels,
     read_run,
 )
-from rageval_pipeline.core.ranking import order_run
+from rageval_pipeline.core.ranking import RankedRun, order_run
 
 RUN_COUNT = "found {n} whitespace-separated fields, expected 6 for a TREC run; accepted: "
 QRELS_COUNT = "found {n} whitespace-separated fields, expected 4 for TREC qrels; accepted: "
@@ -275,13 +276,16 @@ def test_grouped_runs_are_ordered_like_order_run(rows, rnd):
     if not blocks:
         return
     frame = pd.concat(blocks, ignore_index=True)
-    got = _trec_order(
-        pa.array(frame["query_id"]), pa.array(frame["doc_id"]), frame["score"].to_numpy()
-    )
-    expected = order_run(frame.assign(row=np.arange(len(frame))))
-    assert got is not None
-    assert got[0].tolist() == expected["row"].tolist()
-    assert got[1].tolist() == expected["rank"].tolist()
+    query, doc = (pa.array(frame[n], pa.large_string()) for n in ("query_id", "doc_id"))
+    score = pa.array(frame["score"])
+    same = _grouped(query, score.to_numpy())
+    assert same is not None
+    order = _ties_broken(doc, score.to_numpy(), same)
+    queries = pa.array(sorted(set(frame["query_id"])), pa.large_string())
+    got = RankedRun(query, doc, score, order, pair_keys=None, queries=queries).table()
+    expected = order_run(frame)
+    assert got.column("doc_id").to_pylist() == expected["doc_id"].tolist()
+    assert got.column("rank").to_pylist() == expected["rank"].tolist()
 
 
 def non_utf8_name(tmp_path: Path) -> Path:

@@ -97,25 +97,44 @@ def read_text(
     """The file's rows as a table (integers int32, reals float64, the rest strings), and the
     `keys.pair_keys` of its `fmt.unique` columns when the fast read computed them (all
     distinct: no pair repeats), else None. `ahead`: these bytes `fetch`ed, CSV parse done."""
-    skip = 1 if fmt.header is not None else 0
+    table = fast_table(data, fmt, ahead)
+    if table is not None:
+        keys = distinct_pair_keys(table, fmt)
+        if keys is not None:
+            return table, keys
+    return exact_table(path, data, fmt, accepted), None
+
+
+def fast_table(data: bytes, fmt: TextFormat, ahead: Fetched | None = None) -> pa.Table | None:
+    """`read_text`'s table by pyarrow.csv, its checks passed; None when the line-by-line pass
+    must decide (the fast read failed, or a check did: that pass names the line)."""
     if ahead is not None and ahead.text and ahead.fmt == fmt and ahead.data is data:
         fast = ahead.fast
     else:
-        fast = _fast_columns(data, fmt, skip)
-    if fast is not None:
-        columns, spaced, hexed = fast
-        table, bad = _checked(columns, fmt, spaced=spaced, hexed=hexed)
-        if bad is None:
-            keys = pair_keys(*(arrow_strings(columns[name]) for name in fmt.unique))
-            if not shared_keys(keys).size:
-                return table, keys
-        # Else the line-by-line pass names the first bad line (a repeated pair included).
-    numbers, columns = _columns_by_line(path, data, fmt, skip, accepted)
+        fast = _fast_columns(data, fmt, 1 if fmt.header is not None else 0)
+    if fast is None:
+        return None
+    columns, spaced, hexed = fast
+    table, bad = _checked(columns, fmt, spaced=spaced, hexed=hexed)
+    return table if bad is None else None
+
+
+def distinct_pair_keys(table: pa.Table, fmt: TextFormat) -> np.ndarray | None:
+    """The `keys.pair_keys` of a `fast_table`'s `fmt.unique` columns; None when two are equal
+    (a repeated pair, which `exact_table` names, or a fingerprint collision)."""
+    keys = pair_keys(*(arrow_strings(table.column(name)) for name in fmt.unique))
+    return None if shared_keys(keys).size else keys
+
+
+def exact_table(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:
+    """`read_text`'s table by the line-by-line pass, or InputError naming the first bad line
+    and field (a repeated pair included)."""
+    numbers, columns = _columns_by_line(path, data, fmt, 1 if fmt.header else 0, accepted)
     table, bad = _checked(columns, fmt)
     if bad is None:
         bad = _duplicate(columns, fmt, numbers)
     if bad is None:
-        return table, None
+        return table
     row, field, problem = bad
     raise InputError(path, problem, line=int(numbers[row]), field=field)
 

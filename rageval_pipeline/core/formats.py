@@ -10,6 +10,8 @@ where they lose nothing. Gzip-compressed files are read as their content.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,9 @@ from rageval_pipeline.core.delimited import (
     PARQUET_MAGIC,
     Fetched,
     TextFormat,
+    distinct_pair_keys,
+    exact_table,
+    fast_table,
     first_line,
     first_repeat,
     quote,
@@ -252,55 +257,67 @@ def read_ranked_run(path: str | Path | Fetched) -> RankedRun | pd.DataFrame:
         if not table.num_rows:
             raise InputError(path, "has no results")
         return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
-    table, keys = read_text(path, data, TREC_RUN, RUN_FORMATS, ahead)
+    table = fast_table(data, TREC_RUN, ahead)
+    if table is not None and table.num_rows:
+        # The pair keys (two threads) and the trec_eval order need nothing of each other.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            ranking = pool.submit(_ranked, table)
+            keys = distinct_pair_keys(table, TREC_RUN)
+            if keys is not None:
+                return replace(ranking.result(), pair_keys=keys)
+    table = exact_table(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")
+    return _ranked(table)
+
+
+def _ranked(table: pa.Table) -> RankedRun:
+    """A checked run table as a RankedRun, without pair keys."""
     query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
     score = table.column("score").combine_chunks()
-    ranked = _trec_order(query, doc, score.to_numpy())
-    if ranked is None:  # not grouped by query with scores descending: one sort
+    same = _grouped(query, score.to_numpy())
+    starts = None if same is None else np.flatnonzero(np.r_[True, ~same])
+    if same is None:  # not grouped by query with scores descending: one sort
         columns = {"query_id": query, "doc_id": doc, "score": score}
         order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
-        rows = pa.array(order)
-        # Sorted, the grouped path only numbers the ranks.
-        _, rank = _trec_order(query.take(rows), doc.take(rows), score.take(rows).to_numpy())
-        ranked = order, rank
-    order, rank = ranked
-    queries = query.take(pa.array(order[np.flatnonzero(rank == 1)]))  # one row per query
-    return RankedRun(query, doc, score, order, rank, pair_keys=keys, queries=queries)
+        queries = pc.unique(query)
+    else:
+        order = _ties_broken(doc, score.to_numpy(), same)
+        queries = query.take(pa.array(starts))
+    queries = queries.take(pc.sort_indices(queries))
+    return RankedRun(query, doc, score, order, pair_keys=None, queries=queries, starts=starts)
 
 
-def _trec_order(
-    query: pa.Array, doc: pa.Array, score: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """(row order, rank) putting rows in `order_run`'s order (queries ascending, score desc,
-    doc id desc), for a run grouped by query with scores descending, as retrievers write them:
-    query blocks are reordered by their first id and tied rows by doc id, with no full sort.
-    None for other runs (`read_ranked_run` sorts those)."""
+def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> np.ndarray | None:
+    """Whether each row and the next belong to one query, for a run grouped by query with
+    scores descending (as retrievers write them); None for other runs."""
     n = len(query)
     same = pc.equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(np.r_[True, ~same])
-    heads = query.take(pa.array(starts))
+    heads = query.take(pa.array(np.flatnonzero(np.r_[True, ~same])))
     if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
         return None
-    sizes = np.diff(np.r_[starts, n])
-    blocks = pc.sort_indices(heads).to_numpy()  # the file's blocks in query id order
-    moved = np.empty_like(starts)  # where each of the file's blocks starts once reordered
-    moved[blocks] = np.r_[0, np.cumsum(sizes[blocks])[:-1]]
-    # Ordered row i: its block's first row in the file plus its place within the block.
-    within = np.arange(n, dtype=np.int64) - np.repeat(moved[blocks], sizes[blocks])
-    order = within + np.repeat(starts[blocks], sizes[blocks])
-    tie = same & (score[1:] == score[:-1])
-    if tie.any():
-        tied = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # rows in a run of ties
-        run_id = np.cumsum(~np.r_[False, tie][tied])  # which run of equal (query, score)
-        by_doc = pc.sort_indices(
-            pa.table({"run": run_id, "doc": doc.take(pa.array(tied))}),
-            sort_keys=[("run", "ascending"), ("doc", "descending")],
-        )
-        block = np.searchsorted(starts, tied, side="right") - 1
-        order[tied - starts[block] + moved[block]] = tied[by_doc.to_numpy()]
-    return order, (within + 1).astype(np.int32)
+    return same
+
+
+def _ties_broken(
+    doc: pa.LargeStringArray, score: np.ndarray, same: np.ndarray
+) -> np.ndarray | None:
+    """The row order putting a `_grouped` run in trec_eval order, where each query's tied
+    scores are ordered by doc id descending; None when they already are (or none tie)."""
+    tie = np.flatnonzero(same & (score[1:] == score[:-1]))  # row i ties with row i + 1
+    if not tie.size:
+        return None
+    if pc.all(pc.greater(doc.take(pa.array(tie)), doc.take(pa.array(tie + 1)))).as_py():
+        return None
+    tied = np.union1d(tie, tie + 1)  # rows in a run of ties
+    tie_run = np.cumsum(~np.isin(tied - 1, tie))  # which run of equal (query, score)
+    by_doc = pc.sort_indices(
+        pa.table({"run": tie_run, "doc": doc.take(pa.array(tied))}),
+        sort_keys=[("run", "ascending"), ("doc", "descending")],
+    )
+    order = np.arange(len(doc))
+    order[tied] = tied[by_doc.to_numpy()]
+    return order
 
 
 def write_trec_run(run: pd.DataFrame, path: str | Path, tag: str) -> None:

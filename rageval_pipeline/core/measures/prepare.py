@@ -93,18 +93,24 @@ class Prepared:
 
 
 def _query_index(
-    run_queries: pa.LargeStringArray, qrels_queries: pa.LargeStringArray
+    run_queries: pa.LargeStringArray,
+    qrels_queries: pa.LargeStringArray,
+    run_starts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sorted union of query ids and each run row's / judgment's index into it.
 
     Tables grouped by query are encoded from the first id of each block of equal adjacent ids
-    (thousands of blocks for millions of rows); other tables through an Arrow dictionary.
+    (thousands of blocks for millions of rows; `run_starts`: the run's, when its reader found
+    them); other tables through an Arrow dictionary.
     """
 
-    def encode(ids: pa.LargeStringArray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def encode(
+        ids: pa.LargeStringArray, firsts: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """(distinct-ish ids, each row's index into them or None, block sizes)."""
-        change = pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)
-        firsts = np.flatnonzero(np.r_[True, change]) if len(ids) else np.zeros(0, np.int64)
+        if firsts is None:
+            change = pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)
+            firsts = np.flatnonzero(np.r_[True, change]) if len(ids) else np.zeros(0, np.int64)
         if len(firsts) * 16 > len(ids) > 4096:
             encoded = pc.dictionary_encode(ids)
             indices = encoded.indices.to_numpy(zero_copy_only=False)
@@ -112,7 +118,7 @@ def _query_index(
         heads = ids.take(pa.array(firsts)).to_numpy(zero_copy_only=False)
         return heads, None, np.diff(np.r_[firsts, len(ids)])
 
-    run_heads, run_rows, run_sizes = encode(run_queries)
+    run_heads, run_rows, run_sizes = encode(run_queries, run_starts)
     qrels_heads, qrels_rows, qrels_sizes = encode(qrels_queries)
     universe, inverse = np.unique(
         np.concatenate([run_heads, qrels_heads]).astype(object), return_inverse=True
@@ -276,7 +282,8 @@ def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
         raise InputError(None, f"qrels has a row without {column}", field=column)
 
     j_queries = query_ids(qrels)
-    universe, run_qidx, j_q = _query_index(query_ids(run), j_queries)
+    run_starts = run.starts if ranked else None
+    universe, run_qidx, j_q = _query_index(query_ids(run), j_queries, run_starts)
     nq = len(universe)
     j_label = pd.to_numeric(qrels["relevance"]).to_numpy(dtype=np.int64)
     j_docs = arrow_strings(qrels["doc_id"])
