@@ -21,12 +21,11 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import (
     QRELS_FORMATS,
     RUN_FORMATS,
-    _grouped,
-    _ties_broken,
+    _ranked,
     read_qrels,
     read_run,
 )
-from rageval_pipeline.core.ranking import RankedRun, order_run
+from rageval_pipeline.core.ranking import order_run
 
 RUN_COUNT = "found {n} whitespace-separated fields, expected 6 for a TREC run; accepted: "
 QRELS_COUNT = "found {n} whitespace-separated fields, expected 4 for TREC qrels; accepted: "
@@ -276,13 +275,9 @@ def test_grouped_runs_are_ordered_like_order_run(rows, rnd):
     if not blocks:
         return
     frame = pd.concat(blocks, ignore_index=True)
-    query, doc = (pa.array(frame[n], pa.large_string()) for n in ("query_id", "doc_id"))
-    score = pa.array(frame["score"])
-    same = _grouped(query, score.to_numpy())
-    assert same is not None
-    order = _ties_broken(doc, score.to_numpy(), same)
-    queries = pa.array(sorted(set(frame["query_id"])), pa.large_string())
-    got = RankedRun(query, doc, score, order, pair_keys=None, queries=queries).table()
+    run, _ = _ranked(pa.Table.from_pandas(frame[["query_id", "doc_id", "score"]]))
+    assert run.starts is not None  # (the grouped path, no sort)
+    got = run.table()
     expected = order_run(frame)
     assert got.column("doc_id").to_pylist() == expected["doc_id"].tolist()
     assert got.column("rank").to_pylist() == expected["rank"].tolist()

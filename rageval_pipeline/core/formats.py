@@ -264,15 +264,20 @@ def read_ranked_run(path: str | Path | Fetched) -> RankedRun | pd.DataFrame:
             ranking = pool.submit(_ranked, table)
             keys = distinct_pair_keys(table, TREC_RUN)
             if keys is not None:
-                return replace(ranking.result(), pair_keys=keys)
+                run, moves = ranking.result()
+                if moves is not None:  # the keys in trec_eval order, as the engine reads them
+                    positions, rows = moves
+                    keys[positions] = keys[rows]
+                return replace(run, pair_keys=keys)
     table = exact_table(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")
-    return _ranked(table)
+    return _ranked(table)[0]
 
 
-def _ranked(table: pa.Table) -> RankedRun:
-    """A checked run table as a RankedRun, without pair keys."""
+def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] | None]:
+    """A checked run table as a RankedRun without pair keys, and the moves that put the file's
+    rows in its order: (positions, rows), position positions[i] taking row rows[i]."""
     query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
     score = table.column("score").combine_chunks()
     same = _grouped(query, score.to_numpy())
@@ -280,12 +285,18 @@ def _ranked(table: pa.Table) -> RankedRun:
     if same is None:  # not grouped by query with scores descending: one sort
         columns = {"query_id": query, "doc_id": doc, "score": score}
         order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
+        moves = np.arange(len(order)), order
         queries = pc.unique(query)
     else:
-        order = _ties_broken(doc, score.to_numpy(), same)
+        moves = _ties_broken(doc, score.to_numpy(), same)
+        order = None
+        if moves is not None:
+            order = np.arange(len(doc))
+            order[moves[0]] = moves[1]
         queries = query.take(pa.array(starts))
     queries = queries.take(pc.sort_indices(queries))
-    return RankedRun(query, doc, score, order, pair_keys=None, queries=queries, starts=starts)
+    run = RankedRun(query, doc, score, order, pair_keys=None, queries=queries, starts=starts)
+    return run, moves
 
 
 def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> np.ndarray | None:
@@ -301,9 +312,10 @@ def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> np.ndarray | None
 
 def _ties_broken(
     doc: pa.LargeStringArray, score: np.ndarray, same: np.ndarray
-) -> np.ndarray | None:
-    """The row order putting a `_grouped` run in trec_eval order, where each query's tied
-    scores are ordered by doc id descending; None when they already are (or none tie)."""
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(positions, rows) putting a `_grouped` run in trec_eval order, each query's tied scores
+    ordered by doc id descending (position positions[i] takes row rows[i], the other rows
+    stay); None when they already are (or none tie)."""
     tie = np.flatnonzero(same & (score[1:] == score[:-1]))  # row i ties with row i + 1
     if not tie.size:
         return None
@@ -315,9 +327,7 @@ def _ties_broken(
         pa.table({"run": tie_run, "doc": doc.take(pa.array(tied))}),
         sort_keys=[("run", "ascending"), ("doc", "descending")],
     )
-    order = np.arange(len(doc))
-    order[tied] = tied[by_doc.to_numpy()]
-    return order
+    return tied, tied[by_doc.to_numpy()]
 
 
 def write_trec_run(run: pd.DataFrame, path: str | Path, tag: str) -> None:

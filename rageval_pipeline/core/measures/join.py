@@ -62,7 +62,7 @@ def _join(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`join` given the qrels' pair keys `j_keys`. Fingerprints are verified on the real ids;
     any collision reruns with exact codes."""
-    run_keys = run.keys
+    run_keys = run.keys  # (a reader's, in row order already)
     if exact:
         codes, _ = pd.factorize(
             np.concatenate(
@@ -72,11 +72,10 @@ def _join(
                 ]
             )
         )
-        run_keys = exact_pair_keys(run.doc_qidx, codes[: len(run.docs)])
+        run_keys = run.in_order(exact_pair_keys(run.doc_qidx, codes[: len(run.docs)]))
         j_keys = exact_pair_keys(j_q, codes[len(run.docs) :])
     elif run_keys is None:  # (made here, not kept on the run: one 8-byte column less at peak)
-        run_keys = pair_keys(distinct, run.docs, run.doc_qidx)
-    run_keys = run.in_order(run_keys)
+        run_keys = run.in_order(pair_keys(distinct, run.docs, run.doc_qidx))
 
     clash = False
     if exact or not run.unique_keys:

@@ -44,7 +44,7 @@ class OrderedRun:
     docs: pa.LargeStringArray
     doc_qidx: np.ndarray  # query index of each of `docs`
     doc_order: np.ndarray | None  # None: already in order
-    keys: np.ndarray | None  # a reader's `keys.pair_keys` of `docs`; None: made by the join
+    keys: np.ndarray | None  # a reader's `keys.pair_keys` of the rows; None: made by the join
     unique_keys: bool  # a reader has found `keys` all distinct: no duplicate check needed
 
     def doc_ids(self, rows: np.ndarray) -> pa.LargeStringArray:
@@ -218,7 +218,16 @@ def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> OrderedRun:
 def _ranked_run(run: RankedRun, qidx: np.ndarray, nq: int) -> OrderedRun:
     """A reader's checked and ordered run, taken as it is."""
     keys = run.pair_keys  # (None when the reader found colliding keys: the join makes its own)
-    return _ordered(qidx, None, nq, run.doc_id, run.order, keys, unique_keys=keys is not None)
+    return _ordered(
+        qidx,
+        None,
+        nq,
+        run.doc_id,
+        run.order,
+        keys,
+        unique_keys=keys is not None,
+        keeps_queries=run.starts is not None,  # a grouped file's order moves rows within one
+    )
 
 
 def _ordered(
@@ -229,15 +238,17 @@ def _ordered(
     order: np.ndarray | None,
     keys: np.ndarray | None,
     unique_keys: bool,
+    keeps_queries: bool = False,
 ) -> OrderedRun:
     """The OrderedRun of rows (of the caller's table; None: all of them) with these query
-    indexes, doc ids and keys, put in `order` (None: already in trec_eval order)."""
+    indexes, doc ids and keys (in `order` already), put in `order` (None: already in
+    trec_eval order). `keeps_queries`: `order` moves rows within their query only."""
     doc_qidx = qidx
     if rows is None:
         rows = order if order is not None else np.arange(len(qidx), dtype=_index_type(len(qidx)))
     elif order is not None:
         rows = rows[order]
-    if order is not None:
+    if order is not None and not keeps_queries:
         qidx = qidx[order]
     firsts = _block_starts(qidx)
     n_ret = np.zeros(nq, dtype=np.int64)
