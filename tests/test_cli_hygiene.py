@@ -91,6 +91,9 @@ def test_stdout_closed_early_exits_quietly(tmp_path, reader):
         (["eval", QRELS, RUN_A, "-m", "P@0"], 'measure "P@0": Input should be greater than'),
         (["eval", QRELS, RUN_A, "-m", "nDCG@-1"], 'cannot parse measure "nDCG@-1"'),
         (["eval", QRELS, RUN_A, "-m", "nDCG@ten"], 'cannot parse measure "nDCG@ten"'),
+        # Named once the run's reading has started, still before any file's error.
+        (["eval", "missing", "missing.trec", "-m", "P@x"], 'cannot parse measure "P@x"'),
+        (["compare", QRELS, RUN_A, "missing", "-m", "R@0"], 'measure "R@0": Input should be'),
     ],
 )
 def test_bad_option_values_are_refused_by_argument_parsing(capsys, argv, expected):
@@ -183,19 +186,21 @@ def test_bad_qrels_are_reported_before_a_bad_run(capsys):
     assert line.startswith(f"error: {FIXTURES / 'bad_fields.qrels'}:")
 
 
-def test_reading_a_run_file_loads_no_pandas(tmp_path):
-    # What lets `rageval eval` read the run while pandas imports (0.4 s): the readers' modules
-    # and the read-ahead (`delimited.fetch`: bytes and CSV columns) never import it.
+def test_reading_a_run_file_loads_no_pandas_or_pydantic(tmp_path):
+    # What lets `rageval eval` read the run while pydantic (0.15 s) and pandas (0.4 s) import:
+    # the bytes are read with no pydantic loaded, and the readers' modules and the read-ahead
+    # (`delimited.fetch`: bytes and CSV columns) import neither.
     code = (
         "import sys\n"
         "from rageval_pipeline.core.bounds import input_bytes\n"
+        "print('pydantic' in sys.modules)\n"
         "from rageval_pipeline.core.delimited import fetch\n"
         "from rageval_pipeline.core.formats import TREC_RUN\n"
         "ahead = fetch(*input_bytes(sys.argv[1]), TREC_RUN)\n"
-        "print(ahead.fast is not None, 'pandas' in sys.modules)\n"
+        "print(ahead.fast is not None, 'pandas' in sys.modules, 'pydantic' in sys.modules)\n"
     )
     done = run_command([sys.executable, "-c", code, RUN_A], cwd=tmp_path)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "True False\n", "")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "False\nTrue False False\n", "")
 
 
 def test_console_script_waits_for_a_running_thread(tmp_path):
