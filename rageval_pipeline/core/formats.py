@@ -280,14 +280,14 @@ def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] |
     rows in its order: (positions, rows), position positions[i] taking row rows[i]."""
     query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
     score = table.column("score").combine_chunks()
-    same = _grouped(query, score.to_numpy())
-    starts = None if same is None else np.flatnonzero(np.r_[True, ~same])
-    if same is None:  # not grouped by query with scores descending: one sort
+    grouped = _grouped(query, score.to_numpy())
+    if grouped is None:  # not grouped by query with scores descending: one sort
         columns = {"query_id": query, "doc_id": doc, "score": score}
         order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
-        moves = np.arange(len(order)), order
+        moves, starts = (np.arange(len(order)), order), None
         queries = pc.unique(query)
     else:
+        same, starts = grouped
         moves = _ties_broken(doc, score.to_numpy(), same)
         order = None
         if moves is not None:
@@ -299,15 +299,16 @@ def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] |
     return run, moves
 
 
-def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> np.ndarray | None:
-    """Whether each row and the next belong to one query, for a run grouped by query with
-    scores descending (as retrievers write them); None for other runs."""
+def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a run grouped by query with scores descending (as retrievers write them): whether
+    each row and the next belong to one query, and each query's first row. None for others."""
     n = len(query)
     same = pc.equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    heads = query.take(pa.array(np.flatnonzero(np.r_[True, ~same])))
+    starts = np.flatnonzero(np.r_[True, ~same])
+    heads = query.take(pa.array(starts))
     if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
         return None
-    return same
+    return same, starts
 
 
 def _ties_broken(

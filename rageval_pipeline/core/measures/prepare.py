@@ -226,7 +226,7 @@ def _ranked_run(run: RankedRun, qidx: np.ndarray, nq: int) -> OrderedRun:
         run.order,
         keys,
         unique_keys=keys is not None,
-        keeps_queries=run.starts is not None,  # a grouped file's order moves rows within one
+        keeps_queries=run.starts is not None,  # (a grouped file's order: within each query)
     )
 
 
