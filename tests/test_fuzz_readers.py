@@ -188,7 +188,7 @@ def test_structured_mutations(tmp_path, kind, data):
 @given(data=st.data())
 def test_fast_and_line_by_line_paths_agree(tmp_path, kind, fmt, data):
     content = data.draw(mutated(VALID[kind]))
-    skip = 1 if fmt.header else 0
+    skip = fmt.skip
     fast = delimited._fast_columns(content, fmt, skip)
     if fast is None:
         return

@@ -53,6 +53,11 @@ class TextFormat:
     header: str | None = None  # the exact first line, when the format has one
     unique: tuple[str, str] = ("query_id", "doc_id")
 
+    @property
+    def skip(self) -> int:
+        """Lines before the rows: the header's, when the format has one."""
+        return 1 if self.header is not None else 0
+
 
 def quote(value: object) -> str:
     """repr of a value, cut to QUOTE_LIMIT characters."""
@@ -80,9 +85,8 @@ def fetch(path: Path, data: bytes, fmt: TextFormat) -> Fetched:
     """The CSV parse of a file's bytes as `fmt`, the longest step of reading a file that
     releases the GIL, so a thread can run it while its caller imports pandas (0.4 s, which
     this module's imports avoid) or the measures engine."""
-    skip = 1 if fmt.header is not None else 0
     text = data[:4] != PARQUET_MAGIC
-    return Fetched(path, data, fmt, _fast_columns(data, fmt, skip) if text else None)
+    return Fetched(path, data, fmt, _fast_columns(data, fmt, fmt.skip) if text else None)
 
 
 def first_line(data: bytes) -> bytes:
@@ -111,7 +115,7 @@ def fast_table(data: bytes, fmt: TextFormat, ahead: Fetched | None = None) -> pa
     if ahead is not None and ahead.text and ahead.fmt == fmt and ahead.data is data:
         fast = ahead.fast
     else:
-        fast = _fast_columns(data, fmt, 1 if fmt.header is not None else 0)
+        fast = _fast_columns(data, fmt, fmt.skip)
     if fast is None:
         return None
     columns, spaced, hexed = fast
@@ -129,7 +133,7 @@ def distinct_pair_keys(table: pa.Table, fmt: TextFormat) -> np.ndarray | None:
 def exact_table(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:
     """`read_text`'s table by the line-by-line pass, or InputError naming the first bad line
     and field (a repeated pair included)."""
-    numbers, columns = _columns_by_line(path, data, fmt, 1 if fmt.header else 0, accepted)
+    numbers, columns = _columns_by_line(path, data, fmt, fmt.skip, accepted)
     table, bad = _checked(columns, fmt)
     if bad is None:
         bad = _duplicate(columns, fmt, numbers)

@@ -36,7 +36,7 @@ from rageval_pipeline.core.delimited import (
     read_text,
 )
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures.keys import arrow_strings
+from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts
 from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, order_run
 
 if TYPE_CHECKING:
@@ -280,7 +280,8 @@ def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] |
     rows in its order: (positions, rows), position positions[i] taking row rows[i]."""
     query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
     score = table.column("score").combine_chunks()
-    grouped = _grouped(query, score.to_numpy())
+    scores = score.to_numpy()  # (a view)
+    grouped = _grouped(query, scores)
     if grouped is None:  # not grouped by query with scores descending: one sort
         columns = {"query_id": query, "doc_id": doc, "score": score}
         order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
@@ -288,7 +289,7 @@ def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] |
         queries = pc.unique(query)
     else:
         same, starts = grouped
-        moves = _ties_broken(doc, score.to_numpy(), same)
+        moves = _ties_broken(doc, scores, same)
         order = None
         if moves is not None:
             order = np.arange(len(doc))
@@ -302,9 +303,9 @@ def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] |
 def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """For a run grouped by query with scores descending (as retrievers write them): whether
     each row and the next belong to one query, and each query's first row. None for others."""
-    n = len(query)
-    same = pc.equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(np.r_[True, ~same])
+    starts = id_block_starts(query)
+    same = np.ones(max(len(query) - 1, 0), dtype=bool)
+    same[starts[1:] - 1] = False
     heads = query.take(pa.array(starts))
     if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
         return None

@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rageval_pipeline.core.measures.keys import id_block_starts
+
 if TYPE_CHECKING:  # imported where used: reading a run needs no pandas (see `formats`)
     import pandas as pd
 
@@ -59,8 +61,7 @@ def _ascending_blocks(query: pa.LargeStringArray) -> tuple[np.ndarray, np.ndarra
     n = len(query)
     if not n:
         return np.zeros(0, np.int64), np.zeros(0, np.int32)
-    change = pc.not_equal(query.slice(1), query.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(np.r_[True, change])
+    starts = id_block_starts(query)
     blocks = pc.sort_indices(query.take(pa.array(starts))).to_numpy()  # in ascending id order
     sizes = np.diff(np.r_[starts, n])[blocks]
     moved = np.r_[0, np.cumsum(sizes)[:-1]]  # where each block starts once moved

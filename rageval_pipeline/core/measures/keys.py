@@ -139,14 +139,23 @@ def _fingerprint(
     return h
 
 
+def id_block_starts(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The first row of each run of equal adjacent ids (a null equals nothing): the blocks of a
+    table grouped by query."""
+    n = len(ids)
+    if not n:
+        return np.zeros(0, np.int64)
+    change = pc.fill_null(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)), True)
+    return np.flatnonzero(np.r_[True, change.to_numpy(zero_copy_only=False)])
+
+
 def query_salt(query: pa.LargeStringArray) -> np.ndarray:
     """Each row's query id fingerprint, a function of the id alone, so pair keys made by a reader
     and by the measures engine agree. Rows grouped by query hash one id per block."""
     n = len(query)
     if not n:
         return np.zeros(0, np.uint64)
-    change = pc.not_equal(query.slice(1), query.slice(0, n - 1))
-    starts = np.flatnonzero(np.r_[True, pc.fill_null(change, True).to_numpy(zero_copy_only=False)])
+    starts = id_block_starts(query)
     if len(starts) * 16 > n:  # not grouped: hashing every id costs less than the blocks
         return fingerprint(query)
     return np.repeat(fingerprint(query.take(pa.array(starts))), np.diff(np.r_[starts, n]))

@@ -345,8 +345,8 @@ def _build(name: str, family: type[Measure], fields: dict[str, object]) -> Measu
 # --------------------------------------------------------------------- names in files people write
 
 
-# `config.rule` is imported where a config file's name fails: parsing `-m` on the command line
-# need not load config's YAML reader (0.03 s before `rageval eval` can start reading files).
+# `config.rule` is imported where a config file's name fails: naming `-m` on the command line
+# need not load config's YAML reader (0.03 s more on `rageval eval`'s importing thread).
 
 
 def _canonical_field(value: str) -> str:

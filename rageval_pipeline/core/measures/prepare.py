@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.join import join
-from rageval_pipeline.core.measures.keys import arrow_strings
+from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts
 from rageval_pipeline.core.ranking import RankedRun, order_run
 
 # The lowest label that makes a query "judged" (evaluated), whatever a measure's threshold.
@@ -109,8 +109,7 @@ def _query_index(
     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """(distinct-ish ids, each row's index into them or None, block sizes)."""
         if firsts is None:
-            change = pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)
-            firsts = np.flatnonzero(np.r_[True, change]) if len(ids) else np.zeros(0, np.int64)
+            firsts = id_block_starts(ids)
         if len(firsts) * 16 > len(ids) > 4096:
             encoded = pc.dictionary_encode(ids)
             indices = encoded.indices.to_numpy(zero_copy_only=False)
