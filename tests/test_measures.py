@@ -291,6 +291,21 @@ def test_fingerprints_do_not_depend_on_the_other_ids_of_the_batch(monkeypatch):
     assert len(set(single)) == 51
 
 
+def test_a_per_block_salt_fingerprints_like_the_same_salt_on_every_row(monkeypatch):
+    sizes = [30, 10, 70, 20, 90, 40]
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    ids = pa.array([f"doc-{i % 5}" for i in range(sum(sizes))], pa.large_string())
+    salt = np.arange(1, len(sizes) + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    every_row = keys.fingerprint(ids, np.repeat(salt, sizes))
+    assert list(keys.fingerprint(ids, salt, salt_starts=starts)) == list(every_row)
+    # Slices and the two-thread split cut blocks anywhere: still the same values.
+    monkeypatch.setattr(keys, "_PAD_ROWS", 4)
+    monkeypatch.setattr(keys, "_PARALLEL_FROM", 4)
+    assert list(keys.fingerprint(ids, salt, salt_starts=starts)) == list(every_row)
+    query = pa.array(np.repeat([f"q{i}" for i in range(len(sizes))], sizes), pa.large_string())
+    assert list(keys.pair_keys(query, ids)) == list(keys.fingerprint(ids, keys.fingerprint(query)))
+
+
 def test_diversity_and_clustering_use_source_ids_only():
     run = ranked("q1", ["A:0", "A:1", "B:0", "A:2", "C:0"], ["A", "A", "B", "A", "C"])
     per_query = evaluate(qrels_of(("q9", "x", 1)), run, ["Diversity@4", "Clustering@4"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,19 @@ def _measures(args: argparse.Namespace) -> list[str]:
     return names
 
 
+def _numpy_without_blas_threads() -> None:
+    """Import numpy with its OpenBLAS in one thread. At import it starts a worker a core, which
+    spins for about 0.1 s of CPU that the run's parse needs; scoring makes no BLAS call. The
+    setting only applies at that import, so the environment is left as it was."""
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+
+
 def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
     from rageval_pipeline.core.formats import read_ranked_run, read_run
     from rageval_pipeline.core.ranking import to_document_level
@@ -103,13 +117,15 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], pd.DataFrame, RankedRu
     pool = ThreadPoolExecutor(max_workers=1)  # one thread: the parse follows the read
     try:
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
+        _numpy_without_blas_threads()
         from rageval_pipeline.core.delimited import fetch
         from rageval_pipeline.core.formats import TREC_RUN, read_qrels, read_ranked_run
 
         if raw is not None:
             ahead = pool.submit(lambda: read_ranked_run(fetch(*raw.result(), TREC_RUN)))
-        measures = _measures(args)
         import rageval_pipeline.core.measures.compute  # noqa: F401 (imported while it parses)
+
+        measures = _measures(args)
 
         qrels = read_qrels(args.qrels)
         if raw is None:
@@ -181,6 +197,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    _numpy_without_blas_threads()
     from rageval_pipeline.core.compare import compare_runs
     from rageval_pipeline.core.formats import read_qrels
 

@@ -37,7 +37,7 @@ from rageval_pipeline.core.delimited import (
 )
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts
-from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, order_run
+from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, index_type, order_run
 
 if TYPE_CHECKING:
     # Not at run time: reading a file's columns needs no pandas (0.4 s to import), so
@@ -292,7 +292,7 @@ def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] |
         moves = _ties_broken(doc, scores, same)
         order = None
         if moves is not None:
-            order = np.arange(len(doc))
+            order = np.arange(len(doc), dtype=index_type(len(doc)))
             order[moves[0]] = moves[1]
         queries = query.take(pa.array(starts))
     queries = queries.take(pc.sort_indices(queries))

@@ -10,6 +10,7 @@ results never depend on the hash.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -50,43 +51,66 @@ def fingerprint(
     values: pa.LargeStringArray,
     salt: np.ndarray | None = None,
     salt_index: np.ndarray | None = None,
+    salt_starts: np.ndarray | None = None,
 ) -> np.ndarray:
-    """A uint64 per string; equal (string, salt) pairs give equal values. With `salt_index`,
-    row i's salt is `salt[salt_index[i]]` (a per-query table, never spread over every row).
+    """A uint64 per string; equal (string, salt) pairs give equal values. Row i's salt is
+    `salt[i]`; with `salt_index`, `salt[salt_index[i]]`; with `salt_starts` (ascending, from
+    0), `salt[j]` for the block of rows from `salt_starts[j]` to the next start. The last two
+    keep a per-query salt a per-query table, never spread over every row.
 
     Large inputs are split over two threads (numpy and Arrow release the GIL); each id's value
     depends on its own bytes only, so the split does not change the result.
     """
     n = len(values)
+    fill = _salt_filler(salt, salt_index, salt_starts)
     if n < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return _fingerprint(values, salt, salt_index)
+        return _fingerprint(values, fill)
     half = n // 2
     out = np.empty(n, dtype=np.uint64)  # each thread fills its half: no concatenated copy
 
     def part(start: int, stop: int) -> None:
-        if salt_index is not None:
-            piece, index = salt, salt_index[start:stop]
-        else:
-            piece, index = (None if salt is None else salt[start:stop]), None
-        _fingerprint(values.slice(start, stop - start), piece, index, out=out[start:stop])
+        _fingerprint(values.slice(start, stop - start), fill, start, out=out[start:stop])
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda bounds: part(*bounds), [(0, half), (half, n)]))
     return out
 
 
+_SaltFiller = Callable[[int, int, np.ndarray], object]
+
+
+def _salt_filler(
+    salt: np.ndarray | None, salt_index: np.ndarray | None, salt_starts: np.ndarray | None
+) -> _SaltFiller | None:
+    """A function writing the salt of rows start..stop into `out` (None: no salt)."""
+    if salt is None:
+        return None
+    if salt_index is not None:
+        return lambda start, stop, out: np.take(salt, salt_index[start:stop], out=out)
+    if salt_starts is None:
+        return lambda start, stop, out: np.copyto(out, salt[start:stop], casting="unsafe")
+
+    def blocks(start: int, stop: int, out: np.ndarray) -> None:
+        first = int(np.searchsorted(salt_starts, start, side="right")) - 1
+        last = int(np.searchsorted(salt_starts, stop, side="left"))
+        edges = np.r_[start, salt_starts[first + 1 : last], stop]
+        out[:] = np.repeat(salt[first:last], np.diff(edges))
+
+    return blocks
+
+
 def _fingerprint(
     values: pa.LargeStringArray,
-    salt: np.ndarray | None,
-    salt_index: np.ndarray | None = None,
+    fill: _SaltFiller | None,
+    base: int = 0,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """`fingerprint` in one thread.
+    """`fingerprint` in one thread, of rows `base`.. of the whole (`fill` counts from there).
 
-    `salt` (e.g. the query index of each row) is mixed in, so one pass keys (query, doc) pairs.
-    Each id is read as 8-byte words, zero-filled after its end, so its value depends on its own
-    bytes only: Σ word_j · M_j + length · G (mod 2^64), then a splitmix64 finaliser. Nulls hash
-    like "".
+    The salt (e.g. each row's query id fingerprint) is mixed in, so one pass keys (query, doc)
+    pairs. Each id is read as 8-byte words, zero-filled after its end, so its value depends on
+    its own bytes only: Σ word_j · M_j + length · G (mod 2^64), then a splitmix64 finaliser.
+    Nulls hash like "".
     """
     n = len(values)
     h = np.empty(n, dtype=np.uint64) if out is None else out
@@ -113,11 +137,8 @@ def _fingerprint(
         scratch = np.empty_like(part)
         part[:] = lengths
         part *= _GOLDEN
-        if salt is not None:
-            if salt_index is None:
-                scratch[:] = salt[start:stop]
-            else:
-                np.take(salt, salt_index[start:stop], out=scratch)
+        if fill is not None:
+            fill(base + start, base + stop, scratch)
             scratch *= _MUL2
             part += scratch
         if padded:
@@ -145,20 +166,10 @@ def id_block_starts(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     n = len(ids)
     if not n:
         return np.zeros(0, np.int64)
-    change = pc.fill_null(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)), True)
+    change = pc.not_equal(ids.slice(1), ids.slice(0, n - 1))
+    if change.null_count:
+        change = pc.fill_null(change, True)
     return np.flatnonzero(np.r_[True, change.to_numpy(zero_copy_only=False)])
-
-
-def query_salt(query: pa.LargeStringArray) -> np.ndarray:
-    """Each row's query id fingerprint, a function of the id alone, so pair keys made by a reader
-    and by the measures engine agree. Rows grouped by query hash one id per block."""
-    n = len(query)
-    if not n:
-        return np.zeros(0, np.uint64)
-    starts = id_block_starts(query)
-    if len(starts) * 16 > n:  # not grouped: hashing every id costs less than the blocks
-        return fingerprint(query)
-    return np.repeat(fingerprint(query.take(pa.array(starts))), np.diff(np.r_[starts, n]))
 
 
 def pair_keys(
@@ -168,7 +179,14 @@ def pair_keys(
     `query` holds each distinct id once and row i's is `query[query_index[i]]`."""
     if query_index is not None:
         return fingerprint(doc, fingerprint(query), query_index)
-    return fingerprint(doc, query_salt(query))
+    # Each row's salt is its query id's fingerprint, a function of the id alone, so keys made
+    # by a reader and by the measures engine agree. Rows grouped by query hash one id a block.
+    if not len(query):
+        return np.zeros(0, np.uint64)
+    starts = id_block_starts(query)
+    if len(starts) * 16 > len(query):  # not grouped: hashing every id costs less
+        return fingerprint(doc, fingerprint(query))
+    return fingerprint(doc, fingerprint(query.take(pa.array(starts))), salt_starts=starts)
 
 
 def shared_keys(keys: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.join import join
 from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts
-from rageval_pipeline.core.ranking import RankedRun, order_run
+from rageval_pipeline.core.ranking import RankedRun, index_type, order_run
 
 # The lowest label that makes a query "judged" (evaluated), whatever a measure's threshold.
 JUDGED_LEVEL = 1
@@ -122,19 +122,13 @@ def _query_index(
     universe, inverse = np.unique(
         np.concatenate([run_heads, qrels_heads]).astype(object), return_inverse=True
     )
-    inverse = inverse.astype(_index_type(len(universe)))  # per-row arrays: 4 bytes, not 8
+    inverse = inverse.astype(index_type(len(universe)))  # per-row arrays: 4 bytes, not 8
     run_codes, qrels_codes = inverse[: len(run_heads)], inverse[len(run_heads) :]
     return (
         universe,
         run_codes[run_rows] if run_sizes is None else np.repeat(run_codes, run_sizes),
         qrels_codes[qrels_rows] if qrels_sizes is None else np.repeat(qrels_codes, qrels_sizes),
     )
-
-
-def _index_type(n: int) -> type[np.integer]:
-    """The narrowest signed type indexing n items: millions of row indexes cost half as much
-    memory as int32 as they would as int64."""
-    return np.int32 if n < 2**31 else np.int64
 
 
 def _block_starts(qidx: np.ndarray) -> np.ndarray:
@@ -176,7 +170,7 @@ def _trec_permutation(
         descending = pc.greater(docs.take(pa.array(tie)), docs.take(pa.array(tie + 1)))
         if pc.all(descending).as_py():
             return None
-        order = np.arange(n, dtype=_index_type(n))
+        order = np.arange(n, dtype=index_type(n))
     positions = np.union1d(tie, tie + 1)
     rows = order[positions]
     # The query block of each tied row: how many blocks start at or before it.
@@ -198,7 +192,7 @@ def _trec_permutation(
 def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> OrderedRun:
     docs = arrow_strings(run["doc_id"])
     score = pd.to_numeric(run["score"]).to_numpy(dtype=np.float64, na_value=np.nan)
-    rows = np.arange(len(run), dtype=_index_type(len(run)))
+    rows = np.arange(len(run), dtype=index_type(len(run)))
     if docs.null_count:  # placeholder rows of queries that returned nothing
         rows = np.flatnonzero(docs.is_valid().to_numpy(zero_copy_only=False))
         docs = docs.take(pa.array(rows))
@@ -244,7 +238,7 @@ def _ordered(
     trec_eval order). `keeps_queries`: `order` moves rows within their query only."""
     doc_qidx = qidx
     if rows is None:
-        rows = order if order is not None else np.arange(len(qidx), dtype=_index_type(len(qidx)))
+        rows = order if order is not None else np.arange(len(qidx), dtype=index_type(len(qidx)))
     elif order is not None:
         rows = rows[order]
     if order is not None and not keeps_queries:
