@@ -306,6 +306,18 @@ def test_a_per_block_salt_fingerprints_like_the_same_salt_on_every_row(monkeypat
     assert list(keys.pair_keys(query, ids)) == list(keys.fingerprint(ids, keys.fingerprint(query)))
 
 
+def test_repeated_keys_are_found_in_either_half_of_a_grouped_table(monkeypatch):
+    monkeypatch.setattr(keys, "_PARALLEL_FROM", 4)  # halves sorted in two threads
+    blocks = np.array([0, 3, 5, 9])
+    table = np.array([7, 8, 9, 1, 2, 3, 4, 5, 6, 10, 11], dtype=np.uint64)
+    assert keys.shared_keys(table, blocks).size == 0
+    for first, again in [(0, 2), (5, 8), (9, 10)]:  # before, at and after the cut (row 5)
+        repeated = table.copy()
+        repeated[again] = repeated[first]
+        assert list(keys.shared_keys(repeated, blocks)) == [first, again]
+        assert list(keys.shared_keys(repeated)) == [first, again]
+
+
 def test_diversity_and_clustering_use_source_ids_only():
     run = ranked("q1", ["A:0", "A:1", "B:0", "A:2", "C:0"], ["A", "A", "B", "A", "C"])
     per_query = evaluate(qrels_of(("q9", "x", 1)), run, ["Diversity@4", "Clustering@4"])

@@ -124,10 +124,15 @@ def fast_table(data: bytes, fmt: TextFormat, ahead: Fetched | None = None) -> pa
 
 
 def distinct_pair_keys(table: pa.Table, fmt: TextFormat) -> np.ndarray | None:
-    """The `keys.pair_keys` of a `fast_table`'s `fmt.unique` columns; None when two are equal
-    (a repeated pair, which `exact_table` names, or a fingerprint collision)."""
-    keys = pair_keys(*(arrow_strings(table.column(name)) for name in fmt.unique))
+    """The `table_pair_keys` of a `fast_table`; None when two are equal (a repeated pair,
+    which `exact_table` names, or a fingerprint collision)."""
+    keys = table_pair_keys(table, fmt)
     return None if shared_keys(keys).size else keys
+
+
+def table_pair_keys(table: pa.Table, fmt: TextFormat) -> np.ndarray:
+    """The `keys.pair_keys` of a table's `fmt.unique` columns."""
+    return pair_keys(*(arrow_strings(table.column(name)) for name in fmt.unique))
 
 
 def exact_table(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:

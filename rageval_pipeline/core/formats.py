@@ -27,16 +27,16 @@ from rageval_pipeline.core.delimited import (
     PARQUET_MAGIC,
     Fetched,
     TextFormat,
-    distinct_pair_keys,
     exact_table,
     fast_table,
     first_line,
     first_repeat,
     quote,
     read_text,
+    table_pair_keys,
 )
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts
+from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts, shared_keys
 from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, index_type, order_run
 
 if TYPE_CHECKING:
@@ -259,12 +259,13 @@ def read_ranked_run(path: str | Path | Fetched) -> RankedRun | pd.DataFrame:
         return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
     table = fast_table(data, TREC_RUN, ahead)
     if table is not None and table.num_rows:
-        # The pair keys (two threads) and the trec_eval order need nothing of each other.
+        # The pair keys (two threads) and the trec_eval order need nothing of each other; a
+        # run grouped by query has its repeated pairs looked for a half in each thread.
         with ThreadPoolExecutor(max_workers=1) as pool:
             ranking = pool.submit(_ranked, table)
-            keys = distinct_pair_keys(table, TREC_RUN)
-            if keys is not None:
-                run, moves = ranking.result()
+            keys = table_pair_keys(table, TREC_RUN)
+            run, moves = ranking.result()
+            if not shared_keys(keys, run.starts).size:
                 if moves is not None:  # the keys in trec_eval order, as the engine reads them
                     positions, rows = moves
                     keys[positions] = keys[rows]

@@ -46,7 +46,9 @@ class RankedRun:
     # The rows with each query's together and in trec_eval order (the queries in the file's
     # order, or ascending); None: the file's own order is that, as retrievers usually write.
     order: np.ndarray | None
-    pair_keys: np.ndarray | None  # `measures.keys.pair_keys` of each row of `order`, distinct
+    # `measures.keys.pair_keys` of each row of `order`, distinct within each query (no pair
+    # repeats; keys that collide across queries are told apart by the join's id check).
+    pair_keys: np.ndarray | None
     queries: pa.LargeStringArray  # the distinct query ids, ascending
     # The file's first row of each query, when its rows are grouped by query; else None.
     starts: np.ndarray | None = None

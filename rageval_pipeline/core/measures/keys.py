@@ -189,8 +189,26 @@ def pair_keys(
     return fingerprint(doc, fingerprint(query.take(pa.array(starts))), salt_starts=starts)
 
 
-def shared_keys(keys: np.ndarray) -> np.ndarray:
-    """The rows whose key another row also has (one sort), ascending."""
+def shared_keys(keys: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarray:
+    """The rows whose key another row also has, ascending (one sort).
+
+    `blocks`: the first row of each block of a table no pair of which is in two blocks (a run
+    grouped by query). The table is then cut in two at a block start and the halves sorted in
+    two threads, so a key shared across the cut is not found: that is two pairs whose
+    fingerprints collide, which every user of the keys checks on the real ids anyway.
+    """
+    n = len(keys)
+    cut = 0
+    if blocks is not None and len(blocks) and n >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
+        cut = int(blocks[min(int(np.searchsorted(blocks, n // 2)), len(blocks) - 1)])
+    if not 0 < cut < n:
+        return _shared(keys)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        low, high = pool.map(_shared, (keys[:cut], keys[cut:]))
+    return np.r_[low, high + cut]
+
+
+def _shared(keys: np.ndarray) -> np.ndarray:
     ordered = np.sort(keys)
     same = ordered[1:] == ordered[:-1]
     if not same.any():

@@ -45,7 +45,7 @@ class OrderedRun:
     doc_qidx: np.ndarray  # query index of each of `docs`
     doc_order: np.ndarray | None  # None: already in order
     keys: np.ndarray | None  # a reader's `keys.pair_keys` of the rows; None: made by the join
-    unique_keys: bool  # a reader has found `keys` all distinct: no duplicate check needed
+    unique_keys: bool  # a reader found no pair repeated in `keys`: no duplicate check needed
 
     def doc_ids(self, rows: np.ndarray) -> pa.LargeStringArray:
         """The doc ids of the given ordered rows."""
