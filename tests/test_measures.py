@@ -19,6 +19,7 @@ from rageval_pipeline.core.measures import (
     to_document_level,
     unjudged_queries,
 )
+from rageval_pipeline.core.measures.join import Judgments
 from rageval_pipeline.core.ranking import order_run
 
 
@@ -261,6 +262,19 @@ def test_a_doc_retrieved_twice_for_one_query_is_an_input_error():
     assert raised.value.field == "doc_id"
     # The same doc for two different queries is fine.
     evaluate(qrels, run_of(("q1", "a", 1.0), ("q2", "a", 1.0)), ["P@5"])
+
+
+def test_judgments_made_ahead_change_nothing_and_a_repeated_judgment_is_named():
+    qrels = qrels_of(("q1", "a", 2), ("q1", "c", 1), ("q2", "b", 1))
+    run = run_of(("q1", "a", 1.0), ("q1", "b", 2.0), ("q1", "c", 0.5), ("q2", "b", 1.0))
+    measures = ["nDCG@10", "AP", "nDCG(judged)@10"]  # (condensed: a second run, same qrels)
+    ahead = evaluate(qrels, run, measures, Judgments.of(qrels))
+    pd.testing.assert_frame_equal(ahead, evaluate(qrels, run, measures))
+    twice = qrels_of(("q1", "a", 2), ("q2", "b", 1), ("q1", "a", 1))
+    with pytest.raises(InputError, match="qrels judge doc 'a' for query 'q1' more than once"):
+        Judgments.of(twice)
+    with pytest.raises(InputError, match="qrels judge doc 'a' for query 'q1' more than once"):
+        evaluate(twice, run, measures)
 
 
 def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):

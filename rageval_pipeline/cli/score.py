@@ -16,7 +16,10 @@ from rageval_pipeline.core.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rageval_pipeline.core.measures.join import Judgments
     from rageval_pipeline.core.ranking import RankedRun
+
+    Qrels = tuple[pd.DataFrame, Judgments]  # a qrels table and its side of the join
 
 # trec_eval's usual figures: what `eval` and `compare` print when no -m is given.
 EVAL_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
@@ -104,12 +107,12 @@ def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
     return to_document_level(read_run(path)) if document_level else read_ranked_run(path)
 
 
-def _inputs(args: argparse.Namespace) -> tuple[list[str], pd.DataFrame, RankedRun | pd.DataFrame]:
+def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.DataFrame]:
     """`eval`'s measures, qrels and run. The run is read in a thread, started first thing: its
     bytes while numpy and pyarrow import, then its CSV parse, checks and trec_eval order (I/O
-    and Arrow release the GIL) while this thread names the measures, imports pandas and the
-    measures engine (0.6 s) and reads the qrels. The qrels are read first and the measures
-    named before either, so their errors come first; the thread is not waited for then."""
+    and Arrow release the GIL) while this thread imports pandas and the measures engine
+    (0.6 s), names the measures, reads the qrels and makes their side of the join. Those come
+    first, so their errors do; the thread is not waited for then."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rageval_pipeline.core.bounds import input_bytes  # (no pydantic: see `bounds`)
@@ -119,7 +122,7 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], pd.DataFrame, RankedRu
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
         _numpy_without_blas_threads()
         from rageval_pipeline.core.delimited import fetch
-        from rageval_pipeline.core.formats import TREC_RUN, read_qrels, read_ranked_run
+        from rageval_pipeline.core.formats import TREC_RUN, read_ranked_run
 
         if raw is not None:
             ahead = pool.submit(lambda: read_ranked_run(fetch(*raw.result(), TREC_RUN)))
@@ -127,7 +130,7 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], pd.DataFrame, RankedRu
 
         measures = _measures(args)
 
-        qrels = read_qrels(args.qrels)
+        qrels = _qrels(args.qrels)
         if raw is None:
             return measures, qrels, _read_run(args.run, document_level=True)
         return measures, qrels, ahead.result()
@@ -135,8 +138,17 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], pd.DataFrame, RankedRu
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _qrels(path: str) -> Qrels:
+    """The qrels and their side of the join (`Judgments`), for any number of runs."""
+    from rageval_pipeline.core.formats import read_qrels
+    from rageval_pipeline.core.measures.join import Judgments
+
+    table = read_qrels(path)
+    return table, Judgments.of(table)
+
+
 def _score(
-    qrels: pd.DataFrame,
+    qrels: Qrels,
     qrels_path: str,
     run: RankedRun | pd.DataFrame,
     path: str,
@@ -148,7 +160,8 @@ def _score(
     from rageval_pipeline.core.measures import evaluate, unjudged_queries
     from rageval_pipeline.core.measures.prepare import distinct_query_ids
 
-    left_out = unjudged_queries(qrels, run)
+    table, judgments = qrels
+    left_out = unjudged_queries(table, run)
     if left_out:
         shown = ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else "")
         print(
@@ -156,7 +169,7 @@ def _score(
             f"{shown}",
             file=sys.stderr,
         )
-    per_query = evaluate(qrels, run, measures)
+    per_query = evaluate(table, run, measures, judgments)
     if per_query.empty:
         raise InputError(
             qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
@@ -199,10 +212,9 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     _numpy_without_blas_threads()
     from rageval_pipeline.core.compare import compare_runs
-    from rageval_pipeline.core.formats import read_qrels
 
     measures = _measures(args)
-    qrels = read_qrels(args.qrels)
+    qrels = _qrels(args.qrels)
     dl = args.document_level
     table = compare_runs(
         _score(qrels, args.qrels, _read_run(args.run_a, dl), args.run_a, measures),

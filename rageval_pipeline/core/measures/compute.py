@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from rageval_pipeline.core.measures import names
 from rageval_pipeline.core.measures.condensed import judged_only
+from rageval_pipeline.core.measures.join import Judgments
 from rageval_pipeline.core.measures.kernels import KERNELS
 from rageval_pipeline.core.measures.keys import arrow_strings
 from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL, distinct_query_ids, prepare
@@ -26,7 +27,10 @@ from rageval_pipeline.core.ranking import RankedRun
 
 
 def evaluate(
-    qrels: pd.DataFrame, run: pd.DataFrame | RankedRun, measures: Sequence[str | names.Measure]
+    qrels: pd.DataFrame,
+    run: pd.DataFrame | RankedRun,
+    measures: Sequence[str | names.Measure],
+    judgments: Judgments | None = None,
 ) -> pd.DataFrame:
     """Per-query values: columns query_id, measure (canonical name), value.
 
@@ -34,15 +38,16 @@ def evaluate(
 
     Measures that use qrels get a row for every judged query (a label >= 1), retrieved or not;
     Diversity@k and Clustering@k also for every other query of the run. Rows come by measure in
-    the order asked, then by query id.
+    the order asked, then by query id. `judgments`: `Judgments.of(qrels)`, when the caller
+    made it ahead (while the run was read).
     """
     wanted = list(dict.fromkeys(names.parse_measure(m) for m in measures))
-    data = prepare(qrels, run)
+    data = prepare(qrels, run, judgments)
     # Condensed variants rank the judged documents only; the judged queries are the same.
     condensed = None
     if any(m.judged for m in wanted):
         table = run.table().to_pandas() if isinstance(run, RankedRun) else run
-        condensed = prepare(qrels, judged_only(qrels, table))
+        condensed = prepare(qrels, judged_only(qrels, table), data.judgments)
     queries, labels, values = [], [], []
     for measure in wanted:
         source = condensed if measure.judged and condensed is not None else data

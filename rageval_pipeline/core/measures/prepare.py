@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures.join import join
+from rageval_pipeline.core.measures.join import Judgments, join
 from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts
 from rageval_pipeline.core.ranking import RankedRun, index_type, order_run
 
@@ -69,6 +69,7 @@ class Prepared:
     m_rank: np.ndarray
     m_label: np.ndarray
     sources: pa.LargeStringArray | None
+    judgments: Judgments  # the qrels' side of the join, for another run against them
     _num_rel: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -271,7 +272,10 @@ def distinct_query_ids(table: pd.DataFrame | RankedRun) -> pa.LargeStringArray:
     return table.queries if isinstance(table, RankedRun) else pc.unique(query_ids(table))
 
 
-def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
+def prepare(
+    qrels: pd.DataFrame, run: pd.DataFrame | RankedRun, judgments: Judgments | None = None
+) -> Prepared:
+    """`judgments`: `Judgments.of(qrels)`, when the caller made it ahead."""
     ranked = isinstance(run, RankedRun)
     _require(qrels, ("query_id", "doc_id", "relevance"), "qrels")
     tables = [("qrels", qrels)]
@@ -296,7 +300,9 @@ def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
     distinct = pa.array(universe, pa.large_string())
     ordered = _ranked_run(run, run_qidx, nq) if ranked else _prepare_run(run, run_qidx, nq)
 
-    run_rows, j_rows = join(ordered, j_q, j_docs, universe, distinct)
+    if judgments is None:
+        judgments = Judgments.of(qrels)
+    run_rows, j_rows = join(ordered, j_q, j_docs, universe, distinct, judgments)
     m_q = ordered.qidx[run_rows]
     m_rank = run_rows - ordered.start[m_q] + 1
     m_label = j_label[j_rows]
@@ -316,4 +322,5 @@ def prepare(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> Prepared:
         m_rank=m_rank[order],
         m_label=m_label[order],
         sources=sources,
+        judgments=judgments,
     )
