@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # (not at run time: see `formats`)
     import pandas as pd
 
 _PAD_ROWS = 1 << 18  # ids padded at once (a few MB of temporary copy)
-_PARALLEL_FROM = 1 << 20  # ids; below this, starting threads costs more than it saves
+_PARALLEL_FROM = 1 << 20  # rows; below this, starting threads costs more than it saves
 _MUL1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64 constants
 _MUL2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -47,6 +47,12 @@ def _multipliers(count: int) -> np.ndarray:
     return np.random.default_rng(20240601).integers(1, 2**63, count, dtype=np.uint64) | 1
 
 
+def in_two(rows: int) -> bool:
+    """Whether work on this many rows is worth splitting over two threads (numpy and Arrow
+    release the GIL): millions of rows, two cores."""
+    return rows >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1
+
+
 def fingerprint(
     values: pa.LargeStringArray,
     salt: np.ndarray | None = None,
@@ -63,7 +69,7 @@ def fingerprint(
     """
     n = len(values)
     fill = _salt_filler(salt, salt_index, salt_starts)
-    if n < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+    if not in_two(n):
         return _fingerprint(values, fill)
     half = n // 2
     out = np.empty(n, dtype=np.uint64)  # each thread fills its half: no concatenated copy
@@ -199,7 +205,7 @@ def shared_keys(keys: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarra
     """
     n = len(keys)
     cut = 0
-    if blocks is not None and len(blocks) and n >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
+    if blocks is not None and len(blocks) and in_two(n):
         cut = int(blocks[min(int(np.searchsorted(blocks, n // 2)), len(blocks) - 1)])
     if not 0 < cut < n:
         return _shared(keys)
