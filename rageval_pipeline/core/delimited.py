@@ -16,6 +16,7 @@ The rules, the same for every text format:
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,26 +158,54 @@ def _fast_columns(
 
     Numbers are parsed by the CSV reader itself when no field can hold whitespace or `0x`
     (the two things its number parsers accept and the rules do not; `nan`, `inf` are caught
-    as non-finite); else every column is read as text and checked."""
-    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+    as non-finite); else every column is read as text and checked.
+
+    A large file is parsed as a clean one (ASCII, numbers typed) while its bytes are scanned:
+    the scans hold the GIL and the parse does not, so a core that would wait for the scans
+    parses. Most files are clean; for the others that parse is discarded."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        clean = pool.submit(_csv, data, fmt, skip, True, True) if _threaded(data) else None
+        if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+            return None
+        # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
+        separators = {b"\t"} if fmt.tab else {b" "}
+        ascii_only = data.isascii()
+        spaced = not ascii_only or any(b in data for b in _SPACE_BYTES - separators)
+        hexed = _hexed(data)
+        typed = not (spaced or hexed)
+        if clean is not None and typed:  # (typed implies ASCII)
+            table = clean.result()
+        else:
+            table = _csv(data, fmt, skip, typed, ascii_only)
+    if table is None or (skip and first_line(data) != fmt.header.encode()):
         return None
-    # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
-    separators = {b"\t"} if fmt.tab else {b" "}
-    ascii_only = data.isascii()
-    spaced = not ascii_only or any(b in data for b in _SPACE_BYTES - separators)
-    hexed = _hexed(data)
+    # Only the id columns are made contiguous (fingerprints read their buffers).
+    columns = {
+        name: table.column(name).combine_chunks() if name in fmt.unique else table.column(name)
+        for name in fmt.fields
+    }
+    return columns, spaced, hexed
+
+
+def _threaded(data: bytes) -> bool:
+    return len(data) > _THREADED_FROM
+
+
+def _csv(data: bytes, fmt: TextFormat, skip: int, typed: bool, ascii_only: bool) -> pa.Table | None:
+    """pyarrow.csv's reading of the bytes as `fmt` (numbers `typed` or text), or None when it
+    fails."""
     # Ids as large_string: what fingerprints and the measures engine read, with no cast.
     types = dict.fromkeys(fmt.fields, pa.string()) | dict.fromkeys(fmt.unique, pa.large_string())
-    if not (spaced or hexed):
+    if typed:
         types |= dict.fromkeys(fmt.integers, pa.int32()) | dict.fromkeys(fmt.reals, pa.float64())
     try:
-        table = pv.read_csv(
+        return pv.read_csv(
             pa.BufferReader(data),
             read_options=pv.ReadOptions(
                 column_names=list(fmt.fields),
                 skip_rows=skip,
                 block_size=_BLOCK,
-                use_threads=len(data) > _THREADED_FROM,
+                use_threads=_threaded(data),
             ),
             parse_options=pv.ParseOptions(
                 delimiter="\t" if fmt.tab else " ",
@@ -196,14 +225,6 @@ def _fast_columns(
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return None
-    if skip and first_line(data) != fmt.header.encode():
-        return None
-    # Only the id columns are made contiguous (fingerprints read their buffers).
-    columns = {
-        name: table.column(name).combine_chunks() if name in fmt.unique else table.column(name)
-        for name in fmt.fields
-    }
-    return columns, spaced, hexed
 
 
 def _hexed(data: bytes) -> bool:
