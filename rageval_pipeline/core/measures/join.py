@@ -66,6 +66,7 @@ class Judgments:
 
     @classmethod
     def indexed(cls, keys: np.ndarray, clash: bool) -> Judgments:
+        """These judgments' keys sorted and mapped (`clash`: whether two of them are equal)."""
         order = np.argsort(keys)
         sorted_keys = keys[order]
         # One bit a key keeps the bitmap (2 MB at most) in cache, which a byte a key (8 MB)
@@ -91,6 +92,7 @@ def _first_duplicate(
 
 
 def _numpy(values: object) -> np.ndarray:
+    """Arrow or numpy values as numpy, for pandas to compare."""
     if isinstance(values, pa.Array | pa.ChunkedArray):
         return values.to_numpy(zero_copy_only=False)
     return np.asarray(values)
