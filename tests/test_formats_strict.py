@@ -77,6 +77,10 @@ def test_a_line_of_another_shape_is_refused_with_the_formats_accepted(
         (read_run, "q1 Q0 d\x0bb 1 2 t\n", "input:1: doc_id: 'd\\x0bb' contains whitespace"),
         (read_run, "q1 Q0 d\u2003 1 2 t\n", "input:1: doc_id: 'd\\u2003' contains whitespace"),
         (read_qrels, BEIR + "q1\t\t1\n", "input:2: doc_id: is empty"),
+        # pyarrow's number parsers trim spaces and tabs: in a tab-separated file that is a
+        # field holding whitespace, whatever the column's type.
+        (read_qrels, BEIR + "q1\td1\t1 \n", "input:2: relevance: '1 ' contains whitespace"),
+        (read_qrels, BEIR + "q1\td1\t 1\n", "input:2: relevance: ' 1' contains whitespace"),
     ],
 )
 def test_ids_with_whitespace_or_empty_are_refused(tmp_path, reader, content, expected):
@@ -164,6 +168,7 @@ def test_a_repeated_pair_names_both_lines(tmp_path, content):
         b"\xef\xbb\xbfq1  Q0\td1 1 2.5 t\r\n\n  q1 Q0 d2 2 1.5 t  \n",  # BOM, CRLF, runs
         b"q1\tQ0\td1\t1\t2.5\tt\nq1 Q0 d2 2 1.5 t",  # tabs, no final newline
         b"q1 Q0 d1 01 25e-1 t\nq1 Q0 d2 -0 +1.5 t\n",
+        b"q1 Q0 d1 1\t 2.5 t\nq1 Q0 d2 \t2 1.5\t t\n",  # tabs beside numbers: separators
     ],
 )
 def test_whitespace_variants_read_the_same(tmp_path, content):

@@ -1,11 +1,12 @@
 """Delimited text into typed Arrow columns, checked without a Python loop over rows.
 
 A file is tokenised by pyarrow's multithreaded CSV reader with explicit column types, then
-checked by Arrow compute kernels; a few byte scans of the raw file (is it ASCII, does it hold
-other whitespace, `0x`, doubled delimiters) decide how much checking the columns need. When
-the fast read or any check fails, the file is tokenised again line by line in Arrow (regex
-split, line numbers kept) and the same checks name the first bad line and field. That second
-pass is also the definition: the fast one is only a shortcut for files it reads identically.
+checked by Arrow compute kernels; a few byte scans of the raw file (a lone `\\r`, `0x`, a
+space in a tab format) and the parsed text columns' smallest and largest bytes (ASCII? any
+whitespace?) decide how much checking the columns need. When the fast read or any check
+fails, the file is tokenised again line by line in Arrow (regex split, line numbers kept)
+and the same checks name the first bad line and field. That second pass is also the
+definition: the fast one is only a shortcut for files it reads identically.
 
 The rules, the same for every text format:
 - a line ends at `\\n` (an optional `\\r` before it is dropped); blank lines are skipped;
@@ -16,6 +17,7 @@ The rules, the same for every text format:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,6 @@ REAL = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 # Any Unicode whitespace (RE2's \s is ASCII only), as Python's str.split would see it.
 WHITESPACE = r"[\s\v\p{Z}\x{85}\x{1c}-\x{1f}]"
 INT32 = (-(2**31), 2**31 - 1)
-_SPACE_BYTES = {b"\t", b" ", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f"}
 PARQUET_MAGIC = b"PAR1"  # a Parquet file's first bytes
 QUOTE_LIMIT = 200  # characters of a bad value quoted in an error message
 # pyarrow.csv's block: 4 MB parsed 0.35-0.45 s on the 186 MB bench run, 16 MB 0.45-0.52 s.
@@ -154,46 +155,71 @@ def _fast_columns(
 ) -> tuple[dict[str, pa.Array], bool, bool] | None:
     """(columns, spaced, hexed) by pyarrow.csv, or None when it could read the file otherwise
     than the rules (a lone carriage return is a line end to it; other failures are reported by
-    the slow path). `spaced`/`hexed`: the bytes may hold whitespace in a field, or `0x`.
+    the slow path). `spaced`/`hexed`: a text field may hold whitespace; the bytes hold `0x`.
 
-    Numbers are parsed by the CSV reader itself when no field can hold whitespace or `0x`
-    (the two things its number parsers accept and the rules do not; `nan`, `inf` are caught
-    as non-finite); else every column is read as text and checked.
+    Numbers are parsed by the CSV reader itself unless a byte could make its number parsers
+    accept what the rules do not: `0x` (hexadecimal), or a space in a tab-separated format
+    (they trim spaces and tabs around a number; in a whitespace-separated format a tab there
+    is part of the separator, as the rules have it). `nan`, `inf` are caught as non-finite.
+    Else every column is read as text and checked. Whether text fields may hold whitespace
+    is told from the parsed text columns' bytes: printable ASCII without the space needs no
+    check; a file with other bytes than ASCII in them is parsed again, validating UTF-8.
 
-    A large file is parsed as a clean one (ASCII, numbers typed) while its bytes are scanned:
-    the scans hold the GIL and the parse does not, so a core that would wait for the scans
-    parses. Most files are clean; for the others that parse is discarded."""
+    A large file's parse starts in a thread (numbers typed, as most files are) while the
+    bytes are scanned for those two things: the scans hold the GIL and the parse does not."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        clean = pool.submit(_csv, data, fmt, skip, True, True) if _threaded(data) else None
+        ahead = pool.submit(_csv, data, fmt, skip, True, False) if _threaded(data) else None
         if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
             return None
-        # ASCII without whitespace bytes besides the delimiter: no field can hold whitespace.
-        separators = {b"\t"} if fmt.tab else {b" "}
-        ascii_only = data.isascii()
-        spaced = not ascii_only or any(b in data for b in _SPACE_BYTES - separators)
         hexed = _hexed(data)
-        typed = not (spaced or hexed)
-        if clean is not None and typed:  # (typed implies ASCII)
-            table = clean.result()
-        else:
-            table = _csv(data, fmt, skip, typed, ascii_only)
+        typed = not (hexed or (fmt.tab and b" " in data))
+        table = (
+            ahead.result() if ahead is not None and typed else _csv(data, fmt, skip, typed, False)
+        )
     if table is None or (skip and first_line(data) != fmt.header.encode()):
         return None
+    low, high = _byte_range(c for c in table.columns if not pa.types.is_primitive(c.type))
+    if high >= 0x80:
+        table = _csv(data, fmt, skip, typed, True)
+        if table is None:
+            return None
     # Only the id columns are made contiguous (fingerprints read their buffers).
     columns = {
         name: table.column(name).combine_chunks() if name in fmt.unique else table.column(name)
         for name in fmt.fields
     }
-    return columns, spaced, hexed
+    return columns, not (low > 0x20 and high < 0x80), hexed
+
+
+def _byte_range(columns: Iterable[pa.ChunkedArray]) -> tuple[int, int]:
+    """The smallest and the largest byte of these string columns' values (255, 0 for none),
+    by one Arrow kernel over views of their data buffers."""
+    views = []
+    for column in columns:
+        for chunk in column.chunks:
+            width = np.dtype(np.int64 if pa.types.is_large_string(chunk.type) else np.int32)
+            _, offsets, values = chunk.buffers()
+            first, last = np.frombuffer(
+                offsets, width, len(chunk) + 1, chunk.offset * width.itemsize
+            )[[0, -1]]
+            if last > first:
+                buffers = [None, values]
+                views.append(
+                    pa.Array.from_buffers(pa.uint8(), int(last - first), buffers, 0, int(first))
+                )
+    if not views:
+        return 255, 0
+    found = pc.min_max(pa.chunked_array(views, pa.uint8()))
+    return found["min"].as_py(), found["max"].as_py()
 
 
 def _threaded(data: bytes) -> bool:
     return len(data) > _THREADED_FROM
 
 
-def _csv(data: bytes, fmt: TextFormat, skip: int, typed: bool, ascii_only: bool) -> pa.Table | None:
-    """pyarrow.csv's reading of the bytes as `fmt` (numbers `typed` or text), or None when it
-    fails."""
+def _csv(data: bytes, fmt: TextFormat, skip: int, typed: bool, utf8: bool) -> pa.Table | None:
+    """pyarrow.csv's reading of the bytes as `fmt` (numbers `typed` or text; text validated
+    as UTF-8 or not), or None when it fails."""
     # Ids as large_string: what fingerprints and the measures engine read, with no cast.
     types = dict.fromkeys(fmt.fields, pa.string()) | dict.fromkeys(fmt.unique, pa.large_string())
     if typed:
@@ -220,7 +246,7 @@ def _csv(data: bytes, fmt: TextFormat, skip: int, typed: bool, ascii_only: bool)
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
-                check_utf8=not ascii_only,  # ASCII is UTF-8
+                check_utf8=utf8,
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
