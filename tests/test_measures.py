@@ -11,6 +11,7 @@ import pytest
 import pytrec_eval
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.formats import read_keyed_qrels
 from rageval_pipeline.core.measures import (
     FAMILIES,
     evaluate,
@@ -275,6 +276,19 @@ def test_judgments_made_ahead_change_nothing_and_a_repeated_judgment_is_named():
         Judgments.of(twice)
     with pytest.raises(InputError, match="qrels judge doc 'a' for query 'q1' more than once"):
         evaluate(twice, run, measures)
+
+
+def test_a_qrels_readers_keys_are_the_judgments_keys(tmp_path):
+    path = tmp_path / "qrels"
+    path.write_text("q1 0 a 2\nq1 0 c 1\nq2 0 b 1\nq0 0 a 0\n")
+    qrels, keys = read_keyed_qrels(path)
+    assert keys is not None
+    made = Judgments.of(qrels)
+    assert list(Judgments.of(qrels, keys).keys) == list(made.keys)
+    run = run_of(("q1", "a", 1.0), ("q1", "b", 2.0), ("q1", "c", 0.5), ("q2", "b", 1.0))
+    pd.testing.assert_frame_equal(
+        evaluate(qrels, run, ["AP"], Judgments.of(qrels, keys)), evaluate(qrels, run, ["AP"])
+    )
 
 
 def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):

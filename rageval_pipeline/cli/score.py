@@ -140,11 +140,11 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.
 
 def _qrels(path: str) -> Qrels:
     """The qrels and their side of the join (`Judgments`), for any number of runs."""
-    from rageval_pipeline.core.formats import read_qrels
+    from rageval_pipeline.core.formats import read_keyed_qrels
     from rageval_pipeline.core.measures.join import Judgments
 
-    table = read_qrels(path)
-    return table, Judgments.of(table)
+    table, keys = read_keyed_qrels(path)
+    return table, Judgments.of(table, keys)
 
 
 def _score(

@@ -189,7 +189,16 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
 
     Returns a QRELS table; `split` fills the split column (Parquet keeps its own when None).
     """
+    return read_keyed_qrels(path, split)[0]
+
+
+def read_keyed_qrels(
+    path: str | Path, split: str | None = None
+) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """`read_qrels`, and the `keys.pair_keys` of the rows when the text reader made them (all
+    distinct), for `measures.join.Judgments.of`; else None."""
     path, data = input_bytes(path)
+    keys = None
     if data[:4] == PARQUET_MAGIC:
         table = _parquet(path, data, _QRELS_PARQUET, QRELS_FORMATS)
         _no_nulls(path, table, ("query_id", "doc_id", "relevance"))
@@ -202,11 +211,11 @@ def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
     else:
         beir = first_line(data) == BEIR_QRELS.header.encode()
         fmt = BEIR_QRELS if beir else TREC_QRELS
-        table, _ = read_text(path, data, fmt, QRELS_FORMATS)
+        table, keys = read_text(path, data, fmt, QRELS_FORMATS)
         table = _set(_set(table, "split", split), "level", "document")
     if not table.num_rows:
         raise InputError(path, "has no judgments")
-    return _shaped(table, tables.QRELS)
+    return _shaped(table, tables.QRELS), keys
 
 
 def _set(table: pa.Table, name: str, value: str | None) -> pa.Table:

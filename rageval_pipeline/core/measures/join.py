@@ -48,8 +48,12 @@ class Judgments:
     clash: bool  # two judgments share a key: a fingerprint collision (a repeat is an error)
 
     @classmethod
-    def of(cls, qrels: pd.DataFrame) -> Judgments:
-        """The judgments of a qrels table (query_id, doc_id); InputError when one repeats."""
+    def of(cls, qrels: pd.DataFrame, keys: np.ndarray | None = None) -> Judgments:
+        """The judgments of a qrels table (query_id, doc_id); InputError when one repeats.
+        `keys`: the `keys.pair_keys` of its rows, all distinct, when its reader made them
+        (`formats.read_keyed_qrels`)."""
+        if keys is not None:
+            return cls.indexed(keys, False)
         query, docs = arrow_strings(qrels["query_id"]), arrow_strings(qrels["doc_id"])
         keys = pair_keys(query, docs)
         clash, repeat = _first_duplicate(
