@@ -55,15 +55,28 @@ class Judgments:
         if keys is not None:
             return cls.indexed(keys, False)
         query, docs = arrow_strings(qrels["query_id"]), arrow_strings(qrels["doc_id"])
-        keys = pair_keys(query, docs)
-        clash, repeat = _first_duplicate(
-            keys, lambda rows: query.take(pa.array(rows)), lambda rows: docs.take(pa.array(rows))
+        return cls.checked(
+            pair_keys(query, docs),
+            lambda rows: query.take(pa.array(rows)),
+            lambda rows: docs.take(pa.array(rows)),
         )
+
+    @classmethod
+    def checked(
+        cls,
+        keys: np.ndarray,
+        query: Callable[[np.ndarray], object],
+        doc: Callable[[np.ndarray], object],
+    ) -> Judgments:
+        """The judgments with these keys (`query`, `doc`: the ids of given rows), or
+        InputError naming the first that repeats."""
+        clash, repeat = _first_duplicate(keys, query, doc)
         if repeat is not None:
+            at = np.array([repeat])
             raise InputError(
                 None,
-                f"qrels judge doc {docs[repeat].as_py()!r} for query "
-                f"{query[repeat].as_py()!r} more than once",
+                f"qrels judge doc {str(_numpy(doc(at))[0])!r} for query "
+                f"{str(_numpy(query(at))[0])!r} more than once",
                 field="doc_id",
             )
         return cls.indexed(keys, clash)
@@ -108,12 +121,14 @@ def join(
     j_docs: pa.LargeStringArray,
     universe: np.ndarray,
     distinct: pa.LargeStringArray,
-    judgments: Judgments,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(run row, judgment row) of every retrieved judged document; also rejects duplicates.
+    judgments: Judgments | None,
+) -> tuple[np.ndarray, np.ndarray, Judgments]:
+    """(run row, judgment row) of every retrieved judged document, and the qrels' side of the
+    join; also rejects duplicates.
 
     `j_q` and `run.doc_qidx` index `universe` (the query ids; `distinct` as Arrow strings);
-    `judgments` are the qrels' (`Judgments.of`).
+    `judgments`: the qrels' (`Judgments.of`), or None to make them here, after the run's
+    duplicate check (its sort is the peak of memory; they are not held through it).
     """
     run_keys = run.keys  # (a reader's, in row order already)
     if run_keys is None:  # (made here, not kept on the run: one 8-byte column less at peak)
@@ -121,13 +136,18 @@ def join(
     clash = False
     if not run.unique_keys:
         clash = _no_repeat(run, run_keys, universe)
+    if judgments is None:
+        judgments = Judgments.checked(
+            pair_keys(distinct, j_docs, j_q),
+            lambda rows: universe[j_q[rows]],
+            lambda rows: j_docs.take(pa.array(rows)),
+        )
     if not (clash or judgments.clash):
-        found = _matches(run_keys, judgments)
-        run_rows, j_rows = found
+        run_rows, j_rows = _matches(run_keys, judgments)
         same_query = np.array_equal(run.qidx[run_rows], j_q[j_rows])
         same_doc = pc.all(pc.equal(run.doc_ids(run_rows), j_docs.take(pa.array(j_rows)))).as_py()
         if same_query and same_doc in (True, None):
-            return found
+            return run_rows, j_rows, judgments
     # Fingerprints collided: exact integer codes for the ids, and the join again.
     codes, _ = pd.factorize(
         np.concatenate(
@@ -136,9 +156,8 @@ def join(
     )
     run_keys = run.in_order(exact_pair_keys(run.doc_qidx, codes[: len(run.docs)]))
     _no_repeat(run, run_keys, universe)
-    return _matches(
-        run_keys, Judgments.indexed(exact_pair_keys(j_q, codes[len(run.docs) :]), False)
-    )
+    exact = Judgments.indexed(exact_pair_keys(j_q, codes[len(run.docs) :]), False)
+    return *_matches(run_keys, exact), judgments
 
 
 def _no_repeat(run: OrderedRun, keys: np.ndarray, universe: np.ndarray) -> bool:

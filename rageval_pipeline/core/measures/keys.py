@@ -173,7 +173,7 @@ def id_block_starts(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if not n:
         return np.zeros(0, np.int64)
     change = pc.not_equal(ids.slice(1), ids.slice(0, n - 1))
-    if change.null_count:
+    if change.null_count:  # (only then: a fill is a pass, and its scalar imports pandas)
         change = pc.fill_null(change, True)
     return np.flatnonzero(np.r_[True, change.to_numpy(zero_copy_only=False)])
 

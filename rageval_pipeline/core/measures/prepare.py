@@ -300,9 +300,7 @@ def prepare(
     distinct = pa.array(universe, pa.large_string())
     ordered = _ranked_run(run, run_qidx, nq) if ranked else _prepare_run(run, run_qidx, nq)
 
-    if judgments is None:
-        judgments = Judgments.of(qrels)
-    run_rows, j_rows = join(ordered, j_q, j_docs, universe, distinct, judgments)
+    run_rows, j_rows, judgments = join(ordered, j_q, j_docs, universe, distinct, judgments)
     m_q = ordered.qidx[run_rows]
     m_rank = run_rows - ordered.start[m_q] + 1
     m_label = j_label[j_rows]
