@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rageval_pipeline.core import delimited, loaders, tables
+from rageval_pipeline.core import delimited, field_checks, loaders, tables
 from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.formats import (
@@ -193,14 +193,14 @@ def test_fast_and_line_by_line_paths_agree(tmp_path, kind, fmt, data):
     if fast is None:
         return
     columns, spaced, hexed = fast
-    table, bad = delimited._checked(columns, fmt, spaced=spaced, hexed=hexed)
+    table, bad = field_checks.checked(columns, fmt, spaced=spaced, hexed=hexed)
     if bad is not None:
         return
     try:
         _, columns = delimited._columns_by_line(tmp_path / kind, content, fmt, skip, "")
     except InputError as error:
         raise AssertionError(f"fast path accepted what the line path refuses: {error}") from None
-    slow, slow_bad = delimited._checked(columns, fmt)
+    slow, slow_bad = field_checks.checked(columns, fmt)
     assert slow_bad is None, slow_bad
     assert slow.cast(table.schema).equals(table)
 

@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 from rageval_pipeline.core import tables
 from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.delimited import (
-    INT32,
     PARQUET_MAGIC,
     Fetched,
     TextFormat,
@@ -31,11 +30,11 @@ from rageval_pipeline.core.delimited import (
     fast_table,
     first_line,
     first_repeat,
-    quote,
     read_text,
     table_pair_keys,
 )
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.field_checks import INT32, quote
 from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts, shared_keys
 from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, index_type, order_run
 
