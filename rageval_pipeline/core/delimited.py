@@ -17,7 +17,6 @@ The rules, the same for every text format:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,25 +151,26 @@ def _fast_columns(
     is part of the separator, as the rules have it). `nan`, `inf` are caught as non-finite.
     Else every column is read as text and checked. Whether text fields may hold whitespace
     is told from the parsed text columns' bytes: printable ASCII without the space needs no
-    check; a file with other bytes than ASCII in them is parsed again, validating UTF-8.
+    check; text columns with other bytes than ASCII are then validated as UTF-8.
 
     A large file's parse starts in a thread (numbers typed, as most files are) while the
     bytes are scanned for those two things: the scans hold the GIL and the parse does not."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        ahead = pool.submit(_csv, data, fmt, skip, True, False) if _threaded(data) else None
+        ahead = pool.submit(_csv, data, fmt, skip, True) if _threaded(data) else None
         if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
             return None
         hexed = _hexed(data)
         typed = not (hexed or (fmt.tab and b" " in data))
-        table = (
-            ahead.result() if ahead is not None and typed else _csv(data, fmt, skip, typed, False)
-        )
+        table = ahead.result() if ahead is not None and typed else _csv(data, fmt, skip, typed)
     if table is None or (skip and first_line(data) != fmt.header.encode()):
         return None
-    low, high = _byte_range(c for c in table.columns if not pa.types.is_primitive(c.type))
+    text = [c for c in table.columns if not pa.types.is_primitive(c.type)]
+    low, high = _byte_range(text)
     if high >= 0x80:
-        table = _csv(data, fmt, skip, typed, True)
-        if table is None:
+        try:
+            for column in text:
+                column.validate(full=True)  # (full validation checks a string's UTF-8)
+        except pa.ArrowInvalid:
             return None
     # Only the id columns are made contiguous (fingerprints read their buffers).
     columns = {
@@ -180,7 +180,7 @@ def _fast_columns(
     return columns, not (low > 0x20 and high < 0x80), hexed
 
 
-def _byte_range(columns: Iterable[pa.ChunkedArray]) -> tuple[int, int]:
+def _byte_range(columns: list[pa.ChunkedArray]) -> tuple[int, int]:
     """The smallest and the largest byte of these string columns' values (255, 0 for none),
     by one Arrow kernel over views of their data buffers."""
     views = []
@@ -206,9 +206,9 @@ def _threaded(data: bytes) -> bool:
     return len(data) > _THREADED_FROM
 
 
-def _csv(data: bytes, fmt: TextFormat, skip: int, typed: bool, utf8: bool) -> pa.Table | None:
-    """pyarrow.csv's reading of the bytes as `fmt` (numbers `typed` or text; text validated
-    as UTF-8 or not), or None when it fails."""
+def _csv(data: bytes, fmt: TextFormat, skip: int, typed: bool) -> pa.Table | None:
+    """pyarrow.csv's reading of the bytes as `fmt` (numbers `typed` or text), or None when it
+    fails. Text is not validated as UTF-8 here: most files are ASCII (`_fast_columns`)."""
     # Ids as large_string: what fingerprints and the measures engine read, with no cast.
     types = dict.fromkeys(fmt.fields, pa.string()) | dict.fromkeys(fmt.unique, pa.large_string())
     if typed:
@@ -235,7 +235,7 @@ def _csv(data: bytes, fmt: TextFormat, skip: int, typed: bool, utf8: bool) -> pa
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
-                check_utf8=utf8,
+                check_utf8=False,
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
