@@ -12,7 +12,8 @@ import pytest
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_path, load_baseline
-from rageval_pipeline.core.gate.baselines import config_changes, flatten, promote
+from rageval_pipeline.core.gate.baselines import promote
+from rageval_pipeline.core.gate.changes import config_changes, flatten
 from tests.test_cli_job import dagster_execute
 
 BIN = Path(sys.executable).parent
@@ -119,10 +120,12 @@ def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(pipeline
         json.dumps({"systems": {"bm25": {"retriever": "run_file", "path": "poor.trec"}}})
     )
     second = dagster_execute("evaluate_dataset", "beir-mini", env, pipeline_home)
-    assert second.returncode != 0
+    assert second.returncode != 0, second.stdout[-3000:]
     before = path.read_text()
     refused = rageval("baseline", "update", "--dataset", "beir-mini", env=env)
-    assert refused.returncode == 2 and "refusing a worse baseline" in refused.stderr
+    assert refused.returncode == 2 and "refusing a worse baseline" in refused.stderr, (
+        second.stdout[-4000:] + refused.stdout + refused.stderr
+    )
     assert "Traceback" not in refused.stderr and path.read_text() == before
     no_note = rageval("baseline", "update", "--dataset", "beir-mini", "--force", env=env)
     assert no_note.returncode == 2 and path.read_text() == before

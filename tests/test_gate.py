@@ -37,8 +37,12 @@ def summary(
     dataset: str = "nfcorpus",
     split: str = "test",
     system: str = "bm25",
+    machine: str | None = "machine-1",
+    suite: str | None = "suite-1",
 ) -> RunSummary:
     return RunSummary(
+        machine=machine,
+        suite=suite,
         dataset=dataset,
         split=split,
         system=system,
@@ -247,18 +251,106 @@ def test_threshold_on_a_measure_the_run_lacks_blocks():
 # ------------------------------------------------------------------- fingerprint, missing baseline
 
 
-def test_fingerprint_mismatch_blocks_and_keeps_deltas_as_information():
-    base = summary({"nDCG@10": 0.40}, fingerprint="cfg-old")
-    verdict = compare(summary({"nDCG@10": 0.30}, fingerprint="cfg-new"), base)
+def _config_run(measures, fingerprint, k1):
+    run = summary(measures, fingerprint=fingerprint)
+    return run.model_copy(update={"config": {"retriever": "bm25", "k1": k1, "b": 0.75}})
+
+
+def test_a_changed_configuration_is_judged_against_the_baseline_not_refused():
+    base = _config_run({"nDCG@10": 0.40}, "cfg-old", 1.5)
+    verdict = compare(_config_run({"nDCG@10": 0.30}, "cfg-new", 0.3), base)
     assert not verdict.passed
     [failure] = verdict.failures
-    assert failure.kind == "fingerprint"
-    assert "another configuration" in failure.message
-    assert "rageval baseline update" in failure.message
-    info = only(verdict, "baseline", "nDCG@10")
-    assert not info.passed and not info.blocking
-    assert info.delta == pytest.approx(-0.10)
-    assert verdict.categories == []  # the drop is not a judged regression
+    assert (failure.kind, failure.measure, failure.category) == (
+        "baseline",
+        "nDCG@10",
+        "ranking_shift",
+    )
+    info = only(verdict, "configuration")
+    assert info.passed and not info.blocking and "k1: 1.5 -> 0.3" in info.message
+    [change] = verdict.changes
+    assert [(c.key, c.before, c.after) for c in change.config] == [("k1", 1.5, 0.3)]
+    assert change.compared_with == "baseline" and change.baseline_fingerprint == "cfg-old"
+    # The same change that holds the measures passes.
+    assert compare(_config_run({"nDCG@10": 0.40}, "cfg-new", 0.3), base).passed
+
+
+def test_a_changed_suite_makes_the_baseline_incomparable_and_asks_for_an_update():
+    policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"nDCG@10": 0.2}}}})
+    base = summary({"nDCG@10": 0.40}, suite="suite-old")
+    verdict = compare(summary({"nDCG@10": 0.30}, suite="suite-new"), base, policy)
+    assert verdict.passed  # only the threshold applies
+    suite_check = only(verdict, "suite")
+    assert not suite_check.passed and not suite_check.blocking
+    assert "rageval baseline update" in suite_check.message
+    assert not [c for c in verdict.checks if c.kind == "baseline"]
+    assert verdict.changes[0].suite_changed and verdict.changes[0].compared_with == "thresholds"
+    # A baseline recorded before suites were fingerprinted stays comparable.
+    verdict = compare(summary({"nDCG@10": 0.30}), summary({"nDCG@10": 0.40}, suite=None))
+    assert not verdict.passed and verdict.changes[0].compared_with == "baseline"
+
+
+def _spread(values: dict[str, float], n: int = 40, shift: float = 0.0):
+    return {
+        f"q{i:02d}": {m: v + shift + 0.01 * (i % 5) for m, v in values.items()} for i in range(n)
+    }
+
+
+def test_a_watched_measure_that_collapses_warns_under_its_own_category():
+    policy = GatePolicy.model_validate({"datasets": {"default": {"compare": ["nDCG@10"]}}})
+    good = {"nDCG@10": 0.5, "R@100": 0.9, "P@5": 0.4}
+    base_pq = _spread(good)
+    run_pq = {q: {**v, "R@100": v["R@100"] - 0.3} for q, v in base_pq.items()}
+    mean = lambda pq, m: sum(v[m] for v in pq.values()) / len(pq)  # noqa: E731
+    base = summary({m: mean(base_pq, m) for m in good}, per_query=base_pq)
+    run = summary({m: mean(run_pq, m) for m in good}, per_query=run_pq)
+    verdict = compare(run, base, policy)
+    assert verdict.passed  # only `compare` blocks
+    recall = only(verdict, "watched", "R@100")
+    assert not recall.passed and not recall.blocking and recall.category == "recall_drop"
+    assert recall.paired is not None and recall.paired.p_holm < 0.05
+    assert only(verdict, "watched", "P@5").passed
+    assert verdict.categories == ["recall_drop"]
+
+
+def test_an_improvement_established_by_the_statistics_is_named():
+    base_pq = _spread({"nDCG@10": 0.4})
+    run_pq = _spread({"nDCG@10": 0.4}, shift=0.2)
+    mean = lambda pq: sum(v["nDCG@10"] for v in pq.values()) / len(pq)  # noqa: E731
+    verdict = compare(
+        summary({"nDCG@10": mean(run_pq)}, per_query=run_pq),
+        summary({"nDCG@10": mean(base_pq)}, per_query=base_pq),
+    )
+    assert verdict.passed and only(verdict, "baseline", "nDCG@10").improved
+    assert "improved: bm25 nDCG@10" in verdict.summary
+    # Noise within tolerance is not an improvement.
+    assert not compare(summary({"nDCG@10": 0.401}), summary({"nDCG@10": 0.40})).improvements
+
+
+def test_latency_is_compared_with_the_baseline_configuration_timed_side_by_side():
+    slow = {"all": {"p50": 200.0, "p95": 400.0}}
+    base = summary({"nDCG@10": 0.4})  # its latency: 10/30 ms, timed elsewhere
+    # The machine is saturated: both configurations slow down alike, so nothing regressed.
+    loaded = summary({"nDCG@10": 0.4}, latency=slow).model_copy(
+        update={"baseline_latency": {"all": {"p50": 190.0, "p95": 410.0}}}
+    )
+    verdict = compare(loaded, base)
+    assert verdict.passed
+    assert "timed in this run" in only(verdict, "latency_baseline", "p50").message
+    # Against the side-by-side reference, a real slowdown still blocks.
+    slower = loaded.model_copy(update={"baseline_latency": {"all": {"p50": 20.0, "p95": 40.0}}})
+    assert only(compare(slower, base), "latency_baseline", "p50").blocking
+    assert compare(slower, base).categories == ["latency_regression"]
+
+
+def test_latency_timed_on_another_machine_is_advisory():
+    slow = {"all": {"p50": 200.0, "p95": 400.0}}
+    verdict = compare(
+        summary({"nDCG@10": 0.4}, latency=slow, machine="ci-box"), summary({"nDCG@10": 0.4})
+    )
+    assert verdict.passed
+    check = only(verdict, "latency_baseline", "p50")
+    assert not check.passed and not check.blocking and "another machine" in check.message
 
 
 def test_missing_baseline_warns_and_thresholds_still_apply():

@@ -92,12 +92,17 @@ def breakdown(
     return pd.concat(frames, ignore_index=True)[columns]
 
 
-def query_latency(run: pd.DataFrame) -> pd.DataFrame:
+def query_latency(run: pd.DataFrame, column: str = "latency_ms") -> pd.DataFrame:
     """One latency per query (every row of a query carries the same one): query_id, latency_ms.
 
-    Queries without a latency (e.g. read from a TREC file) are left out.
+    Queries without a latency (e.g. read from a TREC file) are left out. `column` may name the
+    baseline configuration's timing instead (`baseline_latency_ms`).
     """
-    latency = run.groupby("query_id", sort=True)["latency_ms"].first().dropna()
+    if column not in run.columns:
+        return pd.DataFrame(
+            {"query_id": pd.Series(dtype=str), "latency_ms": pd.Series(dtype=float)}
+        )
+    latency = run.groupby("query_id", sort=True)[column].first().dropna()
     return pd.DataFrame(
         {"query_id": latency.index.astype(str), "latency_ms": latency.to_numpy(float)}
     )
@@ -111,25 +116,33 @@ def _latency_rows(values: np.ndarray) -> list[tuple[str, float]]:
     return [("count", float(len(values)))] + [(s, _latency_stat(values, s)) for s in LATENCY_STATS]
 
 
+# `timed` of a latency row: the system itself, or the baseline's configuration timed beside it.
+TIMED = {"system": "latency_ms", "baseline": "baseline_latency_ms"}
+
+
 def latency_stats(
     run: pd.DataFrame, queries: pd.DataFrame | None = None, attributes: Sequence[str] = ATTRIBUTES
 ) -> pd.DataFrame:
-    """Latency count, mean, p50, p95, p99 (ms): attribute, group, stat, value.
+    """Latency count, mean, p50, p95, p99 (ms): timed, attribute, group, stat, value.
 
     The overall row set has attribute "all" and group "all"; then one set per group of each
-    query attribute. Empty when the run carries no latency.
+    query attribute; each for the system and, when it was timed beside it, for the baseline's
+    configuration. Empty when the run carries no latency.
     """
-    latency = query_latency(run)
-    records: list[tuple[str, str, str, float]] = []
-    if len(latency):
-        records += [("all", "all", s, v) for s, v in _latency_rows(latency["latency_ms"])]
+    records: list[tuple[str, str, str, str, float]] = []
+    for timed, column in TIMED.items():
+        latency = query_latency(run, column)
+        if not len(latency):
+            continue
+        records += [(timed, "all", "all", s, v) for s, v in _latency_rows(latency["latency_ms"])]
         groups = _with_attributes(latency, queries, attributes) if queries is not None else []
         for attribute, joined in groups:
             for group, part in joined.groupby("group", sort=True):
                 rows = _latency_rows(part["latency_ms"].to_numpy())
-                records += [(attribute, str(group), s, v) for s, v in rows]
-    frame = pd.DataFrame.from_records(records, columns=["attribute", "group", "stat", "value"])
-    return frame.astype({"attribute": str, "group": str, "stat": str, "value": float})
+                records += [(timed, attribute, str(group), s, v) for s, v in rows]
+    columns = ["timed", "attribute", "group", "stat", "value"]
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    return frame.astype({c: str for c in columns[:-1]} | {"value": float})
 
 
 class CategoryMetrics(BaseModel):

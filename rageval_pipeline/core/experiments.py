@@ -20,7 +20,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.gate import Baseline, RunSummary, Verdict
-from rageval_pipeline.core.gate.baselines import config_changes
+from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage import Warehouse, write_text
 

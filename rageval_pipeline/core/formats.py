@@ -226,7 +226,13 @@ def _set(table: pa.Table, name: str, value: str | None) -> pa.Table:
 
 
 def _shaped(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
-    columns = [table.column(n).cast(schema.field(n).type) for n in schema.names]
+    """`table` cast to `schema`; the schema's OPTIONAL columns it lacks are nulls."""
+    columns = [
+        pa.nulls(table.num_rows, schema.field(n).type)
+        if n in tables.OPTIONAL and n not in table.column_names
+        else table.column(n).cast(schema.field(n).type)
+        for n in schema.names
+    ]
     return pa.table(columns, schema=schema).to_pandas()
 
 

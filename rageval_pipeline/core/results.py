@@ -9,6 +9,7 @@ judged by its best-graded chunk.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ from rageval_pipeline.core.ranking import order_run
 from rageval_pipeline.core.storage import Warehouse, write_parquet, write_text
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
-METRICS_VERSION = "1"
+METRICS_VERSION = "2"
 # What the pipeline measures on every run.
 PIPELINE_MEASURES = (
     "nDCG@10",
@@ -130,6 +131,20 @@ def measure_run(
     )
 
 
+def suite_digest(qrels: pd.DataFrame, queries: pd.DataFrame, target_ids: pd.Series) -> str:
+    """A digest of what a run is measured on: the split's judgments, its judged queries' text
+    and the corpus's ids. A baseline of another suite is not comparable (core.gate.changes).
+    The corpus's text is left out on purpose: a pipeline that damages it (cut documents, lost
+    sections) has regressed, and the gate must judge that against the baseline."""
+    judged = qrels[["query_id", "doc_id", "relevance"]].astype(str).agg("\t".join, axis=1)
+    asked = queries[queries["query_id"].isin(qrels["query_id"])]
+    texts = asked["query_id"].astype(str) + "\t" + asked["text"].fillna("").astype(str)
+    digest = hashlib.sha256()
+    for part in (judged, texts, target_ids.astype(str)):
+        digest.update("\n".join(sorted(part.tolist())).encode("utf-8") + b"\x00")
+    return digest.hexdigest()[:16]
+
+
 class RunRecord(BaseModel):
     """Where a run came from: with its results, the row of the `runs` table."""
 
@@ -143,6 +158,8 @@ class RunRecord(BaseModel):
     config: dict  # the system's configuration as run (see SystemConfig.recorded_config)
     created_at: datetime
     dagster_run_id: str | None = None
+    suite: str | None = None  # digest of what it was measured on (core.gate.changes)
+    machine: str | None = None  # digest of the hardware it was timed on (core.machine)
 
     @property
     def run_id(self) -> str:

@@ -77,8 +77,14 @@ CREATE TABLE IF NOT EXISTS rankings (
 );
 CREATE TABLE IF NOT EXISTS latency (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE
+    attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE, timed VARCHAR
 );
+-- `timed`: "system", or "baseline" (the baseline's configuration timed beside the system in
+-- the same run); older rows, NULL, are the system's. `suite` and `machine` are digests of what
+-- a run was measured on and timed on (core.gate.changes, core.machine).
+ALTER TABLE latency ADD COLUMN IF NOT EXISTS timed VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS suite VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS machine VARCHAR;
 CREATE OR REPLACE VIEW history AS
     SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
            m.measure, m.value

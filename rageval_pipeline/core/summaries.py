@@ -80,7 +80,7 @@ def _nested(keys: pd.Series, names: pd.Series, values: np.ndarray) -> dict[str, 
 
 
 def _latency(lat: pd.DataFrame) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
-    """(group -> stat -> ms, group -> how many queries were timed) of one run."""
+    """(group -> stat -> ms, group -> how many queries were timed) of one run's rows."""
     group = lat["attribute"].where(lat["attribute"] == "all", lat["attribute"] + "=" + lat["group"])
     stats, counts = lat["stat"].isin(LATENCY_STATS), lat["stat"] == "count"
     values = lat["value"].to_numpy(float)
@@ -97,6 +97,12 @@ def _top(rankings: pd.DataFrame) -> dict[str, list[dict]]:
         key: [dict(id=i, grade=g) for i, g in zip(ids[a:b], grades[a:b], strict=True)]
         for key, a, b in groups
     }
+
+
+def _text(run: tuple, column: str) -> str | None:
+    """A text column of a `runs` row; None where it is NULL (runs stored before it existed)."""
+    value = getattr(run, column, None)
+    return value if isinstance(value, str) else None
 
 
 def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
@@ -119,7 +125,10 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     for run in runs.itertuples(index=False):
         pq = per_query[per_query["run_id"] == run.run_id]
         run_means = means[means["run_id"] == run.run_id]
-        latency_stats, timed = _latency(latency[latency["run_id"] == run.run_id])
+        run_latency = latency[latency["run_id"] == run.run_id]
+        beside = run_latency["timed"].eq("baseline")
+        latency_stats, timed = _latency(run_latency[~beside])
+        baseline_latency, _ = _latency(run_latency[beside])
         out.append(
             RunSummary(
                 dataset=run.dataset,
@@ -139,6 +148,9 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 intervals=_intervals(run_means),
                 latency=latency_stats,
                 latency_queries=timed,
+                baseline_latency=baseline_latency,
+                suite=_text(run, "suite"),
+                machine=_text(run, "machine"),
                 n_queries=int(run.n_queries),
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,

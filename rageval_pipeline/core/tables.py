@@ -71,12 +71,22 @@ RUN = pa.schema(
         ("rank", pa.int32()),
         ("score", pa.float64()),
         ("latency_ms", pa.float64()),
+        # The baseline's configuration timed on the same query, interleaved with this system
+        # (built-in systems; null elsewhere): latency compared on one machine under one load.
+        ("baseline_latency_ms", pa.float64()),
     ]
 )
 
+# Columns a producer may leave out: `conform` fills them with nulls.
+OPTIONAL = frozenset({"baseline_latency_ms"})
+
 
 def conform(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
-    """Cast `df` to `schema` (extra columns dropped, order fixed); raise naming a missing column."""
+    """Cast `df` to `schema` (extra columns dropped, order fixed, OPTIONAL ones filled with
+    nulls); raise naming a missing column."""
+    absent = [n for n in schema.names if n not in df.columns and n in OPTIONAL]
+    if absent:
+        df = df.assign(**{n: None for n in absent})
     missing = [name for name in schema.names if name not in df.columns]
     if missing:
         raise ValueError(f"table is missing column(s) {missing}; expected {schema.names}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.gate.judge import judge
 from rageval_pipeline.core.gate.models import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.policy import GatePolicy
@@ -27,7 +28,7 @@ def baseline_from_summary(
     """
     from rageval_pipeline.core.results import METRICS_VERSION
 
-    fields = summary.model_dump(exclude={"run_id", "created_at"})
+    fields = summary.model_dump(exclude={"run_id", "created_at", "baseline_latency"})
     return Baseline(
         **fields,
         recorded_at=recorded_at or summary.created_at,
@@ -43,23 +44,6 @@ def _package_version() -> str | None:
         return version("rageval_pipeline")
     except PackageNotFoundError:  # running from a source tree that is not installed
         return None
-
-
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested configuration as dotted keys: {"chunking": {"size": 512}} -> chunking.size."""
-    if isinstance(config, dict) and config:
-        out: dict[str, Any] = {}
-        for key in sorted(config):
-            out |= flatten(config[key], f"{prefix}{key}.")
-        return out
-    return {prefix[:-1]: config} if prefix else {}
-
-
-def config_changes(old: dict | None, new: dict | None) -> dict[str, tuple[Any, Any]]:
-    """Dotted key -> (before, after) for every configuration value that differs."""
-    before, after = flatten(old or {}), flatten(new or {})
-    keys = sorted(set(before) | set(after))
-    return {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
 
 
 def describe_changes(old: Baseline | None, new: RunSummary) -> list[str]:
@@ -81,11 +65,10 @@ def describe_changes(old: Baseline | None, new: RunSummary) -> list[str]:
 
 
 def replacement_verdict(new: RunSummary, old: Baseline, policy: GatePolicy) -> Verdict:
-    """Would the gate pass `new` against `old`? Judged by the gate's own rule, with the old
-    baseline's fingerprint aligned: a new configuration is the point of an update, so only
-    the measures (and latency) decide whether the new baseline is worse."""
-    aligned = old.model_copy(update={"fingerprint": new.fingerprint})
-    return judge([new], {(old.dataset, old.system): aligned}, policy)
+    """Would the gate pass `new` against `old`? Judged by the gate's own rule: the measures
+    (and latency) decide whether the new baseline is worse. A new configuration is the point
+    of an update and never a reason on its own."""
+    return judge([new], {(old.dataset, old.system): old}, policy)
 
 
 def _round_floats(value: Any) -> Any:

@@ -20,7 +20,7 @@ _HINT = (
 )
 
 
-def unjudged_check(run: Evaluation, baseline: Baseline | None, blocking: bool) -> Check | None:
+def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
     """The share of unjudged documents in the run's top k, against the baseline's share."""
     spec = run.rules.unjudged
     judged = run.summary.measures.get(spec.measure)
@@ -58,7 +58,7 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None, blocking: bool) -
         ci_low=None,
         ci_high=None,
         passed=passed,
-        blocking=blocking and spec.blocking,
+        blocking=spec.blocking,
         category=None if passed else "unjudged_spike",
         message=message if passed else f"{message}: {_HINT}",
     )
@@ -69,7 +69,7 @@ def _explained(check: Check) -> bool:
     if check.passed or check.inconclusive or check.value is None:
         return False  # a measure the run did not compute is a configuration problem
     measure = try_parse(check.measure or "")
-    if check.kind not in {"baseline", "spike"} or measure is None:
+    if check.kind not in {"baseline", "spike", "watched"} or measure is None:
         return False
     return measure.USES_QRELS and measure.family != "coverage" and not measure.judged
 

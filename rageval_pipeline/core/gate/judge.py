@@ -6,6 +6,7 @@ paired statistics), `coverage` (unjudged documents), `latency`; `context` is wha
 
 from __future__ import annotations
 
+from rageval_pipeline.core.gate.changes import describe, run_change
 from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
@@ -14,6 +15,7 @@ from rageval_pipeline.core.gate.models import (
     Check,
     CheckKind,
     QueryRegression,
+    RunChange,
     RunSummary,
     Verdict,
 )
@@ -24,11 +26,13 @@ from rageval_pipeline.core.gate.quality import (
     paired_tests,
     primary_measure,
     spike_check,
+    watched_check,
+    watched_measures,
     worst_queries,
 )
 from rageval_pipeline.core.measures.names import parse_measure
 
-_QUALITY_KINDS = frozenset({"threshold", "target", "baseline"})
+_MEASURE_KINDS = frozenset({"threshold", "target", "baseline", "watched"})
 
 
 def _absolute_check(run: Evaluation, measure: str, limit: float, kind: CheckKind) -> Check:
@@ -68,12 +72,14 @@ def _update_hint(summary: RunSummary) -> str:
 
 
 def _baseline_status(
-    run: Evaluation, baseline: Baseline | None
-) -> tuple[Check, Baseline | None, bool]:
-    """The fingerprint or missing-baseline check, the baseline to compare with (None when there
-    is none for this split) and whether those comparisons may block."""
+    run: Evaluation, baseline: Baseline | None, change: RunChange
+) -> tuple[list[Check], Baseline | None]:
+    """What the run is compared with (None: absolute limits only), and the checks that say so.
+
+    A changed configuration is judged exactly like an unchanged one (judging changes is the
+    gate's purpose); only a changed suite makes the baseline's numbers incomparable."""
     s = run.summary
-    if baseline is None or baseline.split != s.split:
+    if change.compared_with == "thresholds" and not change.suite_changed:
         where = "" if baseline is None else f" (the baseline is for split {baseline.split})"
         check = run.check(
             kind="missing_baseline",
@@ -82,52 +88,59 @@ def _baseline_status(
             message=f"{run.label} has no baseline for split {s.split}{where}; only absolute "
             f"thresholds apply. Record one after review: {_update_hint(s)}",
         )
-        return check, None, False
-    if baseline.fingerprint != s.fingerprint:
+        return [check], None
+    if change.suite_changed:
         check = run.check(
-            kind="fingerprint",
+            kind="suite",
             passed=False,
-            blocking=True,
-            message=f"{run.label} baseline was recorded for another configuration (fingerprint "
-            f"{baseline.fingerprint} != {s.fingerprint}); the deltas below are information "
-            f"only. Review the run and update the baseline: {_update_hint(s)}",
+            blocking=False,
+            message=f"{run.label} was measured on another suite than its baseline (the judged "
+            "queries, judgments or judged targets changed), so the baseline is not comparable "
+            f"and only absolute thresholds apply. Review the run and re-record the baseline: "
+            f"{_update_hint(s)}",
         )
-        return check, baseline, False
+        return [check], None
+    if not change.config and change.baseline_fingerprint == change.fingerprint:
+        return [], baseline
     check = run.check(
-        kind="fingerprint",
+        kind="configuration",
         passed=True,
-        blocking=True,
-        message=f"{run.label} baseline fingerprint matches ({s.fingerprint})",
+        blocking=False,
+        message=f"{run.label} configuration changed since its baseline ({describe(change)}); "
+        "judged against the baseline with paired statistics",
     )
-    return check, baseline, True
+    return [check], baseline
 
 
 def _judge_run(
     run: Evaluation, baseline: Baseline | None, worst_limit: int
-) -> tuple[list[Check], list[QueryRegression]]:
-    status, baseline, blocking = _baseline_status(run, baseline)
-    checks = [status]
+) -> tuple[list[Check], list[QueryRegression], RunChange]:
+    change = run_change(run.summary, baseline)
+    checks, baseline = _baseline_status(run, baseline, change)
     checks += [_absolute_check(run, m, v, "threshold") for m, v in run.rules.thresholds.items()]
     checks += [_absolute_check(run, m, v, "target") for m, v in run.rules.targets.items()]
     worst: list[QueryRegression] = []
-    coverage = unjudged_check(run, baseline, blocking)
+    coverage = unjudged_check(run, baseline)
     if baseline is not None:
         compared = compared_measures(run, baseline)
         tests = paired_tests(run, baseline, compared)
-        quality = [baseline_check(run, m, baseline, blocking, tests.get(m)) for m in compared]
+        quality = [baseline_check(run, m, baseline, tests.get(m)) for m in compared]
         primary = primary_measure(run, compared)
         if primary is not None:
-            quality.append(spike_check(run, baseline, primary, blocking))
+            quality.append(spike_check(run, baseline, primary))
             worst = worst_queries(run, baseline, primary, worst_limit)
+        watched = watched_measures(run, baseline, compared)
+        watched_tests = paired_tests(run, baseline, watched)
+        quality += [watched_check(run, m, baseline, watched_tests.get(m)) for m in watched]
         checks += explain_drops(run, quality, coverage)
     if coverage is not None:
         checks.append(coverage)
     checks += latency_max_checks(run)
     if baseline is not None:
-        checks += latency_baseline_checks(run, baseline, blocking)
-    shown = {c.measure for c in checks if c.kind in _QUALITY_KINDS}
+        checks += latency_baseline_checks(run, baseline)
+    shown = {c.measure for c in checks if c.kind in _MEASURE_KINDS}
     checks += [_value_check(run, m, v) for m, v in run.summary.measures.items() if m not in shown]
-    return checks, worst
+    return checks, worst, change
 
 
 def _value_check(run: Evaluation, measure: str, value: float) -> Check:
@@ -161,13 +174,15 @@ def judge(
         raise ValueError(f"more than one summary for (dataset, split, system): {duplicates}")
     checks: list[Check] = []
     worst: list[QueryRegression] = []
+    changes: list[RunChange] = []
     for summary in runs:
         run = Evaluation(summary, policy.rules_for(summary.dataset))
-        run_checks, run_worst = _judge_run(
+        run_checks, run_worst, change = _judge_run(
             run, baselines.get((summary.dataset, summary.system)), policy.worst_queries
         )
         checks += run_checks
         worst += run_worst
+        changes.append(change)
     # Run stamps are UTC ISO-8601 strings, so string order is time order.
     stamp = created_at or max((s.created_at for s in runs), default="")
-    return Verdict(created_at=stamp, checks=checks, worst_queries=worst)
+    return Verdict(created_at=stamp, checks=checks, worst_queries=worst, changes=changes)

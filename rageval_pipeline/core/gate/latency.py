@@ -68,12 +68,27 @@ def too_few_for(stat: str, n_queries: int | None) -> bool:
     return n_queries < math.ceil(1 / (1 - float(stat[1:]) / 100) - EPS)
 
 
-def latency_baseline_checks(run: Evaluation, baseline: Baseline, blocking: bool) -> list[Check]:
+def _reference(run: Evaluation, baseline: Baseline) -> tuple[dict, str, bool]:
+    """What the run's latency is compared with: (group -> stat -> ms, where it was timed,
+    whether a rise may block).
+
+    Milliseconds are only comparable when taken on the same machine under the same load: the
+    baseline's configuration timed side by side with the run (built-in systems), else the
+    baseline's own figures, blocking only when they were timed on the same hardware."""
+    if run.summary.baseline_latency:
+        return run.summary.baseline_latency, "the baseline configuration timed in this run", True
+    same = run.summary.machine is not None and run.summary.machine == baseline.machine
+    where = "the baseline" + ("" if same else " (timed on another machine: advisory)")
+    return baseline.latency, where, same
+
+
+def latency_baseline_checks(run: Evaluation, baseline: Baseline) -> list[Check]:
     tolerance = run.rules.latency_tolerance
+    baseline_latency, where, may_block = _reference(run, baseline)
     checks = []
-    shared = set(run.summary.latency) & set(baseline.latency)
+    shared = set(run.summary.latency) & set(baseline_latency)
     for group in _groups(g for g in shared if tolerance.compares(g)):
-        ours, theirs = run.summary.latency[group], baseline.latency[group]
+        ours, theirs = run.summary.latency[group], baseline_latency[group]
         n_queries = run.summary.latency_queries.get(group)
         for stat in tolerance.stats:
             if stat not in ours or stat not in theirs:
@@ -84,7 +99,7 @@ def latency_baseline_checks(run: Evaluation, baseline: Baseline, blocking: bool)
                 and value - reference > tolerance.floor_ms + EPS
             )
             bound = (
-                f"baseline {reference:.1f} ms + {tolerance.relative * 100:g}% and "
+                f"{where} {reference:.1f} ms + {tolerance.relative * 100:g}% and "
                 f"+ {tolerance.floor_ms:g} ms"
             )
             few = too_few_for(stat, n_queries)
@@ -98,7 +113,7 @@ def latency_baseline_checks(run: Evaluation, baseline: Baseline, blocking: bool)
                     value=value,
                     reference=reference,
                     passed=passed,
-                    blocking=blocking and not few,
+                    blocking=may_block and not few,
                     category="latency_regression",
                     unit=" ms",
                     message=f"{run.label} latency {stat} [{group}] = {value:.1f} ms "

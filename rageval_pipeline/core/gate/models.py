@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
 
@@ -20,8 +20,10 @@ CheckKind = Literal[
     "unjudged",  # share of unjudged documents in the top k, against the baseline
     "latency",  # overall latency statistic against latency_max_ms
     "latency_baseline",  # latency statistic of one group against the baseline
-    "fingerprint",  # the baseline was recorded for this system configuration
+    "configuration",  # informational: the run's configuration differs from the baseline's
+    "suite",  # the suite (queries, judgments, judged ids) changed: baseline not comparable
     "missing_baseline",  # no baseline for this run: only absolute limits apply
+    "watched",  # a measure outside `compare` against the baseline: a warning when it moved
     "value",  # informational: a measure with nothing to compare against, shown in reports
 ]
 BASELINE_VERSION = "1"
@@ -73,6 +75,14 @@ class _SummaryFields(_Strict):
     n_queries: int = Field(ge=0)
     intervals: Annotated[dict[MeasureName, tuple[FiniteFloat, FiniteFloat]], OneSpellingEach] = (
         Field(default_factory=dict, description="95% bootstrap interval of each mean")
+    )
+    suite: str | None = Field(
+        None, description="digest of the judged queries, judgments and target ids measured on"
+    )
+    machine: str | None = Field(None, description="digest of the hardware latency was timed on")
+    baseline_latency: dict[str, dict[LatencyStat, FiniteFloat]] = Field(
+        default_factory=dict,
+        description="the baseline's configuration timed side by side with this run, as latency",
     )
     # What a person reads (absent from summaries and baselines stored before them):
     k: int | None = Field(None, ge=1, description="the depth each query was retrieved to")
@@ -126,6 +136,34 @@ class Check(BaseModel):
     ci_high: float | None = None
     paired: PairedTest | None = None  # per-query comparison with the baseline
     inconclusive: bool = False  # beyond tolerance, but the statistics cannot tell it from noise
+    improved: bool = False  # better beyond tolerance, and the statistics establish it
+
+
+class ConfigChange(BaseModel):
+    """One configuration value that differs from the baseline's, as a dotted key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    before: Any = None
+    after: Any = None
+
+
+class RunChange(BaseModel):
+    """What changed between a run and its baseline, and what the run was compared with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str
+    split: str
+    system: str
+    fingerprint: str
+    baseline_fingerprint: str | None = None
+    config: list[ConfigChange] = Field(default_factory=list)
+    suite_changed: bool = False
+    # baseline: measures judged against the baseline with paired statistics;
+    # thresholds: no comparable baseline, so only absolute thresholds decide.
+    compared_with: Literal["baseline", "thresholds"] = "baseline"
 
 
 class QueryRegression(BaseModel):
@@ -149,6 +187,7 @@ class Verdict(BaseModel):
     created_at: str
     checks: list[Check]
     worst_queries: list[QueryRegression] = Field(default_factory=list)
+    changes: list[RunChange] = Field(default_factory=list)
 
     @property
     def failures(self) -> list[Check]:
@@ -167,6 +206,11 @@ class Verdict(BaseModel):
         return [c for c in self.checks if c.inconclusive]
 
     @property
+    def improvements(self) -> list[Check]:
+        """Measures that got better beyond tolerance, established by the statistics."""
+        return [c for c in self.checks if c.improved]
+
+    @property
     def runs(self) -> list[tuple[str, str, str]]:
         """(dataset, split, system) of every judged run, in check order."""
         return list(dict.fromkeys((c.dataset, c.split, c.system) for c in self.checks))
@@ -179,7 +223,10 @@ class Verdict(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def categories(self) -> list[Category]:
-        return sorted({c.category for c in self.failures if c.category is not None})
+        """The taxonomy of what regressed: blocking failures and warnings alike, so a watched
+        measure's drop (R@100 -> recall_drop) is named even when only `compare` blocks."""
+        failed = (c for c in self.checks if not c.passed and not c.inconclusive)
+        return sorted({c.category for c in failed if c.category is not None})
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -197,4 +244,6 @@ class Verdict(BaseModel):
             )
         warnings, unsure = len(self.warnings), len(self.inconclusive)
         text = f"PASS: {len(runs)} run(s), {len(self.checks)} checks, {warnings} warning(s)"
-        return text + (f", {unsure} inconclusive" if unsure else "")
+        text += f", {unsure} inconclusive" if unsure else ""
+        better = sorted({f"{c.system} {c.measure}" for c in self.improvements})
+        return text + (f"; improved: {', '.join(better)}" if better else "")

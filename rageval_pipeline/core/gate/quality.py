@@ -31,6 +31,14 @@ def compared_measures(run: Evaluation, baseline: Baseline) -> list[str]:
     return sorted((m for m in shared if parse_measure(m).family != "coverage"), key=sort_key)
 
 
+def watched_measures(run: Evaluation, baseline: Baseline, compared: list[str]) -> list[str]:
+    """Every other measure both have (coverage aside): each is watched, and a drop that the
+    statistics establish is a warning under its own category, so a collapse of R@100 is seen
+    even when the policy blocks on nDCG@10 alone."""
+    shared = set(run.summary.measures) & set(baseline.measures) - set(compared)
+    return sorted((m for m in shared if parse_measure(m).family != "coverage"), key=sort_key)
+
+
 def primary_measure(run: Evaluation, compared: list[str]) -> str | None:
     if run.rules.spike.measure:
         return run.rules.spike.measure
@@ -88,8 +96,26 @@ def _stats_text(run: Evaluation, test: PairedTest | None, allowed: float) -> str
     return text
 
 
+def _improved(run: Evaluation, measure: str, allowed: float, test: PairedTest | None) -> bool:
+    """Whether the run is better beyond the band, established as a drop would be: the whole
+    interval beyond it (`interval`), a significant test (`significance`), or the mean alone."""
+    stats = run.rules.statistics
+    if test is None or stats.rule == "point" or test.ci_low is None or test.ci_high is None:
+        return False if test is None else test.delta * _sign(measure) > allowed + EPS
+    if stats.rule == "significance":
+        better = test.delta * _sign(measure) > allowed + EPS
+        return better and test.p_holm is not None and test.p_holm < stats.alpha
+    if parse_measure(measure).higher_is_better:
+        return test.ci_low > allowed + EPS
+    return test.ci_high < -allowed - EPS
+
+
+def _sign(measure: str) -> float:
+    return 1.0 if parse_measure(measure).higher_is_better else -1.0
+
+
 def baseline_check(
-    run: Evaluation, measure: str, baseline: Baseline, blocking: bool, test: PairedTest | None
+    run: Evaluation, measure: str, baseline: Baseline, test: PairedTest | None
 ) -> Check:
     value = run.summary.measures.get(measure)
     reference = baseline.measures.get(measure)
@@ -102,7 +128,7 @@ def baseline_check(
             value=value,
             reference=reference,
             passed=False,
-            blocking=blocking and missing_in_run,
+            blocking=missing_in_run,
             message=f"{run.label} {measure} is compared with the baseline but was not computed "
             "by this run"
             if missing_in_run
@@ -123,11 +149,12 @@ def baseline_check(
         value=value,
         reference=reference,
         passed=not beyond,
-        blocking=blocking and not unsure,
+        blocking=not unsure,
         category=None if unsure else parse_measure(measure).category,
         message=f"{prefix}{run.label} {measure} = {value:.4f} {relation} {bound}",
         paired=test,
         inconclusive=unsure,
+        improved=not beyond and _improved(run, measure, allowed, test),
     )
     text = _stats_text(run, test, allowed)
     if test is None and beyond:
@@ -135,7 +162,36 @@ def baseline_check(
     return check.model_copy(update={"message": check.message + text})
 
 
-def spike_check(run: Evaluation, baseline: Baseline, measure: str, blocking: bool) -> Check:
+def watched_check(
+    run: Evaluation, measure: str, baseline: Baseline, test: PairedTest | None
+) -> Check:
+    """A measure outside `compare`: a warning, under the measure's own category, when it fell
+    beyond tolerance and the Holm-corrected paired test across the watched measures is
+    significant; otherwise passed (and `improved` when it rose the same way)."""
+    value, reference = run.summary.measures[measure], baseline.measures[measure]
+    allowed = run.rules.tolerance.for_measure(measure).allowed(reference)
+    alpha = run.rules.statistics.alpha
+    significant = test is not None and test.p_holm is not None and test.p_holm < alpha
+    moved = (value - reference) * _sign(measure)
+    fell, rose = -moved > allowed + EPS and significant, moved > allowed + EPS and significant
+    relation = "fell beyond" if fell else ("rose beyond" if rose else "within")
+    check = run.compared(
+        kind="watched",
+        measure=measure,
+        value=value,
+        reference=reference,
+        passed=not fell,
+        blocking=False,
+        category=parse_measure(measure).category,
+        message=f"{run.label} {measure} = {value:.4f} {relation} tolerance of the baseline "
+        f"{reference:.4f} (watched, not blocking)",
+        paired=test,
+        improved=rose,
+    )
+    return check.model_copy(update={"message": check.message + _stats_text(run, test, allowed)})
+
+
+def spike_check(run: Evaluation, baseline: Baseline, measure: str) -> Check:
     spike = run.rules.spike
     pairs = per_query_pairs(run, baseline, measure)
     if not pairs:
@@ -162,7 +218,7 @@ def spike_check(run: Evaluation, baseline: Baseline, measure: str, blocking: boo
         ci_low=None,
         ci_high=None,
         passed=passed,
-        blocking=blocking,
+        blocking=True,
         category=None if passed else "semantic_degraded_spike",
         message=f"{run.label} {measure} worsened by more than {spike.drop:g} on {dropped} of "
         f"{len(pairs)} queries ({share:.1%} {relation} {spike.share:.1%} allowed)",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from rageval_pipeline.core.gate import Baseline, RunSummary, Verdict
-from rageval_pipeline.core.gate.baselines import flatten
+from rageval_pipeline.core.gate.changes import flatten
 from rageval_pipeline.core.gate.models import Listed
 
 EPS = 1e-9  # a per-query change smaller than this is no change

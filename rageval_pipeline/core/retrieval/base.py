@@ -27,56 +27,66 @@ class Retriever(Protocol):
     def search(self, query: str, k: int) -> list[Hit]: ...
 
 
+Search = Callable[[str, int], Iterable[Hit]]
+
+
+def _timed(search: Search, query_id: str, text: str, k: int) -> tuple[list[Hit], float]:
+    """The hits of one query and the wall time of the call in milliseconds."""
+    start = time.perf_counter()
+    try:
+        hits = list(search(text, k))
+    except InputError as exc:
+        # A retriever sees only the query text; name the query so the error can be acted on.
+        field = f"query {query_id}" + (f": {exc.field}" if exc.field else "")
+        raise InputError(exc.path, exc.problem, line=exc.line, field=field) from exc
+    return hits, (time.perf_counter() - start) * 1000.0
+
+
 def execute(
-    search: Callable[[str, int], Iterable[Hit]],
+    search: Search,
     queries: pd.DataFrame,
     k: int,
     *,
     concurrency: int = 1,
+    baseline: Search | None = None,
 ) -> pd.DataFrame:
     """Run every query (`query_id`, `text`) through `search`; return a RUN-shaped table.
 
     Latency is wall time of the `search` call for that query, in milliseconds. Each query's hits
     are cut to `k` after ordering, so a retriever that returns more cannot inflate a run.
+    With `baseline` (the search of the baseline's configuration), each query is also timed
+    through it, interleaved in alternating order (ABBA), so both timings share the machine's
+    load and warm caches alike: they become `baseline_latency_ms`; its hits are dropped.
     """
 
-    def one(row: tuple[str, str]) -> list[dict]:
+    def one(position: int, row: tuple[str, str]) -> list[dict]:
         query_id, text = row
-        start = time.perf_counter()
-        try:
-            hits = list(search(text, k))
-        except InputError as exc:
-            # A retriever sees only the query text; name the query so the error can be acted on.
-            field = f"query {query_id}" + (f": {exc.field}" if exc.field else "")
-            raise InputError(exc.path, exc.problem, line=exc.line, field=field) from exc
-        latency_ms = (time.perf_counter() - start) * 1000.0
+        baseline_ms = None
+        if baseline is not None and position % 2:
+            baseline_ms = _timed(baseline, query_id, text, k)[1]
+        hits, latency_ms = _timed(search, query_id, text, k)
+        if baseline is not None and not position % 2:
+            baseline_ms = _timed(baseline, query_id, text, k)[1]
+        timing = dict(latency_ms=latency_ms, baseline_latency_ms=baseline_ms)
         if not hits:
-            return [
-                dict(
-                    query_id=query_id,
-                    doc_id=None,
-                    source_id=None,
-                    score=None,
-                    latency_ms=latency_ms,
-                )
-            ]
+            return [dict(query_id=query_id, doc_id=None, source_id=None, score=None, **timing)]
         return [
             dict(
                 query_id=query_id,
                 doc_id=h.doc_id,
                 source_id=h.source_id or h.doc_id,
                 score=float(h.score),
-                latency_ms=latency_ms,
+                **timing,
             )
             for h in hits
         ]
 
     rows = list(zip(queries["query_id"], queries["text"].fillna(""), strict=True))
-    if concurrency > 1:
+    if concurrency > 1 and baseline is None:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            per_query = list(pool.map(one, rows))
+            per_query = list(pool.map(one, range(len(rows)), rows))
     else:
-        per_query = [one(r) for r in rows]
+        per_query = [one(i, r) for i, r in enumerate(rows)]
     records = [r for rs in per_query for r in rs]
     if not records:
         return tables.empty(tables.RUN)

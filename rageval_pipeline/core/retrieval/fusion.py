@@ -67,10 +67,16 @@ def _fuse(
         to_document_level(r, keep_scores=True) if level == "document" else order_run(r)
         for r in runs
     ]
-    latency = (
-        pd.concat([m.groupby("query_id", sort=False)["latency_ms"].first() for m in members])
+    # A member timed without its baseline configuration beside it leaves the fused one untimed.
+    members = [
+        m if "baseline_latency_ms" in m else m.assign(baseline_latency_ms=float("nan"))
+        for m in members
+    ]
+    latency, reference = (
+        pd.concat([m.groupby("query_id", sort=False)[column].first() for m in members])
         .groupby(level=0)
-        .sum()
+        .sum(min_count=len(members) if column == "baseline_latency_ms" else 0)
+        for column in ("latency_ms", "baseline_latency_ms")
     )
     depth = max(int(m["rank"].max()) if m["rank"].notna().any() else 0 for m in members)
     parts = []
@@ -88,4 +94,5 @@ def _fuse(
     misses = pd.DataFrame({"query_id": empty, "doc_id": None, "source_id": None, "score": None})
     out = pd.concat([fused, misses], ignore_index=True) if len(misses) else fused
     out["latency_ms"] = out["query_id"].map(latency)
+    out["baseline_latency_ms"] = out["query_id"].map(reference)
     return tables.conform(order_run(out), tables.RUN).to_pandas()

@@ -7,7 +7,12 @@ that matters changed (see docs/systems.md).
 """
 
 from rageval_pipeline.core.systems.base import Log, RunInputs
-from rageval_pipeline.core.systems.catalog import SystemConfig, SystemsFile, load_systems
+from rageval_pipeline.core.systems.catalog import (
+    SystemConfig,
+    SystemsFile,
+    indexed_system,
+    load_systems,
+)
 from rageval_pipeline.core.systems.combined import RerankSystem, RRFSystem, WeightedSystem
 from rageval_pipeline.core.systems.external import HttpSystem, PythonSystem, RunFileSystem
 from rageval_pipeline.core.systems.indexed import BM25System, DenseSystem
@@ -25,5 +30,6 @@ __all__ = [
     "SystemConfig",
     "SystemsFile",
     "WeightedSystem",
+    "indexed_system",
     "load_systems",
 ]

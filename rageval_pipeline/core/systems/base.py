@@ -14,6 +14,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rageval_pipeline.core.chunking import ChunkingConfig
+from rageval_pipeline.core.retrieval.base import Retriever
 
 if TYPE_CHECKING:
     from rageval_pipeline.core.systems.catalog import SystemConfig
@@ -33,6 +34,9 @@ class RunInputs:
     corpus: pd.DataFrame | None = None  # what a reranker reads (with `reference`)
     reference: ChunkingConfig | None = None  # the suite's reference chunking
     embeddings_dir: Path | None = None  # the embedding cache (dense re-scoring)
+    # The baseline's configuration, opened: timed beside this system on every query, so that
+    # latency is compared on one machine under one load (see retrieval.base.execute).
+    baseline: Retriever | None = None
 
 
 class _System(BaseModel, ABC):

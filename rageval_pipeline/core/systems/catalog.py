@@ -6,7 +6,16 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from rageval_pipeline.core.bounds import confined
 from rageval_pipeline.core.config import load_model, rule
@@ -76,6 +85,20 @@ class SystemsFile(BaseModel):
                 raise rule(("systems", name, *where), f"unknown system {member!r}")
             self._resolve(member, (*chain, name))
             system._members[member] = self.systems[member]
+
+
+def indexed_system(config: dict | None, name: str) -> SystemConfig | None:
+    """A recorded configuration (a baseline's `config`) as a runnable built-in indexed system,
+    named `name`; None for other kinds (their members or services are not recorded) or a
+    configuration this version cannot read."""
+    try:
+        system = TypeAdapter(SystemConfig).validate_python(config)
+    except ValidationError:
+        return None
+    if not system.indexed:
+        return None
+    system._name = name
+    return system
 
 
 def load_systems(path: Path) -> dict[str, SystemConfig]:

@@ -47,7 +47,9 @@ class _Indexed(_System):
         """The saved index, ready to search."""
 
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
-        return execute(self.open_index(inputs.index_dir).search, inputs.queries, inputs.top_k)
+        baseline = None if inputs.baseline is None else inputs.baseline.search
+        search = self.open_index(inputs.index_dir).search
+        return execute(search, inputs.queries, inputs.top_k, baseline=baseline)
 
 
 class BM25System(_Indexed):

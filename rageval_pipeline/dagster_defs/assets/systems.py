@@ -25,10 +25,19 @@ import pandas as pd
 from rageval_pipeline.core import beir, loaders, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
 from rageval_pipeline.core.conventions import QrelsCoverage, qrels_coverage
+from rageval_pipeline.core.gate import baseline_path, load_baseline
+from rageval_pipeline.core.machine import machine_digest
 from rageval_pipeline.core.numbers import round_metric
-from rageval_pipeline.core.results import METRICS_VERSION, RunRecord, measure_run, store_results
+from rageval_pipeline.core.results import (
+    METRICS_VERSION,
+    RunRecord,
+    measure_run,
+    store_results,
+    suite_digest,
+)
+from rageval_pipeline.core.retrieval import Retriever
 from rageval_pipeline.core.reuse import FrameCache, content_key, read_stamp, write_stamp
-from rageval_pipeline.core.systems import RunInputs, SystemConfig
+from rageval_pipeline.core.systems import RunInputs, SystemConfig, indexed_system
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.resources import (
     CONTENT_KEY,
@@ -39,7 +48,7 @@ from rageval_pipeline.dagster_defs.resources import (
 
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
 CHUNKS_VERSION = "1"
-RUN_VERSION = "1"
+RUN_VERSION = "2"  # 2: the baseline configuration timed beside the system
 
 
 # Seed 003's integrity checks of `<system>/chunks`, and the rate each records (the gate's
@@ -147,7 +156,8 @@ def build_system_assets(
         dataset = context.partition_key
         inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
         index_dir = settings.index_dir(name, dataset)
-        key = _run_key(system, versions["run"], settings, index_dir, inputs)
+        beside = _baseline_system(system, settings, dataset)
+        key = _run_key(system, versions["run"], settings, index_dir, inputs, beside)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
         result = None if settings.force or key is None else cache.get(key)
         reused = result is not None
@@ -162,6 +172,7 @@ def build_system_assets(
                 corpus=inputs["corpus"].frame if system.reads_corpus else None,
                 reference=reference_of(settings, dataset),
                 embeddings_dir=settings.storage / "embeddings",
+                baseline=_open_beside(context, settings, system, beside, index_dir),
             )
             result = tables.conform(system.produce_run(run_inputs), tables.RUN).to_pandas()
             if key is not None:
@@ -255,6 +266,8 @@ def build_system_assets(
             config=system.recorded_config(reference),
             created_at=datetime.now(UTC),
             dagster_run_id=context.run.run_id,
+            suite=suite_digest(judged, queries, corpus["doc_id"]),
+            machine=machine_digest(),
         )
         coverage = qrels_coverage(judged, corpus["doc_id"], queries["query_id"])
         notes = _coverage_text(coverage, results.identical_ids_dropped)
@@ -281,15 +294,60 @@ def _run_key(
     settings: Settings,
     index_dir: Path,
     inputs: dict[str, StoredTable],
+    beside: SystemConfig | None,
 ) -> str | None:
     """The content key of a run; None when it must not be reused (a live service's answers,
     or an index whose key is unknown). The judged queries follow from queries, qrels and split;
-    a reranker's run also depends on the documents' text (`corpus`)."""
+    a reranker's run also depends on the documents' text (`corpus`); its latency, on the
+    baseline configuration timed beside it."""
     index_key = read_stamp(_stamp(index_dir)) if system.indexed else "none"
     if not system.reusable or index_key is None:
         return None
     table_keys = {name: table.key for name, table in inputs.items()}  # content_key sorts them
-    return content_key(version, settings.top_k, settings.split, index_key, table_keys)
+    timed_beside = None if beside is None else beside.fingerprint()
+    return content_key(version, settings.top_k, settings.split, index_key, table_keys, timed_beside)
+
+
+def _baseline_system(system: SystemConfig, settings: Settings, dataset: str) -> SystemConfig | None:
+    """The configuration of the system's baseline on this dataset and split, when it is a
+    built-in indexed one that can be timed beside the system (docs/gate.md, latency)."""
+    if not system.indexed:
+        return None
+    path = baseline_path(settings.baselines, dataset, system.name)
+    if not path.is_file():
+        return None
+    baseline = load_baseline(path)
+    return (
+        indexed_system(baseline.config, system.name) if baseline.split == settings.split else None
+    )
+
+
+def _open_beside(
+    context: dg.AssetExecutionContext,
+    settings: Settings,
+    system: SystemConfig,
+    beside: SystemConfig | None,
+    index_dir: Path,
+) -> Retriever | None:
+    """The baseline's configuration, opened to be timed beside `system`: the system's own index
+    when the configuration is unchanged, else its own index (built once, kept by content key)."""
+    if beside is None:
+        return None
+    if beside.fingerprint() == system.fingerprint():
+        return system.open_index(index_dir)
+    dataset = context.partition_key
+    corpus = settings.stored("corpus", partition=dataset)
+    directory = settings.index_dir(f"{system.name}.baseline", dataset)
+    key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
+    if read_stamp(_stamp(directory)) != key or not directory.is_dir():
+        context.log.info(f"{system.name}: building the baseline configuration's index to time it")
+        write_stamp(_stamp(directory), None)
+        chunking = beside.chunking.resolve(reference_of(settings, dataset))
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        chunks = chunk_corpus(corpus.frame, chunking, stamp)
+        beside.build_index(chunks, directory, embeddings_dir=settings.storage / "embeddings")
+        write_stamp(_stamp(directory), key)
+    return beside.open_index(directory)
 
 
 def _stamp(index_dir: Path) -> Path:
