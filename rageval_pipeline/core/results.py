@@ -25,7 +25,7 @@ from rageval_pipeline.core.ranking import order_run
 from rageval_pipeline.core.storage import Warehouse, write_parquet, write_text
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
-METRICS_VERSION = "1"
+METRICS_VERSION = "2"  # 2: qrels coverage in the quality report counted at the judged level
 # What the pipeline measures on every run.
 PIPELINE_MEASURES = (
     "nDCG@10",
