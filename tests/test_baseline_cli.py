@@ -12,7 +12,7 @@ import pytest
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_path, load_baseline
-from rageval_pipeline.core.gate.baselines import promote
+from rageval_pipeline.core.gate.baselines import baseline_from_summary, promote, worse_measures
 from rageval_pipeline.core.gate.changes import config_changes, flatten
 from tests.test_cli_job import dagster_execute
 
@@ -56,8 +56,8 @@ def test_flatten_and_config_changes_use_dotted_keys():
 def test_promote_refuses_worse_accepts_better_and_forced(tmp_path):
     policy = GatePolicy.model_validate({"version": 1})
     good = summary(0.8, {"chunking": {"size": 512}}, top={"q0": [{"id": "a", "grade": 2}]})
-    [(path, lines)] = promote([good], tmp_path, policy)
-    assert lines == ["new baseline for d/s"]
+    [(path, lines, worse)] = promote([good], tmp_path, policy)
+    assert (lines, worse) == (["new baseline for d/s"], [])
     stored = load_baseline(path)
     assert stored.config == {"chunking": {"size": 512}} and stored.top["q0"][0].grade == 2
     assert stored.k == 10 and stored.code_version.startswith(good.fingerprint)
@@ -68,13 +68,32 @@ def test_promote_refuses_worse_accepts_better_and_forced(tmp_path):
     assert load_baseline(path) == stored  # nothing written
     with pytest.raises(InputError, match="--force needs --note"):
         promote([worse], tmp_path, policy, force=True)
-    [(_, lines)] = promote([worse], tmp_path, policy, force=True, note="smaller chunks for QA")
+    [(_, lines, lower)] = promote([worse], tmp_path, policy, force=True, note="smaller chunks")
     assert "chunking.size: 512 -> 256" in lines and "nDCG@10: 0.8000 -> 0.5000 (-0.3000)" in lines
-    assert load_baseline(path).note == "smaller chunks for QA"
+    assert lower == ["nDCG@10: 0.8 -> 0.5"]
+    assert load_baseline(path).note == "smaller chunks"
 
     better = summary(0.9, {"chunking": {"size": 128}})
-    [(_, lines)] = promote([better], tmp_path, policy)
-    assert "nDCG@10: 0.5000 -> 0.9000 (+0.4000)" in lines
+    [(_, lines, lower)] = promote([better], tmp_path, policy)
+    assert "nDCG@10: 0.5000 -> 0.9000 (+0.4000)" in lines and lower == []
+
+
+def test_worse_measures_follow_each_measures_direction_and_the_compare_list():
+    """Clustering@10 is better lower; a measure outside `compare` is not the gate's concern."""
+    policy = GatePolicy.model_validate(
+        {"version": 1, "datasets": {"default": {"compare": ["nDCG@10", "Clustering@10"]}}}
+    )
+    old = baseline_from_summary(
+        summary(0.8, {}).model_copy(
+            update={"measures": {"nDCG@10": 0.8, "Clustering@10": 0.2, "RR": 0.9}}
+        )
+    )
+    new = summary(0.8, {}).model_copy(
+        update={"measures": {"nDCG@10": 0.8000001, "Clustering@10": 0.3, "RR": 0.1}}
+    )
+    assert worse_measures(new, old, policy) == ["Clustering@10: 0.2 -> 0.3"]
+    fewer = new.model_copy(update={"measures": {"nDCG@10": 0.7999996, "Clustering@10": 0.1}})
+    assert worse_measures(fewer, old, policy) == []  # equal as the file stores it, and better
 
 
 def rageval(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -181,3 +200,25 @@ def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
     assert run(force=True, note="accepted on purpose").success
     written = load_baseline(baseline_path(tmp_path / "baselines", "d", "s"))
     assert written.measures["nDCG@10"] == 0.5 and written.note == "accepted on purpose"
+
+
+def test_baseline_update_warns_about_a_lower_compared_measure_within_tolerance(tmp_path):
+    """0.80 -> 0.78 is within the 5% tolerance: written, with a warning naming the measure."""
+    from rageval_pipeline.core.storage import Warehouse
+    from tests.test_storage import _results, _run_row
+
+    (tmp_path / "gate.yaml").write_text("version: 1\n")
+    Warehouse(tmp_path / "rageval.duckdb").record_run(_run_row("r1"), _results("r1", 0.78))
+    promote([summary(0.8, {})], tmp_path / "baselines", GatePolicy.model_validate({"version": 1}))
+    path = baseline_path(tmp_path / "baselines", "d", "s")
+    argv = ["baseline", "update", "--dataset", "d", "--storage", str(tmp_path)]
+    argv += ["--baselines", str(tmp_path / "baselines"), "--policy", str(tmp_path / "gate.yaml")]
+    done = rageval(*argv, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        f"warning: {path}: the new baseline is worse on nDCG@10: 0.8 -> 0.78; later runs are "
+        "compared with the worse value\n"
+    )
+    assert f"wrote {path}" in done.stdout and load_baseline(path).measures["nDCG@10"] == 0.78
+    again = rageval(*argv, env=dict(os.environ))  # the same evaluation: nothing is worse
+    assert (again.returncode, again.stderr) == (0, "")

@@ -127,3 +127,70 @@ def test_document_level_ranks_documents_by_their_best_chunk(tmp_path, capsys):
     as_documents = {(m.strip(), q): float(v) for m, q, v in lines(capsys)}
     assert as_documents[("RR", "q1")] == pytest.approx(1 / 2, abs=1e-4)
     assert as_documents[("P@3", "q1")] == pytest.approx(2 / 3, abs=1e-4)  # d3, d2, d1
+
+
+def rageval(*args: str) -> subprocess.CompletedProcess:
+    """The installed console script, as a user runs it."""
+    script = Path(sys.executable).parent / "rageval"
+    return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_document_level_is_refused_for_chunk_level_qrels(tmp_path):
+    """Chunk ids can never match the run's documents: every score would be 0.0000."""
+    qrels = tmp_path / "chunks.qrels"
+    qrels.write_text("q1 0 d1:chunk:0 2\nq1 0 d2:chunk:3 1\nq2 0 d9:chunk:1 1\n")
+    refusal = (
+        f"error: {qrels}: every judged id is a chunk id (doc:chunk:n): these are chunk-level "
+        "judgments, which --document-level cannot match; score the chunk run without it\n"
+    )
+    for argv in (["eval", str(qrels), RUN_A], ["compare", str(qrels), RUN_A, RUN_B]):
+        done = rageval(*argv, "--document-level")
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", refusal)
+    # One document id among them: not chunk-level by the rule, so it is scored.
+    qrels.write_text("q1 0 d1 2\nq1 0 d2:chunk:3 1\nq2 0 d9:chunk:1 1\n")
+    done = rageval("eval", str(qrels), RUN_A, "--document-level", "-m", "RR")
+    assert done.returncode == 0 and done.stdout.split("\t")[:2] == ["RR          ", "all"]
+
+
+def test_judged_queries_missing_from_the_run_are_noted_with_the_rule(tmp_path):
+    qrels = tmp_path / "more.qrels"
+    qrels.write_text(Path(QRELS).read_text() + "q4 0 d1 1\nq5 0 d2 2\n")
+    done = rageval("eval", str(qrels), RUN_A, "-m", "RR")
+    assert done.returncode == 0
+    assert done.stderr.splitlines() == [
+        f"note: {RUN_A}: 1 query has no relevant judgment (label >= 1) in {qrels} and is left "
+        "out (only queries with one are scored): q3",
+        f"note: {RUN_A}: 2 judged queries of {qrels} are not in the run and score 0 on every "
+        "measure (as trec_eval -c scores them; plain trec_eval skips them): q4, q5",
+    ]
+    # q1 and q2 score RR 0.5 each (see RR above), q4 and q5 score 0.
+    assert float(done.stdout.split("\t")[2]) == pytest.approx((0.5 + 0.5) / 4)
+    complete = rageval("eval", QRELS, RUN_A, "-m", "RR")
+    assert "not in the run" not in complete.stderr
+
+
+def test_compare_help_prints_a_single_percent_sign():
+    done = rageval("compare", "--help")
+    assert done.returncode == 0
+    assert "B - A with a 95% CI" in " ".join(done.stdout.split()) and "%%" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["eval", RUN_A, QRELS], ["compare", RUN_A, QRELS, RUN_B], ["compare", RUN_A, RUN_B, QRELS]],
+)
+def test_qrels_and_run_given_in_each_others_place_look_swapped(argv):
+    done = rageval(*argv)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"error: {RUN_A}: reads as a run and {QRELS} as qrels: the arguments look swapped "
+        "(QRELS comes first, then the run)\n"
+    )
+
+
+def test_a_run_that_is_not_qrels_is_not_called_swapped():
+    """Both must read only as the other kind: a bad run file keeps its own error."""
+    done = rageval("eval", RUN_A, str(FIXTURES / "bad_score.trec"))
+    assert done.returncode == 2
+    assert "swapped" not in done.stderr
+    assert done.stderr.startswith(f"error: {RUN_A}:1: found 6 whitespace-separated fields")

@@ -46,3 +46,17 @@ def test_systems_and_gate_files_are_validated_by_name(tmp_path, capsys):
         '"nDGC@10" (known: P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, '
         "Clustering)\n"
     )
+
+
+def test_a_missing_path_is_one_line_whatever_its_name(tmp_path):
+    """Not "unknown file type": the path is not there, so nothing about its kind is known."""
+    rageval = Path(sys.executable).with_name("rageval")
+    missing = [tmp_path / "suite", tmp_path / "gate.yaml", tmp_path / "suite.json"]
+    done = subprocess.run(
+        [str(rageval), "validate", *map(str, missing), str(TINY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, OK_LINE)
+    assert done.stderr == "".join(f"error: {p}: no such file or folder\n" for p in missing)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import pytrec_eval
 
 from rageval_pipeline.core import beir
-from rageval_pipeline.core.conventions import drop_identical_ids, qrels_coverage
+from rageval_pipeline.core.chunking import chunk_corpus, source_ids
+from rageval_pipeline.core.conventions import conventions_note, drop_identical_ids, qrels_coverage
+from rageval_pipeline.core.loaders import Dataset, load_dataset
 from rageval_pipeline.core.results import measure_run
 
 # An ArguAna-like fixture: every query is also a corpus document (same id), and a retriever
@@ -124,10 +128,65 @@ def test_qrels_naming_unknown_documents_and_queries_are_counted_and_kept():
         ],
         ignore_index=True,
     )
-    corpus_ids = pd.Series(["a1", "a2", "a3", "d1", "d2", "d3"])  # d4 and "gone" are missing
-    coverage = qrels_coverage(qrels, corpus_ids, QUERIES["query_id"])
-    assert (coverage.judgments, coverage.missing_documents, coverage.missing_queries) == (5, 2, 1)
+    corpus = pd.DataFrame({"doc_id": ["a1", "a2", "a3", "d1", "d2", "d3"]})  # no d4, no "gone"
+    coverage = qrels_coverage(qrels, corpus, QUERIES["query_id"], level="document", reference=None)
+    assert (coverage.judgments, coverage.missing_targets, coverage.missing_queries) == (5, 2, 1)
     assert coverage.examples == ["a3/d4", "a9/gone", "a9"]
+    assert conventions_note(coverage, 0) == (
+        "\n**Qrels coverage (document level):** 2 of 5 judgments name a document absent from "
+        "the corpus (a chunk-level judgment by its document) and 1 judged queries are absent "
+        "from the queries file; they are kept, as trec_eval keeps them (they cap recall). "
+        "Examples: a3/d4, a9/gone, a9.\n"
+    )
     # Kept: a3's judged-but-absent d4 still counts in recall's denominator.
     results = measure_run(RUN.iloc[:0], qrels, QUERIES, chunk_level=False, measures=("R@100",))
     assert set(results.per_query["query_id"]) == {"a1", "a2", "a3", "a9"}
+
+
+@pytest.fixture(scope="module")
+def techdocs() -> Dataset:
+    return load_dataset(Path(__file__).parents[1] / "data" / "suites" / "techdocs")
+
+
+def test_techdocs_chunk_judgments_are_found_among_its_reference_chunks(techdocs: Dataset):
+    """Seed 000's quality report: chunk ids are looked for among chunks, not documents."""
+    corpus, queries, qrels, reference = techdocs
+    assert (qrels["level"] == "chunk").all()
+    coverage = qrels_coverage(
+        qrels, corpus, queries["query_id"], level="chunk", reference=reference
+    )
+    assert (coverage.missing_targets, coverage.missing_queries) == (0, 0)
+    assert conventions_note(coverage, 0).startswith(
+        f"\n**Qrels coverage (chunk level):** 0 of {len(qrels)} judgments name a chunk absent "
+        "from the corpus under its reference chunking and 0 judged queries are absent"
+    )
+    # A run judged at document level (another chunking) looks for each chunk's document.
+    lifted = qrels_coverage(
+        qrels, corpus, queries["query_id"], level="document", reference=reference
+    )
+    assert lifted.missing_targets == 0
+
+
+def test_techdocs_judgments_of_chunks_the_corpus_lost_are_counted(techdocs: Dataset):
+    """Documents cut to their first section lose the others: judgments of those chunks cap
+    recall at chunk level; at document level only a document missing altogether does."""
+    corpus, queries, qrels, reference = techdocs
+    cut = corpus.assign(text=corpus["text"].str.split("\n## ").str[0])
+    kept = set(chunk_corpus(cut, reference, ingested_at="")["chunk_id"])
+    lost = qrels[~qrels["doc_id"].isin(kept)]
+    assert 0 < len(lost) < len(qrels)
+    coverage = qrels_coverage(qrels, cut, queries["query_id"], level="chunk", reference=reference)
+    assert coverage.missing_targets == len(lost)
+    assert coverage.examples == [f"{q}/{d}" for q, d in lost[["query_id", "doc_id"]].values[:5]]
+    assert (
+        qrels_coverage(
+            qrels, cut, queries["query_id"], level="document", reference=reference
+        ).missing_targets
+        == 0
+    )
+    documents = source_ids(qrels["doc_id"])
+    without_one = cut[cut["doc_id"] != documents.iloc[0]]
+    at_documents = qrels_coverage(
+        qrels, without_one, queries["query_id"], level="document", reference=reference
+    )
+    assert at_documents.missing_targets == int((documents == documents.iloc[0]).sum())

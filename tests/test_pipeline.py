@@ -178,6 +178,13 @@ def test_golden_suite_replays_identically_at_chunk_level(pipeline_home):
         "SELECT DISTINCT level FROM runs WHERE dataset = 'techdocs'"
     )
     assert levels["level"].tolist() == ["chunk"]
+    # Its chunk-level judgments are looked for among the reference chunks: none is missing.
+    judgments = pq.read_metadata(_asset_file(pipeline_home, "qrels", partition="techdocs")).num_rows
+    folder = pipeline_home / "storage" / "reports" / "quality" / "techdocs" / "bm25"
+    reports = sorted(folder.glob("*.md"))
+    assert reports
+    for report in reports:
+        assert f"**Qrels coverage (chunk level):** 0 of {judgments} judgments" in report.read_text()
 
 
 USER_SEARCH = '''

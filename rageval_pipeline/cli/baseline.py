@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rageval_pipeline.cli import add_storage_option
@@ -73,8 +74,14 @@ def _update(args: argparse.Namespace) -> int:
     written = promote(
         _selected(args), args.baselines, load_policy(args.policy), force=args.force, note=args.note
     )
-    for path, lines in written:
-        print(f"wrote {path}")
-        for line in lines:
+    for promotion in written:
+        print(f"wrote {promotion.path}")
+        for line in promotion.lines:
             print(f"  {line}")
+        for line in promotion.worse:  # written, but every later run is judged against it
+            print(
+                f"warning: {promotion.path}: the new baseline is worse on {line}; later runs "
+                "are compared with the worse value",
+                file=sys.stderr,
+            )
     return 0

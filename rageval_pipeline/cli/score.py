@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rageval_pipeline.cli import at_least
@@ -42,7 +43,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--document-level",
         action="store_true",
         help="rank each source document by its best chunk before scoring (a chunk run, such "
-        "as the pipeline's <system>/run Parquet, against document qrels)",
+        "as the pipeline's <system>/run Parquet, against document qrels; refused when every "
+        "judged id is a chunk id doc:chunk:n)",
     )
 
     parser = subparsers.add_parser(
@@ -59,7 +61,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         parents=[common],
         help="compare two runs with paired significance tests",
-        description="Means, B - A with a 95%% CI, paired t-test and randomization test p-values "
+        description="Means, B - A with a 95% CI, paired t-test and randomization test p-values "
         "(Holm-corrected across measures).",
     )
     parser.add_argument("run_a", metavar="RUN_A")
@@ -130,7 +132,7 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.
 
         measures = _measures(args)
 
-        qrels = _qrels(args.qrels)
+        qrels = _qrels(args.qrels, [args.run], args.document_level)
         if raw is None:
             return measures, qrels, _read_run(args.run, document_level=True)
         return measures, qrels, ahead.result()
@@ -138,13 +140,59 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _qrels(path: str) -> Qrels:
-    """The qrels and their side of the join (`Judgments`), for any number of runs."""
+def _qrels(path: str, runs: list[str], document_level: bool) -> Qrels:
+    """The qrels and their side of the join (`Judgments`), for any number of runs.
+
+    `--document-level` is refused for chunk-level qrels, which no document id can match (every
+    score would be 0). The rule, never a guess from some of the ids: the qrels are chunk-level
+    when every judged id has the chunk-id form `doc:chunk:n` (`core.chunking`)."""
+    from rageval_pipeline.core.chunking import is_chunk_id
     from rageval_pipeline.core.formats import read_keyed_qrels
     from rageval_pipeline.core.measures.join import Judgments
 
-    table, keys = read_keyed_qrels(path)
+    try:
+        table, keys = read_keyed_qrels(path)
+    except InputError as error:
+        raise _swapped(path, runs) or error from None
+    if document_level and is_chunk_id(table["doc_id"]).all():
+        raise InputError(
+            path,
+            "every judged id is a chunk id (doc:chunk:n): these are chunk-level judgments, "
+            "which --document-level cannot match; score the chunk run without it",
+        )
     return table, Judgments.of(table, keys)
+
+
+def _swapped(qrels: str, runs: list[str]) -> InputError | None:
+    """When QRELS, which did not read as qrels, reads as a run, and a RUN reads as qrels but
+    not as a run, the two were given in each other's place. Read only on that error path."""
+    from rageval_pipeline.core.formats import read_qrels, read_run
+
+    if not _reads(read_run, qrels):
+        return None
+    for run in runs:
+        if _reads(read_qrels, run) and not _reads(read_run, run):
+            return InputError(
+                qrels,
+                f"reads as a run and {run} as qrels: the arguments look swapped "
+                "(QRELS comes first, then the run)",
+            )
+    return None
+
+
+def _reads(reader: Callable[[str], object], path: str) -> bool:
+    try:
+        reader(path)
+    except InputError:
+        return False
+    return True
+
+
+def _note(path: str, queries: list[str], one: str, many: str) -> None:
+    """One line on stderr: `one` or `many` with the count filled in, then the first queries."""
+    text = (one if len(queries) == 1 else many).format(n=len(queries))
+    shown = ", ".join(queries[:5]) + (" ..." if len(queries) > 5 else "")
+    print(f"note: {path}: {text}: {shown}", file=sys.stderr)
 
 
 def _score(
@@ -161,13 +209,13 @@ def _score(
     from rageval_pipeline.core.measures.prepare import distinct_query_ids
 
     table, judgments = qrels
-    left_out = unjudged_queries(table, run)
-    if left_out:
-        shown = ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else "")
-        print(
-            f"note: {path}: {len(left_out)} queries without a relevant judgment are left out: "
-            f"{shown}",
-            file=sys.stderr,
+    if left_out := unjudged_queries(table, run):
+        rule = f"relevant judgment (label >= 1) in {qrels_path}"
+        _note(
+            path,
+            left_out,
+            f"{{n}} query has no {rule} and is left out (only queries with one are scored)",
+            f"{{n}} queries have no {rule} and are left out (only queries with one are scored)",
         )
     per_query = evaluate(table, run, measures, judgments)
     if per_query.empty:
@@ -175,8 +223,19 @@ def _score(
             qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
         )
     scored = pa.array(per_query["query_id"].unique(), pa.large_string())
-    if not pc.any(pc.is_in(distinct_query_ids(run), value_set=scored)).as_py():
+    in_run = distinct_query_ids(run)
+    if not pc.any(pc.is_in(in_run, value_set=scored)).as_py():
         raise InputError(path, f"no query of the run is judged in {qrels_path}")
+    absent = scored.filter(pc.invert(pc.is_in(scored, value_set=in_run)))
+    if len(absent):
+        _note(
+            path,
+            sorted(absent.to_pylist()),
+            f"{{n}} judged query of {qrels_path} is not in the run and scores 0 on every "
+            "measure (as trec_eval -c scores it; plain trec_eval skips it)",
+            f"{{n}} judged queries of {qrels_path} are not in the run and score 0 on every "
+            "measure (as trec_eval -c scores them; plain trec_eval skips them)",
+        )
     return per_query
 
 
@@ -214,8 +273,8 @@ def run_compare(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.compare import compare_runs
 
     measures = _measures(args)
-    qrels = _qrels(args.qrels)
     dl = args.document_level
+    qrels = _qrels(args.qrels, [args.run_a, args.run_b], dl)
     table = compare_runs(
         _score(qrels, args.qrels, _read_run(args.run_a, dl), args.run_a, measures),
         _score(qrels, args.qrels, _read_run(args.run_b, dl), args.run_b, measures),

@@ -52,6 +52,8 @@ def _check(path: Path) -> str:
     from rageval_pipeline.core.suites import load_suite
     from rageval_pipeline.core.systems import load_systems
 
+    if not path.exists():  # before its name or extension is read as a claim about its kind
+        raise InputError(path, "no such file or folder")
     if path.name in _POLICY_FILES:
         return f"gate policy, {len(load_policy(path).datasets)} dataset rule(s)"
     if path.name in _SYSTEMS_FILES:

@@ -69,6 +69,11 @@ def split_chunk_id(value: str) -> tuple[str, int] | None:
     return (found["doc"], int(found["index"])) if found else None
 
 
+def is_chunk_id(ids: pd.Series) -> pd.Series:
+    """Whether each id has the chunk-id form `doc_id:chunk:n`."""
+    return ids.astype(str).str.match(_CHUNK_ID)
+
+
 def source_ids(ids: pd.Series) -> pd.Series:
     """The document id of each chunk id; ids that are not chunk ids come back unchanged."""
     return ids.str.extract(_CHUNK_ID)["doc"].fillna(ids)

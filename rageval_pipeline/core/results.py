@@ -26,7 +26,7 @@ from rageval_pipeline.core.ranking import order_run
 from rageval_pipeline.core.storage import Warehouse, write_parquet, write_text
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
-METRICS_VERSION = "2"
+METRICS_VERSION = "2"  # 2: coverage counted at the judged level; suite, machine, timed latency
 # What the pipeline measures on every run.
 PIPELINE_MEASURES = (
     "nDCG@10",

@@ -38,8 +38,11 @@ def update_baseline_op(
         force=config.force,
         note=config.note,
     )
-    for path, lines in written:
-        context.log.info(f"wrote {path}:\n" + "\n".join(f"  {line}" for line in lines))
+    for promotion in written:
+        lines = "\n".join(f"  {line}" for line in promotion.lines)
+        context.log.info(f"wrote {promotion.path}:\n{lines}")
+        for line in promotion.worse:
+            context.log.warning(f"{promotion.path}: the new baseline is worse on {line}")
 
 
 @dg.job(description="Promote the latest evaluation of a dataset to its committed baseline.")

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.changes import config_changes
+from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, worsening
 from rageval_pipeline.core.gate.judge import judge
 from rageval_pipeline.core.gate.models import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.gate.quality import compared_measures
 from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage import write_text
@@ -126,6 +128,27 @@ class Refused(InputError):
     """A baseline update that would replace a baseline with a worse one."""
 
 
+class Promotion(NamedTuple):
+    path: Path  # the baseline file written
+    lines: list[str]  # what changed (`describe_changes`)
+    worse: list[str]  # compared measures the new baseline is worse on: "nDCG@10: 0.8 -> 0.79"
+
+
+def worse_measures(new: RunSummary, old: Baseline, policy: GatePolicy) -> list[str]:
+    """`measure: old -> new` for each measure the gate compares (`compared_measures`) on which
+    `new` is worse than `old`, however little: within tolerance the update is accepted, but
+    every later run is then judged against the lower value. Compared as the file stores it."""
+    lines = []
+    for measure in compared_measures(Evaluation(new, policy.rules_for(new.dataset)), old):
+        before, after = old.measures.get(measure), new.measures.get(measure)
+        if before is None or after is None:
+            continue
+        before, after = round_metric(before), round_metric(after)
+        if worsening(measure, before, after) > EPS:
+            lines.append(f"{measure}: {before} -> {after}")
+    return lines
+
+
 def promote(
     summaries: list[RunSummary],
     root: Path,
@@ -133,11 +156,13 @@ def promote(
     *,
     force: bool = False,
     note: str | None = None,
-) -> list[tuple[Path, list[str]]]:
-    """Write each summary as its (dataset, system) baseline; return (path, diff lines).
+) -> list[Promotion]:
+    """Write each summary as its (dataset, system) baseline; return what each one changed.
 
     Nothing is written when any of them is worse than the baseline it would replace (the
-    gate's rule, `replacement_verdict`), unless `force` is given with a `note` saying why."""
+    gate's rule, `replacement_verdict`), unless `force` is given with a `note` saying why.
+    A new baseline worse on a compared measure but within tolerance is written, and the
+    measure is listed in `Promotion.worse` for the caller to warn about."""
     if force and not note:
         raise InputError(None, "--force needs --note saying why the worse baseline is accepted")
     plans = []
@@ -159,7 +184,8 @@ def promote(
                     f"refusing a worse baseline ({reasons}); "
                     "use --force --note '<why>' to accept it",
                 )
-        plans.append((path, summary, lines))
-    for path, summary, _ in plans:
-        write_baseline(baseline_from_summary(summary, note=note), path)
-    return [(path, lines) for path, _, lines in plans]
+        worse = [] if old is None else worse_measures(summary, old, policy)
+        plans.append((summary, Promotion(path, lines, worse)))
+    for summary, promotion in plans:
+        write_baseline(baseline_from_summary(summary, note=note), promotion.path)
+    return [promotion for _, promotion in plans]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from rageval_pipeline.core import beir, loaders, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
-from rageval_pipeline.core.conventions import QrelsCoverage, qrels_coverage
+from rageval_pipeline.core.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.gate import baseline_path, load_baseline
 from rageval_pipeline.core.machine import machine_digest
 from rageval_pipeline.core.numbers import round_metric
@@ -89,21 +89,6 @@ def _metrics_metadata(record: dict, reused: bool, key: str) -> dict:
     means = meta.pop("means")
     rounded = {m: round_metric(v) for m, v in means.items()}
     return meta | rounded | {"reused": reused, CONTENT_KEY: key}
-
-
-def _coverage_text(coverage: QrelsCoverage, identical: int) -> str:
-    """The dataset conventions applied to this run, for its quality report."""
-    text = (
-        f"\n**Qrels coverage:** {coverage.missing_documents} of {coverage.judgments} judgments "
-        f"name a document absent from the corpus and {coverage.missing_queries} judged queries "
-        "are absent from the queries file; they are kept, as trec_eval keeps them (they cap "
-        "recall)."
-    )
-    if coverage.examples:
-        text += f" Examples: {', '.join(coverage.examples)}."
-    if identical:
-        text += f" {identical} retrieved documents were the query itself and were dropped."
-    return text + "\n"
 
 
 def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
@@ -269,8 +254,10 @@ def build_system_assets(
             suite=suite_digest(judged, queries, corpus["doc_id"]),
             machine=machine_digest(),
         )
-        coverage = qrels_coverage(judged, corpus["doc_id"], queries["query_id"])
-        notes = _coverage_text(coverage, results.identical_ids_dropped)
+        coverage = qrels_coverage(
+            judged, corpus, queries["query_id"], level=results.level, reference=reference
+        )
+        notes = conventions_note(coverage, results.identical_ids_dropped)
         stored = store_results(
             settings.storage, warehouse.warehouse, record, results, queries, notes=notes
         )
@@ -280,7 +267,7 @@ def build_system_assets(
             "quality_report": stored.quality_markdown,
             "means_95ci": _means_table(results.means),
             "identical_ids_dropped": results.identical_ids_dropped,
-            "qrels_missing_documents": coverage.missing_documents,
+            "qrels_missing_targets": coverage.missing_targets,
             "qrels_missing_queries": coverage.missing_queries,
             "means": stored.means,
         }
