@@ -291,22 +291,25 @@ def _run_key(
     if not system.reusable or index_key is None:
         return None
     table_keys = {name: table.key for name, table in inputs.items()}  # content_key sorts them
-    timed_beside = None if beside is None else beside.fingerprint()
+    timed_beside = None if beside is None else (beside is system, beside.fingerprint())
     return content_key(version, settings.top_k, settings.split, index_key, table_keys, timed_beside)
 
 
 def _baseline_system(system: SystemConfig, settings: Settings, dataset: str) -> SystemConfig | None:
     """The configuration of the system's baseline on this dataset and split, when it is a
-    built-in indexed one that can be timed beside the system (docs/gate.md, latency)."""
+    built-in indexed one that can be timed beside the system (docs/gate.md, latency): the
+    system itself when the configuration it records is the baseline's."""
     if not system.indexed:
         return None
     path = baseline_path(settings.baselines, dataset, system.name)
     if not path.is_file():
         return None
     baseline = load_baseline(path)
-    return (
-        indexed_system(baseline.config, system.name) if baseline.split == settings.split else None
-    )
+    if baseline.split != settings.split or baseline.config is None:
+        return None
+    if system.recorded_config(reference_of(settings, dataset)) == baseline.config:
+        return system
+    return indexed_system(baseline.config, system.name)
 
 
 def _open_beside(
@@ -317,10 +320,10 @@ def _open_beside(
     index_dir: Path,
 ) -> Retriever | None:
     """The baseline's configuration, opened to be timed beside `system`: the system's own index
-    when the configuration is unchanged, else its own index (built once, kept by content key)."""
+    when the configuration is unchanged, else one of its own (built once, kept by content key)."""
     if beside is None:
         return None
-    if beside.fingerprint() == system.fingerprint():
+    if beside is system:
         return system.open_index(index_dir)
     dataset = context.partition_key
     corpus = settings.stored("corpus", partition=dataset)
