@@ -156,3 +156,32 @@ def test_a_damaged_corpus_fails_and_names_the_recall_drop(home):
     recall = [c for c in gate["checks"] if c["measure"] == "R@100" and c["kind"] == "watched"]
     assert recall and not recall[0]["passed"] and recall[0]["category"] == "recall_drop"
     assert "R@100" in report
+
+
+def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run(home):
+    """The judgments changed since the baseline was recorded: its numbers are not comparable,
+    so the run is judged against the baseline's configuration re-run on the new suite, and the
+    report asks for a baseline update."""
+    root, env = home
+    _systems(root, bm25=BM25)
+    assert _run(root, env).returncode == 0
+    update = subprocess.run(
+        [str(BIN / "rageval"), "baseline", "update", "--dataset", DATASET, "--system", "bm25"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert update.returncode == 0, update.stderr
+    suite = root / "data" / "suites" / DATASET / "suite.json"
+    data = json.loads(suite.read_text())
+    judged = [i for i, q in enumerate(data["queries"]) if q["judgments"]]
+    dropped = data["queries"].pop(judged[-1])  # a judged query (and its judgments) leaves
+    suite.write_text(json.dumps(data))
+    done = _run(root, env)
+    assert done.returncode == 0, done.stdout[-3000:]
+    gate, report = _verdict(root)
+    [change] = gate["changes"]
+    assert change["suite_changed"] and change["compared_with"] == "rerun"
+    [check] = [c for c in gate["checks"] if c["kind"] == "suite"]
+    assert "re-run on this suite" in check["message"] and "rageval baseline update" in report
+    assert dropped["id"] not in {q["query_id"] for q in gate["worst_queries"]}
