@@ -3,14 +3,21 @@
 DuckDB allows one writing process per file. Within one Dagster instance the writers
 (`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
 (docs/deploy.md). Every write also goes through `Warehouse.connect`, which holds an exclusive
-`flock` on a lock file beside the database for the (short) life of the connection: that covers
-what Dagster cannot see (the `rageval` CLI, runs on separate instances whose pools are not
-shared, instances without a pool limit such as the local SQLite default); uncontended under the
-pool, it costs nothing. Reads take no lock and open the file read-only: they work on read-only
-storage, and while a job writes they wait only for DuckDB's own file lock of that one short write.
-Opening the file costs tens of milliseconds, so a read or write block shares its connection
-with every read (and write) nested in it on the same thread: the gate does its reads on one
-connection and its writes on another.
+`flock` on a lock file beside the database for the (short) life of the connection
+(`core.write_lock`): that covers what Dagster cannot see (the `rageval` CLI, runs on separate
+instances whose pools are not shared, instances without a pool limit such as the local SQLite
+default) and what its pool does not promise (it is not a strict mutex: docs/deploy.md). A
+writer kept waiting names the holder every 30 s and gives up after `write_wait_s`. Reads take
+no lock and open the file read-only: they work on read-only storage, and while a job writes
+they wait only for DuckDB's own file lock of that one short write. Opening the file costs tens
+of milliseconds, so a read or write block shares its connection with every read (and write)
+nested in it on the same thread: the gate does its reads on one connection and its writes on
+another.
+
+A step killed half-way leaves nothing that is used later: an evaluation's `runs` row is
+committed `finished = false` and flipped only when everything it writes is written (and so is
+a gate's `gate_results` row); readers skip unfinished rows. Temp files and folders of killed
+writes are removed by the next write to the same folder.
 
 Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
 """
@@ -20,13 +27,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
 import os
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,67 +44,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from rageval_pipeline.core import write_lock
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.limits import EnvLimits
+from rageval_pipeline.core.warehouse_schema import SCHEMA
 
 if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
     import duckdb
 
 WAREHOUSE_FILE = "rageval.duckdb"
 
-# Long format (`measure`, `value`): a new measure needs no schema change.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR PRIMARY KEY, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    fingerprint VARCHAR, level VARCHAR, k INTEGER, n_queries INTEGER,
-    dagster_run_id VARCHAR, created_at TIMESTAMP, config VARCHAR
-);
-CREATE TABLE IF NOT EXISTS run_metrics (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    measure VARCHAR, value DOUBLE, created_at TIMESTAMP, ci_low DOUBLE, ci_high DOUBLE
-);
-CREATE TABLE IF NOT EXISTS query_metrics (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    query_id VARCHAR, measure VARCHAR, value DOUBLE
-);
-CREATE TABLE IF NOT EXISTS group_metrics (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    attribute VARCHAR, "group" VARCHAR, measure VARCHAR, value DOUBLE, n_queries INTEGER,
-    ci_low DOUBLE, ci_high DOUBLE
-);
--- Warehouses written before the 95% intervals (ci_low, ci_high) existed gain the columns.
-ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
-ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
-ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
-ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
--- Each query's top 10 at the judged level with its grade (NULL: unjudged): what baselines
--- and reports show of a run's lists.
-CREATE TABLE IF NOT EXISTS rankings (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    query_id VARCHAR, rank INTEGER, doc_id VARCHAR, grade INTEGER
-);
-CREATE TABLE IF NOT EXISTS latency (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE
-);
-CREATE OR REPLACE VIEW history AS
-    SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
-           m.measure, m.value
-    FROM runs r JOIN run_metrics m USING (run_id);
--- A job whose inputs and code were unchanged reuses a stored run instead of measuring it again
--- (history keeps one row per evaluation); this lists which job reused which run, for the gate.
-CREATE TABLE IF NOT EXISTS run_reuses (
-    run_id VARCHAR, dagster_run_id VARCHAR, created_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS gate_results (
-    gate_id VARCHAR PRIMARY KEY, dagster_run_id VARCHAR, created_at TIMESTAMP,
-    passed BOOLEAN, categories VARCHAR, summary VARCHAR, report_json VARCHAR
-);
-"""
-
 RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency", "rankings")
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
 WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
+_TEMP = (".tmp", ".old")  # endings of atomic writes' temp entries (see sweep_orphans)
+ORPHAN_AGE_S = 60.0
+log = logging.getLogger(__name__)
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
 _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
@@ -115,6 +78,7 @@ def _held() -> dict[Path, tuple[duckdb.DuckDBPyConnection, bool]]:
 
 class WarehouseLimits(EnvLimits):
     read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
+    write_wait_s: float = Field(600.0, gt=0, description="a write waits this long for another")
 
 
 class StorageError(InputError):
@@ -132,14 +96,51 @@ def writable(folder: Path) -> Iterator[None]:
         raise StorageError(folder, READ_ONLY) from None
 
 
+def _claim(fd: int) -> bool:
+    """Take the `flock` that marks a temp entry as being written (False: someone holds it, or
+    the file system has no flock: then it counts as held)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def sweep_orphans(folder: Path) -> None:
+    """Remove the temp files and folders (`.<name>.*.tmp`, `.<name>.*.old`) that killed writes
+    left in `folder`: each live write holds a `flock` on its own, and one younger than
+    ORPHAN_AGE_S may not hold it yet, so only old, unlocked ones go."""
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name[-4:] in _TEMP]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime < ORPHAN_AGE_S:
+                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if _claim(fd):
+                log.info("%s: removing what an interrupted write left", entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    Path(entry.path).unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temp path beside `path`; rename it over `path` only if the block succeeds, so
     readers never see half a file and a failed write leaves the old file as it was."""
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_orphans(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    _claim(fd)
     tmp = Path(name)
     try:
         yield tmp
@@ -147,6 +148,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+        os.close(fd)
 
 
 @contextmanager
@@ -156,7 +158,10 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     or the new one, never a mix; a failed write leaves the old folder as it was."""
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_orphans(path.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    fd = os.open(tmp, os.O_RDONLY)
+    _claim(fd)
     old = tmp.with_suffix(".old")
     try:
         yield tmp
@@ -169,6 +174,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+        os.close(fd)
 
 
 def verified_dir(path: Path, rebuild: str) -> Path:
@@ -205,8 +211,9 @@ def write_text(path: Path, text: str) -> None:
 class Warehouse:
     """The DuckDB file holding every run's tables, with history across runs."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, owner: str = "") -> None:
         self.path = path
+        self.owner = owner  # what this process is, for writers that wait for its lock
 
     @classmethod
     def existing(cls, storage: Path) -> Warehouse:
@@ -259,22 +266,30 @@ class Warehouse:
                 raise RuntimeError(f"{self.path}: a write inside a read block; end the read first")
             yield con
             return
-        with writable(self.path.parent):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(self.path.with_suffix(".lock"), "w")  # noqa: SIM115 - held below
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                with writable(self.path.parent):
-                    con = self._open(read_only=False)
-                with self._hold(con, read_only=False):
-                    ready = (self.path.resolve(), self.path.stat().st_ino)
-                    if ready not in _SCHEMA_READY:
-                        con.execute(SCHEMA)
-                        _SCHEMA_READY.add(ready)
-                    yield con
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        with ExitStack() as stack:
+            with writable(self.path.parent):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                lock = self.path.with_suffix(".lock")
+                try:
+                    stack.enter_context(
+                        write_lock.held(lock, owner=self.owner, wait_s=limits.write_wait_s)
+                    )
+                except write_lock.Busy as busy:
+                    raise StorageError(
+                        self.path,
+                        f"busy: waited {busy.waited_s:.0f} s for the write lock held by "
+                        f"{busy.holder}; if that process is stuck, stop it and run again"
+                        + limits.hint("write_wait_s"),
+                    ) from None
+            with writable(self.path.parent):
+                con = self._open(read_only=False)
+            with self._hold(con, read_only=False):
+                ready = (self.path.resolve(), self.path.stat().st_ino)
+                if ready not in _SCHEMA_READY:
+                    con.execute(SCHEMA)
+                    _SCHEMA_READY.add(ready)
+                yield con
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -320,7 +335,9 @@ class Warehouse:
                 raise
 
     def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
-        """Insert one run and its result tables in one transaction (replacing a same run_id)."""
+        """Insert one run and its result tables in one transaction (replacing a same run_id);
+        unless `run` says otherwise, unfinished until `finish(runs=...)`."""
+        run = {"finished": False} | run
         with self.transaction() as con:
             for table in ("runs", *RESULT_TABLES):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run["run_id"]])
@@ -333,9 +350,11 @@ class Warehouse:
 
     def record_reuse(self, run_id: str, dagster_run_id: str, created_at: datetime) -> bool:
         """Note that a Dagster run reused stored run `run_id`; False (nothing written) when
-        that run is not stored (any more), so it must be measured again."""
+        that run is not stored (any more, or not finished), so it must be measured again."""
         with self.connect() as con:
-            stored = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id])
+            stored = con.execute(
+                "SELECT count(*) FROM runs WHERE run_id = ? AND finished", [run_id]
+            )
             if not stored.fetchone()[0]:
                 return False
             con.execute(
@@ -348,11 +367,24 @@ class Warehouse:
             return con.execute(sql, params or []).df()
 
     def record_gate(self, row: dict) -> None:
+        """Insert a verdict; unless `row` says otherwise, unfinished until
+        `finish(gate_results=...)`."""
+        row = {"finished": False} | row
         with self.connect() as con:
             con.execute(
                 f"INSERT INTO gate_results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                 list(row.values()),
             )
+
+    def finish(self, *, runs: str | None = None, gate_results: str | None = None) -> None:
+        """Mark a run (by run_id) or a verdict (by gate_id) finished: the writer's last act, once
+        everything else it writes is written."""
+        with self.connect() as con:
+            if runs is not None:
+                con.execute("UPDATE runs SET finished = true WHERE run_id = ?", [runs])
+            if gate_results is not None:
+                sql = "UPDATE gate_results SET finished = true WHERE gate_id = ?"
+                con.execute(sql, [gate_results])
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> None:
