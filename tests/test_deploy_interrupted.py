@@ -26,7 +26,7 @@ import duckdb
 import pytest
 import yaml
 
-from rageval_pipeline.core import write_lock
+from rageval_pipeline.core import locks
 from rageval_pipeline.dagster_defs.resources import WRITE_POOL
 from tests.dagster_ui import BIN, stop
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 - the fixture
@@ -125,7 +125,7 @@ def concurrency(home: Path):
 @contextmanager
 def warehouse_lock_held(storage: Path) -> Iterator[None]:
     storage.mkdir(parents=True, exist_ok=True)
-    with write_lock.held(storage / "rageval.lock", owner="the test", wait_s=1):
+    with locks.held(storage / "rageval.lock", owner="the test", wait_s=1):
         yield
 
 

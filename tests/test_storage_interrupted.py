@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rageval_pipeline.core.locks import ORPHAN_AGE_S
 from rageval_pipeline.core.results import measure_run, store_results
 from rageval_pipeline.core.storage import (
-    ORPHAN_AGE_S,
     WAREHOUSE_FILE,
     StorageError,
     Warehouse,
@@ -160,3 +161,44 @@ def test_a_waiting_writer_names_the_holder_and_gives_up_after_the_wait(
     finally:
         holder.kill()
         holder.wait()
+
+
+# A tiny tmpfs in a private mount namespace of the child process: a real full disk.
+_TINY_DISK = 'mount -t tmpfs -o size=256k tmpfs "$1" && shift && exec "$@"'
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare"
+)
+def test_a_full_disk_is_one_line_and_keeps_the_previous_file(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    code = f"""
+        import os
+        import pandas as pd
+        from pathlib import Path
+        from rageval_pipeline.core.storage import StorageError, write_parquet
+        path = Path("{disk}") / "tables" / "x.parquet"
+        write_parquet(pd.DataFrame({{"x": [1]}}), path)
+        try:
+            write_parquet(pd.DataFrame({{"x": [os.urandom(64).hex() for _ in range(8000)]}}), path)
+        except StorageError as exc:
+            print(exc)
+        print(sorted(os.listdir(path.parent)), len(pd.read_parquet(path)))
+    """
+    done = subprocess.run(
+        [
+            *("unshare", "--mount", "--", "sh", "-c", _TINY_DISK, "sh", str(disk)),
+            *(sys.executable, "-c", textwrap.dedent(code)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == (
+        f"{disk}/tables: no space left on the device; nothing half-written was kept: free space "
+        '(docs/deploy.md, "Full disk") and run again\n'
+        "['x.parquet'] 1\n"
+    )

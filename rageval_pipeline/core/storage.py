@@ -4,7 +4,7 @@ DuckDB allows one writing process per file. Within one Dagster instance the writ
 (`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
 (docs/deploy.md). Every write also goes through `Warehouse.connect`, which holds an exclusive
 `flock` on a lock file beside the database for the (short) life of the connection
-(`core.write_lock`): that covers what Dagster cannot see (the `rageval` CLI, runs on separate
+(`core.locks`): that covers what Dagster cannot see (the `rageval` CLI, runs on separate
 instances whose pools are not shared, instances without a pool limit such as the local SQLite
 default) and what its pool does not promise (it is not a strict mutex: docs/deploy.md). A
 writer kept waiting names the holder every 30 s and gives up after `write_wait_s`. Reads take
@@ -25,9 +25,7 @@ Storage faults are `StorageError`s (one line naming the file or folder, and what
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -44,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from rageval_pipeline.core import write_lock
+from rageval_pipeline.core import locks
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.limits import EnvLimits
 from rageval_pipeline.core.warehouse_schema import SCHEMA
@@ -57,12 +55,13 @@ WAREHOUSE_FILE = "rageval.duckdb"
 RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency", "rankings")
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
 WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
-_TEMP = (".tmp", ".old")  # endings of atomic writes' temp entries (see sweep_orphans)
-ORPHAN_AGE_S = 60.0
-log = logging.getLogger(__name__)
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
 _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
+NO_SPACE = (
+    "no space left on the device; nothing half-written was kept: free space (docs/deploy.md, "
+    '"Full disk") and run again'
+)
 # Paths whose schema this process has created (or found), with the file's inode: once each.
 _SCHEMA_READY: set[tuple[Path, int]] = set()
 # Per thread (a DuckDB connection is not for sharing between threads): warehouse path ->
@@ -85,51 +84,33 @@ class StorageError(InputError):
     """The storage cannot be read or written as asked: one line, naming the file or folder."""
 
 
+def _full(exc: BaseException) -> bool:
+    """A full disk, as the OS (errno), pyarrow or DuckDB (their messages) report it."""
+    return getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in str(exc)
+
+
 @contextmanager
 def writable(folder: Path) -> Iterator[None]:
-    """Turn a refused write under `folder` into one line naming it."""
+    """Turn a refused write under `folder`, or a full disk, into one line naming it."""
     try:
         yield
     except OSError as exc:
+        if _full(exc):
+            raise StorageError(folder, NO_SPACE) from None
         if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
         raise StorageError(folder, READ_ONLY) from None
 
 
-def _claim(fd: int) -> bool:
-    """Take the `flock` that marks a temp entry as being written (False: someone holds it, or
-    the file system has no flock: then it counts as held)."""
+@contextmanager
+def _space(folder: Path) -> Iterator[None]:
+    """Turn a full disk while writing under `folder` into one line naming it."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def sweep_orphans(folder: Path) -> None:
-    """Remove the temp files and folders (`.<name>.*.tmp`, `.<name>.*.old`) that killed writes
-    left in `folder`: each live write holds a `flock` on its own, and one younger than
-    ORPHAN_AGE_S may not hold it yet, so only old, unlocked ones go."""
-    try:
-        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name[-4:] in _TEMP]
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if time.time() - entry.stat(follow_symlinks=False).st_mtime < ORPHAN_AGE_S:
-                continue
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            if _claim(fd):
-                log.info("%s: removing what an interrupted write left", entry.path)
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    Path(entry.path).unlink(missing_ok=True)
-        finally:
-            os.close(fd)
+        yield
+    except OSError as exc:
+        if _full(exc):
+            raise StorageError(folder, NO_SPACE) from None
+        raise
 
 
 @contextmanager
@@ -138,12 +119,13 @@ def atomic_path(path: Path) -> Iterator[Path]:
     readers never see half a file and a failed write leaves the old file as it was."""
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
-        sweep_orphans(path.parent)
+        locks.sweep_orphans(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    _claim(fd)
+    locks.claim(fd)
     tmp = Path(name)
     try:
-        yield tmp
+        with _space(path.parent):
+            yield tmp
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from other users
         os.replace(tmp, path)
     finally:
@@ -158,13 +140,14 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     or the new one, never a mix; a failed write leaves the old folder as it was."""
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
-        sweep_orphans(path.parent)
+        locks.sweep_orphans(path.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     fd = os.open(tmp, os.O_RDONLY)
-    _claim(fd)
+    locks.claim(fd)
     old = tmp.with_suffix(".old")
     try:
-        yield tmp
+        with _space(path.parent):
+            yield tmp
         sizes = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(sizes, sort_keys=True))
         os.chmod(tmp, 0o755)  # mkdtemp's 0700, as for files
@@ -273,9 +256,9 @@ class Warehouse:
                 lock = self.path.with_suffix(".lock")
                 try:
                     stack.enter_context(
-                        write_lock.held(lock, owner=self.owner, wait_s=limits.write_wait_s)
+                        locks.held(lock, owner=self.owner, wait_s=limits.write_wait_s)
                     )
-                except write_lock.Busy as busy:
+                except locks.Busy as busy:
                     raise StorageError(
                         self.path,
                         f"busy: waited {busy.waited_s:.0f} s for the write lock held by "
@@ -330,8 +313,10 @@ class Warehouse:
             try:
                 yield con
                 con.execute("COMMIT")
-            except Exception:
+            except Exception as exc:
                 con.execute("ROLLBACK")
+                if _full(exc):
+                    raise StorageError(self.path.parent, NO_SPACE) from None
                 raise
 
     def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
