@@ -14,8 +14,6 @@ from collections.abc import Iterator
 
 ACCEPT_ENCODING = "gzip, deflate"  # what we ask servers for: exactly what we decode
 PIECE = 64 << 10  # the most one stage produces per step
-
-
 MISMATCH = "the response body could not be decoded (its Content-Encoding does not match)"
 
 
