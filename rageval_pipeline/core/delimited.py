@@ -11,8 +11,8 @@ definition: the fast one is only a shortcut for files it reads identically.
 The rules, the same for every text format:
 - a line ends at `\\n` (an optional `\\r` before it is dropped); blank lines are skipped;
 - whitespace formats split at runs of spaces and tabs; tab formats at each single tab;
-- in a whitespace format, a line holding both a tab and a space is ambiguous and refused:
-  `q1<TAB>d1 x<TAB>1` is 4 fields split at whitespace, but 3 (doc id `d1 x`) at tabs;
+- in a whitespace format, a line holding a tab and a space inside what lies between tabs is
+  ambiguous and refused: `q1<TAB>d1 x<TAB>1` is 4 fields at whitespace, 3 (`d1 x`) at tabs;
 - every line has exactly the format's fields; no field is empty or contains whitespace;
 - integers are `-?[0-9]+` within int32; reals are decimal (`1`, `-.5`, `2.5e-3`), finite.
 """
