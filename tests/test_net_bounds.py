@@ -58,7 +58,10 @@ session.request("GET", url.rsplit("/", 1)[0] + "/warm")  # httpx's first-use all
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
     if how == "download":
-        net.download(url, Path(sys.argv[4]), limits)
+        net.download(url, Path(sys.argv[4]) / "out", limits)
+    elif how == "beir":  # the BEIR client: its own limits, RAGEVAL_BEIR_MAX_RESPONSE_BYTES set
+        from rageval_pipeline.core import beir
+        beir.fetch_archive("scifact", Path(sys.argv[4]), base=url.rsplit("/", 1)[0])
     else:
         session.request("GET", url)
     print("accepted")
@@ -79,10 +82,11 @@ class TestDecodingBombs:
             ("gzip", 31, "request"),
             ("deflate", 15, "request"),
             ("deflate", -15, "request"),  # raw deflate, as some servers send it
-            ("gzip", 31, "download"),  # into a file, as the BEIR download does
+            ("gzip", 31, "download"),  # into a file
+            ("gzip", 31, "beir"),  # the BEIR download
             ("deflate, gzip", 15, "request"),  # a deflate bomb, then gzip over it
         ],
-        ids=["gzip", "deflate-zlib", "deflate-raw", "gzip-download", "chained"],
+        ids=["gzip", "deflate-zlib", "deflate-raw", "gzip-download", "beir", "chained"],
     )
     def test_a_bomb_is_refused_within_bounded_memory(
         self, scripted, tmp_path, encoding, wbits, how
@@ -92,20 +96,26 @@ class TestDecodingBombs:
             body = zlib.compress(body, wbits=31)
         assert len(body) < 400_000
         scripted.route("/warm", reply(200, b"ok"))
-        url = scripted.route("/bomb", reply(200, body, {"Content-Encoding": encoding}))
+        path = "/scifact.zip" if how == "beir" else "/bomb"
+        url = scripted.route(path, reply(200, body, {"Content-Encoding": encoding}))
         cap = 1 << 20
         child = subprocess.run(
-            [sys.executable, "-c", CHILD, url, how, str(cap), str(tmp_path / "out")],
+            [sys.executable, "-c", CHILD, url, how, str(cap), str(tmp_path)],
             capture_output=True,
             text=True,
             cwd=ROOT,
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            env={
+                "PYTHONPATH": str(ROOT),
+                "PATH": "/usr/bin:/bin",
+                "RAGEVAL_BEIR_MAX_RESPONSE_BYTES": str(cap),
+            },
             timeout=120,
         )
         assert child.returncode == 0, child.stderr[-2000:]
         message, growth = child.stdout.splitlines()
+        prefix = "RAGEVAL_BEIR" if how == "beir" else PREFIX
         assert message == (
-            f"{url}: the response exceeds the {cap}-byte limit ({PREFIX}_MAX_RESPONSE_BYTES)"
+            f"{url}: the response exceeds the {cap}-byte limit ({prefix}_MAX_RESPONSE_BYTES)"
         )
         assert int(growth) < 32, f"peak RSS grew by {growth} MiB for a {cap}-byte cap"
 
