@@ -9,6 +9,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rageval_pipeline.core.generation import correctness
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.storage import Warehouse
 from rageval_pipeline.dagster_defs.assets import generation
@@ -22,9 +23,11 @@ GENERATION = dg.AssetSelection.groups("generation")
 
 
 def judge_reply(prompt: str) -> str:
-    """TRUE for q01, an unparseable verdict for q02."""
+    """TRUE for q01; for q02 a negated TRUE (issue 24), which must be unparseable."""
     if "Respond with only: TRUE or FALSE" in prompt:
-        return "TRUE." if "how to descale espresso machine" in prompt else "I cannot tell."
+        if "how to descale espresso machine" in prompt:
+            return "TRUE."
+        return "That doesn't look TRUE to me."
     return default_reply(prompt)
 
 
@@ -114,17 +117,17 @@ def test_generation_end_to_end_cached_and_dry(ollama, pipeline_home):
     storage = pipeline_home / "storage"
     run_id = pd.read_parquet(storage / "assets/bm25/metrics/beir-mini.parquet")["run_id"].iloc[0]
     rows = Warehouse(storage / "rageval.duckdb").query(
-        "SELECT measure, value FROM run_metrics WHERE run_id = ? AND measure LIKE 'Answer%' "
-        "ORDER BY measure",
+        "SELECT measure, value, ci_low, ci_high FROM run_metrics "
+        "WHERE run_id = ? AND measure LIKE 'Answer%'",
         [run_id],
     )
-    values = dict(zip(rows["measure"], rows["value"], strict=True))
-    assert values["AnswerCorrectness"] == 0.5  # 1 TRUE, 1 unparseable (never TRUE)
-    assert values["AnswerCorrectness.ci95_low"] < 0.5 < values["AnswerCorrectness.ci95_high"]
+    # 1 TRUE, 1 unparseable (never TRUE); the interval in the columns every measure uses.
+    low, high = correctness.wilson_interval(1, 2)
+    assert rows.values.tolist() == [["AnswerCorrectness", 0.5, low, high]]
 
     judged = pd.read_parquet(storage / "assets/bm25/answer_judgments/beir-mini.parquet")
     assert judged["verdict"].tolist() == ["TRUE", "unparseable"]
-    assert json.loads(judged["raw_output"].iloc[1]) == ["I cannot tell."]
+    assert json.loads(judged["raw_output"].iloc[1]) == ["That doesn't look TRUE to me."]
     (truth_file,) = (storage / "ground_truth" / PARTITION).glob("*.json")
     truth = json.loads(truth_file.read_text())
     assert truth["model"] == "fake:1" and [r["grade"] for r in truth["references"]] == [3, 3]
