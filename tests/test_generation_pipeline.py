@@ -9,6 +9,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import correctness
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.storage import Warehouse
@@ -154,3 +155,32 @@ def test_generation_end_to_end_cached_and_dry(ollama, pipeline_home):
         [run_id],
     )
     assert after["value"].tolist() == [0.5]  # a dry run records nothing
+
+
+def test_default_sets_are_checked_against_the_suites_when_definitions_load(ollama, pipeline_home):
+    suite = pipeline_home / "data" / "suites" / "techdocs" / "suite.json"
+    data = json.loads(suite.read_text())
+    data["queries"] = [q for q in data["queries"] if q["id"] != "Q006"]
+    suite.write_text(json.dumps(data))
+    with pytest.raises(InputError) as info:
+        build_definitions()
+    assert str(info.value) == (
+        f"{suite}: query Q006 of the default generation set of techdocs "
+        "(core/generation/correctness.py) is not in this dataset"
+    )
+
+
+def test_a_configured_set_naming_an_unknown_query_fails_the_step_in_one_line(ollama):
+    defs = build_definitions()
+    assert materialize(defs, RETRIEVAL).success
+    wrong = GenerationSettings(queries=["q01", "q404"])
+    result = materialize(defs, dg.AssetSelection.assets("ground_truth"), generation=wrong)
+    assert not result.success and ollama.requests == []
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    error = failure.step_failure_data.error
+    folder = build_definitions().resources["settings"].data / "suites" / PARTITION
+    assert error.message.strip() == (
+        f"dagster._core.definitions.events.Failure: {folder / 'queries.jsonl'}: query q404 of "
+        "resources.generation.config.queries is not in this dataset"
+    )
+    assert error.cause is None and error.context is None  # no chained trace
