@@ -78,13 +78,14 @@ class FakeLLM:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def do_GET(self):  # what a 301/302/303 turns a POST into: scripted replies only
+                state.requests.append(dict(path=self.path, headers=dict(self.headers), body=None))
+                self._scripted() or self._send(405, b'{"error": "method not allowed"}')
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 state.requests.append(dict(path=self.path, headers=dict(self.headers), body=body))
-                if state.script:
-                    step = state.script.pop(0)
-                    time.sleep(step.delay_s)
-                    self._send(step.status, step.body, step.headers)
+                if self._scripted():
                     return
                 prompt = body["messages"][-1]["content"]
                 with state._lock:
@@ -100,6 +101,14 @@ class FakeLLM:
                     self._stream(state.stream_parts(body, prompt, answer))
                 else:
                     self._send(200, json.dumps(state.whole(body, prompt, answer)).encode())
+
+            def _scripted(self) -> bool:
+                if not state.script:
+                    return False
+                step = state.script.pop(0)
+                time.sleep(step.delay_s)
+                self._send(step.status, step.body, step.headers)
+                return True
 
             def _send(self, status, data, headers=None):
                 self.send_response(status)

@@ -293,12 +293,16 @@ def test_a_grade_is_asked_for_as_structured_output(server):
 # --- redirects ----------------------------------------------------------------------------
 
 
-def test_401_after_a_redirect_to_another_origin_does_not_blame_the_key(server):
+@pytest.mark.parametrize("status", [302, 307])
+def test_401_after_a_redirect_to_another_origin_does_not_blame_the_key(server, status):
     other = FakeLLM(server.provider).start()  # another port: another origin
     refusal = {"type": "error", "error": {"type": "authentication_error", "message": "no key"}}
     other.script = [Scripted(401, json.dumps(refusal).encode())]
-    server.script = [Scripted(307, b"", {"location": other.url + "/moved"})]
-    client = make_client(server)
+    server.script = [Scripted(status, b"", {"location": other.url + "/moved"})]
+    # A 302 makes the POST a GET (no prompt sent); a 307 re-sends the prompt, which core.net
+    # does across origins only when allowed (RAG_EVAL_ALLOW_CROSS_ORIGIN_REDIRECTS).
+    limits = FAST.model_copy(update={"allow_cross_origin_redirects": True})
+    client = make_client(server, limits)
     try:
         with pytest.raises(GenerationError) as info:
             client.complete("q")
