@@ -188,6 +188,28 @@ def test_partial_end_markers_are_cuts(provider, raw, missing):
     assert str(info.value) == f"{provider} at {client.url}: {expected}"
 
 
+def test_an_overloaded_event_mid_stream_is_asked_again():
+    fake = FakeLLM("anthropic").start()
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    start = {"type": "message_start", "message": {"model": "m-1", "usage": {}}}
+    events = [("message_start", start), ("error", overloaded)]
+    raw = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
+    fake.script = [Scripted(200, raw)] * FAST.attempts
+    client = make_client(fake, stream=True)
+    try:
+        with pytest.raises(GenerationError) as info:
+            client.complete("q")
+        assert len(fake.requests) == 3
+        fake.script = [Scripted(200, raw)]
+        assert client.complete("q").text.startswith("The answer")  # the second attempt
+    finally:
+        fake.stop()
+    assert str(info.value) == (
+        f"anthropic at {client.url}: the stream was cut (an error event, overloaded_error: "
+        "Overloaded) in each of 3 attempt(s)"
+    )
+
+
 def test_a_connection_dropped_mid_stream_is_retried(server):
     server.cut_streams, server.drop_connection = 1, True
     completion = make_client(server, stream=True).complete("Question: why is the sky blue")

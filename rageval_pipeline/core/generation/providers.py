@@ -36,6 +36,8 @@ from rageval_pipeline.core.net import HttpSession, NetLimits, Reply
 ANTHROPIC_VERSION = "2023-06-01"
 # Generation is slow: a long answer from a local model on a CPU can take minutes.
 DEFAULT_LIMITS = dict(deadline_s=300.0, attempts=4, max_retry_after_s=120.0)
+# Anthropic's error events that may end a stream mid-way, the same conditions as HTTP 529/500.
+TRANSIENT_STREAM_ERRORS = frozenset({"overloaded_error", "api_error"})
 
 
 class IncompleteStream(GenerationError):
@@ -281,8 +283,11 @@ class AnthropicClient(Client):
             data = json.loads(payload)
             kind = data.get("type", event)
             if kind == "error":
-                err = data.get("error", {}).get("message", "")
-                raise GenerationError(f"anthropic at {self.url} stream error: {err[:200]}")
+                err = data.get("error", {})
+                text = f"{err.get('type', 'error')}: {str(err.get('message', ''))[:200]}"
+                if err.get("type") in TRANSIENT_STREAM_ERRORS:  # as an HTTP 529 or 500 would be
+                    raise IncompleteStream(f"an error event, {text}")
+                raise GenerationError(f"anthropic at {self.url} stream error: {text}")
             if kind == "message_start":
                 message = data["message"]
             elif kind == "content_block_start":
