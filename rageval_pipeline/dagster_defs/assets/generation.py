@@ -7,7 +7,7 @@ jobs). Answers read each system's stored run and chunks; judgments attach `Answe
 it like any other measure. Keys are read from the environment inside the step, never from run
 config, so they appear in no Dagster record. A provider's failure, the step's deadline or a
 generation set that names a query the dataset lacks ends the step with its one line (a
-`dagster.Failure`, no trace). Reference: docs/generation.md.
+`dagster.Failure` chained to nothing). Reference: docs/generation.md.
 """
 
 import json
@@ -66,11 +66,16 @@ DEFAULT_SET = "the default generation set of {dataset} (core/generation/correctn
 @contextmanager
 def one_line() -> Iterator[None]:
     """An expected failure (a provider's, the deadline, bad input) as a `dagster.Failure`
-    holding its one line, chained to nothing: Dagster then shows no trace."""
+    holding its one line, chained to nothing: no provider or httpx trace behind it."""
     try:
         yield
     except (config.GenerationError, InputError) as exc:
         raise dg.Failure(description=str(exc)) from None
+
+
+def _queries_file(folder: Path) -> Path:
+    """The file a dataset's queries come from (a golden suite's, or BEIR's queries.jsonl)."""
+    return loaders.suite_file(folder) or folder / "queries.jsonl"
 
 
 def check_default_sets(suites_dir: Path) -> None:
@@ -81,7 +86,7 @@ def check_default_sets(suites_dir: Path) -> None:
         folder = suites_dir / dataset
         if folder.is_dir():
             data = loaders.load_dataset(folder)
-            where = loaders.suite_file(folder) or folder / "queries.jsonl"
+            where = _queries_file(folder)
             named = DEFAULT_SET.format(dataset=dataset)
             correctness.check_set(query_ids, data.queries, data.qrels, where, named)
 
@@ -163,7 +168,7 @@ def build_generation_assets(
         dataset = context.partition_key
         judged = qrels[qrels["split"] == settings.split]
         folder = dataset_folder(settings, dataset)
-        where = loaders.suite_file(folder) or folder / "queries.jsonl"
+        where = _queries_file(folder)
         query_ids, named = generation.query_ids(dataset)
         correctness.check_set(query_ids, queries, judged, where, named)
         plan = correctness.plan_ground_truth(queries, judged, query_ids)
