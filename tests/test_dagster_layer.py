@@ -226,7 +226,7 @@ def test_the_seed_report_takes_chunk_integrity_from_the_runs_own_checks(pipeline
     measured, real = [], chunking.integrity
     monkeypatch.setattr(gate_module, "integrity", lambda c: measured.append(len(c)) or real(c))
     gate = next(a for a in defs.assets if dg.AssetKey("gate") in a.keys)
-    assert dg.materialize([gate], resources=defs.resources).success
+    assert dg.materialize([gate], partition_key="beir-mini", resources=defs.resources).success
     chunks = pq.read_metadata(pipeline_home / "storage/assets/bm25/chunks/beir-mini.parquet")
     assert measured == [chunks.num_rows]
     assert latest_report() == in_job

@@ -23,15 +23,18 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core import beir, loaders, tables
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.conventions import QrelsCoverage, qrels_coverage
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results import METRICS_VERSION, RunRecord, measure_run, store_results
 from rageval_pipeline.core.reuse import FrameCache, content_key, read_stamp, write_stamp
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
-from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
+from rageval_pipeline.dagster_defs.checks import CHUNK_CHECKS, chunk_check_results
+from rageval_pipeline.dagster_defs.failures import one_line_errors
+from rageval_pipeline.dagster_defs.partitions import partitioned_check
 from rageval_pipeline.dagster_defs.resources import (
     CONTENT_KEY,
+    Dataset,
     Settings,
     StoredTable,
     WarehouseResource,
@@ -40,26 +43,6 @@ from rageval_pipeline.dagster_defs.resources import (
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
 CHUNKS_VERSION = "1"
 RUN_VERSION = "1"
-
-
-# Seed 003's integrity checks of `<system>/chunks`, and the rate each records (the gate's
-# validation report reads them back).
-CHUNK_CHECKS = {
-    "metadata_complete": "metadata_completeness_rate",
-    "hashes_valid": "hash_validation_rate",
-}
-
-
-def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
-    """Seed 003's integrity checks; anything under 100% fails them."""
-    return [
-        dg.AssetCheckResult(
-            check_name=check,
-            passed=value == 1.0,
-            metadata={rate: value, "chunks": len(chunks)},
-        )
-        for (check, rate), value in zip(CHUNK_CHECKS.items(), integrity(chunks), strict=True)
-    ]
 
 
 def _means_table(means: pd.DataFrame) -> str:
@@ -72,14 +55,17 @@ def _means_table(means: pd.DataFrame) -> str:
     return "\n".join(["| measure | mean | 95% CI |", "| --- | --- | --- |", *rows])
 
 
-def _metrics_metadata(record: dict, reused: bool, key: str) -> dict:
+def _metrics_metadata(dataset: str, record: dict, reused: bool, key: str) -> dict:
     """The metrics asset's metadata from its record (see `metrics`), each mean as a float for
-    the UI's plots."""
+    the UI's plots. The UI plots every number under its label across all partitions (by time in
+    "Events"), so each number's label starts with the dataset: a plot never mixes datasets."""
     markdown = {"quality_report", "means_95ci"}
     meta = {k: dg.MetadataValue.md(v) if k in markdown else v for k, v in record.items()}
-    means = meta.pop("means")
-    rounded = {m: round_metric(v) for m, v in means.items()}
-    return meta | rounded | {"reused": reused, CONTENT_KEY: key}
+    means = {m: round_metric(v) for m, v in meta.pop("means").items()}
+    counted = {k: v for k, v in meta.items() if type(v) is int}  # bool is an int, not counted
+    plotted = {f"{dataset}/{label}": value for label, value in (means | counted).items()}
+    text = {k: v for k, v in meta.items() if k not in counted}
+    return text | plotted | {"reused": reused, CONTENT_KEY: key}
 
 
 def _coverage_text(coverage: QrelsCoverage, identical: int) -> str:
@@ -97,8 +83,8 @@ def _coverage_text(coverage: QrelsCoverage, identical: int) -> str:
     return text + "\n"
 
 
-def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
-    return loaders.reference_chunking(dataset_folder(settings, dataset))
+def reference_of(dataset: Dataset) -> ChunkingConfig | None:
+    return loaders.reference_chunking(dataset.folder)
 
 
 def code_versions(system: SystemConfig) -> dict[str, str]:
@@ -126,7 +112,7 @@ def build_system_assets(
     out: list[dg.AssetsDefinition] = []
 
     if system.indexed:
-        out += _index_assets(system, versions, common)
+        out += _index_assets(system, versions, datasets)
 
     # What a run is made from, by input name: the asset key of each stored table.
     sources = {"queries": ("queries",), "qrels": ("qrels",)}
@@ -143,8 +129,10 @@ def build_system_assets(
         code_version=versions["run"],
         **common,
     )
+    @one_line_errors
     def run(context: dg.AssetExecutionContext, settings: Settings) -> pd.DataFrame:
-        dataset = context.partition_key
+        partition = settings.dataset(context)
+        dataset = partition.name
         inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
         index_dir = settings.index_dir(name, dataset)
         key = _run_key(system, versions["run"], settings, index_dir, inputs)
@@ -160,7 +148,7 @@ def build_system_assets(
                 base_dir=settings.data,
                 member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
                 corpus=inputs["corpus"].frame if system.reads_corpus else None,
-                reference=reference_of(settings, dataset),
+                reference=reference_of(partition),
                 embeddings_dir=settings.storage / "embeddings",
             )
             result = tables.conform(system.produce_run(run_inputs), tables.RUN).to_pandas()
@@ -187,17 +175,19 @@ def build_system_assets(
         code_version=versions["metrics"],
         **common,
     )
+    @one_line_errors
     def metrics(
         context: dg.AssetExecutionContext,
         settings: Settings,
         warehouse: WarehouseResource,
     ) -> dg.Output:
-        dataset = context.partition_key
+        partition = settings.dataset(context)
+        dataset = partition.name
         run = settings.stored(name, "run", partition=dataset)
         qrels, queries, corpus = (
             settings.stored(t, partition=dataset) for t in ("qrels", "queries", "corpus")
         )
-        reference = reference_of(settings, dataset)
+        reference = reference_of(partition)
         key = content_key(
             versions["metrics"],
             settings.top_k,
@@ -217,7 +207,14 @@ def build_system_assets(
         if not reused:
             judged = qrels.frame[qrels.frame["split"] == settings.split]
             per_query, record = _measure(
-                context, settings, warehouse, run.frame, judged, queries.frame, corpus.frame
+                context,
+                settings,
+                warehouse,
+                partition,
+                run.frame,
+                judged,
+                queries.frame,
+                corpus.frame,
             )
             cache.put(key, per_query, record)
         context.log.info(
@@ -225,20 +222,20 @@ def build_system_assets(
             + (f", reused {record['run_id']}): " if reused else "): ")
             + ", ".join(f"{m}={v:.4f}" for m, v in record["means"].items())
         )
-        return dg.Output(per_query, metadata=_metrics_metadata(record, reused, key))
+        return dg.Output(per_query, metadata=_metrics_metadata(dataset, record, reused, key))
 
     def _measure(
         context: dg.AssetExecutionContext,
         settings: Settings,
         warehouse: WarehouseResource,
+        partition: Dataset,
         run: pd.DataFrame,
         judged: pd.DataFrame,
         queries: pd.DataFrame,
         corpus: pd.DataFrame,
     ) -> tuple[pd.DataFrame, dict]:
         """Evaluate the run and store it: (per-query table with its run_id, metadata record)."""
-        dataset = context.partition_key
-        reference = reference_of(settings, dataset)
+        dataset, reference = partition.name, reference_of(partition)
         results = measure_run(
             run,
             judged,
@@ -297,15 +294,16 @@ def _stamp(index_dir: Path) -> Path:
     return index_dir.with_name(index_dir.name + ".key")
 
 
-def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
+def _index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDefinition) -> list:
     """`<system>/chunks` and `<system>/index` of an indexed system."""
     name = system.name
+    common = dict(partitions_def=datasets, group_name=f"system_{name}")
 
     @dg.asset(
         key=[name, "chunks"],
         deps=["corpus"],
         check_specs=[
-            dg.AssetCheckSpec(check, asset=[name, "chunks"], blocking=True)
+            partitioned_check(check, asset=[name, "chunks"], partitions_def=datasets, blocking=True)
             for check in CHUNK_CHECKS
         ],
         description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
@@ -313,10 +311,12 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         code_version=versions["chunks"],
         **common,
     )
+    @one_line_errors
     def chunks(context: dg.AssetExecutionContext, settings: Settings):
-        dataset = context.partition_key
+        partition = settings.dataset(context)
+        dataset = partition.name
         corpus = settings.stored("corpus", partition=dataset)
-        chunking = system.chunking.resolve(reference_of(settings, dataset))
+        chunking = system.chunking.resolve(reference_of(partition))
         key = content_key(versions["chunks"], chunking.model_dump(mode="json"), corpus.key)
         cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
         df = None if settings.force else cache.get(key)
@@ -337,9 +337,11 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         code_version=versions["index"],
         **common,
     )
+    @one_line_errors
     def index(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
-        chunks = settings.stored(name, "chunks", partition=context.partition_key)
-        directory = settings.index_dir(name, context.partition_key)
+        dataset = settings.dataset(context).name
+        chunks = settings.stored(name, "chunks", partition=dataset)
+        directory = settings.index_dir(name, dataset)
         key = content_key(versions["index"], chunks.key)
         if not settings.force and directory.is_dir() and read_stamp(_stamp(directory)) == key:
             return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
@@ -351,7 +353,7 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
             log=context.log.info,
         )
         write_stamp(_stamp(directory), key)
-        context.log.info(f"{name} index for {context.partition_key}: {stats}")
+        context.log.info(f"{name} index for {dataset}: {stats}")
         return dg.MaterializeResult(metadata={**stats, "reused": False, "path": str(directory)})
 
     return [chunks, index]
