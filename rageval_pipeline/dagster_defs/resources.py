@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from rageval_pipeline.core import paths
 from rageval_pipeline.core.reuse import file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse, write_parquet
+from rageval_pipeline.core.storage import WAREHOUSE_FILE, StorageError, Warehouse, write_parquet
 from rageval_pipeline.dagster_defs.failures import one_line_errors
 
 # Output metadata naming the content key (core.reuse) a stage's table was produced or reused for.
@@ -23,6 +23,7 @@ class Dataset(NamedTuple):
 
     name: str
     folder: Path
+    bundled: bool  # a suite under data/suites, else a BEIR dataset extracted from its archive
 
 
 class Settings(dg.ConfigurableResource):
@@ -59,7 +60,9 @@ class Settings(dg.ConfigurableResource):
 
     def dataset(self, context: dg.AssetExecutionContext) -> Dataset:
         """The dataset partition of a step, with its folder."""
-        return Dataset(context.partition_key, self.dataset_folder(context.partition_key))
+        name = context.partition_key
+        folder = self.dataset_folder(name)
+        return Dataset(name, folder, bundled=folder.parent == self.data / "suites")
 
     def index_dir(self, system: str, dataset: str) -> Path:
         return self.storage / "indexes" / system / dataset
@@ -96,9 +99,8 @@ def stored_path(base: Path, key: Sequence[str], partition: str | None) -> Path:
 
 def _existing(path: Path, asset: str) -> Path:
     if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} does not exist: materialize {asset} for this partition first"
-        )
+        # A StorageError, so that a step reading it ends with this one line (failures.py).
+        raise StorageError(path, f"does not exist: materialize {asset} for this partition first")
     return path
 
 

@@ -75,8 +75,8 @@ def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefi
 
 def _archive(context: dg.AssetExecutionContext, settings: Settings, dataset: Dataset) -> dict:
     """Fetch (md5-verified, cached) and extract the partition's BEIR archive: its metadata."""
-    name, folder = dataset
-    if folder.parent == settings.data / "suites":
+    name, folder, bundled = dataset
+    if bundled:
         context.log.info(f"{name} is a bundled suite at {folder}: nothing to download")
         return {"source": "bundled suite", "path": dg.MetadataValue.path(str(folder))}
     fetched = beir.fetch_archive(
