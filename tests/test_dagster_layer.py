@@ -18,6 +18,7 @@ import pytest
 from rageval_pipeline.core import chunking
 from rageval_pipeline.core.storage import Warehouse
 from rageval_pipeline.core.systems import load_systems
+from rageval_pipeline.dagster_defs import failures
 from rageval_pipeline.dagster_defs.assets import gate as gate_module
 from rageval_pipeline.dagster_defs.resources import Settings
 from rageval_pipeline.dagster_defs.schedules import NIGHTLY_ENV
@@ -87,6 +88,20 @@ def test_nightly_requests_the_configured_partitions(shipped, monkeypatch, names,
 def test_each_job_selects_its_assets(shipped, job, expected):
     selected = shipped.resolve_job_def(job).asset_layer.selected_asset_keys
     assert {k.to_user_string() for k in selected} == expected
+
+
+def test_every_asset_and_the_io_manager_turn_expected_errors_into_one_line(shipped):
+    """failures.one_line_errors is applied to every asset's function (an asset added without it
+    would print a chained trace for bad input) and to the IO manager's reads and writes."""
+    unwrapped = [
+        assets.op.name
+        for assets in shipped.assets
+        if not getattr(assets.op.compute_fn.decorated_fn, failures.MARK, False)
+    ]
+    assert unwrapped == []
+    io_manager = type(shipped.resources["io_manager"])
+    assert getattr(io_manager.handle_output, failures.MARK) is True
+    assert getattr(io_manager.load_input, failures.MARK) is True
 
 
 def _code_versions(data: Path, systems: dict) -> dict[str, str | None]:
@@ -226,7 +241,7 @@ def test_the_seed_report_takes_chunk_integrity_from_the_runs_own_checks(pipeline
     measured, real = [], chunking.integrity
     monkeypatch.setattr(gate_module, "integrity", lambda c: measured.append(len(c)) or real(c))
     gate = next(a for a in defs.assets if dg.AssetKey("gate") in a.keys)
-    assert dg.materialize([gate], resources=defs.resources).success
+    assert dg.materialize([gate], partition_key="beir-mini", resources=defs.resources).success
     chunks = pq.read_metadata(pipeline_home / "storage/assets/bm25/chunks/beir-mini.parquet")
     assert measured == [chunks.num_rows]
     assert latest_report() == in_job

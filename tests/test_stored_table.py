@@ -5,6 +5,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rageval_pipeline.core.storage import StorageError
 from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings, StoredTable
 
 seen: list[tuple[StoredTable, str, int]] = []
@@ -43,5 +44,5 @@ def test_a_stored_table_is_read_only_on_demand_and_keyed_by_its_file(tmp_path):
 
 
 def test_a_missing_table_names_what_to_materialize(tmp_path):
-    with pytest.raises(FileNotFoundError, match="materialize bm25/run for this partition first"):
+    with pytest.raises(StorageError, match="materialize bm25/run for this partition first"):
         Settings(storage_dir=str(tmp_path)).stored("bm25", "run", partition="scifact")

@@ -174,3 +174,8 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
             )
         )
     return out
+
+
+def history(warehouse: Warehouse, dataset: str) -> pd.DataFrame:
+    """Every stored evaluation's means (the `history` view) on one dataset."""
+    return warehouse.query("SELECT * FROM history WHERE dataset = ?", [dataset])

@@ -1,6 +1,6 @@
 """Freshness: flag an evaluation older than a day (Dagster's `FreshnessPolicy`).
 
-Every evaluation ends with the unpartitioned `gate`, so the gate's last materialization is the
+Every evaluation ends with `gate` (partitioned by dataset), so its last materialization is the
 time of the latest evaluation; past a day its freshness turns FAIL in the UI (and in alerts).
 Dagster's freshness daemon evaluates policies when the instance sets `freshness: {enabled:
 true}` (deploy/dagster-postgres.yaml does; the local dagster.yaml leaves it off).

@@ -1,5 +1,7 @@
 """The dataset partitions: every BEIR dataset with a known md5, plus the bundled suites."""
 
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -33,3 +35,14 @@ def dataset_partitions(suites_dir: Path) -> dg.StaticPartitionsDefinition:
     if clash:
         raise ValueError(f"suite folder(s) {sorted(clash)} shadow BEIR dataset names; rename them")
     return dg.StaticPartitionsDefinition(sorted(BEIR_MD5) + suites)
+
+
+def partitioned_check(
+    name: str, *, asset: str | Sequence[str], partitions_def: dg.PartitionsDefinition, **kwargs
+) -> dg.AssetCheckSpec:
+    """A check evaluated per partition of its asset, so that the UI shows each dataset's latest
+    result. Dagster 1.13 calls a check's `partitions_def` a preview: the warning it prints at
+    every definitions load is kept out of the jobs' output (docs/deploy.md says so)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return dg.AssetCheckSpec(name, asset=asset, partitions_def=partitions_def, **kwargs)

@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import NamedTuple
 
 import dagster as dg
 import pandas as pd
@@ -11,10 +12,19 @@ from pydantic import PrivateAttr
 
 from rageval_pipeline.core import paths
 from rageval_pipeline.core.reuse import file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse, write_parquet
+from rageval_pipeline.core.storage import WAREHOUSE_FILE, StorageError, Warehouse, write_parquet
+from rageval_pipeline.dagster_defs.failures import one_line_errors
 
 # Output metadata naming the content key (core.reuse) a stage's table was produced or reused for.
 CONTENT_KEY = "content_key"
+
+
+class Dataset(NamedTuple):
+    """The dataset partition a step runs on, and the folder its files are read from."""
+
+    name: str
+    folder: Path
+    bundled: bool  # a suite under data/suites, else a BEIR dataset extracted from its archive
 
 
 class Settings(dg.ConfigurableResource):
@@ -43,6 +53,17 @@ class Settings(dg.ConfigurableResource):
     @property
     def baselines(self) -> Path:
         return Path(self.baselines_dir) if self.baselines_dir else paths.baselines_dir()
+
+    def dataset_folder(self, name: str) -> Path:
+        """A bundled suite's folder under data/suites, else the extracted BEIR archive."""
+        bundled = self.data / "suites" / name
+        return bundled if bundled.is_dir() else self.storage / "datasets" / name
+
+    def dataset(self, context: dg.AssetExecutionContext) -> Dataset:
+        """The dataset partition of a step, with its folder."""
+        name = context.partition_key
+        folder = self.dataset_folder(name)
+        return Dataset(name, folder, bundled=folder.parent == self.data / "suites")
 
     def index_dir(self, system: str, dataset: str) -> Path:
         return self.storage / "indexes" / system / dataset
@@ -113,9 +134,8 @@ def stored_path(base: Path, key: Sequence[str], partition: str | None) -> Path:
 
 def _existing(path: Path, asset: str) -> Path:
     if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} does not exist: materialize {asset} for this partition first"
-        )
+        # A StorageError, so that a step reading it ends with this one line (failures.py).
+        raise StorageError(path, f"does not exist: materialize {asset} for this partition first")
     return path
 
 
@@ -153,6 +173,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         base = Path(self.base_dir) if self.base_dir else paths.storage_dir()
         return stored_path(base, context.asset_key.path, part)
 
+    @one_line_errors
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
         """Write the table, unless it is a reused result (`reused: true`) whose `content_key`
         is the one the stored file was written with: then the file already holds it."""
@@ -166,6 +187,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
             write_stamp(stamp, key)
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "rows": len(obj)})
 
+    @one_line_errors
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         path = _existing(self._path(context), context.asset_key.to_user_string())
         return pq.read_table(path).to_pandas()

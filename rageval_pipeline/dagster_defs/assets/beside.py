@@ -14,7 +14,6 @@ from rageval_pipeline.core.gate import Baseline, baseline_path, load_baseline
 from rageval_pipeline.core.retrieval import Retriever, execute
 from rageval_pipeline.core.reuse import content_key, read_stamp, write_stamp
 from rageval_pipeline.core.systems import SystemConfig, indexed_system
-from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.resources import Settings
 
 
@@ -24,7 +23,7 @@ def index_stamp(index_dir: Path) -> Path:
 
 
 def _reference(settings: Settings, dataset: str):
-    return loaders.reference_chunking(dataset_folder(settings, dataset))
+    return loaders.reference_chunking(settings.dataset_folder(dataset))
 
 
 def baseline_of(system: SystemConfig, settings: Settings, dataset: str) -> Baseline | None:
@@ -62,7 +61,7 @@ def open_beside(
         return None
     if beside is system:
         return system.open_index(index_dir)
-    dataset = context.partition_key
+    dataset = settings.dataset(context).name
     corpus = settings.stored("corpus", partition=dataset)
     directory = settings.index_dir(f"{system.name}.baseline", dataset)
     key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
@@ -86,7 +85,7 @@ def run_beside(
     queries: pd.DataFrame,
 ) -> pd.DataFrame:
     """The run of the baseline's configuration on this suite's judged queries."""
-    index_dir = settings.index_dir(system.name, context.partition_key)
+    index_dir = settings.index_dir(system.name, settings.dataset(context).name)
     retriever = open_beside(context, settings, system, beside, index_dir)
     asked = loaders.judged_queries(queries, judged, settings.split)
     return execute(retriever.search, asked, settings.top_k)

@@ -1,8 +1,11 @@
-"""The release gate: judge evaluated runs against thresholds and baselines, write reports.
+"""The release gate: judge a dataset's evaluated runs against thresholds and baselines, and
+write its reports.
 
-The gate is unpartitioned and reads the warehouse rather than loading upstream partitions, so
-materializing it alone recomputes nothing. Its blocking ERROR check is what makes
-`dagster job execute` exit non-zero when retrieval got worse.
+The gate is partitioned by dataset like the assets it judges, and so is its blocking ERROR check:
+the asset and check pages show each dataset's latest verdict. It reads the warehouse rather than
+loading upstream partitions, so materializing it alone recomputes nothing. A failed verdict ends
+the step with a `dg.Failure` whose description is the verdict line: `dagster job execute` exits
+non-zero and shows that line instead of Dagster's `DagsterAssetCheckFailedError`.
 """
 
 import json
@@ -19,12 +22,14 @@ from rageval_pipeline.core.gate import RunSummary, judge, load_baselines, load_p
 from rageval_pipeline.core.report.seed003 import validation_report
 from rageval_pipeline.core.reuse import content_key
 from rageval_pipeline.core.storage import write_text
-from rageval_pipeline.core.summaries import select_runs, summaries
-from rageval_pipeline.dagster_defs.assets.systems import CHUNK_CHECKS
+from rageval_pipeline.core.summaries import history, select_runs, summaries
+from rageval_pipeline.dagster_defs.checks import measured_integrity
+from rageval_pipeline.dagster_defs.failures import one_line_errors
+from rageval_pipeline.dagster_defs.job_summary import verdict_line
+from rageval_pipeline.dagster_defs.partitions import partitioned_check
 from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource, stored_path
 
 GATE_CHECK = "verdict_passes"
-PARTITION_TAG = "dagster/partition"  # the dataset of a partitioned job's run
 
 
 def _asset_table(
@@ -35,36 +40,11 @@ def _asset_table(
     return pd.read_parquet(path, columns=columns) if path.is_file() else None
 
 
-def _measured_integrity(
-    context: dg.AssetExecutionContext,
-) -> dict[tuple[str, str], tuple[float, float]]:
-    """(dataset, system) -> (metadata completeness, hash validity) that this run's
-    `<system>/chunks` checks measured, so that the gate need not read and hash the chunks again.
-    Those checks carry no partition: their dataset is the run's."""
-    dataset = context.run.tags.get(PARTITION_TAG)
-    if dataset is None:
-        return {}
-    records = context.instance.get_records_for_run(
-        context.run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
-    ).records
-    rates: dict[str, dict[str, float]] = {}
-    for record in records:
-        check = record.event_log_entry.dagster_event.event_specific_data
-        key, rate = check.asset_key.path, CHUNK_CHECKS.get(check.check_name)
-        if rate in check.metadata and len(key) == 2 and key[1] == "chunks":
-            rates.setdefault(key[0], {})[check.check_name] = check.metadata[rate].value
-    return {
-        (dataset, system): (got["metadata_complete"], got["hashes_valid"])
-        for system, got in rates.items()
-        if got.keys() == CHUNK_CHECKS.keys()
-    }
-
-
 def _write_validation_reports(
     settings: Settings,
     judged: list[RunSummary],
     stamp: datetime,
-    measured: dict[tuple[str, str], tuple[float, float]],
+    measured: dict[str, tuple[float, float]],
 ) -> None:
     """Seed 003's report_YYYYMMDD_HHMMSS.json of each run, beside the gate reports; the chunks'
     integrity as `measured` in this run, else measured on the stored chunks."""
@@ -83,7 +63,7 @@ def _write_validation_reports(
                 .set_index("query_id")
                 .to_dict("index")
             )
-        rates = measured.get((summary.dataset, summary.system))
+        rates = measured.get(summary.system)
         if rates is None:
             chunks = _asset_table(
                 settings, summary.system, "chunks", summary.dataset, columns=list(CHUNK_METADATA)
@@ -94,9 +74,12 @@ def _write_validation_reports(
         write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
 
 
-def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.AssetsDefinition:
+def build_gate_asset(
+    metrics_keys: Sequence[dg.AssetKey], policy: Path, datasets: dg.PartitionsDefinition
+) -> dg.AssetsDefinition:
     @dg.asset(
         deps=list(metrics_keys),
+        partitions_def=datasets,
         group_name="gate",
         # The verdict's code is the policy: the gate shows stale when gate.yaml changes.
         code_version=content_key(policy.read_text(encoding="utf-8"))[:16]
@@ -105,39 +88,43 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
         kinds={"duckdb"},
         pool="duckdb_write",
         check_specs=[
-            dg.AssetCheckSpec(
+            partitioned_check(
                 GATE_CHECK,
                 asset="gate",
+                partitions_def=datasets,
                 blocking=True,
-                description="Fails (ERROR) when any blocking gate check fails.",
+                description="Fails (ERROR) when any blocking gate check of the dataset fails.",
             )
         ],
     )
+    @one_line_errors
     def gate(
         context: dg.AssetExecutionContext, settings: Settings, warehouse: WarehouseResource
     ) -> Iterator:
-        """Verdict on this Dagster run's evaluations (or, materialized alone, on the latest
-        evaluation of every dataset and system), with JSON, Markdown and HTML reports."""
+        """Verdict on this Dagster run's evaluations of the dataset (or, materialized alone, on
+        the latest evaluation of every system of the dataset), with JSON, Markdown and HTML
+        reports in `reports/<dataset>/<time>/` and `reports/<dataset>/latest/`."""
+        dataset = settings.dataset(context).name
         store = warehouse.warehouse
         with store.read():  # one connection for every read
-            runs = select_runs(store, dagster_run_id=context.run.run_id)
+            runs = select_runs(store, dagster_run_id=context.run.run_id, dataset=dataset)
             scope = "this run"
             if runs.empty:
-                runs, scope = select_runs(store), "latest evaluations"
+                runs, scope = select_runs(store, dataset=dataset), "latest evaluations"
             judged = summaries(store, runs)
-            datasets = sorted(set(runs["dataset"]))
-            history = store.query(
-                f"SELECT * FROM history WHERE dataset IN ({', '.join('?' * len(datasets))})",
-                datasets,
-            )
+            past = history(store, dataset)
         baselines = load_baselines(settings.baselines)
         verdict = judge(judged, baselines, load_policy(settings.data / "gate.yaml"))
         stamp = datetime.now(UTC)
-        folder = settings.reports_dir / f"{stamp:%Y%m%dT%H%M%SZ}"
-        full = report.build_report(verdict, judged, baselines, history)
-        latest, plots = settings.reports_dir / "latest", settings.storage / "cache" / "plots"
-        paths = report.write_reports(full, folder, latest, plot_cache=plots)
-        _write_validation_reports(settings, judged, stamp, _measured_integrity(context))
+        folder = settings.reports_dir / dataset
+        full = report.build_report(verdict, judged, baselines, past)
+        paths = report.write_reports(
+            full,
+            folder / f"{stamp:%Y%m%dT%H%M%SZ}",
+            folder / "latest",
+            plot_cache=settings.storage / "cache" / "plots",
+        )
+        _write_validation_reports(settings, judged, stamp, measured_integrity(context))
         with store.connect():  # one connection, one turn of the write lock, for every write
             logged = experiments.record(
                 store,
@@ -163,11 +150,11 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
         experiments.export(experiment_log, settings.reports_dir / "experiments.json")
         store.finish(gate_results=gate_id)  # last write: a gate killed before it is unfinished
         failures = [c.message for c in verdict.failures]
-        log = context.log.info if verdict.passed else context.log.error
-        log(f"gate {'PASS' if verdict.passed else 'FAIL'} ({scope}): {verdict.summary}")
         for message in failures:
             context.log.error(message)
-        context.log.info(f"reports: {', '.join(str(p) for p in paths.values())}")
+        for check in verdict.inconclusive:
+            context.log.warning(check.message)
+        context.log.info(f"reports ({scope}): {paths['html'].parent}")
         yield dg.MaterializeResult(
             metadata={
                 "passed": verdict.passed,
@@ -179,8 +166,6 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                 "report_md": dg.MetadataValue.path(str(paths["markdown"])),
             }
         )
-        for check in verdict.inconclusive:
-            context.log.warning(check.message)
         yield dg.AssetCheckResult(
             check_name=GATE_CHECK,
             passed=verdict.passed,
@@ -193,5 +178,11 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                 **report.plotted_values(verdict),
             },
         )
+        line = verdict_line(dataset, verdict)
+        if not verdict.passed:
+            # Instead of Dagster's DagsterAssetCheckFailedError (printed twice with its trace
+            # and no verdict): the failed check is recorded above, the step fails with the line.
+            raise dg.Failure(description=line, allow_retries=False)
+        context.log.info(line)
 
     return gate

@@ -13,7 +13,8 @@ import pandas as pd
 
 from rageval_pipeline.core import beir, loaders
 from rageval_pipeline.core.reuse import FrameCache, content_key, folder_key
-from rageval_pipeline.dagster_defs.resources import CONTENT_KEY, Settings
+from rageval_pipeline.dagster_defs.failures import one_line_errors
+from rageval_pipeline.dagster_defs.resources import CONTENT_KEY, Dataset, Settings
 
 INGEST = "ingest"
 ARCHIVE = "beir_archive"
@@ -25,9 +26,8 @@ TABLES = {
 
 
 def dataset_folder(settings: Settings, name: str) -> Path:
-    """A bundled suite's folder under data/suites, else the extracted BEIR archive."""
-    bundled = settings.data / "suites" / name
-    return bundled if bundled.is_dir() else settings.storage / "datasets" / name
+    """`Settings.dataset_folder`, where assets/generation.py imports it from."""
+    return settings.dataset_folder(name)
 
 
 def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
@@ -58,31 +58,32 @@ def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefi
         can_subset=True,
         internal_asset_deps={ARCHIVE: set()} | {name: {dg.AssetKey(ARCHIVE)} for name in TABLES},
     )
+    @one_line_errors
     def ingest(context: dg.AssetExecutionContext, settings: Settings) -> Iterator[dg.Output]:
         """The archive, then each selected table."""
         selected = {key.to_user_string() for key in context.selected_asset_keys}
+        dataset = settings.dataset(context)
         if ARCHIVE in selected:
-            yield dg.Output(None, output_name=ARCHIVE, metadata=_archive(context, settings))
+            meta = _archive(context, settings, dataset)
+            yield dg.Output(None, output_name=ARCHIVE, metadata=meta)
         for name in TABLES:
             if name in selected:
-                yield _table(context, settings, name)
+                yield _table(settings, dataset, name)
 
     return [ingest]
 
 
-def _archive(context: dg.AssetExecutionContext, settings: Settings) -> dict:
+def _archive(context: dg.AssetExecutionContext, settings: Settings, dataset: Dataset) -> dict:
     """Fetch (md5-verified, cached) and extract the partition's BEIR archive: its metadata."""
-    name = context.partition_key
-    bundled = settings.data / "suites" / name
-    if bundled.is_dir():
-        context.log.info(f"{name} is a bundled suite at {bundled}: nothing to download")
-        return {"source": "bundled suite", "path": dg.MetadataValue.path(str(bundled))}
+    name, folder, bundled = dataset
+    if bundled:
+        context.log.info(f"{name} is a bundled suite at {folder}: nothing to download")
+        return {"source": "bundled suite", "path": dg.MetadataValue.path(str(folder))}
     fetched = beir.fetch_archive(
         name, settings.storage / "archives", base=settings.beir_mirror, log=context.log.info
     )
-    folder = settings.storage / "datasets" / name
     if fetched.downloaded or not (folder / "corpus.jsonl").exists():
-        folder = beir.extract_archive(fetched.path, settings.storage / "datasets", name)
+        folder = beir.extract_archive(fetched.path, folder.parent, name)
     return {
         "url": dg.MetadataValue.url(fetched.url),
         "md5": fetched.md5,
@@ -92,16 +93,14 @@ def _archive(context: dg.AssetExecutionContext, settings: Settings) -> dict:
     }
 
 
-def _table(context: dg.AssetExecutionContext, settings: Settings, name: str) -> dg.Output:
+def _table(settings: Settings, dataset: Dataset, name: str) -> dg.Output:
     """Read again only when a file of the dataset folder or the loaders changed."""
-    dataset = context.partition_key
-    folder = dataset_folder(settings, dataset)
-    key = content_key(loaders.LOADER_VERSION, name, dataset, folder_key(folder))
-    cache = FrameCache(settings.cache_dir(INGEST, name, dataset))
+    key = content_key(loaders.LOADER_VERSION, name, dataset.name, folder_key(dataset.folder))
+    cache = FrameCache(settings.cache_dir(INGEST, name, dataset.name))
     df = None if settings.force else cache.get(key)
     reused = df is not None
     if df is None:
-        df = loaders.load_part(folder, name, dataset=dataset)
+        df = loaders.load_part(dataset.folder, name, dataset=dataset.name)
         cache.put(key, df)
     meta = _summary(name, df) | {"reused": reused, CONTENT_KEY: key}
     return dg.Output(df, output_name=name, metadata=meta)

@@ -23,7 +23,7 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core import beir, loaders, tables
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.gate import Baseline
 from rageval_pipeline.core.machine import machine_digest
@@ -46,9 +46,12 @@ from rageval_pipeline.dagster_defs.assets.beside import (
     open_beside,
     run_beside,
 )
-from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
+from rageval_pipeline.dagster_defs.checks import CHUNK_CHECKS, chunk_check_results
+from rageval_pipeline.dagster_defs.failures import one_line_errors
+from rageval_pipeline.dagster_defs.partitions import partitioned_check
 from rageval_pipeline.dagster_defs.resources import (
     CONTENT_KEY,
+    Dataset,
     Settings,
     StoredTable,
     WarehouseResource,
@@ -57,26 +60,6 @@ from rageval_pipeline.dagster_defs.resources import (
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
 CHUNKS_VERSION = "1"
 RUN_VERSION = "2"  # 2: the baseline configuration timed beside the system
-
-
-# Seed 003's integrity checks of `<system>/chunks`, and the rate each records (the gate's
-# validation report reads them back).
-CHUNK_CHECKS = {
-    "metadata_complete": "metadata_completeness_rate",
-    "hashes_valid": "hash_validation_rate",
-}
-
-
-def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
-    """Seed 003's integrity checks; anything under 100% fails them."""
-    return [
-        dg.AssetCheckResult(
-            check_name=check,
-            passed=value == 1.0,
-            metadata={rate: value, "chunks": len(chunks)},
-        )
-        for (check, rate), value in zip(CHUNK_CHECKS.items(), integrity(chunks), strict=True)
-    ]
 
 
 def _means_table(means: pd.DataFrame) -> str:
@@ -89,18 +72,21 @@ def _means_table(means: pd.DataFrame) -> str:
     return "\n".join(["| measure | mean | 95% CI |", "| --- | --- | --- |", *rows])
 
 
-def _metrics_metadata(record: dict, reused: bool, key: str) -> dict:
+def _metrics_metadata(dataset: str, record: dict, reused: bool, key: str) -> dict:
     """The metrics asset's metadata from its record (see `metrics`), each mean as a float for
-    the UI's plots."""
+    the UI's plots. The UI plots every number under its label across all partitions (by time in
+    "Events"), so each number's label starts with the dataset: a plot never mixes datasets."""
     markdown = {"quality_report", "means_95ci"}
     meta = {k: dg.MetadataValue.md(v) if k in markdown else v for k, v in record.items()}
-    means = meta.pop("means")
-    rounded = {m: round_metric(v) for m, v in means.items()}
-    return meta | rounded | {"reused": reused, CONTENT_KEY: key}
+    means = {m: round_metric(v) for m, v in meta.pop("means").items()}
+    counted = {k: v for k, v in meta.items() if type(v) is int}  # bool is an int, not counted
+    plotted = {f"{dataset}/{label}": value for label, value in (means | counted).items()}
+    text = {k: v for k, v in meta.items() if k not in counted}
+    return text | plotted | {"reused": reused, CONTENT_KEY: key}
 
 
-def reference_of(settings: Settings, dataset: str) -> ChunkingConfig | None:
-    return loaders.reference_chunking(dataset_folder(settings, dataset))
+def reference_of(dataset: Dataset) -> ChunkingConfig | None:
+    return loaders.reference_chunking(dataset.folder)
 
 
 def code_versions(system: SystemConfig) -> dict[str, str]:
@@ -128,7 +114,7 @@ def build_system_assets(
     out: list[dg.AssetsDefinition] = []
 
     if system.indexed:
-        out += _index_assets(system, versions, common)
+        out += _index_assets(system, versions, datasets)
 
     # What a run is made from, by input name: the asset key of each stored table.
     sources = {"queries": ("queries",), "qrels": ("qrels",)}
@@ -145,8 +131,10 @@ def build_system_assets(
         code_version=versions["run"],
         **common,
     )
+    @one_line_errors
     def run(context: dg.AssetExecutionContext, settings: Settings) -> pd.DataFrame:
-        dataset = context.partition_key
+        partition = settings.dataset(context)
+        dataset = partition.name
         inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
         index_dir = settings.index_dir(name, dataset)
         beside = baseline_system(system, settings, dataset, baseline_of(system, settings, dataset))
@@ -163,7 +151,7 @@ def build_system_assets(
                 base_dir=settings.data,
                 member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
                 corpus=inputs["corpus"].frame if system.reads_corpus else None,
-                reference=reference_of(settings, dataset),
+                reference=reference_of(partition),
                 embeddings_dir=settings.storage / "embeddings",
                 baseline=open_beside(context, settings, system, beside, index_dir),
             )
@@ -191,17 +179,19 @@ def build_system_assets(
         code_version=versions["metrics"],
         **common,
     )
+    @one_line_errors
     def metrics(
         context: dg.AssetExecutionContext,
         settings: Settings,
         warehouse: WarehouseResource,
     ) -> dg.Output:
-        dataset = context.partition_key
+        partition = settings.dataset(context)
+        dataset = partition.name
         run = settings.stored(name, "run", partition=dataset)
         qrels, queries, corpus = (
             settings.stored(t, partition=dataset) for t in ("qrels", "queries", "corpus")
         )
-        reference = reference_of(settings, dataset)
+        reference = reference_of(partition)
         baseline = baseline_of(system, settings, dataset)
         key = content_key(
             versions["metrics"],
@@ -224,19 +214,22 @@ def build_system_assets(
         if not reused:
             judged = qrels.frame[qrels.frame["split"] == settings.split]
             tables_ = (run.frame, judged, queries.frame, corpus.frame)
-            per_query, record = _measure(context, settings, warehouse, *tables_, baseline)
+            per_query, record = _measure(
+                context, settings, warehouse, partition, *tables_, baseline
+            )
             cache.put(key, per_query, record)
         context.log.info(
             f"{dataset}/{name} ({record['level']} level"
             + (f", reused {record['run_id']}): " if reused else "): ")
             + ", ".join(f"{m}={v:.4f}" for m, v in record["means"].items())
         )
-        return dg.Output(per_query, metadata=_metrics_metadata(record, reused, key))
+        return dg.Output(per_query, metadata=_metrics_metadata(dataset, record, reused, key))
 
     def _measure(
         context: dg.AssetExecutionContext,
         settings: Settings,
         warehouse: WarehouseResource,
+        partition: Dataset,
         run: pd.DataFrame,
         judged: pd.DataFrame,
         queries: pd.DataFrame,
@@ -246,8 +239,7 @@ def build_system_assets(
         """Evaluate the run and store it: (per-query table with its run_id, metadata record).
         When the suite changed since the baseline, the baseline's configuration (a built-in
         one) is run and measured on this suite too: what the gate then judges the run against."""
-        dataset = context.partition_key
-        reference = reference_of(settings, dataset)
+        dataset, reference = partition.name, reference_of(partition)
 
         def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
             return measure_run(
@@ -320,15 +312,16 @@ def _run_key(
     return content_key(version, settings.top_k, settings.split, index_key, table_keys, timed_beside)
 
 
-def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
+def _index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDefinition) -> list:
     """`<system>/chunks` and `<system>/index` of an indexed system."""
     name = system.name
+    common = dict(partitions_def=datasets, group_name=f"system_{name}")
 
     @dg.asset(
         key=[name, "chunks"],
         deps=["corpus"],
         check_specs=[
-            dg.AssetCheckSpec(check, asset=[name, "chunks"], blocking=True)
+            partitioned_check(check, asset=[name, "chunks"], partitions_def=datasets, blocking=True)
             for check in CHUNK_CHECKS
         ],
         description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
@@ -336,10 +329,12 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         code_version=versions["chunks"],
         **common,
     )
+    @one_line_errors
     def chunks(context: dg.AssetExecutionContext, settings: Settings):
-        dataset = context.partition_key
+        partition = settings.dataset(context)
+        dataset = partition.name
         corpus = settings.stored("corpus", partition=dataset)
-        chunking = system.chunking.resolve(reference_of(settings, dataset))
+        chunking = system.chunking.resolve(reference_of(partition))
         key = content_key(versions["chunks"], chunking.model_dump(mode="json"), corpus.key)
         cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
         df = None if settings.force else cache.get(key)
@@ -360,9 +355,11 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         code_version=versions["index"],
         **common,
     )
+    @one_line_errors
     def index(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
-        chunks = settings.stored(name, "chunks", partition=context.partition_key)
-        directory = settings.index_dir(name, context.partition_key)
+        dataset = settings.dataset(context).name
+        chunks = settings.stored(name, "chunks", partition=dataset)
+        directory = settings.index_dir(name, dataset)
         key = content_key(versions["index"], chunks.key)
         if not settings.force and directory.is_dir() and read_stamp(index_stamp(directory)) == key:
             return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
@@ -374,7 +371,7 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
             log=context.log.info,
         )
         write_stamp(index_stamp(directory), key)
-        context.log.info(f"{name} index for {context.partition_key}: {stats}")
+        context.log.info(f"{name} index for {dataset}: {stats}")
         return dg.MaterializeResult(metadata={**stats, "reused": False, "path": str(directory)})
 
     return [chunks, index]
