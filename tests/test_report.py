@@ -107,7 +107,8 @@ def test_markdown_has_headline_table_taxonomy_and_worst_queries(failing):
 def test_markdown_of_a_passing_verdict():
     md = to_markdown(verdict_for("bm25", 0.3150))
     assert md.startswith("# Retrieval gate: PASS\n")
-    assert "## What failed and why (0)\n\nNothing failed." in md
+    assert "<summary>Every failure (0) and warning (0)</summary>\n\nNothing failed." in md
+    assert "## Measures that moved (0)\n\nNo measure moved beyond tolerance." in md
     assert "FAIL" not in md.split("\n", 1)[0]
 
 
