@@ -7,7 +7,7 @@ One list of blocks (`core.report.blocks`) is rendered as Markdown and as HTML.
 from __future__ import annotations
 
 from rageval_pipeline.core.gate import LATENCY_STATS, OVERALL, Check, QueryRegression
-from rageval_pipeline.core.measures.names import sort_key, try_parse
+from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.report import blocks
 from rageval_pipeline.core.report.blocks import (
     Block,
@@ -21,7 +21,13 @@ from rageval_pipeline.core.report.blocks import (
 )
 from rageval_pipeline.core.report.explain import QueryChange
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Cell, Report, RunSection
-from rageval_pipeline.core.report.summary import headline, number, run_state, summary_blocks
+from rageval_pipeline.core.report.summary import (
+    headline,
+    limit,
+    number,
+    run_state,
+    summary_blocks,
+)
 
 _LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "better": "IMPROVED"}
 _COMPARED_KINDS = frozenset({"threshold", "target", "baseline", "watched"})
@@ -34,14 +40,6 @@ def _tone(checks: list[Check]) -> Tone:
     if any(not c.passed for c in checks):
         return "warn"
     return "better" if any(c.improved for c in checks) else "pass"
-
-
-def _limit(check: Check) -> str:
-    """How a threshold, target or latency maximum reads in the Threshold column."""
-    measure = try_parse(check.measure or "")
-    at_least = check.kind != "latency" and (measure is None or measure.higher_is_better)
-    text = f"{'≥' if at_least else '≤'} {number(check, check.reference)}"
-    return text + " (target)" if check.kind == "target" else text
 
 
 def _interval(low: float | None, high: float | None, signed: bool = False) -> str:
@@ -79,7 +77,7 @@ def _metric_row(label: str, checks: list[Check]) -> tuple[tuple[str, ...], Tone]
         number(current, current.value) + _interval(current.ci_low, current.ci_high),
         number(baseline, baseline.reference) if baseline else "–",
         *_paired_cells(baseline),
-        ", ".join(_limit(c) for c in limits) or "–",
+        ", ".join(limit(c) for c in limits) or "–",
         status,
     )
     return row, tone
@@ -110,13 +108,16 @@ def _run_tables(checks: list[Check]) -> list[Block]:
             values.setdefault(check.measure, []).append(check)
         elif check.kind in LATENCY_KINDS and check.measure and check.group:
             latency.setdefault((check.group, check.measure), []).append(check)
-    rows = [_metric_row(m, quality[m]) for m in sorted(quality, key=sort_key)]
     order = sorted(latency, key=lambda k: (k[0] != OVERALL, k[0], LATENCY_STATS.index(k[1])))
-    rows += [_metric_row(f"Latency {s} [{g}]", latency[(g, s)]) for g, s in order]
     out: list[Block] = []
-    if rows:
-        table = Table(_METRIC_HEADER, [r for r, _ in rows], [t for _, t in rows])
-        out.append(table.compact())
+    # Measures and latency apart: each table then drops the columns none of its rows fill.
+    for rows in (
+        [_metric_row(m, quality[m]) for m in sorted(quality, key=sort_key)],
+        [_metric_row(f"Latency {s} [{g}]", latency[(g, s)]) for g, s in order],
+    ):
+        if rows:
+            table = Table(_METRIC_HEADER, [r for r, _ in rows], [t for _, t in rows])
+            out.append(table.compact())
     if values:
         shown = [
             (m, number(c, c.value) + _interval(c.ci_low, c.ci_high))

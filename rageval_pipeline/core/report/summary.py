@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from rageval_pipeline.core.gate import Check, Verdict
+from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
 from rageval_pipeline.core.report.texts import shorten
@@ -20,6 +21,7 @@ RunKey = tuple[str, str, str]
 # Checks about the comparison itself, not a measure that moved: said in the verdict, the
 # configuration diff and the next steps instead.
 _CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value"})
+_LIMIT_KINDS = frozenset({"threshold", "target", "latency"})  # a fixed limit, not a baseline
 _COMPARED_WITH = {
     "baseline": "baseline",
     "rerun": "baseline's configuration re-run on this suite",
@@ -69,6 +71,14 @@ def number(check: Check, value: float | None) -> str:
     return f"{value:.1f} ms" if check.kind in LATENCY_KINDS else f"{value:.4f}"
 
 
+def limit(check: Check) -> str:
+    """How a threshold, target or latency maximum reads: "≥ 0.7000 (target)"."""
+    measure = try_parse(check.measure or "")
+    at_least = check.kind != "latency" and (measure is None or measure.higher_is_better)
+    text = f"{'≥' if at_least else '≤'} {number(check, check.reference)}"
+    return text + " (target)" if check.kind == "target" else text
+
+
 def moved_label(check: Check) -> str:
     """What moved: a measure, a latency statistic [group], or a share of queries / targets."""
     if check.kind == "spike":
@@ -108,6 +118,17 @@ def _delta(check: Check) -> str:
     return f"{check.delta:+.1f} ms" if check.kind in LATENCY_KINDS else f"{check.delta:+.4f}"
 
 
+_MOVED_HEADER = (
+    "Run",
+    "Measure",
+    "Baseline or limit",
+    "Current",
+    "Delta [95% CI]",
+    "p (Holm)",
+    "Status",
+)
+
+
 def _moved_table(checks: list[Check]) -> Table:
     rows, tones = [], []
     for c in checks:
@@ -117,7 +138,7 @@ def _moved_table(checks: list[Check]) -> Table:
             (
                 f"{c.dataset}/{c.system}",
                 moved_label(c),
-                number(c, c.reference),
+                limit(c) if c.kind in _LIMIT_KINDS else number(c, c.reference),
                 number(c, c.value),
                 _delta(c),
                 "–" if p is None else f"{p:.3g}",
@@ -125,8 +146,7 @@ def _moved_table(checks: list[Check]) -> Table:
             )
         )
         tones.append(tone)
-    header = ("Run", "Measure", "Baseline", "Current", "Delta [95% CI]", "p (Holm)", "Status")
-    return Table(header, rows, tones)
+    return Table(_MOVED_HEADER, rows, tones)
 
 
 def _config_blocks(verdict: Verdict) -> list[Block]:
