@@ -280,3 +280,36 @@ def test_the_index_lists_each_datasets_latest_verdict_with_a_link(changed, tmp_p
     assert "| techdocs | FAIL | ranking_shift, recall_drop |" in md
     page = paths["html"].read_text(encoding="utf-8")
     assert '<a href="techdocs/latest/gate.html">techdocs/latest/gate.html</a>' in page
+
+
+def test_a_changed_suite_and_an_inconclusive_drop_say_what_to_do(changed):
+    from rageval_pipeline.core.gate.models import RunChange
+
+    verdict = changed.verdict
+    suite = RunChange(
+        dataset="techdocs",
+        split="test",
+        system="hybrid",
+        fingerprint="f",
+        suite_changed=True,
+        compared_with="thresholds",
+    )
+    unsure = [
+        c.model_copy(update={"inconclusive": True, "passed": False, "blocking": False})
+        if c.system == "bm25" and c.kind in ("baseline", "watched") and not c.passed
+        else c
+        for c in verdict.checks
+    ]
+    report = changed.model_copy(
+        update={"verdict": verdict.model_copy(update={"changes": [suite], "checks": unsure})}
+    )
+    summary = to_markdown(report).split("## Details", 1)[0]
+    assert "| techdocs | bm25 | INCONCLUSIVE | – |" in summary
+    assert "| techdocs | hybrid | PASS, improved | thresholds only |" in summary
+    assert (
+        "- techdocs/hybrid: the suite (corpus, queries or judgments) changed since the baseline; "
+        "judged against the thresholds only."
+    ) in summary
+    assert "R@100, nDCG@10 moved beyond tolerance, but techdocs has too few queries" in summary
+    assert "add queries to the suite" in summary
+    assert 'techdocs --system hybrid --note "suite changed"' in summary
