@@ -290,6 +290,22 @@ def test_a_changed_suite_makes_the_baseline_incomparable_and_asks_for_an_update(
     assert not verdict.passed and verdict.changes[0].compared_with == "baseline"
 
 
+def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run_on_it():
+    from rageval_pipeline.core.gate.models import Rerun
+
+    base = summary({"nDCG@10": 0.80}, suite="suite-old")
+    # On the new suite the baseline's configuration scores 0.50: the run's 0.48 is no drop...
+    rerun = Rerun(measures={"nDCG@10": 0.50})
+    run = summary({"nDCG@10": 0.48}, suite="suite-new").model_copy(update={"baseline_rerun": rerun})
+    verdict = compare(run, base)
+    assert verdict.passed and verdict.changes[0].compared_with == "rerun"
+    assert "re-run on this suite" in only(verdict, "suite").message
+    assert only(verdict, "baseline", "nDCG@10").reference == 0.50
+    # ...but 0.30 is, although both are far below the old suite's 0.80.
+    worse = run.model_copy(update={"measures": {"nDCG@10": 0.30}})
+    assert [c.measure for c in compare(worse, base).failures] == ["nDCG@10"]
+
+
 def _spread(values: dict[str, float], n: int = 40, shift: float = 0.0):
     return {
         f"q{i:02d}": {m: v + shift + 0.01 * (i % 5) for m, v in values.items()} for i in range(n)

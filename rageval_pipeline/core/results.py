@@ -160,6 +160,8 @@ class RunRecord(BaseModel):
     dagster_run_id: str | None = None
     suite: str | None = None  # digest of what it was measured on (core.gate.changes)
     machine: str | None = None  # digest of the hardware it was timed on (core.machine)
+    # The baseline's configuration re-run on this suite (gate.Rerun as JSON), when it changed.
+    baseline_rerun: str | None = None
 
     @property
     def run_id(self) -> str:

@@ -85,6 +85,8 @@ CREATE TABLE IF NOT EXISTS latency (
 ALTER TABLE latency ADD COLUMN IF NOT EXISTS timed VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS suite VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS machine VARCHAR;
+-- The baseline's configuration re-run on this run's suite, when the suite changed (JSON).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS baseline_rerun VARCHAR;
 CREATE OR REPLACE VIEW history AS
     SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
            m.measure, m.value

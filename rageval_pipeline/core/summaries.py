@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.aggregate import LATENCY_STATS
-from rageval_pipeline.core.gate import RunSummary
+from rageval_pipeline.core.gate import Rerun, RunSummary
 from rageval_pipeline.core.numbers import round_metrics
+from rageval_pipeline.core.results import RunResults
 from rageval_pipeline.core.storage import Warehouse
 
 _LATEST = """
@@ -99,6 +100,17 @@ def _top(rankings: pd.DataFrame) -> dict[str, list[dict]]:
     }
 
 
+def rerun(results: RunResults) -> Rerun:
+    """The baseline's configuration measured on a run's suite (`measure_run`'s results), at the
+    baselines' precision, as the gate reads it back from the `runs` row."""
+    pq, means = results.per_query, results.means
+    return Rerun(
+        measures=dict(zip(means["measure"], round_metrics(means["value"]), strict=True)),
+        per_query=_nested(pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"]))),
+        intervals=_intervals(means),
+    )
+
+
 def _text(run: tuple, column: str) -> str | None:
     """A text column of a `runs` row; None where it is NULL (runs stored before it existed)."""
     value = getattr(run, column, None)
@@ -151,6 +163,9 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 baseline_latency=baseline_latency,
                 suite=_text(run, "suite"),
                 machine=_text(run, "machine"),
+                baseline_rerun=None
+                if (rerun := _text(run, "baseline_rerun")) is None
+                else Rerun.model_validate_json(rerun),
                 n_queries=int(run.n_queries),
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,

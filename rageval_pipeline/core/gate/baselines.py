@@ -30,7 +30,9 @@ def baseline_from_summary(
     """
     from rageval_pipeline.core.results import METRICS_VERSION
 
-    fields = summary.model_dump(exclude={"run_id", "created_at", "baseline_latency"})
+    fields = summary.model_dump(
+        exclude={"run_id", "created_at", "baseline_latency", "baseline_rerun"}
+    )
     return Baseline(
         **fields,
         recorded_at=recorded_at or summary.created_at,

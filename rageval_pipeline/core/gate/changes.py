@@ -59,7 +59,24 @@ def run_change(summary: RunSummary, baseline: Baseline | None) -> RunChange:
         baseline_fingerprint=baseline.fingerprint,
         config=diff,
         suite_changed=changed,
-        compared_with="thresholds" if changed else "baseline",
+        compared_with=("rerun" if summary.baseline_rerun else "thresholds")
+        if changed
+        else "baseline",
+    )
+
+
+def rerun_baseline(summary: RunSummary, baseline: Baseline) -> Baseline:
+    """`baseline` with its measures replaced by its configuration's re-run on the run's suite."""
+    rerun = summary.baseline_rerun
+    assert rerun is not None
+    return baseline.model_copy(
+        update={
+            "measures": rerun.measures,
+            "per_query": rerun.per_query,
+            "intervals": rerun.intervals,
+            "suite": summary.suite,
+            "top": {},
+        }
     )
 
 

@@ -6,7 +6,7 @@ paired statistics), `coverage` (unjudged documents), `latency`; `context` is wha
 
 from __future__ import annotations
 
-from rageval_pipeline.core.gate.changes import describe, run_change
+from rageval_pipeline.core.gate.changes import describe, rerun_baseline, run_change
 from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
@@ -90,16 +90,23 @@ def _baseline_status(
         )
         return [check], None
     if change.suite_changed:
+        rerun = change.compared_with == "rerun"
+        judged = (
+            "judged against the baseline's configuration re-run on this suite"
+            if rerun
+            else "only absolute thresholds apply"
+        )
         check = run.check(
             kind="suite",
             passed=False,
             blocking=False,
             message=f"{run.label} was measured on another suite than its baseline (the judged "
-            "queries, judgments or judged targets changed), so the baseline is not comparable "
-            f"and only absolute thresholds apply. Review the run and re-record the baseline: "
+            f"queries, judgments or corpus ids changed), so the baseline's numbers are not "
+            f"comparable: {judged}. Review the run and re-record the baseline: "
             f"{_update_hint(s)}",
         )
-        return [check], None
+        assert baseline is not None
+        return [check], rerun_baseline(s, baseline) if rerun else None
     if not change.config and change.baseline_fingerprint == change.fingerprint:
         return [], baseline
     check = run.check(

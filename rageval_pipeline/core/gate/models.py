@@ -80,10 +80,6 @@ class _SummaryFields(_Strict):
         None, description="digest of the judged queries, judgments and target ids measured on"
     )
     machine: str | None = Field(None, description="digest of the hardware latency was timed on")
-    baseline_latency: dict[str, dict[LatencyStat, FiniteFloat]] = Field(
-        default_factory=dict,
-        description="the baseline's configuration timed side by side with this run, as latency",
-    )
     # What a person reads (absent from summaries and baselines stored before them):
     k: int | None = Field(None, ge=1, description="the depth each query was retrieved to")
     config: dict | None = Field(None, description="the system's configuration as run")
@@ -92,11 +88,27 @@ class _SummaryFields(_Strict):
     )
 
 
+class Rerun(_Strict):
+    """The baseline's configuration re-run and measured on the run's suite: what a run is judged
+    against when the suite changed since its baseline (built-in systems only)."""
+
+    measures: MeasureValues
+    per_query: dict[str, MeasureValues] = Field(default_factory=dict)
+    intervals: Annotated[dict[MeasureName, tuple[FiniteFloat, FiniteFloat]], OneSpellingEach] = (
+        Field(default_factory=dict)
+    )
+
+
 class RunSummary(_SummaryFields):
     """What one evaluation of (dataset, split, system) measured."""
 
     run_id: Name
     created_at: Timestamp
+    baseline_latency: dict[str, dict[LatencyStat, FiniteFloat]] = Field(
+        default_factory=dict,
+        description="the baseline's configuration timed beside this run: latency on one machine",
+    )
+    baseline_rerun: Rerun | None = None
 
 
 class Baseline(_SummaryFields):
@@ -161,9 +173,10 @@ class RunChange(BaseModel):
     baseline_fingerprint: str | None = None
     config: list[ConfigChange] = Field(default_factory=list)
     suite_changed: bool = False
-    # baseline: measures judged against the baseline with paired statistics;
-    # thresholds: no comparable baseline, so only absolute thresholds decide.
-    compared_with: Literal["baseline", "thresholds"] = "baseline"
+    # baseline: measures judged against the baseline with paired statistics; rerun: the suite
+    # changed, so against the baseline's configuration re-run on this suite; thresholds: no
+    # comparable baseline, so only absolute thresholds decide.
+    compared_with: Literal["baseline", "rerun", "thresholds"] = "baseline"
 
 
 class QueryRegression(BaseModel):

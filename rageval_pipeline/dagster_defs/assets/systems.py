@@ -25,19 +25,27 @@ import pandas as pd
 from rageval_pipeline.core import beir, loaders, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, integrity
 from rageval_pipeline.core.conventions import conventions_note, qrels_coverage
-from rageval_pipeline.core.gate import baseline_path, load_baseline
+from rageval_pipeline.core.gate import Baseline
 from rageval_pipeline.core.machine import machine_digest
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results import (
     METRICS_VERSION,
     RunRecord,
+    RunResults,
     measure_run,
     store_results,
     suite_digest,
 )
-from rageval_pipeline.core.retrieval import Retriever
 from rageval_pipeline.core.reuse import FrameCache, content_key, read_stamp, write_stamp
-from rageval_pipeline.core.systems import RunInputs, SystemConfig, indexed_system
+from rageval_pipeline.core.summaries import rerun
+from rageval_pipeline.core.systems import RunInputs, SystemConfig
+from rageval_pipeline.dagster_defs.assets.beside import (
+    baseline_of,
+    baseline_system,
+    index_stamp,
+    open_beside,
+    run_beside,
+)
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.resources import (
     CONTENT_KEY,
@@ -141,7 +149,7 @@ def build_system_assets(
         dataset = context.partition_key
         inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
         index_dir = settings.index_dir(name, dataset)
-        beside = _baseline_system(system, settings, dataset)
+        beside = baseline_system(system, settings, dataset, baseline_of(system, settings, dataset))
         key = _run_key(system, versions["run"], settings, index_dir, inputs, beside)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
         result = None if settings.force or key is None else cache.get(key)
@@ -157,7 +165,7 @@ def build_system_assets(
                 corpus=inputs["corpus"].frame if system.reads_corpus else None,
                 reference=reference_of(settings, dataset),
                 embeddings_dir=settings.storage / "embeddings",
-                baseline=_open_beside(context, settings, system, beside, index_dir),
+                baseline=open_beside(context, settings, system, beside, index_dir),
             )
             result = tables.conform(system.produce_run(run_inputs), tables.RUN).to_pandas()
             if key is not None:
@@ -194,6 +202,7 @@ def build_system_assets(
             settings.stored(t, partition=dataset) for t in ("qrels", "queries", "corpus")
         )
         reference = reference_of(settings, dataset)
+        baseline = baseline_of(system, settings, dataset)
         key = content_key(
             versions["metrics"],
             settings.top_k,
@@ -202,6 +211,8 @@ def build_system_assets(
             system.chunk_level(reference),
             beir.ignores_identical_ids(dataset),
             [table.key for table in (run, qrels, queries, corpus)],
+            # What a changed suite is judged against: the baseline's configuration re-run.
+            None if baseline is None else [baseline.suite, baseline.config],
         )
         cache = FrameCache(settings.cache_dir(name, "metrics", dataset))
         per_query = None if settings.force else cache.get(key)
@@ -212,9 +223,8 @@ def build_system_assets(
         )
         if not reused:
             judged = qrels.frame[qrels.frame["split"] == settings.split]
-            per_query, record = _measure(
-                context, settings, warehouse, run.frame, judged, queries.frame, corpus.frame
-            )
+            tables_ = (run.frame, judged, queries.frame, corpus.frame)
+            per_query, record = _measure(context, settings, warehouse, *tables_, baseline)
             cache.put(key, per_query, record)
         context.log.info(
             f"{dataset}/{name} ({record['level']} level"
@@ -231,17 +241,31 @@ def build_system_assets(
         judged: pd.DataFrame,
         queries: pd.DataFrame,
         corpus: pd.DataFrame,
+        baseline: Baseline | None,
     ) -> tuple[pd.DataFrame, dict]:
-        """Evaluate the run and store it: (per-query table with its run_id, metadata record)."""
+        """Evaluate the run and store it: (per-query table with its run_id, metadata record).
+        When the suite changed since the baseline, the baseline's configuration (a built-in
+        one) is run and measured on this suite too: what the gate then judges the run against."""
         dataset = context.partition_key
         reference = reference_of(settings, dataset)
-        results = measure_run(
-            run,
-            judged,
-            queries,
-            chunk_level=system.chunk_level(reference),
-            ignore_identical_ids=beir.ignores_identical_ids(dataset),
-        )
+
+        def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
+            return measure_run(
+                produced,
+                judged,
+                queries,
+                chunk_level=of.chunk_level(reference),
+                ignore_identical_ids=beir.ignores_identical_ids(dataset),
+            )
+
+        results = measured(run, system)
+        suite = suite_digest(judged, queries, corpus["doc_id"])
+        beside = baseline_system(system, settings, dataset, baseline)
+        rerun_json = None
+        if beside is not None and baseline.suite not in (None, suite):
+            context.log.info(f"{name}: the suite changed; re-running the baseline's configuration")
+            again = run_beside(context, settings, system, beside, judged, queries)
+            rerun_json = rerun(measured(again, beside)).model_dump_json()
         record = RunRecord(
             dataset=dataset,
             split=settings.split,
@@ -251,8 +275,9 @@ def build_system_assets(
             config=system.recorded_config(reference),
             created_at=datetime.now(UTC),
             dagster_run_id=context.run.run_id,
-            suite=suite_digest(judged, queries, corpus["doc_id"]),
+            suite=suite,
             machine=machine_digest(),
+            baseline_rerun=rerun_json,
         )
         coverage = qrels_coverage(
             judged, corpus, queries["query_id"], level=results.level, reference=reference
@@ -287,59 +312,12 @@ def _run_key(
     or an index whose key is unknown). The judged queries follow from queries, qrels and split;
     a reranker's run also depends on the documents' text (`corpus`); its latency, on the
     baseline configuration timed beside it."""
-    index_key = read_stamp(_stamp(index_dir)) if system.indexed else "none"
+    index_key = read_stamp(index_stamp(index_dir)) if system.indexed else "none"
     if not system.reusable or index_key is None:
         return None
     table_keys = {name: table.key for name, table in inputs.items()}  # content_key sorts them
-    timed_beside = None if beside is None else beside.fingerprint()
+    timed_beside = None if beside is None else (beside is system, beside.fingerprint())
     return content_key(version, settings.top_k, settings.split, index_key, table_keys, timed_beside)
-
-
-def _baseline_system(system: SystemConfig, settings: Settings, dataset: str) -> SystemConfig | None:
-    """The configuration of the system's baseline on this dataset and split, when it is a
-    built-in indexed one that can be timed beside the system (docs/gate.md, latency)."""
-    if not system.indexed:
-        return None
-    path = baseline_path(settings.baselines, dataset, system.name)
-    if not path.is_file():
-        return None
-    baseline = load_baseline(path)
-    return (
-        indexed_system(baseline.config, system.name) if baseline.split == settings.split else None
-    )
-
-
-def _open_beside(
-    context: dg.AssetExecutionContext,
-    settings: Settings,
-    system: SystemConfig,
-    beside: SystemConfig | None,
-    index_dir: Path,
-) -> Retriever | None:
-    """The baseline's configuration, opened to be timed beside `system`: the system's own index
-    when the configuration is unchanged, else its own index (built once, kept by content key)."""
-    if beside is None:
-        return None
-    if beside.fingerprint() == system.fingerprint():
-        return system.open_index(index_dir)
-    dataset = context.partition_key
-    corpus = settings.stored("corpus", partition=dataset)
-    directory = settings.index_dir(f"{system.name}.baseline", dataset)
-    key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
-    if read_stamp(_stamp(directory)) != key or not directory.is_dir():
-        context.log.info(f"{system.name}: building the baseline configuration's index to time it")
-        write_stamp(_stamp(directory), None)
-        chunking = beside.chunking.resolve(reference_of(settings, dataset))
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        chunks = chunk_corpus(corpus.frame, chunking, stamp)
-        beside.build_index(chunks, directory, embeddings_dir=settings.storage / "embeddings")
-        write_stamp(_stamp(directory), key)
-    return beside.open_index(directory)
-
-
-def _stamp(index_dir: Path) -> Path:
-    """The content key an index was built with, beside its folder (see core.reuse)."""
-    return index_dir.with_name(index_dir.name + ".key")
 
 
 def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
@@ -386,16 +364,16 @@ def _index_assets(system: SystemConfig, versions: dict, common: dict) -> list:
         chunks = settings.stored(name, "chunks", partition=context.partition_key)
         directory = settings.index_dir(name, context.partition_key)
         key = content_key(versions["index"], chunks.key)
-        if not settings.force and directory.is_dir() and read_stamp(_stamp(directory)) == key:
+        if not settings.force and directory.is_dir() and read_stamp(index_stamp(directory)) == key:
             return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
-        write_stamp(_stamp(directory), None)  # until the new index is in place
+        write_stamp(index_stamp(directory), None)  # until the new index is in place
         stats = system.build_index(
             chunks.frame,
             directory,
             embeddings_dir=settings.storage / "embeddings",
             log=context.log.info,
         )
-        write_stamp(_stamp(directory), key)
+        write_stamp(index_stamp(directory), key)
         context.log.info(f"{name} index for {context.partition_key}: {stats}")
         return dg.MaterializeResult(metadata={**stats, "reused": False, "path": str(directory)})
 

@@ -1,0 +1,92 @@
+"""The baseline's configuration beside a built-in system: timed on the same queries in the same
+run (latency on one machine under one load), and re-run on a suite that changed since the
+baseline was recorded (what the gate then judges against; docs/gate.md)."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from rageval_pipeline.core import loaders
+from rageval_pipeline.core.chunking import chunk_corpus
+from rageval_pipeline.core.gate import Baseline, baseline_path, load_baseline
+from rageval_pipeline.core.retrieval import Retriever, execute
+from rageval_pipeline.core.reuse import content_key, read_stamp, write_stamp
+from rageval_pipeline.core.systems import SystemConfig, indexed_system
+from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
+from rageval_pipeline.dagster_defs.resources import Settings
+
+
+def index_stamp(index_dir: Path) -> Path:
+    """The content key an index was built with, beside its folder (see core.reuse)."""
+    return index_dir.with_name(index_dir.name + ".key")
+
+
+def _reference(settings: Settings, dataset: str):
+    return loaders.reference_chunking(dataset_folder(settings, dataset))
+
+
+def baseline_of(system: SystemConfig, settings: Settings, dataset: str) -> Baseline | None:
+    """The system's committed baseline on this dataset and split, if any."""
+    path = baseline_path(settings.baselines, dataset, system.name)
+    if not path.is_file():
+        return None
+    baseline = load_baseline(path)
+    return baseline if baseline.split == settings.split else None
+
+
+def baseline_system(
+    system: SystemConfig, settings: Settings, dataset: str, baseline: Baseline | None
+) -> SystemConfig | None:
+    """The baseline's configuration when it is a built-in indexed one that can be run beside
+    the system (docs/gate.md): the system itself when its recorded configuration is the
+    baseline's."""
+    if not system.indexed or baseline is None or baseline.config is None:
+        return None
+    if system.recorded_config(_reference(settings, dataset)) == baseline.config:
+        return system
+    return indexed_system(baseline.config, system.name)
+
+
+def open_beside(
+    context: dg.AssetExecutionContext,
+    settings: Settings,
+    system: SystemConfig,
+    beside: SystemConfig | None,
+    index_dir: Path,
+) -> Retriever | None:
+    """The baseline's configuration, opened to be timed beside `system`: the system's own index
+    when the configuration is unchanged, else one of its own (built once, kept by content key)."""
+    if beside is None:
+        return None
+    if beside is system:
+        return system.open_index(index_dir)
+    dataset = context.partition_key
+    corpus = settings.stored("corpus", partition=dataset)
+    directory = settings.index_dir(f"{system.name}.baseline", dataset)
+    key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
+    if read_stamp(index_stamp(directory)) != key or not directory.is_dir():
+        context.log.info(f"{system.name}: building the baseline configuration's index to time it")
+        write_stamp(index_stamp(directory), None)
+        chunking = beside.chunking.resolve(_reference(settings, dataset))
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        chunks = chunk_corpus(corpus.frame, chunking, stamp)
+        beside.build_index(chunks, directory, embeddings_dir=settings.storage / "embeddings")
+        write_stamp(index_stamp(directory), key)
+    return beside.open_index(directory)
+
+
+def run_beside(
+    context: dg.AssetExecutionContext,
+    settings: Settings,
+    system: SystemConfig,
+    beside: SystemConfig,
+    judged: pd.DataFrame,
+    queries: pd.DataFrame,
+) -> pd.DataFrame:
+    """The run of the baseline's configuration on this suite's judged queries."""
+    index_dir = settings.index_dir(system.name, context.partition_key)
+    retriever = open_beside(context, settings, system, beside, index_dir)
+    asked = loaders.judged_queries(queries, judged, settings.split)
+    return execute(retriever.search, asked, settings.top_k)
