@@ -313,3 +313,12 @@ def test_a_changed_suite_and_an_inconclusive_drop_say_what_to_do(changed):
     assert "R@100, nDCG@10 moved beyond tolerance, but techdocs has too few queries" in summary
     assert "add queries to the suite" in summary
     assert 'techdocs --system hybrid --note "suite changed"' in summary
+
+
+def test_dashboards_plot_the_watched_measures_that_moved(changed):
+    from rageval_pipeline.core.report import plotted_values
+
+    values = plotted_values(changed.verdict)
+    assert values["techdocs/bm25 R@100 delta"] == pytest.approx(-0.1425)
+    assert values["techdocs/bm25 R@100 ci_high"] < 0
+    assert "techdocs/bm25 RR(rel=2) delta" not in values  # watched, and it held

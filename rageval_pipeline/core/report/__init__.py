@@ -55,7 +55,7 @@ def to_json(verdict: Verdict) -> str:
 def plotted_values(verdict: Verdict) -> dict[str, float]:
     """Numbers a dashboard plots across gate runs, keyed "<dataset>/<system> <measure> <what>":
     per run its primary measure's paired delta, interval and Holm p-value (and those of every
-    measure that did not pass), and its share of unjudged documents; rounded by
+    compared or watched measure that did not pass), and its share of unjudged documents; rounded by
     `round_metric`."""
     primary = {(c.dataset, c.system, c.measure) for c in verdict.checks if c.kind == "spike"}
     out: dict[str, float] = {}
@@ -63,7 +63,7 @@ def plotted_values(verdict: Verdict) -> dict[str, float]:
         label = f"{c.dataset}/{c.system} {c.measure}"
         if c.kind == "unjudged" and c.value is not None:
             out[f"{c.dataset}/{c.system} unjudged share"] = round_metric(c.value)
-        if c.kind != "baseline" or c.paired is None:
+        if c.kind not in ("baseline", "watched") or c.paired is None:
             continue
         if c.passed and (c.dataset, c.system, c.measure) not in primary:
             continue
