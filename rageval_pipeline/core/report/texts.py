@@ -55,9 +55,9 @@ def _column(frame: pd.DataFrame, key: str, limit: int, ids: set[str] | None) -> 
     missing = [c for c in (key, "text") if c not in frame.columns]
     if missing:
         raise ValueError(f"report texts: the table has no column {missing[0]!r}")
-    pairs = frame[[key, "text"]].dropna()
-    if ids is not None:
-        pairs = pairs[pairs[key].isin(ids)]
+    # Rows first, then columns: a large corpus's texts are never copied whole.
+    rows = frame[frame[key].isin(ids)] if ids is not None else frame
+    pairs = rows[[key, "text"]].dropna()
     return {
         str(k): shorten(v, limit) for k, v in sorted(zip(pairs[key], pairs["text"], strict=True))
     }
