@@ -185,7 +185,7 @@ def history_child(runs: int, n_queries: int, rows_per_query: int, work: Path) ->
         means = per_query.groupby("measure", as_index=False)["value"].mean()
         row = keys | dict(
             fingerprint=f"f{r % 3}", level="document", k=100, n_queries=n_queries,
-            dagster_run_id=None, created_at=created, config="{}",
+            dagster_run_id=None, created_at=created, config="{}", finished=True,
         )  # fmt: skip
         tables = {
             "run_metrics": means.assign(**keys, created_at=created),

@@ -32,7 +32,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     if configured():  # seed 002's generation check: off until a provider is configured
         from rageval_pipeline.dagster_defs.assets.generation import build_generation
 
-        generation_assets, generation_job, extra = build_generation(catalog, datasets)
+        generation_assets, generation_job, extra = build_generation(
+            catalog, datasets, settings.data / "suites"
+        )
         assets, jobs = [*assets, *generation_assets], [*jobs, generation_job]
     return dg.Definitions(
         assets=assets,

@@ -8,6 +8,7 @@ import gzip
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -103,8 +104,8 @@ def gzip_bomb(decoded_bytes: int) -> bytes:
     return gzip.compress(b"\0" * decoded_bytes, mtime=0)
 
 
-@pytest.fixture
-def scripted() -> Iterator[Scripted]:
+@contextmanager
+def _serving() -> Iterator[Scripted]:
     state = Scripted()
 
     class Handle(BaseHTTPRequestHandler):
@@ -136,3 +137,16 @@ def scripted() -> Iterator[Scripted]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def scripted() -> Iterator[Scripted]:
+    with _serving() as state:
+        yield state
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Scripted]:
+    """A second server: another port, so another origin than `scripted`."""
+    with _serving() as state:
+        yield state

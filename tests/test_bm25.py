@@ -65,3 +65,19 @@ def test_saved_index_searches_identically(chunks, tmp_path):
     for query in ("descale", "grinder beans", "milk"):
         assert loaded.search(query, 3) == index.search(query, 3)
     assert np.array_equal(loaded.ids, index.ids)
+
+
+@pytest.mark.parametrize("keep", [0, 40, -1])  # emptied, cut to 40 bytes, one byte short
+def test_an_index_cut_short_is_refused_asking_for_a_rebuild(chunks, tmp_path, keep):
+    from rageval_pipeline.core.retrieval.base import REBUILD_INDEX
+    from rageval_pipeline.core.storage import StorageError
+
+    BM25Index.build(chunks).save(tmp_path / "index")
+    ids = tmp_path / "index" / "ids.json"
+    whole = ids.read_bytes()
+    ids.write_bytes(whole[:keep])
+    with pytest.raises(StorageError) as err:
+        BM25Index.load(tmp_path / "index")
+    assert str(err.value) == (
+        f"{ids}: truncated or altered ({len(whole[:keep])} of {len(whole)} bytes): {REBUILD_INDEX}"
+    )

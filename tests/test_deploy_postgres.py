@@ -12,11 +12,11 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import dagster as dg
 import duckdb
 import pytest
 
@@ -98,26 +98,14 @@ def pool_intervals(url: str, run_id: str) -> list[tuple[float, float, str]]:
     return [(min(t), max(t), f"{run_id[:8]}:{s}") for s, t in spans.items()]
 
 
-def create_pool_from_default_limit(home: Path, postgres_env: dict, monkeypatch) -> None:
-    """The `duckdb_write` pool's row, from dagster.yaml's default_limit, as a run's first pool
-    step would create it. Done once before two runs start: runs creating it at the same moment
-    race on PostgreSQL (dagster 1.13 catches the unique-key error inside the aborted
-    transaction, and the losing run's step never finishes)."""
-    with monkeypatch.context() as patch:
-        for name, value in postgres_env.items():
-            patch.setenv(name, value)
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            instance.event_log_storage.initialize_concurrency_limit_to_default("duckdb_write")
-
-
-def test_two_suites_at_once_on_postgres_with_multiprocess_steps(
-    pipeline_home, postgres_env, monkeypatch
-):
+def test_two_suites_at_once_on_postgres_with_multiprocess_steps(pipeline_home, postgres_env):
     home = pipeline_home / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "deploy" / "dagster-postgres.yaml", home / "dagster.yaml")
     env = {**os.environ, **postgres_env, "DAGSTER_HOME": str(home)}
-    create_pool_from_default_limit(home, postgres_env, monkeypatch)
+    # The startup step of docs/deploy.md: the pool's row exists before two runs claim it.
+    setup = [sys.executable, "-m", "rageval_pipeline.dagster_defs.instance_setup"]
+    subprocess.run(setup, env={**env, "PYTHONPATH": str(REPO)}, check=True, timeout=300)
 
     procs = {suite: start_job(suite, env, pipeline_home) for suite in SUITES}
     outputs = {suite: proc.communicate(timeout=900)[0] for suite, proc in procs.items()}

@@ -57,8 +57,6 @@ def refused(tmp_path: Path, reader, content: bytes | str) -> str:
         (read_qrels, "q1\td1\t1\n", "1: " + QRELS_COUNT.format(n=3)),
         (read_qrels, "Query-Id\tCorpus-Id\tScore\nq1\td1\t1\n", "1: " + QRELS_COUNT.format(n=3)),
         (read_qrels, "q1 0 d1 1 extra\n", "1: " + QRELS_COUNT.format(n=5)),
-        # A doc id with a space in a tab-separated TREC file splits into one field too many.
-        (read_qrels, "q1\t0\td1\t1\nq1\t0\tdoc a\t1\n", "2: " + QRELS_COUNT.format(n=5)),
     ],
 )
 def test_a_line_of_another_shape_is_refused_with_the_formats_accepted(
@@ -165,10 +163,12 @@ def test_a_repeated_pair_names_both_lines(tmp_path, content):
     "content",
     [
         b"q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 t\n",
-        b"\xef\xbb\xbfq1  Q0\td1 1 2.5 t\r\n\n  q1 Q0 d2 2 1.5 t  \n",  # BOM, CRLF, runs
+        b"\xef\xbb\xbfq1  Q0   d1 1 2.5 t\r\n\n  q1 Q0 d2 2 1.5 t  \n",  # BOM, CRLF, runs
         b"q1\tQ0\td1\t1\t2.5\tt\nq1 Q0 d2 2 1.5 t",  # tabs, no final newline
+        b"\tq1\t\tQ0\td1\t1\t2.5\tt\t\nq1\tQ0\td2\t2\t1.5\tt\n",  # runs of tabs
         b"q1 Q0 d1 01 25e-1 t\nq1 Q0 d2 -0 +1.5 t\n",
-        b"q1 Q0 d1 1\t 2.5 t\nq1 Q0 d2 \t2 1.5\t t\n",  # tabs beside numbers: separators
+        # Spaces beside tabs only: no value between tabs holds a space, so not ambiguous.
+        b"q1 \tQ0\t d1\t1 \t 2.5\tt\nq1\t Q0 \td2\t \t2\t1.5\t t\n",
     ],
 )
 def test_whitespace_variants_read_the_same(tmp_path, content):
@@ -313,3 +313,59 @@ def test_parquet_text_that_is_not_utf8_is_refused(tmp_path, make, expected):
     with pytest.raises(InputError) as raised:
         read_run(make(tmp_path))
     assert str(raised.value).replace(str(tmp_path) + "/", "") == expected
+
+
+AMBIGUOUS = (
+    "ambiguous: the line separates fields by both tabs and spaces, so {value} may be one "
+    "value: {spaces} whitespace-separated fields for {name}, {tabs} tab-separated; refused "
+    "rather than guessed; accepted: "
+)
+
+
+@pytest.mark.parametrize(
+    ("reader", "content", "where", "value", "counts"),
+    [
+        # BEIR qrels without their header, a doc id holding a space: not TREC's 4 fields.
+        (read_qrels, "q1\td1 x\t1\n", "1: doc_id", "'d1 x'", (4, 3)),
+        (read_qrels, "q1\t0\td1\t1\nq1\t0\tdoc a\t1\n", "2: relevance", "'doc a'", (5, 4)),
+        (read_qrels, "q1 0 d1 1\nq 1\t0\td2\t1\n", "2: iteration", "'q 1'", (5, 4)),
+        (read_run, "q1 Q0 d1 1\t2.5 t\n", "1: iteration", "'q1 Q0 d1 1'", (6, 2)),
+        (read_run, "q1\tQ0\td1\t1\t2.5\tmy  tag\n", "1: tag", "'my  tag'", (7, 6)),
+    ],
+)
+def test_a_line_that_splits_otherwise_at_tabs_is_ambiguous(
+    tmp_path, reader, content, where, value, counts
+):
+    name, accepted = (
+        ("a TREC run", RUN_FORMATS) if reader is read_run else ("TREC qrels", QRELS_FORMATS)
+    )
+    spaces, tabs = counts
+    assert refused(tmp_path, reader, content) == (
+        f"input:{where}: "
+        + AMBIGUOUS.format(value=value, spaces=spaces, name=name, tabs=tabs)
+        + accepted
+    )
+
+
+def test_a_line_of_the_wrong_shape_before_it_is_named_first(tmp_path):
+    assert refused(tmp_path, read_qrels, "q1 0 d1\nq1\td1 x\t1\n") == (
+        "input:1: " + QRELS_COUNT.format(n=3) + QRELS_FORMATS
+    )
+
+
+def test_eval_refuses_headerless_beir_qrels_instead_of_scoring_them(tmp_path, capsys):
+    """Issue 24: read as TREC qrels this judged doc `x` relevant and scored nDCG 1.0."""
+    from rageval_pipeline.cli import main
+
+    qrels, run = tmp_path / "qrels.tsv", tmp_path / "run.txt"
+    qrels.write_text("q1\td1 x\t1\n")
+    run.write_text("q1 Q0 x 1 1.0 t\n")
+    assert main(["eval", str(qrels), str(run), "-m", "nDCG@10"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (
+        "",
+        f"error: {qrels}:1: doc_id: "
+        + AMBIGUOUS.format(value="'d1 x'", spaces=4, name="TREC qrels", tabs=3)
+        + QRELS_FORMATS
+        + "\n",
+    )

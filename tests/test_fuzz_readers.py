@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -116,6 +117,9 @@ def accept_or_refuse(kind: str, path: Path) -> None:
         assert "\n" not in str(error)
         return
     assert list(table.columns) == SCHEMAS[kind].names
+    if kind in ("run", "trec_qrels"):  # a line splitting otherwise at tabs was refused
+        lines = [x.strip(" \t\r") for x in path.read_bytes().decode("utf-8-sig").split("\n")]
+        assert not [x for x in lines if "\t" in x and re.search("[^ \t] +[^ \t]", x)]
     if kind == "run" and len(table):
         hits = table[table["doc_id"].notna()]
         assert (hits.groupby("query_id")["rank"].diff().dropna() == 1).all()

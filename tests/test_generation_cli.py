@@ -16,6 +16,8 @@ ROWS = [  # the shape `rageval pool` writes, two of them already judged by a hum
     ("q1", "refund policy", "t3", "Cancellation fees for groups.", "dense@2", ""),
 ]
 
+ROWS_TEXT = {row[2]: row[3] for row in ROWS}
+
 
 @pytest.fixture
 def ollama(tmp_path, monkeypatch):
@@ -66,3 +68,27 @@ def test_bad_sheet_is_one_line_naming_file_line_and_field(ollama, tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {sheet}:2: grade:") and "\n" not in err
     assert ollama.requests == []
+
+
+def test_only_a_clean_grade_is_a_suggestion(ollama, tmp_path, capsys):
+    replies = {"t1": "##final score: 3", "t2": "M: 2, T: 3\n##final score: 3", "t3": "1 or 2"}
+    ollama.reply = lambda prompt: next(v for k, v in replies.items() if ROWS_TEXT[k] in prompt)
+    sheet, out = tmp_path / "pool.jsonl", tmp_path / "suggested.jsonl"
+    write_sheet(sheet)
+    assert main(["suggest", str(sheet), "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["suggested_grade"] for r in rows] == [3, None, None]
+    assert "3 suggestion(s), 2 unparseable" in capsys.readouterr().out
+
+
+def test_suggest_ends_at_the_step_deadline(ollama, tmp_path, monkeypatch, capsys):
+    ollama.drip_s = 0.2  # one byte every 0.2 s: each call would take minutes
+    monkeypatch.setenv("RAG_EVAL_STEP_DEADLINE_S", "0.5")
+    sheet, out = tmp_path / "pool.jsonl", tmp_path / "suggested.jsonl"
+    write_sheet(sheet)
+    assert main(["suggest", str(sheet), "--out", str(out)]) == 1
+    assert capsys.readouterr().err == (
+        "error: the step's total deadline of 0.5 s (RAG_EVAL_STEP_DEADLINE_S) passed with 0 "
+        "of 3 call(s) answered: the calls in flight were cancelled, the rest not started\n"
+    )
+    assert len(ollama.requests) == 2 and not out.exists()  # concurrency 2: the third never sent

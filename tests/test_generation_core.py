@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from rageval_pipeline.core.generation.providers import client_for
 from rageval_pipeline.core.generation.verdicts import parse_grade, parse_verdict
 from rageval_pipeline.core.net import NetLimits
 from tests.conftest import SHARED_BEIR
-from tests.llm_servers import FakeLLM
+from tests.llm_servers import FakeLLM, Scripted
 
 
 @pytest.fixture
@@ -91,18 +92,35 @@ def test_key_is_never_in_repr_or_dump():
 @pytest.mark.parametrize(
     ("text", "verdict"),
     [
+        # Clean replies: the token alone, trimmed of whitespace, emphasis, closing punctuation.
         ("TRUE", "TRUE"),
         ("  true.\n", "TRUE"),
         ("**False.**", "FALSE"),
-        ("Answer: TRUE", "TRUE"),
-        ("They convey the same facts, so: True!", "TRUE"),
-        ("FALSE - the numbers differ", "FALSE"),
-        ("TRUE or FALSE", "unparseable"),
+        ("`TRUE`", "TRUE"),
+        ("_FALSE_!", "FALSE"),
+        # Structured replies: exactly the one field.
+        ('{"verdict": "TRUE"}', "TRUE"),
+        (' {"verdict":"false"}\n', "FALSE"),
+        # Negations (issue 24): a sentence around the token is never read as the token.
+        ("That doesn't look TRUE to me.", "unparseable"),
+        ("I can't say that it is TRUE.", "unparseable"),
         ("not true", "unparseable"),
         ("It isn't false", "unparseable"),
+        ("Never TRUE", "unparseable"),
+        ("Answer: TRUE", "unparseable"),
+        ("FALSE - the numbers differ", "unparseable"),
+        ("TRUE or FALSE", "unparseable"),
+        ("TRUE?", "unparseable"),
+        ('"TRUE"', "unparseable"),
         ("Yes", "unparseable"),
         ("trueish", "unparseable"),
         ("", "unparseable"),
+        ("true", "TRUE"),  # JSON's `true` is read as the token, not as a JSON value
+        ('{"verdict": "TRUE", "reason": "not equivalent"}', "unparseable"),
+        ('{"verdict": "FALSE", "verdict": "TRUE"}', "unparseable"),  # duplicate key
+        ('{"verdict": true}', "unparseable"),
+        ('{"verdict": "NOT TRUE"}', "unparseable"),
+        ('["TRUE"]', "unparseable"),
     ],
 )
 def test_parse_verdict(text, verdict):
@@ -113,14 +131,22 @@ def test_parse_verdict(text, verdict):
     ("text", "grade"),
     [
         ("##final score: 2", 2),
-        ("M: 2, T: 3\n##final score: 3", 3),
+        ("**##final score: 3**", 3),
+        ("Final score: 1.", 1),
         ("3", 3),
-        ("Score: 1.", 1),
+        ('{"grade": 0}', 0),
+        ("M: 2, T: 3\n##final score: 3", None),  # reasoning around it: not clean
+        ("Score: 1.", None),
         ("1 or 2", None),
         ("5", None),
         ("1.5", None),
         ("##final score: 1 ##final score: 3", None),
         ("relevant", None),
+        ('{"grade": true}', None),
+        ('{"grade": 2.0}', None),
+        ('{"grade": "2"}', None),
+        ('{"grade": 4}', None),
+        ('{"grade": 2, "grade": 3}', None),
     ],
 )
 def test_parse_grade(text, grade):
@@ -180,6 +206,46 @@ def test_samples_report_agreement(ollama, tmp_path):
     assert judged["verdict"].tolist() == ["TRUE"]
     assert judged["agreement"].iloc[0] == pytest.approx(2 / 3)
     assert json.loads(judged["raw_output"].iloc[0]) == ["TRUE", "FALSE", "TRUE"]
+
+
+def wait_for(condition, limit_s: float = 10.0) -> bool:
+    """Poll `condition` for up to `limit_s` (a bound on the wait, not a timing assertion)."""
+    end = time.monotonic() + limit_s
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_the_step_deadline_cancels_calls_in_flight_and_starts_no_other(ollama):
+    ollama.drip_s = 0.2  # a byte every 0.2 s: no per-attempt deadline (5 s here) would trip
+    llm = make_llm(ollama, None, concurrency=2, step_deadline_s=0.5)
+    with pytest.raises(GenerationError) as info:
+        llm.complete_all([f"q{i}" for i in range(5)], samples=2)
+    assert str(info.value) == (
+        "the step's total deadline of 0.5 s (RAG_EVAL_STEP_DEADLINE_S) passed with 0 of 10 "
+        "call(s) answered: the calls in flight were cancelled, the rest not started"
+    )
+    assert len(ollama.requests) == 2  # the two in flight; the other eight never started
+    assert wait_for(lambda: ollama.disconnects == 2)  # their connections were closed
+
+
+def test_the_first_failure_stops_the_other_calls(ollama):
+    ollama.script = [Scripted(404, b'{"error": "model not found"}')]
+    ollama.delay_s = 0.2
+    llm = make_llm(ollama, None, concurrency=1)
+    with pytest.raises(GenerationError, match="HTTP 404: model not found"):
+        llm.complete_all([f"q{i}" for i in range(5)])
+    assert len(ollama.requests) == 1
+
+
+def test_the_judge_asks_for_a_structured_verdict(ollama):
+    refs = [correctness.Reference(query_id="q", query="Q?", answer="A", grade=1, targets=["d"])]
+    answers = pd.DataFrame(dict(query_id=["q"], query=["Q?"], answer=["A"]))
+    ollama.reply = lambda prompt: {"verdict": "TRUE"}
+    judged = correctness.judge_answers(make_llm(ollama, None), answers, refs)
+    assert judged["verdict"].tolist() == ["TRUE"]
+    assert json.loads(judged["raw_output"].iloc[0]) == ['{"verdict": "TRUE"}']
+    assert ollama.requests[0]["body"]["format"]["required"] == ["verdict"]
 
 
 # --- correctness --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from rageval_pipeline.core.generation.config import SWITCHES
+from rageval_pipeline.core.generation.correctness import wilson_interval
 from rageval_pipeline.core.storage import Warehouse
 from tests.llm_servers import FakeLLM, Scripted
 from tests.test_cli_job import dagster_execute
@@ -95,3 +96,40 @@ def test_keys_never_reach_output_event_log_or_storage(pipeline_home):
     # ...and holds the key nowhere, nor does anything the pipeline stored.
     assert _files_containing(pipeline_home / "dagster_home", b"SECRET") == []
     assert _files_containing(pipeline_home / "storage", b"SECRET") == []
+
+
+def test_the_default_generation_check_on_techdocs_with_a_step_deadline(pipeline_home):
+    """Issue 24: the default configuration on the default suite, end to end (it stopped at
+    Q008), over an OpenAI-compatible server; first one that drips bytes past the deadline."""
+    fake = FakeLLM("openai").start()  # the default replies: structured verdicts, all TRUE
+    env = {
+        **base_env(pipeline_home),
+        "RAG_EVAL_PROVIDER": "openai",
+        "RAG_EVAL_OPENAI_BASE_URL": fake.url + "/v1",
+        "RAG_EVAL_OPENAI_MODEL": "fake-1",
+    }
+    try:
+        retrieval = dagster_execute("evaluate_bm25", "techdocs", env, pipeline_home)
+        assert "RUN_SUCCESS" in retrieval.stderr, retrieval.stderr[-2000:]
+        fake.drip_s = 0.5
+        late = {**env, "RAG_EVAL_STEP_DEADLINE_S": "1"}
+        stopped = dagster_execute("evaluate_generation", "techdocs", late, pipeline_home)
+        fake.drip_s = 0
+        done = dagster_execute("evaluate_generation", "techdocs", env, pipeline_home)
+    finally:
+        fake.stop()
+    assert stopped.returncode != 0
+    assert (
+        "the step's total deadline of 1 s (RAG_EVAL_STEP_DEADLINE_S) passed with 0 of 5 call(s) "
+        "answered: the calls in flight were cancelled, the rest not started"
+    ) in stopped.stdout + stopped.stderr
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(fake.requests) == 2 + 3 * 5  # two cut by the deadline; references, answers, verdicts
+    asked = fake.requests[-1]["body"]["response_format"]
+    assert asked["type"] == "json_schema" and asked["json_schema"]["name"] == "record_verdict"
+    rows = Warehouse(pipeline_home / "storage" / "rageval.duckdb").query(
+        "SELECT m.measure, m.value, m.ci_low, m.ci_high FROM run_metrics m JOIN runs r "
+        "USING (run_id) WHERE r.dataset = 'techdocs' AND m.measure LIKE 'Answer%'"
+    )
+    low, high = wilson_interval(5, 5)
+    assert rows.values.tolist() == [["AnswerCorrectness", 1.0, low, high]]

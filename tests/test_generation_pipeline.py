@@ -9,6 +9,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.generation import correctness
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.storage import Warehouse
 from rageval_pipeline.dagster_defs.assets import generation
@@ -22,9 +24,11 @@ GENERATION = dg.AssetSelection.groups("generation")
 
 
 def judge_reply(prompt: str) -> str:
-    """TRUE for q01, an unparseable verdict for q02."""
+    """TRUE for q01; for q02 a negated TRUE (issue 24), which must be unparseable."""
     if "Respond with only: TRUE or FALSE" in prompt:
-        return "TRUE." if "how to descale espresso machine" in prompt else "I cannot tell."
+        if "how to descale espresso machine" in prompt:
+            return "TRUE."
+        return "That doesn't look TRUE to me."
     return default_reply(prompt)
 
 
@@ -114,17 +118,17 @@ def test_generation_end_to_end_cached_and_dry(ollama, pipeline_home):
     storage = pipeline_home / "storage"
     run_id = pd.read_parquet(storage / "assets/bm25/metrics/beir-mini.parquet")["run_id"].iloc[0]
     rows = Warehouse(storage / "rageval.duckdb").query(
-        "SELECT measure, value FROM run_metrics WHERE run_id = ? AND measure LIKE 'Answer%' "
-        "ORDER BY measure",
+        "SELECT measure, value, ci_low, ci_high FROM run_metrics "
+        "WHERE run_id = ? AND measure LIKE 'Answer%'",
         [run_id],
     )
-    values = dict(zip(rows["measure"], rows["value"], strict=True))
-    assert values["AnswerCorrectness"] == 0.5  # 1 TRUE, 1 unparseable (never TRUE)
-    assert values["AnswerCorrectness.ci95_low"] < 0.5 < values["AnswerCorrectness.ci95_high"]
+    # 1 TRUE, 1 unparseable (never TRUE); the interval in the columns every measure uses.
+    low, high = correctness.wilson_interval(1, 2)
+    assert rows.values.tolist() == [["AnswerCorrectness", 0.5, low, high]]
 
     judged = pd.read_parquet(storage / "assets/bm25/answer_judgments/beir-mini.parquet")
     assert judged["verdict"].tolist() == ["TRUE", "unparseable"]
-    assert json.loads(judged["raw_output"].iloc[1]) == ["I cannot tell."]
+    assert json.loads(judged["raw_output"].iloc[1]) == ["That doesn't look TRUE to me."]
     (truth_file,) = (storage / "ground_truth" / PARTITION).glob("*.json")
     truth = json.loads(truth_file.read_text())
     assert truth["model"] == "fake:1" and [r["grade"] for r in truth["references"]] == [3, 3]
@@ -151,3 +155,32 @@ def test_generation_end_to_end_cached_and_dry(ollama, pipeline_home):
         [run_id],
     )
     assert after["value"].tolist() == [0.5]  # a dry run records nothing
+
+
+def test_default_sets_are_checked_against_the_suites_when_definitions_load(ollama, pipeline_home):
+    suite = pipeline_home / "data" / "suites" / "techdocs" / "suite.json"
+    data = json.loads(suite.read_text())
+    data["queries"] = [q for q in data["queries"] if q["id"] != "Q006"]
+    suite.write_text(json.dumps(data))
+    with pytest.raises(InputError) as info:
+        build_definitions()
+    assert str(info.value) == (
+        f"{suite}: query Q006 of the default generation set of techdocs "
+        "(core/generation/correctness.py) is not in this dataset"
+    )
+
+
+def test_a_configured_set_naming_an_unknown_query_fails_the_step_in_one_line(ollama):
+    defs = build_definitions()
+    assert materialize(defs, RETRIEVAL).success
+    wrong = GenerationSettings(queries=["q01", "q404"])
+    result = materialize(defs, dg.AssetSelection.assets("ground_truth"), generation=wrong)
+    assert not result.success and ollama.requests == []
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    error = failure.step_failure_data.error
+    folder = build_definitions().resources["settings"].data / "suites" / PARTITION
+    assert error.message.strip() == (
+        f"dagster._core.definitions.events.Failure: {folder / 'queries.jsonl'}: query q404 of "
+        "resources.generation.config.queries is not in this dataset"
+    )
+    assert error.cause is None and error.context is None  # no chained trace

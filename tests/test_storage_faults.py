@@ -47,6 +47,7 @@ def _record(warehouse: Warehouse, system: str, value: float) -> None:
             n_queries=1,
             created_at=created,
             config="{}",
+            finished=True,
         ),
         {
             "run_metrics": pd.DataFrame(dict(measure=["nDCG@10"], value=[value])).assign(

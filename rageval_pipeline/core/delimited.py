@@ -11,12 +11,15 @@ definition: the fast one is only a shortcut for files it reads identically.
 The rules, the same for every text format:
 - a line ends at `\\n` (an optional `\\r` before it is dropped); blank lines are skipped;
 - whitespace formats split at runs of spaces and tabs; tab formats at each single tab;
+- in a whitespace format, a line holding a tab and a space inside what lies between tabs is
+  ambiguous and refused: `q1<TAB>d1 x<TAB>1` is 4 fields at whitespace, 3 (`d1 x`) at tabs;
 - every line has exactly the format's fields; no field is empty or contains whitespace;
 - integers are `-?[0-9]+` within int32; reals are decimal (`1`, `-.5`, `2.5e-3`), finite.
 """
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,16 +150,19 @@ def _fast_columns(
 
     Numbers are parsed by the CSV reader itself unless a byte could make its number parsers
     accept what the rules do not: `0x` (hexadecimal), or a space in a tab-separated format
-    (they trim spaces and tabs around a number; in a whitespace-separated format a tab there
-    is part of the separator, as the rules have it). `nan`, `inf` are caught as non-finite.
+    (they trim spaces and tabs around a number). `nan`, `inf` are caught as non-finite. A
+    whitespace-separated file holding a tab is left to the line pass, which refuses a line
+    mixing tabs and spaces (pyarrow would split it at spaces and trim the tab).
     Else every column is read as text and checked. Whether text fields may hold whitespace
     is told from the parsed text columns' bytes: printable ASCII without the space needs no
     check; text columns with other bytes than ASCII are then validated as UTF-8.
 
     A large file's parse starts in a thread (numbers typed, as most files are) while the
-    bytes are scanned for those two things: the scans hold the GIL and the parse does not."""
+    bytes are scanned for those things: the scans hold the GIL and the parse does not."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         ahead = pool.submit(_csv, data, fmt, skip, True) if _threaded(data) else None
+        if not fmt.tab and b"\t" in data:  # lines may mix tabs and spaces, which the line
+            return None  # pass refuses (pyarrow's number parsers would trim a tab)
         if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
             return None
         hexed = _hexed(data)
@@ -277,6 +283,8 @@ def _columns_by_line(
         fields = pc.split_pattern_regex(stripped.take(pa.array(kept)), "[ \t]+")
     counts = pc.list_value_length(fields).to_numpy(zero_copy_only=False)
     wrong = np.flatnonzero(counts != len(fmt.fields))
+    if not fmt.tab and "\t" in text:
+        _refuse_mixed(path, stripped.take(pa.array(kept)), numbers, fmt, accepted, wrong)
     if wrong.size:
         row = wrong[0]
         separated = "tab-separated" if fmt.tab else "whitespace-separated"
@@ -292,6 +300,40 @@ def _columns_by_line(
         name: flat.take(pa.array(np.arange(i, len(flat), n))) for i, name in enumerate(fmt.fields)
     }
     return numbers, columns
+
+
+_INNER_SPACE = "[^ \t]( +)[^ \t]"  # spaces between two characters of one tab-separated value
+
+
+def _refuse_mixed(
+    path: Path,
+    lines: pa.Array,
+    numbers: np.ndarray,
+    fmt: TextFormat,
+    accepted: str,
+    wrong: np.ndarray,
+) -> None:
+    """In a whitespace format, refuse the first line (ends trimmed) holding a tab and a space
+    inside what lies between tabs, unless a line with the wrong number of fields comes
+    first: split at tabs it is another format's line with a value holding a space (BEIR
+    qrels without their header). Never guess which."""
+    mixed = pc.and_(pc.match_substring(lines, "\t"), pc.match_substring_regex(lines, _INNER_SPACE))
+    found = np.flatnonzero(mixed.to_numpy(zero_copy_only=False))
+    if not found.size or (wrong.size and wrong[0] < found[0]):
+        return
+    line = lines[int(found[0])].as_py()
+    space = re.search(_INNER_SPACE, line).start(1)
+    by_tab, by_space = line.split("\t"), re.split("[ \t]+", line)
+    value = by_tab[line.count("\t", 0, space)]  # the tab-separated value holding the space
+    after = len(re.split("[ \t]+", line[:space]))  # whitespace-split values before the space
+    raise InputError(
+        path,
+        f"ambiguous: the line separates fields by both tabs and spaces, so {quote(value)} may "
+        f"be one value: {len(by_space)} whitespace-separated fields for {fmt.name}, "
+        f"{len(by_tab)} tab-separated; refused rather than guessed; accepted: {accepted}",
+        line=int(numbers[found[0]]),
+        field=fmt.fields[min(after, len(fmt.fields) - 1)],
+    )
 
 
 def _duplicate(

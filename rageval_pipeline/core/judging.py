@@ -6,6 +6,13 @@ query_id, query, target_id, target_text, systems, best_rank, grade. The judge fi
 from and are not to be looked at while grading. Merging checks every row before anything is
 written (one line naming sheet, line and field on the first bad row), never replaces an existing
 judgment unless asked, validates the merged suite, then replaces the suite file atomically.
+
+A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
+cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
+judge's machine. Such a cell is written with a `'` before it (OWASP's rule for CSV injection),
+and so is a cell that itself starts with `'`; reading a sheet back removes exactly that one
+quote, from cells that start with `'` and then one of those characters, so every text
+round-trips unchanged (`escape_cell`, `unescape_cell`).
 """
 
 from __future__ import annotations
@@ -34,6 +41,22 @@ from rageval_pipeline.core.suites import Suite, load_suite
 COLUMNS = ("query_id", "query", "target_id", "target_text", "systems", "best_rank", "grade")
 SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
+_ESCAPED_START = (*_FORMULA_START, "'")  # a leading quote too, so that reading back is exact
+
+
+def escape_cell(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: `'` before a formula start or a quote."""
+    if isinstance(value, str) and value.startswith(_ESCAPED_START):
+        return "'" + value
+    return value
+
+
+def unescape_cell(value: object) -> object:
+    """The text `escape_cell` was given: one `'` removed when an escaped character follows."""
+    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_ESCAPED_START):
+        return value[1:]
+    return value
 
 
 def _sheet_kind(path: Path) -> str:
@@ -49,9 +72,11 @@ def write_sheet(entries: list[PoolEntry], path: Path) -> None:
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     else:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+        # CRLF line ends (RFC 4180, as spreadsheets write): csv quotes a cell holding a
+        # character of the line end only, and a CR inside a text must be quoted too.
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
         text = buffer.getvalue()
     write_text(path, text)
 
@@ -62,19 +87,30 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield from jsonl_rows(path)
         return
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bytes, not read_text: its newline translation would turn a `\r` inside a cell into
+        # `\n`. A byte order mark (spreadsheets save one) is dropped.
+        text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
     except UnicodeDecodeError:
         raise InputError(path, "not UTF-8 text") from None
-    reader = csv.DictReader(text.splitlines(keepends=True))
-    missing = [c for c in ("query_id", "target_id", "grade") if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(path, "missing column in the header", line=1, field=missing[0])
-    start = reader.line_num + 1
-    for row in reader:
-        yield start, row
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    start = 1
+    try:
+        missing = [
+            c for c in ("query_id", "target_id", "grade") if c not in (reader.fieldnames or [])
+        ]
+        if missing:
+            raise InputError(path, "missing column in the header", line=1, field=missing[0])
         start = reader.line_num + 1
+        for row in reader:
+            yield start, {k: unescape_cell(v) for k, v in row.items()}
+            start = reader.line_num + 1
+    except csv.Error as error:  # e.g. a field past csv's size limit
+        problem = f"not readable as CSV ({error})"
+    else:
+        return
+    raise InputError(path, problem, line=start)  # (outside the except: nothing chained)
 
 
 def _grade(value: Any, path: Path, line: int) -> int | None:

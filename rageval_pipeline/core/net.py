@@ -7,19 +7,22 @@ one has the same guarantees (docs/limits.md, "Network and archives"):
   timeouts, which a server trickling one byte at a time never trips; here each attempt runs
   under `asyncio.timeout` on a private event-loop thread, and cancellation closes the
   connection wherever it is (connect, headers or body);
-- a response-size cap, counted on the decoded bytes as they stream (a gzip bomb stops early);
+- a response-size cap, counted on the decoded bytes while they are decoded, in pieces of at
+  most 64 kB (`core.content_encoding`): a gzip bomb stops at the cap, never inflated first;
 - a redirect limit; the headers we set (credentials) are dropped on a redirect to another
-  origin;
+  origin, and a request that would carry its body (a POST's prompt) to another origin is
+  refused unless `allow_cross_origin_redirects`;
 - retries with exponential backoff that honour `Retry-After`, for transient failures only:
-  connect/read errors, a server dropping the connection, the deadline, 408/425/429/5xx.
-  A 4xx, an invalid request (local protocol error), a bad Content-Encoding or an oversized
-  body fails at once;
+  connect/read errors, a server dropping the connection, the deadline, 408, 425, 429 and
+  every 5xx (Anthropic's 529 "overloaded" among them). Any other 4xx, an invalid request
+  (local protocol error), a bad Content-Encoding or an oversized body fails at once;
 - every failure is a `NetworkError` (an `InputError`) naming the URL without its query string
   or user info, raised outside any `except` clause so it chains to nothing: httpx exceptions
   carry the request and its headers, and Dagster records chained exceptions. A response body
   is never quoted in an error (servers echo request headers in them).
 
-Headers whose values come from the environment are validated before use (`headers_from_env`):
+Headers whose values come from the environment are validated before use (`headers_from_env`,
+in `core.http_headers` with the other URL and header rules):
 a bad one is an error naming the header and the variable, never the value.
 
 Use (e.g. an LLM client; `HttpSession` is thread-safe and pools connections):
@@ -35,28 +38,28 @@ Use (e.g. an LLM client; `HttpSession` is thread-safe and pools connections):
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json as jsonlib
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import Field
 
-from rageval_pipeline.core.errors import InputError, NetworkError
+from rageval_pipeline.core.content_encoding import ACCEPT_ENCODING, BodyDecoder, DecodeError
+from rageval_pipeline.core.errors import NetworkError
+from rageval_pipeline.core.http_headers import check_headers, redact_url, retry_after_s
+from rageval_pipeline.core.http_headers import headers_from_env as headers_from_env  # re-export
 from rageval_pipeline.core.limits import EnvLimits
 
 if TYPE_CHECKING:  # imported where a request is made: loading the pipeline needs no httpx
     import httpx
 
 T = TypeVar("T")
-RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header name
+RETRY_STATUS = frozenset({408, 425, 429, *range(500, 600)})  # every 5xx: 529 "overloaded" too
 
 
 class NetLimits(EnvLimits):
@@ -69,6 +72,9 @@ class NetLimits(EnvLimits):
     attempts: int = Field(3, ge=1, description="attempts in all, the first included")
     backoff_s: float = Field(0.5, ge=0, description="first wait; doubles per retry")
     max_retry_after_s: float = Field(60.0, ge=0, description="longest Retry-After honoured")
+    allow_cross_origin_redirects: bool = Field(
+        False, description="follow a redirect to another origin that re-sends the request body"
+    )
 
 
 @dataclass(frozen=True)
@@ -92,85 +98,6 @@ class Reply:
         except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
             pass
         raise NetworkError(self.url, "response is not valid JSON")
-
-
-# --- URLs and headers --------------------------------------------------------------------
-
-
-def redact_url(url: str | httpx.URL) -> str:
-    """`url` without user info or query string (where API keys hide); `?…` marks a query."""
-    import httpx
-
-    try:
-        parsed = httpx.URL(str(url))
-    except Exception:
-        return "<invalid URL>"
-    shown = parsed.copy_with(userinfo=b"", query=None, fragment=None)
-    return str(shown) + ("?…" if parsed.query else "")
-
-
-def header_problem(value: str) -> str | None:
-    """Why `value` cannot be sent as a header value, without quoting it; None when it can."""
-    if not value:
-        return "it is empty"
-    if "\r" in value or "\n" in value:
-        return "it contains a line break"
-    if not value.isascii():
-        return "it contains a non-ASCII character"
-    if value != value.strip(" \t"):
-        return "it has leading or trailing whitespace"
-    if any(not 0x20 <= ord(c) <= 0x7E for c in value):
-        return "it contains a control character"
-    return None
-
-
-def check_headers(headers: Mapping[str, str], where: str | None = None) -> dict[str, str]:
-    """`headers` as a dict once every name and value is valid; errors never quote a value."""
-    for name, value in headers.items():
-        if not _HEADER_NAME.match(name):
-            raise InputError(where, "not a valid header name", field=f"headers.{name!r}")
-        problem = header_problem(value)
-        if problem:
-            raise InputError(
-                where, f"invalid value: {problem} (the value is not shown)", field=f"headers.{name}"
-            )
-    return dict(headers)
-
-
-def headers_from_env(mapping: Mapping[str, str], where: str | None = None) -> dict[str, str]:
-    """`{header: ENV_VAR}` → `{header: value}`, each value read from the environment and
-    validated. An error names the header and the variable, never the value."""
-    out: dict[str, str] = {}
-    for header, variable in mapping.items():
-        at = f"headers_from_env.{header}"
-        if not _HEADER_NAME.match(header):
-            raise InputError(where, "not a valid header name", field=f"headers_from_env.{header!r}")
-        if variable not in os.environ:
-            raise InputError(where, f"environment variable {variable} is not set", field=at)
-        problem = header_problem(os.environ[variable])
-        if problem:
-            raise InputError(
-                where,
-                f"environment variable {variable} is not a valid {header} header value: "
-                f"{problem} (the value is not shown)",
-                field=at,
-            )
-        out[header] = os.environ[variable]
-    return out
-
-
-def retry_after_s(value: str | None, now: float | None = None) -> float | None:
-    """Seconds asked by a `Retry-After` header (delta-seconds or HTTP date); None if absent."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 # --- the event-loop thread ---------------------------------------------------------------
@@ -226,7 +153,10 @@ class HttpSession:
         timeout = httpx.Timeout(self.limits.deadline_s, connect=self.limits.connect_timeout_s)
 
         async def make() -> httpx.AsyncClient:
-            return httpx.AsyncClient(timeout=timeout, headers=self._headers)
+            # Accept-Encoding: only what `_finish` decodes (httpx's default grows with the
+            # packages installed).
+            headers = {"Accept-Encoding": ACCEPT_ENCODING, **self._headers}
+            return httpx.AsyncClient(timeout=timeout, headers=headers)
 
         self._client = _run(make())
 
@@ -298,11 +228,8 @@ class HttpSession:
             failure = _Transient(f"timed out ({type(exc).__name__})")
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
             failure = _Transient(f"connection failed ({type(exc).__name__})")
-        except httpx.DecodingError:
-            failure = NetworkError(
-                where,
-                "the response body could not be decoded (its Content-Encoding does not match)",
-            )
+        except DecodeError as exc:
+            failure = NetworkError(where, str(exc))
         except (httpx.UnsupportedProtocol, httpx.InvalidURL):
             failure = NetworkError(where, "not a valid http(s) URL")
         except (httpx.HTTPError, UnicodeError, ValueError, TypeError) as exc:
@@ -331,16 +258,32 @@ class HttpSession:
                         f"{limits.hint('max_redirects')}; the last one to "
                         f"{redact_url(response.url.join(response.headers['location']))}",
                     )
-                request = self._next(request, response, call)
+                request = self._next(request, response, call, where)
                 redirects.append(redact_url(request.url))
             finally:
                 await response.aclose()
 
-    def _next(self, request: httpx.Request, response: httpx.Response, call: _Call) -> httpx.Request:
+    def _next(
+        self, request: httpx.Request, response: httpx.Response, call: _Call, where: str
+    ) -> httpx.Request:
         """The redirected request (httpx's rules), without the headers we set (session and
-        call: credentials among them) when it leads to another origin."""
+        call: credentials among them) when it leads to another origin. A request that keeps
+        its method there (a 307 or 308 of a POST) would re-send its body, often private
+        (prompts, corpus text): refused unless the limits allow it."""
         follow = self._client._build_redirect_request(request, response)
         if _origin(follow.url) != _origin(request.url):
+            if (
+                follow.method not in ("GET", "HEAD")
+                and not self.limits.allow_cross_origin_redirects
+            ):
+                name, prefix = "allow_cross_origin_redirects", self.limits.env_prefix
+                setting = f"{prefix}_{name.upper()}" if prefix else name
+                raise NetworkError(
+                    where,
+                    f"HTTP {response.status_code} redirects this {follow.method} to another "
+                    f"origin ({redact_url(follow.url)}); not followed, so the request body is "
+                    f"not sent there (set {setting} to true to allow it)",
+                )
             for name in [*self._headers, *call.headers]:
                 follow.headers.pop(name, None)
         return follow
@@ -354,28 +297,40 @@ class HttpSession:
         cap = limits.max_response_bytes
         declared = response.headers.get("content-length", "")
         too_big = f"the response exceeds the {cap}-byte limit{limits.hint('max_response_bytes')}"
-        encoded = "content-encoding" in response.headers  # then the length is not the size
-        if declared.isdigit() and int(declared) > cap and not encoded:
+        # An unknown encoding is refused before any byte is read; with one, the length is not
+        # the size.
+        decoder = BodyDecoder(response.headers.get("content-encoding", ""))
+        if declared.isdigit() and int(declared) > cap and not decoder.stages:
             raise NetworkError(where, too_big)
         total = int(declared) if declared.isdigit() else None
         body = bytearray()
         size = 0
         sink = call.dest.open("wb") if call.dest is not None else None
         try:
-            async for chunk in response.aiter_bytes():  # as decoded: no buffering past the cap
-                size += len(chunk)
-                if size > cap:
-                    raise NetworkError(where, too_big)
-                if sink is not None:
-                    sink.write(chunk)
-                else:
-                    body += chunk
+            async for raw in _raw_then_end(response):
+                for piece in decoder.feed(raw) if raw else decoder.finish():
+                    size += len(piece)
+                    if size > cap:
+                        raise NetworkError(where, too_big)
+                    if sink is not None:
+                        sink.write(piece)
+                    else:
+                        body += piece
                 if call.progress is not None:
                     call.progress(size, total)
         finally:
             if sink is not None:
                 sink.close()
         return Reply(where, status, response.headers, bytes(body), size, redirects=redirects)
+
+
+async def _raw_then_end(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes as received (undecoded: httpx would inflate each chunk whole), then
+    one empty chunk marking the end."""
+    async for raw in response.aiter_raw():
+        if raw:
+            yield raw
+    yield b""
 
 
 def download(

@@ -185,7 +185,8 @@ def store_results(
 ) -> StoredRun:
     """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
     mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
-    Markdown followed by `notes`) under `storage/reports/quality/`."""
+    Markdown followed by `notes`) under `storage/reports/quality/`. The run counts as finished
+    (`runs.finished`) only once all of them are written."""
     run_id, dataset, system = record.run_id, record.dataset, record.system
     keys = dict(run_id=run_id, dataset=dataset, split=record.split, system=system)
     tables = {
@@ -211,5 +212,6 @@ def store_results(
     folder = storage / "reports" / "quality" / dataset / system
     write_text(folder / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
     write_text(folder / f"{run_id}.md", markdown)
+    warehouse.finish(runs=run_id)  # last: a run killed before here is never judged or reused
     means = dict(zip(results.means["measure"], results.means["value"].astype(float), strict=True))
     return StoredRun(run_id, markdown, means)

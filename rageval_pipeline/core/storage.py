@@ -3,14 +3,21 @@
 DuckDB allows one writing process per file. Within one Dagster instance the writers
 (`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
 (docs/deploy.md). Every write also goes through `Warehouse.connect`, which holds an exclusive
-`flock` on a lock file beside the database for the (short) life of the connection: that covers
-what Dagster cannot see (the `rageval` CLI, runs on separate instances whose pools are not
-shared, instances without a pool limit such as the local SQLite default); uncontended under the
-pool, it costs nothing. Reads take no lock and open the file read-only: they work on read-only
-storage, and while a job writes they wait only for DuckDB's own file lock of that one short write.
-Opening the file costs tens of milliseconds, so a read or write block shares its connection
-with every read (and write) nested in it on the same thread: the gate does its reads on one
-connection and its writes on another.
+`flock` on a lock file beside the database for the (short) life of the connection
+(`core.locks`): that covers what Dagster cannot see (the `rageval` CLI, runs on separate
+instances whose pools are not shared, instances without a pool limit such as the local SQLite
+default) and what its pool does not promise (it is not a strict mutex: docs/deploy.md). A
+writer kept waiting names the holder every 30 s and gives up after `write_wait_s`. Reads take
+no lock and open the file read-only: they work on read-only storage, and while a job writes
+they wait only for DuckDB's own file lock of that one short write. Opening the file costs tens
+of milliseconds, so a read or write block shares its connection with every read (and write)
+nested in it on the same thread: the gate does its reads on one connection and its writes on
+another.
+
+A step killed half-way leaves nothing that is used later: an evaluation's `runs` row is
+committed `finished = false` and flipped only when everything it writes is written (and so is
+a gate's `gate_results` row); readers skip unfinished rows. Temp files and folders of killed
+writes are removed by the next write to the same folder.
 
 Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
 """
@@ -18,7 +25,6 @@ Storage faults are `StorageError`s (one line naming the file or folder, and what
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -26,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,71 +42,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from rageval_pipeline.core import locks
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.limits import EnvLimits
+from rageval_pipeline.core.warehouse_schema import SCHEMA
 
 if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
     import duckdb
 
 WAREHOUSE_FILE = "rageval.duckdb"
-
-# Long format (`measure`, `value`): a new measure needs no schema change.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR PRIMARY KEY, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    fingerprint VARCHAR, level VARCHAR, k INTEGER, n_queries INTEGER,
-    dagster_run_id VARCHAR, created_at TIMESTAMP, config VARCHAR
-);
-CREATE TABLE IF NOT EXISTS run_metrics (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    measure VARCHAR, value DOUBLE, created_at TIMESTAMP, ci_low DOUBLE, ci_high DOUBLE
-);
-CREATE TABLE IF NOT EXISTS query_metrics (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    query_id VARCHAR, measure VARCHAR, value DOUBLE
-);
-CREATE TABLE IF NOT EXISTS group_metrics (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    attribute VARCHAR, "group" VARCHAR, measure VARCHAR, value DOUBLE, n_queries INTEGER,
-    ci_low DOUBLE, ci_high DOUBLE
-);
--- Warehouses written before the 95% intervals (ci_low, ci_high) existed gain the columns.
-ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
-ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
-ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
-ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
--- Each query's top 10 at the judged level with its grade (NULL: unjudged): what baselines
--- and reports show of a run's lists.
-CREATE TABLE IF NOT EXISTS rankings (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    query_id VARCHAR, rank INTEGER, doc_id VARCHAR, grade INTEGER
-);
-CREATE TABLE IF NOT EXISTS latency (
-    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
-    attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE, timed VARCHAR
-);
--- `timed`: "system", or "baseline" (the baseline's configuration timed beside the system in
--- the same run); older rows, NULL, are the system's. `suite` and `machine` are digests of what
--- a run was measured on and timed on (core.gate.changes, core.machine).
-ALTER TABLE latency ADD COLUMN IF NOT EXISTS timed VARCHAR;
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS suite VARCHAR;
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS machine VARCHAR;
--- The baseline's configuration re-run on this run's suite, when the suite changed (JSON).
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS baseline_rerun VARCHAR;
-CREATE OR REPLACE VIEW history AS
-    SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
-           m.measure, m.value
-    FROM runs r JOIN run_metrics m USING (run_id);
--- A job whose inputs and code were unchanged reuses a stored run instead of measuring it again
--- (history keeps one row per evaluation); this lists which job reused which run, for the gate.
-CREATE TABLE IF NOT EXISTS run_reuses (
-    run_id VARCHAR, dagster_run_id VARCHAR, created_at TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS gate_results (
-    gate_id VARCHAR PRIMARY KEY, dagster_run_id VARCHAR, created_at TIMESTAMP,
-    passed BOOLEAN, categories VARCHAR, summary VARCHAR, report_json VARCHAR
-);
-"""
 
 RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency", "rankings")
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
@@ -108,6 +58,10 @@ WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (doc
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
 _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
+NO_SPACE = (
+    "no space left on the device; nothing half-written was kept: free space (docs/deploy.md, "
+    '"Full disk") and run again'
+)
 # Paths whose schema this process has created (or found), with the file's inode: once each.
 _SCHEMA_READY: set[tuple[Path, int]] = set()
 # Per thread (a DuckDB connection is not for sharing between threads): warehouse path ->
@@ -123,21 +77,40 @@ def _held() -> dict[Path, tuple[duckdb.DuckDBPyConnection, bool]]:
 
 class WarehouseLimits(EnvLimits):
     read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
+    write_wait_s: float = Field(600.0, gt=0, description="a write waits this long for another")
 
 
 class StorageError(InputError):
     """The storage cannot be read or written as asked: one line, naming the file or folder."""
 
 
+def _full(exc: BaseException) -> bool:
+    """A full disk, as the OS (errno), pyarrow or DuckDB (their messages) report it."""
+    return getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in str(exc)
+
+
 @contextmanager
 def writable(folder: Path) -> Iterator[None]:
-    """Turn a refused write under `folder` into one line naming it."""
+    """Turn a refused write under `folder`, or a full disk, into one line naming it."""
     try:
         yield
     except OSError as exc:
+        if _full(exc):
+            raise StorageError(folder, NO_SPACE) from None
         if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
         raise StorageError(folder, READ_ONLY) from None
+
+
+@contextmanager
+def _space(folder: Path) -> Iterator[None]:
+    """Turn a full disk while writing under `folder` into one line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        if _full(exc):
+            raise StorageError(folder, NO_SPACE) from None
+        raise
 
 
 @contextmanager
@@ -146,15 +119,18 @@ def atomic_path(path: Path) -> Iterator[Path]:
     readers never see half a file and a failed write leaves the old file as it was."""
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
+        locks.sweep_orphans(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    locks.claim(fd)
     tmp = Path(name)
     try:
-        yield tmp
+        with _space(path.parent):
+            yield tmp
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from other users
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+        os.close(fd)
 
 
 @contextmanager
@@ -164,10 +140,14 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     or the new one, never a mix; a failed write leaves the old folder as it was."""
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
+        locks.sweep_orphans(path.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    fd = os.open(tmp, os.O_RDONLY)
+    locks.claim(fd)
     old = tmp.with_suffix(".old")
     try:
-        yield tmp
+        with _space(path.parent):
+            yield tmp
         sizes = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(sizes, sort_keys=True))
         os.chmod(tmp, 0o755)  # mkdtemp's 0700, as for files
@@ -177,6 +157,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+        os.close(fd)
 
 
 def verified_dir(path: Path, rebuild: str) -> Path:
@@ -213,8 +194,9 @@ def write_text(path: Path, text: str) -> None:
 class Warehouse:
     """The DuckDB file holding every run's tables, with history across runs."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, owner: str = "") -> None:
         self.path = path
+        self.owner = owner  # what this process is, for writers that wait for its lock
 
     @classmethod
     def existing(cls, storage: Path) -> Warehouse:
@@ -267,22 +249,30 @@ class Warehouse:
                 raise RuntimeError(f"{self.path}: a write inside a read block; end the read first")
             yield con
             return
-        with writable(self.path.parent):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(self.path.with_suffix(".lock"), "w")  # noqa: SIM115 - held below
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                with writable(self.path.parent):
-                    con = self._open(read_only=False)
-                with self._hold(con, read_only=False):
-                    ready = (self.path.resolve(), self.path.stat().st_ino)
-                    if ready not in _SCHEMA_READY:
-                        con.execute(SCHEMA)
-                        _SCHEMA_READY.add(ready)
-                    yield con
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        with ExitStack() as stack:
+            with writable(self.path.parent):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                lock = self.path.with_suffix(".lock")
+                try:
+                    stack.enter_context(
+                        locks.held(lock, owner=self.owner, wait_s=limits.write_wait_s)
+                    )
+                except locks.Busy as busy:
+                    raise StorageError(
+                        self.path,
+                        f"busy: waited {busy.waited_s:.0f} s for the write lock held by "
+                        f"{busy.holder}; if that process is stuck, stop it and run again"
+                        + limits.hint("write_wait_s"),
+                    ) from None
+            with writable(self.path.parent):
+                con = self._open(read_only=False)
+            with self._hold(con, read_only=False):
+                ready = (self.path.resolve(), self.path.stat().st_ino)
+                if ready not in _SCHEMA_READY:
+                    con.execute(SCHEMA)
+                    _SCHEMA_READY.add(ready)
+                yield con
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -323,12 +313,16 @@ class Warehouse:
             try:
                 yield con
                 con.execute("COMMIT")
-            except Exception:
+            except Exception as exc:
                 con.execute("ROLLBACK")
+                if _full(exc):
+                    raise StorageError(self.path.parent, NO_SPACE) from None
                 raise
 
     def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
-        """Insert one run and its result tables in one transaction (replacing a same run_id)."""
+        """Insert one run and its result tables in one transaction (replacing a same run_id);
+        unless `run` says otherwise, unfinished until `finish(runs=...)`."""
+        run = {"finished": False} | run
         with self.transaction() as con:
             for table in ("runs", *RESULT_TABLES):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run["run_id"]])
@@ -341,9 +335,11 @@ class Warehouse:
 
     def record_reuse(self, run_id: str, dagster_run_id: str, created_at: datetime) -> bool:
         """Note that a Dagster run reused stored run `run_id`; False (nothing written) when
-        that run is not stored (any more), so it must be measured again."""
+        that run is not stored (any more, or not finished), so it must be measured again."""
         with self.connect() as con:
-            stored = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id])
+            stored = con.execute(
+                "SELECT count(*) FROM runs WHERE run_id = ? AND finished", [run_id]
+            )
             if not stored.fetchone()[0]:
                 return False
             con.execute(
@@ -356,11 +352,24 @@ class Warehouse:
             return con.execute(sql, params or []).df()
 
     def record_gate(self, row: dict) -> None:
+        """Insert a verdict; unless `row` says otherwise, unfinished until
+        `finish(gate_results=...)`."""
+        row = {"finished": False} | row
         with self.connect() as con:
             con.execute(
                 f"INSERT INTO gate_results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                 list(row.values()),
             )
+
+    def finish(self, *, runs: str | None = None, gate_results: str | None = None) -> None:
+        """Mark a run (by run_id) or a verdict (by gate_id) finished: the writer's last act, once
+        everything else it writes is written."""
+        with self.connect() as con:
+            if runs is not None:
+                con.execute("UPDATE runs SET finished = true WHERE run_id = ?", [runs])
+            if gate_results is not None:
+                sql = "UPDATE gate_results SET finished = true WHERE gate_id = ?"
+                con.execute(sql, [gate_results])
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> None:

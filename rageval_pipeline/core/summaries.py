@@ -13,8 +13,9 @@ from rageval_pipeline.core.numbers import round_metrics
 from rageval_pipeline.core.results import RunResults
 from rageval_pipeline.core.storage import Warehouse
 
+# Only finished runs (`runs.finished`): a step killed after its commit left the others.
 _LATEST = """
-SELECT * FROM runs
+SELECT * FROM runs WHERE finished
 QUALIFY row_number() OVER (PARTITION BY dataset, split, system ORDER BY created_at DESC) = 1
 ORDER BY dataset, split, system
 """
@@ -31,11 +32,11 @@ def select_runs(
     system: str | None = None,
     run_id: str | None = None,
 ) -> pd.DataFrame:
-    """Runs to judge: one explicit run, or those a Dagster run measured or reused, or the
-    latest of each (dataset, split, system); optionally narrowed to one dataset and/or
+    """Finished runs to judge: one explicit run, or those a Dagster run measured or reused, or
+    the latest of each (dataset, split, system); optionally narrowed to one dataset and/or
     system."""
     if run_id is not None:
-        runs = warehouse.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        runs = warehouse.query("SELECT * FROM runs WHERE run_id = ? AND finished", [run_id])
     elif dagster_run_id is not None:
         # Runs it measured, and stored runs it reused (their inputs and code were unchanged;
         # a warehouse written before reuse has no run_reuses table).
@@ -44,7 +45,7 @@ def select_runs(
             if con.execute(_HAS_TABLE, ["run_reuses"]).fetchone()[0]:
                 where += " OR run_id IN (SELECT run_id FROM run_reuses WHERE dagster_run_id = ?)"
                 params.append(dagster_run_id)
-            sql = f"SELECT * FROM runs WHERE {where} ORDER BY dataset, split, system"
+            sql = f"SELECT * FROM runs WHERE finished AND ({where}) ORDER BY dataset, split, system"
             runs = con.execute(sql, params).df()
     else:
         runs = warehouse.query(_LATEST)

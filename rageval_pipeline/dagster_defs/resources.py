@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 import pyarrow.parquet as pq
+from pydantic import PrivateAttr
 
 from rageval_pipeline.core import paths
 from rageval_pipeline.core.reuse import file_digest, read_stamp, write_stamp
@@ -60,15 +61,49 @@ class Settings(dg.ConfigurableResource):
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB warehouse (`rageval.duckdb`) of the storage folder. Writes queue on its lock;
-    reads open it read-only without the lock (see core.storage)."""
+    """The DuckDB warehouse (`rageval.duckdb`) of the storage folder. Writes queue on its lock,
+    which names the Dagster run holding it; reads open it read-only without the lock (see
+    core.storage)."""
 
     storage_dir: str | None = None  # default: $RAGEVAL_STORAGE
+    _owner: str = PrivateAttr("")
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._owner = f"dagster run {context.run_id}" if context.run_id else ""
 
     @property
     def warehouse(self) -> Warehouse:
         storage = Path(self.storage_dir) if self.storage_dir else paths.storage_dir()
-        return Warehouse(storage / WAREHOUSE_FILE)
+        return Warehouse(storage / WAREHOUSE_FILE, owner=self._owner)
+
+
+WRITE_POOL = "duckdb_write"  # the pool of the assets that write the warehouse (docs/deploy.md)
+
+
+def ensure_write_pool(instance: dg.DagsterInstance) -> int | None:
+    """Create the `duckdb_write` pool's row once, before any run claims it, and return its slot
+    count (None: this instance has no pools). Safe when several processes start at once:
+    Dagster 1.13 creates a missing row on a run's first claim, and two runs doing so at the
+    same moment race (on PostgreSQL the loser's transaction aborts and its step hangs). Here
+    the row is created with `set_concurrency_slots`, whose insert a unique key guards; the
+    loser of that race finds the row on its next look. The limit is the instance's
+    `concurrency.pools.default_limit`, else 1."""
+    from sqlalchemy.exc import IntegrityError
+
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return None
+    for _ in range(3):
+        limits = {pool.name: pool.limit for pool in storage.get_pool_limits()}
+        if WRITE_POOL in limits:
+            return limits[WRITE_POOL]
+        try:
+            storage.set_concurrency_slots(
+                WRITE_POOL, instance.global_op_concurrency_default_limit or 1
+            )
+        except IntegrityError:
+            continue  # another process created it first
+    raise RuntimeError(f"could not create the concurrency pool {WRITE_POOL}")
 
 
 def stored_path(base: Path, key: Sequence[str], partition: str | None) -> Path:

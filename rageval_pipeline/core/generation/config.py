@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 Provider = Literal["ollama", "anthropic", "openai"]
 Role = Literal["answer", "judge"]
+# How a verdict or grade is asked for: a JSON schema the provider enforces (OpenAI
+# `response_format` json_schema, Ollama `format` schema; Anthropic always uses a forced tool),
+# JSON mode only (`json_object`, `format: "json"`), or plain text for servers that refuse both.
+Structured = Literal["schema", "json", "off"]
 
 DEFAULTS: dict[str, dict[str, str]] = {
     "ollama": {"base_url": "http://localhost:11434", "model": "llama3.1:8b"},
@@ -32,6 +36,8 @@ SWITCHES = (
     "RAG_EVAL_JUDGE_PROVIDER",
     "RAG_EVAL_JUDGE_MODEL",
 )
+# Settings read from `RAG_EVAL_<NAME>`, shared by the answering model and the judge.
+_TUNING = ("temperature", "seed", "max_tokens", "concurrency", "structured", "step_deadline_s")
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what an HTTP header value may hold
 
 
@@ -53,7 +59,12 @@ class ProviderConfig(BaseModel):
     seed: int = 42
     max_tokens: int = Field(512, gt=0)
     stream: bool = False
+    structured: Structured = "schema"
     concurrency: int = Field(2, ge=1)
+    # Total wall time of one step's calls (Dagster step or `rageval suggest`): past it, calls
+    # in flight are cancelled and the rest never start. Per-attempt limits alone add up to
+    # calls x attempts x deadline.
+    step_deadline_s: float = Field(1800.0, gt=0)
 
     def params(self) -> dict:
         """The parameters that change an answer: part of the cache key."""
@@ -106,7 +117,7 @@ def from_env(role: Role = "answer", env: Mapping[str, str] | None = None) -> Pro
         key_name = f"RAG_EVAL_JUDGE_{up}_API_KEY"
     tuning = {
         name: env[f"RAG_EVAL_{name.upper()}"]
-        for name in ("temperature", "seed", "max_tokens", "concurrency")
+        for name in _TUNING
         if env.get(f"RAG_EVAL_{name.upper()}")
     }
     stream = env.get("RAG_EVAL_STREAM", "").strip().lower() in ("1", "true", "yes")

@@ -19,13 +19,15 @@ import json
 import math
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 from pydantic import BaseModel
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement, prompt_hash
-from rageval_pipeline.core.generation.verdicts import Verdict, parse_verdict
+from rageval_pipeline.core.generation.verdicts import VERDICT, Verdict, parse_verdict
 from rageval_pipeline.core.storage import Warehouse, insert_rows
 
 MEASURE = "AnswerCorrectness"
@@ -34,7 +36,7 @@ MAX_TARGETS = 5  # seed 002: "top 3-5 highly relevant documents"
 GENERATION_SETS: dict[str, tuple[str, ...]] = {
     "nfcorpus": ("PLAIN-2630", "PLAIN-2660", "PLAIN-2510", "PLAIN-2430", "PLAIN-2690"),
     # Factual questions whose grade-3 chunk states the answer (rate limit, header, sizes...).
-    "techdocs": ("Q002", "Q003", "Q004", "Q005", "Q008"),
+    "techdocs": ("Q002", "Q003", "Q004", "Q005", "Q006"),
     # Policy/amenity questions answered in one entity (refund, pool, check-in, pets, key card).
     "hotel": ("q001", "q002", "q003", "q007", "q010"),
     "beir-mini": ("q01", "q02"),
@@ -87,11 +89,22 @@ def best_targets(qrels: pd.DataFrame, query_id: str) -> tuple[int, list[str]]:
     return grade, ids[:MAX_TARGETS]
 
 
-def _query_text(queries: pd.DataFrame, query_id: str) -> str:
-    match = queries.loc[queries["query_id"] == query_id, "text"]
-    if match.empty:
-        raise ValueError(f"query {query_id} of the generation set is not in the dataset")
-    return str(match.iloc[0])
+def check_set(
+    query_ids: tuple[str, ...], queries: pd.DataFrame, qrels: pd.DataFrame, where: Path, named: str
+) -> None:
+    """Every query of a generation set (`named`: where it comes from) is in the dataset and has
+    a relevant judgment, else one InputError naming the dataset's file (`where`) and the query."""
+    known = set(queries["query_id"])
+    judged = set(qrels.loc[qrels["relevance"] > 0, "query_id"])
+    for query_id in query_ids:
+        if query_id not in known:
+            raise InputError(where, f"query {query_id} of {named} is not in this dataset")
+        if query_id not in judged:
+            raise InputError(
+                where,
+                f"query {query_id} of {named} has no relevant judgment "
+                "(a reference answer is written from its best-judged targets)",
+            )
 
 
 def ground_truth_version(llm: LLM, plan: list[tuple[str, str, int, list[str]]]) -> str:
@@ -108,8 +121,10 @@ def ground_truth_version(llm: LLM, plan: list[tuple[str, str, int, list[str]]]) 
 def plan_ground_truth(
     queries: pd.DataFrame, qrels: pd.DataFrame, query_ids: tuple[str, ...]
 ) -> list[tuple[str, str, int, list[str]]]:
-    """(query id, text, grade used, target ids) per query of the generation set."""
-    return [(q, _query_text(queries, q), *best_targets(qrels, q)) for q in query_ids]
+    """(query id, text, grade used, target ids) per query of the generation set (checked
+    with `check_set` first)."""
+    text = dict(zip(queries["query_id"], queries["text"], strict=True))
+    return [(q, str(text[q]), *best_targets(qrels, q)) for q in query_ids]
 
 
 def synthesize_ground_truth(
@@ -179,7 +194,7 @@ def judge_answers(
         )
         for row in answers.itertuples(index=False)
     ]
-    outputs = llm.complete_all(prompt_list, samples)
+    outputs = llm.complete_all(prompt_list, samples, VERDICT)
     verdicts = [[parse_verdict(c.text) for c in out] for out in outputs]
     return pd.DataFrame(
         dict(
@@ -222,11 +237,14 @@ def summarize(judgments: pd.DataFrame) -> CorrectnessSummary:
 
 
 def metric_rows(summary: CorrectnessSummary, judgments: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Long-format rows for `run_metrics` and `query_metrics` (unparseable counts as 0)."""
+    """Long-format rows for `run_metrics` (the rate, its interval in `ci_low`/`ci_high` like
+    every measure's) and `query_metrics` (unparseable counts as 0)."""
     means = pd.DataFrame(
         dict(
-            measure=[MEASURE, f"{MEASURE}.ci95_low", f"{MEASURE}.ci95_high"],
-            value=[summary.rate, summary.ci95_low, summary.ci95_high],
+            measure=[MEASURE],
+            value=[summary.rate],
+            ci_low=[summary.ci95_low],
+            ci_high=[summary.ci95_high],
         )
     )
     per_query = pd.DataFrame(
@@ -251,6 +269,7 @@ def record(
     }
     with warehouse.transaction() as con:
         for table, df in tables.items():
+            # LIKE: also the `AnswerCorrectness.ci95_*` rows that earlier versions wrote.
             con.execute(
                 f"DELETE FROM {table} WHERE run_id = ? AND measure LIKE ?",
                 [keys["run_id"], f"{MEASURE}%"],

@@ -28,7 +28,7 @@ from rageval_pipeline.core.agreement import kappa
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement
-from rageval_pipeline.core.generation.verdicts import parse_grade
+from rageval_pipeline.core.generation.verdicts import GRADE, parse_grade
 from rageval_pipeline.core.storage import write_text
 
 
@@ -103,6 +103,7 @@ def suggest(
     outputs = llm.complete_all(
         [prompts.RELEVANCE.format(query=rows[i].query, passage=rows[i].target_text) for i in todo],
         samples,
+        GRADE,
     )
     out = list(rows)
     for i, completions in zip(todo, outputs, strict=True):

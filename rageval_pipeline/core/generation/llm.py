@@ -6,6 +6,12 @@ a word of the prompt) misses. Entries are JSON files under `$RAGEVAL_STORAGE/llm
 written atomically, holding the prompt and completion for audit. A dry run calls nothing and
 counts the calls and tokens (prompt characters / 4, and at most `max_tokens` out) a run would
 spend on what is not cached yet.
+
+One `LLM` serves one step (a Dagster step, a `rageval suggest` command) and holds its total
+deadline (`step_deadline_s`, from `RAG_EVAL_STEP_DEADLINE_S`), counted from its creation:
+past it, `complete_all` cancels the calls in flight, starts no other and raises one line.
+Per-attempt limits alone let a provider that drips bytes hold a step for calls x attempts x
+the attempt deadline (40 min measured with the defaults).
 """
 
 from __future__ import annotations
@@ -14,14 +20,17 @@ import hashlib
 import json
 import math
 import threading
+import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from multiprocessing.pool import ThreadPool
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from rageval_pipeline.core.generation.config import ProviderConfig
+from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.providers import Client, Completion, client_for
+from rageval_pipeline.core.generation.verdicts import Structured
 from rageval_pipeline.core.storage import write_text
 
 
@@ -59,12 +68,13 @@ class LLM:
         self.client = client or client_for(config)
         self.usage = Usage(dry_run=dry_run)
         self._lock = threading.Lock()
+        self._deadline = time.monotonic() + config.step_deadline_s
 
     @property
     def label(self) -> str:
         return f"{self.config.provider}:{self.config.model}"
 
-    def cache_key(self, prompt: str, sample: int) -> str:
+    def cache_key(self, prompt: str, sample: int, output: Structured | None = None) -> str:
         c = self.config
         key = dict(
             provider=c.provider,
@@ -73,13 +83,17 @@ class LLM:
             sample=sample,
             prompt=prompt_hash(prompt),
         )
+        if output is not None and c.structured != "off":  # a different request: not a hit
+            key["output"] = [output.name, c.structured]
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
     def _path(self, key: str) -> Path | None:
         return None if self.cache_dir is None else self.cache_dir / key[:2] / f"{key}.json"
 
-    def complete(self, prompt: str, sample: int = 0) -> Completion:
-        key = self.cache_key(prompt, sample)
+    def complete(
+        self, prompt: str, sample: int = 0, output: Structured | None = None
+    ) -> Completion:
+        key = self.cache_key(prompt, sample, output)
         path = self._path(key)
         if path is not None and path.exists():
             with self._lock:
@@ -91,7 +105,7 @@ class LLM:
                 self.usage.input_tokens += math.ceil(len(prompt) / 4)
                 self.usage.output_tokens += self.config.max_tokens
             return Completion(text="", model=self.config.model)
-        completion = self.client.complete(prompt, sample)
+        completion = self.client.complete(prompt, sample, output)
         with self._lock:
             self.usage.calls += 1
             self.usage.input_tokens += completion.input_tokens or 0
@@ -108,9 +122,42 @@ class LLM:
             write_text(path, json.dumps(entry, ensure_ascii=False, indent=1) + "\n")
         return completion
 
-    def complete_all(self, prompts: list[str], samples: int = 1) -> list[list[Completion]]:
-        """`samples` completions of each prompt, at most `concurrency` requests at a time."""
-        jobs = [(i, s) for i in range(len(prompts)) for s in range(samples)]
-        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
-            done = list(pool.map(lambda job: self.complete(prompts[job[0]], job[1]), jobs))
+    def complete_all(
+        self, prompts: list[str], samples: int = 1, output: Structured | None = None
+    ) -> list[list[Completion]]:
+        """`samples` completions of each prompt, at most `concurrency` requests at a time.
+        The first failure, or the step's deadline, cancels the calls in flight and starts
+        no other (a call's failure is raised before the deadline's line). The pool's threads
+        are daemons: a call that a cancelled connection leaves sleeping in a retry back-off
+        cannot hold the process open."""
+        jobs = [(prompt, s) for prompt in prompts for s in range(samples)]
+        if not jobs:
+            return [[] for _ in prompts]
+        answered = []
+
+        def one(job: tuple[str, int]) -> Completion:
+            completion = self.complete(*job, output)
+            answered.append(job)
+            return completion
+
+        futures: list[Future] = [Future() for _ in jobs]
+        with ThreadPool(min(self.config.concurrency, len(jobs))) as pool:
+            for job, future in zip(jobs, futures, strict=True):
+                pool.apply_async(
+                    one, (job,), callback=future.set_result, error_callback=future.set_exception
+                )
+            remaining = max(0.0, self._deadline - time.monotonic())
+            _, pending = wait(futures, timeout=remaining, return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures if f.done() and f.exception() is not None]
+            if pending:
+                self.client.abort()
+            if failed:
+                failed[0].result()  # raises the first failure in order
+            if pending:
+                raise GenerationError(
+                    f"the step's total deadline of {self.config.step_deadline_s:g} s "
+                    f"(RAG_EVAL_STEP_DEADLINE_S) passed with {len(answered)} of {len(jobs)} "
+                    "call(s) answered: the calls in flight were cancelled, the rest not started"
+                )
+        done = [f.result() for f in futures]
         return [done[i * samples : (i + 1) * samples] for i in range(len(prompts))]

@@ -1,43 +1,99 @@
 """Reading a model's output: a TRUE/FALSE verdict or a 0-3 grade, or `unparseable`.
 
-Tolerant of case, whitespace, punctuation, markdown and surrounding words ("**True.**",
-"Answer: FALSE"), strict about ambiguity: output naming both verdicts, neither, or several
-different grades is `unparseable`, which is counted and reported and never counts as TRUE.
+Where the provider supports it the answer is structured (`VERDICT`, `GRADE`: a JSON schema
+sent as OpenAI `response_format`, Ollama `format`, or an Anthropic tool the model must call),
+so the reply is a JSON object. Whatever the provider, only a clean reply parses:
+
+- a JSON object holding exactly the one field (`{"verdict": "TRUE"}`, `{"grade": 2}`), or
+- exactly the token, once whitespace, markdown emphasis and closing punctuation are trimmed
+  (`TRUE`, `**False.**`, `3`, `##final score: 2`).
+
+Everything else (a sentence around the token, a negation, both verdicts, a duplicated JSON key,
+a grade among other numbers) is `unparseable`: counted, reported and never TRUE.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 Verdict = Literal["TRUE", "FALSE", "unparseable"]
 
-_WORDS = re.compile(r"[a-z]+")
-# A negated verdict ("not true", "isn't false") is a sentence, not a verdict: unparseable.
-_NEGATIONS = {"not", "no", "isn", "aren", "never", "neither", "nor"}
-_FINAL = re.compile(r"final\s*score\s*[:=\-]?\s*\**\s*([0-3])\b", re.IGNORECASE)
-_DIGIT = re.compile(r"(?<![\d.])([0-9])(?!\d|\.\d)")  # a lone digit, not part of 1.5 or 10
+# Trimmed from both ends of a plain reply: whitespace, markdown emphasis/code marks and
+# punctuation that closes a statement. Not "?" ("TRUE?" is a question) nor quotes.
+_TRIM = " \t\r\n*_`~.!,;:"
+_GRADE = re.compile(r"(?:#*\s*final\s+score\s*:\s*)?([0-3])", re.IGNORECASE)
+
+
+class Structured(BaseModel):
+    """The one-field JSON object a request asks for when the provider can enforce it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # the JSON schema's name; the Anthropic tool's name
+    field: str
+    values: tuple[str, ...] | tuple[int, ...]
+    instruction: str  # appended to the prompt where the model is only asked for JSON
+
+    def schema(self) -> dict[str, Any]:
+        kind = "string" if isinstance(self.values[0], str) else "integer"
+        return {
+            "type": "object",
+            "properties": {self.field: {"type": kind, "enum": list(self.values)}},
+            "required": [self.field],
+            "additionalProperties": False,
+        }
+
+
+VERDICT = Structured(
+    name="record_verdict",
+    field="verdict",
+    values=("TRUE", "FALSE"),
+    instruction='Reply with a JSON object only: {"verdict": "TRUE"} or {"verdict": "FALSE"}.',
+)
+GRADE = Structured(
+    name="record_grade",
+    field="grade",
+    values=(0, 1, 2, 3),
+    instruction='Reply with a JSON object only: {"grade": N}, N being the final score (0-3).',
+)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):  # json.loads would keep the last: {"v": "FALSE", "v": "TRUE"}
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def _json_field(text: str, field: str) -> tuple[bool, Any]:
+    """(is a JSON object, the value of `field` when the object holds exactly that field)."""
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except ValueError:
+        return False, None
+    if not isinstance(data, dict):  # `true`, `3` and `"TRUE"` are JSON too: read as tokens
+        return False, None
+    return True, data[field] if list(data) == [field] else None
 
 
 def parse_verdict(text: str) -> Verdict:
-    """TRUE or FALSE when exactly one of them appears as a word, unnegated; else
-    `unparseable`."""
-    words = set(_WORDS.findall(text.lower()))
-    found = words & {"true", "false"}
-    if len(found) != 1 or words & _NEGATIONS:
-        return "unparseable"
-    return "TRUE" if found == {"true"} else "FALSE"
+    """TRUE or FALSE for a clean reply (module docstring), else `unparseable`."""
+    is_json, value = _json_field(text, VERDICT.field)
+    if not is_json:
+        value = text.strip(_TRIM)
+    if isinstance(value, str) and value.upper() in VERDICT.values:
+        return "TRUE" if value.upper() == "TRUE" else "FALSE"
+    return "unparseable"
 
 
 def parse_grade(text: str) -> int | None:
-    """The 0-3 grade: UMBRELA's `##final score: N` when present, else the one lone digit
-    in the output; None (unparseable) when there are several different candidates or any
-    is out of range."""
-    finals = {int(m) for m in _FINAL.findall(text)}
-    if finals:
-        return finals.pop() if len(finals) == 1 else None
-    digits = {int(m) for m in _DIGIT.findall(text)}
-    if len(digits) != 1:
-        return None
-    grade = digits.pop()
-    return grade if grade <= 3 else None
+    """The 0-3 grade of a clean reply (module docstring), else None (unparseable)."""
+    is_json, value = _json_field(text, GRADE.field)
+    if is_json:  # bool is an int in Python: {"grade": true} is not a grade
+        return value if type(value) is int and value in GRADE.values else None
+    match = _GRADE.fullmatch(text.strip(_TRIM))
+    return int(match.group(1)) if match else None

@@ -148,9 +148,10 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                 created_at=stamp,
             )
             experiment_log = experiments.load(store)
+            gate_id = f"{stamp:%Y%m%dT%H%M%S%fZ}"
             store.record_gate(
                 dict(
-                    gate_id=f"{stamp:%Y%m%dT%H%M%S%fZ}",
+                    gate_id=gate_id,
                     dagster_run_id=context.run.run_id,
                     created_at=stamp,
                     passed=verdict.passed,
@@ -160,6 +161,7 @@ def build_gate_asset(metrics_keys: Sequence[dg.AssetKey], policy: Path) -> dg.As
                 )
             )
         experiments.export(experiment_log, settings.reports_dir / "experiments.json")
+        store.finish(gate_results=gate_id)  # last write: a gate killed before it is unfinished
         failures = [c.message for c in verdict.failures]
         log = context.log.info if verdict.passed else context.log.error
         log(f"gate {'PASS' if verdict.passed else 'FAIL'} ({scope}): {verdict.summary}")

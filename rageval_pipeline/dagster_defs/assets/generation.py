@@ -5,12 +5,15 @@ in the asset group `generation`, run by the job `evaluate_generation` (never by 
 jobs). Answers read each system's stored run and chunks; judgments attach `AnswerCorrectness`
 (with its 95% Wilson interval) to the retrieval run they judge in DuckDB, where the gate reads
 it like any other measure. Keys are read from the environment inside the step, never from run
-config, so they appear in no Dagster record. Reference: docs/generation.md.
+config, so they appear in no Dagster record. A provider's failure, the step's deadline or a
+generation set that names a query the dataset lacks ends the step with its one line (a
+`dagster.Failure` chained to nothing). Reference: docs/generation.md.
 """
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import pandas as pd
 
 from rageval_pipeline.core import loaders, systems
 from rageval_pipeline.core.chunking import chunk_corpus
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, prompts
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.reuse import content_key
@@ -30,7 +34,7 @@ from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
 GROUP = "generation"
 JOB = "evaluate_generation"
 # Bump when these assets' tables or how they are computed change: part of their code versions.
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: strict verdicts, the interval in ci_low/ci_high
 
 
 class GenerationSettings(dg.ConfigurableResource):
@@ -45,14 +49,46 @@ class GenerationSettings(dg.ConfigurableResource):
         cache = settings.storage / "llm_cache"
         return LLM(config.from_env(role), cache, dry_run=self.dry_run)
 
-    def query_ids(self, dataset: str) -> tuple[str, ...]:
+    def query_ids(self, dataset: str) -> tuple[tuple[str, ...], str]:
+        """The generation set and, for messages, where it comes from."""
         if self.queries:
-            return tuple(self.queries)
+            return tuple(self.queries), "resources.generation.config.queries"
         if dataset not in correctness.GENERATION_SETS:
             raise dg.Failure(
                 f"no generation set for {dataset}: set resources.generation.config.queries"
             )
-        return correctness.GENERATION_SETS[dataset]
+        return correctness.GENERATION_SETS[dataset], DEFAULT_SET.format(dataset=dataset)
+
+
+DEFAULT_SET = "the default generation set of {dataset} (core/generation/correctness.py)"
+
+
+@contextmanager
+def one_line() -> Iterator[None]:
+    """An expected failure (a provider's, the deadline, bad input) as a `dagster.Failure`
+    holding its one line, chained to nothing: no provider or httpx trace behind it."""
+    try:
+        yield
+    except (config.GenerationError, InputError) as exc:
+        raise dg.Failure(description=str(exc)) from None
+
+
+def _queries_file(folder: Path) -> Path:
+    """The file a dataset's queries come from (a golden suite's, or BEIR's queries.jsonl)."""
+    return loaders.suite_file(folder) or folder / "queries.jsonl"
+
+
+def check_default_sets(suites_dir: Path) -> None:
+    """Each bundled suite's default generation set against the suite, when the definitions
+    load: a query the suite no longer has is one InputError naming the suite file and the
+    query, before any run starts (the BEIR sets are checked in the step, once downloaded)."""
+    for dataset, query_ids in sorted(correctness.GENERATION_SETS.items()):
+        folder = suites_dir / dataset
+        if folder.is_dir():
+            data = loaders.load_dataset(folder)
+            where = _queries_file(folder)
+            named = DEFAULT_SET.format(dataset=dataset)
+            correctness.check_set(query_ids, data.queries, data.qrels, where, named)
 
 
 def selected_systems(catalog: dict[str, systems.SystemConfig]) -> list[str]:
@@ -73,13 +109,16 @@ def chunk_sources(system: systems.SystemConfig, catalog: dict) -> list[str]:
 
 def code_versions(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The code version of each generation asset: a digest of what changes its output, namely
-    the prompt it sends, the model that answers it (provider, model, sampling parameters; never
-    the key) and this module's format. Run config (context_k, samples) is not code."""
+    the prompt it sends, the model that answers it (provider, model, sampling parameters, the
+    judge's structured output; never the key) and this module's format. Run config
+    (context_k, samples) is not code."""
 
     def version(role: config.Role, prompt: str) -> str:
         try:
             model = config.from_env(role, env)
             used = [model.provider, model.model, model.params()]
+            if role == "judge":  # the judge's verdict is asked for as structured output
+                used.append(model.structured)
         except config.GenerationError:
             used = None  # the step itself reports the bad variable
         return content_key(FORMAT_VERSION, prompts.PROMPT_VERSION, prompt_hash(prompt), used)[:16]
@@ -117,6 +156,7 @@ def build_generation_assets(
         code_version=versions["ground_truth"],
         **common,
     )
+    @one_line()
     def ground_truth(
         context: dg.AssetExecutionContext,
         settings: Settings,
@@ -127,7 +167,11 @@ def build_generation_assets(
     ) -> pd.DataFrame:
         dataset = context.partition_key
         judged = qrels[qrels["split"] == settings.split]
-        plan = correctness.plan_ground_truth(queries, judged, generation.query_ids(dataset))
+        folder = dataset_folder(settings, dataset)
+        where = _queries_file(folder)
+        query_ids, named = generation.query_ids(dataset)
+        correctness.check_set(query_ids, queries, judged, where, named)
+        plan = correctness.plan_ground_truth(queries, judged, query_ids)
         llm = generation.llm(settings, "answer")
         version = correctness.ground_truth_version(llm, plan)
         stored = _stored_ground_truth(settings, dataset, version)
@@ -190,6 +234,7 @@ def _system_assets(
         code_version=versions["answers"],
         **common,
     )
+    @one_line()
     def answers(
         context: dg.AssetExecutionContext,
         settings: Settings,
@@ -223,6 +268,7 @@ def _system_assets(
         code_version=versions["answer_judgments"],
         **common,
     )
+    @one_line()
     def answer_judgments(
         context: dg.AssetExecutionContext,
         settings: Settings,
@@ -262,10 +308,14 @@ def _system_assets(
 
 
 def build_generation(
-    catalog: dict[str, systems.SystemConfig], datasets: dg.PartitionsDefinition
+    catalog: dict[str, systems.SystemConfig],
+    datasets: dg.PartitionsDefinition,
+    suites_dir: Path,
 ) -> tuple[list[dg.AssetsDefinition], object, dict]:
     """The group's assets, its job (an unresolved asset job: Dagster exports no name for that
-    type) and its resource, for `definitions` to add when configured."""
+    type) and its resource, for `definitions` to add when configured; the default generation
+    sets are checked against the bundled suites first."""
+    check_default_sets(suites_dir)
     job = dg.define_asset_job(
         JOB,
         selection=dg.AssetSelection.groups(GROUP),
