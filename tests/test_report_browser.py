@@ -1,14 +1,18 @@
-"""The HTML report in headless Chromium: every plot is drawn and no request leaves the page.
+"""The HTML report in headless Chromium: every plot is drawn, no request leaves the page, and
+the first screen (1400x900) holds the verdict, the configuration diff and the moved measures.
 
 The page is served from a loopback server that logs every request, and Chromium uses the same
 server as its proxy, so a request to any other origin is logged too; the page itself must be
 the only one. The DOM Chromium builds (`--dump-dom`) must hold one drawn SVG per figure, and the
 screenshot must not be blank. Skipped when Debian's `chromium` is not installed.
+`REPORT_SCREENSHOT=path` keeps the first screen's screenshot there for a person to look at.
 """
 
 from __future__ import annotations
 
 import http.server
+import json
+import os
 import shutil
 import subprocess
 import threading
@@ -18,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from rageval_pipeline.core.report import write_reports
+from tests.cdp import chromium_page
 from tests.test_report_model import context  # noqa: F401  (fixture)
+from tests.test_report_summary import changed  # noqa: F401  (fixture)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -125,3 +131,36 @@ def test_the_request_log_sees_a_page_that_reaches_out(tmp_path, served):
     )
     chromium(tmp_path, f"--proxy-server={origin}", "--dump-dom", f"{origin}/leaky.html")
     assert "http://reports.example/x.png" in requests
+
+
+FIRST_SCREEN = {"width": 1400, "height": 900}
+# What a reader must see without scrolling: the sections' ids (core/report/summary.py).
+SUMMARY = ("verdict", "config-diff", "moved", "next")
+
+
+def test_the_first_screen_shows_verdict_config_diff_and_moved_measures(tmp_path, changed):  # noqa: F811
+    folder = tmp_path / "site"
+    write_reports(changed, folder)
+    with chromium_page(tmp_path / "profile") as page:
+        page.send(
+            "Emulation.setDeviceMetricsOverride", **FIRST_SCREEN, deviceScaleFactor=1, mobile=False
+        )
+        page.goto((folder / "gate.html").as_uri())
+        text = page.wait_for("Retrieval gate: FAIL", "Glossary")
+        boxes = page.evaluate(
+            f"""{json.dumps(SUMMARY)}.map(id => {{
+              const r = document.getElementById(id).getBoundingClientRect();
+              return [id, r.top, r.bottom, r.left, r.right];
+            }})"""
+        )
+        shot = page.screenshot(tmp_path / "first-screen.png")
+    if keep := os.environ.get("REPORT_SCREENSHOT"):
+        shutil.copy(shot, keep)
+    for name, top, bottom, left, right in boxes:
+        assert 0 <= top < bottom <= FIRST_SCREEN["height"], (name, top, bottom)
+        assert 0 <= left < right <= FIRST_SCREEN["width"], (name, left, right)
+    first = text.split("Details", 1)[0]
+    assert "k1" in first and "1.5" in first and "0.3" in first  # the configuration diff
+    assert "FAIL ranking_shift" in first and "WARN recall_drop" in first and "IMPROVED" in first
+    assert "rageval baseline update --dataset techdocs --system hybrid" in first
+    assert shot.stat().st_size > 20_000

@@ -63,6 +63,8 @@ def context():
                 dataset="hotel",
                 split="test",
                 system=s.system,
+                fingerprint=s.fingerprint,
+                run_id=s.run_id,
                 measure=m,
                 value=v,
             )
@@ -89,7 +91,7 @@ def test_systems_side_by_side_and_explanations(context):
     assert [d.id for d in q1.entered] == ["d"] and [d.id for d in q1.left] == ["c"]
     assert [(m.id, m.before, m.after) for m in q1.moves] == [("b", 2, 1), ("a", 1, 3)]
     [threshold] = [r for r in section.recommendations if "threshold" in r]
-    assert "Precision fell" in threshold and "currently 0.5" in threshold
+    assert "Precision fell" in threshold and "threshold (now 0.5)" in threshold
     assert any("No baseline" in r for r in report.runs[1].recommendations)
 
 
@@ -99,8 +101,8 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     assert kinds == ["latency", "measures", "per_query", "trend"]
     per_query = next(f for f in report.figures if f.kind == "per_query")
     assert per_query.data["delta"] == sorted(per_query.data["delta"])
-    trend = next(f for f in report.figures if f.kind == "trend")
-    assert len(trend.data["measures"]["nDCG@10"]["bm25"]) == 2  # two stored runs
+    trend = next(f for f in report.figures if f.name == "trend-hotel-test-bm25")
+    assert len(trend.data["measures"]["nDCG@10"]) == 2  # bm25's two stored runs
     # An interval that misses its value (rounding, an older baseline's) still draws.
     odd = next(f for f in report.figures if f.kind == "measures").model_copy(deep=True)
     odd.data["current_ci"][0] = [odd.data["current"][0] + 0.01, odd.data["current"][0] + 0.02]
@@ -146,7 +148,7 @@ def test_cached_figures_are_the_drawn_bytes_and_only_changed_ones_are_drawn(
 def test_markdown_and_html_read_the_same_model(context):
     report, _ = context
     md, page = to_markdown(report), to_html(report)
-    for text in ("Systems side by side", "Queries that lost most", "Recommendations", "Trends"):
+    for text in ("Systems side by side", "Queries that lost most", "Recommendations", "Glossary"):
         assert text in md and text in page
     assert "![hotel/bm25: per-query nDCG@10 difference](plots/per_query-hotel-test-bm25.svg)" in md
     assert page.count("<figure") == len(report.figures) and page.count("<svg") >= len(
@@ -190,6 +192,7 @@ def test_short_summary_is_the_verdict_one_line_per_system_and_where(context, tmp
     report, _ = context
     lines = short_summary(report.verdict, tmp_path).splitlines()
     assert lines[0].startswith("Gate: PASS: ") and len(lines) == 4
-    assert lines[1] == "  hotel/test/bm25: PASS, nDCG@10 0.5125 (-0.0375 vs baseline)"
+    # bm25's drop is beyond tolerance but not established on 8 queries: the report's word.
+    assert lines[1] == "  hotel/test/bm25: INCONCLUSIVE, nDCG@10 0.5125 (-0.0375 vs baseline)"
     assert lines[2] == "  hotel/test/dense: PASS, nDCG@10 0.6000"
     assert lines[3] == f"Reports: {tmp_path}/gate.html (also gate.md, report.json, plots/)"

@@ -3,7 +3,9 @@
 `write_reports(report, directory)` writes `gate.json` (the verdict), `report.json` (the whole
 model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and `plots/<name>.svg|png`.
 A bare `Verdict` is accepted wherever a report is and reported without the context
-(summaries, baselines, history) that adds the systems table, explanations and plots.
+(summaries, baselines, history, texts) that adds the systems table, explanations and plots.
+`report_texts` builds the query texts and target snippets the explanations show;
+`write_index(reports_dir)` writes the index of every dataset's latest verdict.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from pathlib import Path
 from rageval_pipeline.core.gate import Verdict
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.report import render
+from rageval_pipeline.core.report.index import write_index
 from rageval_pipeline.core.report.model import Report, build_report
 from rageval_pipeline.core.report.plots import render as render_figure
 from rageval_pipeline.core.report.plots import render_cached
+from rageval_pipeline.core.report.summary import run_state
+from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage import atomic_path, write_text
 
 REPORT_FILES = {
@@ -28,11 +33,15 @@ REPORT_FILES = {
 __all__ = [
     "REPORT_FILES",
     "Report",
+    "ReportTexts",
     "build_report",
+    "listed_ids",
     "plotted_values",
+    "report_texts",
     "to_html",
     "to_json",
     "to_markdown",
+    "write_index",
     "write_reports",
 ]
 
@@ -46,7 +55,7 @@ def to_json(verdict: Verdict) -> str:
 def plotted_values(verdict: Verdict) -> dict[str, float]:
     """Numbers a dashboard plots across gate runs, keyed "<dataset>/<system> <measure> <what>":
     per run its primary measure's paired delta, interval and Holm p-value (and those of every
-    measure that did not pass), and its share of unjudged documents; rounded by
+    compared or watched measure that did not pass), and its share of unjudged documents; rounded by
     `round_metric`."""
     primary = {(c.dataset, c.system, c.measure) for c in verdict.checks if c.kind == "spike"}
     out: dict[str, float] = {}
@@ -54,7 +63,7 @@ def plotted_values(verdict: Verdict) -> dict[str, float]:
         label = f"{c.dataset}/{c.system} {c.measure}"
         if c.kind == "unjudged" and c.value is not None:
             out[f"{c.dataset}/{c.system} unjudged share"] = round_metric(c.value)
-        if c.kind != "baseline" or c.paired is None:
+        if c.kind not in ("baseline", "watched") or c.paired is None:
             continue
         if c.passed and (c.dataset, c.system, c.measure) not in primary:
             continue
@@ -126,7 +135,8 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
         shown = f"{primary.measure} {primary.value:.4f}" if primary else "no measure"
         if primary is not None and primary.delta is not None and primary.kind == "baseline":
             shown += f" ({primary.delta:+.4f} vs baseline)"
-        state = f"FAIL ({len(failed)} blocking)" if failed else "PASS"
+        state, _ = run_state(checks)  # the words of the report's verdict table
+        state += f", {len(failed)} blocking" if failed else ""
         lines.append(f"  {'/'.join(key)}: {state}, {shown}")
     lines.append(f"Reports: {directory}/gate.html (also gate.md, report.json, plots/)")
     return "\n".join(lines)

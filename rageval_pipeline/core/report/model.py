@@ -20,9 +20,12 @@ from rageval_pipeline.core.report.explain import (
     query_deltas,
     recommendations,
 )
+from rageval_pipeline.core.report.glossary import Entry, glossary
 from rageval_pipeline.core.report.plots import Figure
+from rageval_pipeline.core.report.texts import ReportTexts
 
 RunKey = tuple[str, str, str]  # dataset, split, system
+LATENCY_KINDS = frozenset({"latency", "latency_baseline"})  # their `measure` is a statistic
 
 
 class Cell(BaseModel):
@@ -56,6 +59,12 @@ class Report(BaseModel):
     rows: list[SystemsRow] = Field(default_factory=list)
     runs: list[RunSection] = Field(default_factory=list)
     figures: list[Figure] = Field(default_factory=list)
+    # dataset -> query id -> text, of the queries the verdict lists as worst
+    query_texts: dict[str, dict[str, str]] = Field(default_factory=dict)
+    glossary: list[Entry] = Field(default_factory=list)
+
+    def query_text(self, dataset: str, query_id: str) -> str | None:
+        return self.query_texts.get(dataset, {}).get(query_id)
 
 
 def _compared(verdict: Verdict) -> list[str]:
@@ -156,34 +165,53 @@ def _run_figures(
     return figures
 
 
-# The measures a trend shows (at most six), in this order, when the report compares them.
-TREND_MEASURES = ("nDCG@10", "R@100", "P@5", "RR", "AP", "R@10")
+def iso_date(stamp: object) -> str:
+    """An ISO-8601 timestamp with its timezone; a naive one (DuckDB's TIMESTAMP, written in
+    UTC) is UTC. "" stays "" (a verdict that judged nothing has no date)."""
+    if stamp in ("", None):
+        return ""
+    moment = pd.Timestamp(stamp)
+    moment = moment.tz_localize("UTC") if moment.tzinfo is None else moment
+    return moment.isoformat(timespec="seconds")
 
 
 def _trend_figures(history: pd.DataFrame, measures: list[str], keys: list[RunKey]) -> list[Figure]:
-    measures = [m for m in TREND_MEASURES if m in measures] or measures[:6]
+    """Per judged run, each measure over its system's evaluations in time, with the times its
+    configuration (fingerprint) changed from the evaluation before."""
     figures = []
-    for dataset, split in dict.fromkeys((d, s) for d, s, _ in keys):
+    for dataset, split, system in keys:
         rows = history[
             (history["dataset"] == dataset)
             & (history["split"] == split)
+            & (history["system"] == system)
             & history["measure"].isin(measures)
-        ].sort_values(["created_at", "system"])
+        ].sort_values(["created_at", "measure"])
         if rows.empty:
             continue
-        series: dict[str, dict[str, list]] = {m: {} for m in measures if m in set(rows["measure"])}
+        series: dict[str, list] = {m: [] for m in measures if m in set(rows["measure"])}
         for r in rows.itertuples(index=False):
-            stamp = pd.Timestamp(r.created_at).isoformat()
-            series.setdefault(r.measure, {}).setdefault(r.system, []).append([stamp, r.value])
+            series[r.measure].append([iso_date(r.created_at), float(r.value)])
+        runs = rows.drop_duplicates("run_id")  # one row per evaluation, oldest first
+        changes, before = [], None
+        for r in runs.itertuples(index=False):
+            if before is not None and r.fingerprint != before:
+                changes.append(iso_date(r.created_at))
+            before = r.fingerprint
         figures.append(
             Figure(
-                name=f"trend-{dataset}-{split}",
-                title=f"{dataset}: measures over the stored history",
+                name=_stem("trend", (dataset, split, system)),
+                title=f"{dataset}/{system}: measures over evaluation time "
+                "(dashed: the configuration changed)",
                 kind="trend",
-                data=dict(measures=series),
+                data=dict(measures=series, changes=changes),
             )
         )
     return figures
+
+
+def _shown_measures(verdict: Verdict, summaries: list[RunSummary]) -> set[str]:
+    named = {c.measure for c in verdict.checks if c.measure and c.kind not in LATENCY_KINDS}
+    return named | {m for s in summaries for m in s.measures}
 
 
 def build_report(
@@ -191,11 +219,13 @@ def build_report(
     summaries: list[RunSummary] = (),
     baselines: dict[tuple[str, str], Baseline] | None = None,
     history: pd.DataFrame | None = None,
+    texts: ReportTexts | None = None,
 ) -> Report:
-    """The report of a verdict; `summaries`, `baselines` and `history` (the warehouse's
-    `history` view: created_at, dataset, split, system, measure, value) add the tables,
-    explanations and plots beyond the verdict itself."""
-    baselines = baselines or {}
+    """The report of a verdict; `summaries`, `baselines`, `history` (the warehouse's `history`
+    view: created_at, dataset, split, system, fingerprint, run_id, measure, value) and `texts`
+    (query texts and target snippets, `report_texts`) add the tables, explanations and plots
+    beyond the verdict itself."""
+    baselines, texts = baselines or {}, texts or ReportTexts()
     by_key = {(s.dataset, s.split, s.system): s for s in summaries}
     keys = verdict.runs
     measures = _compared(verdict)
@@ -206,7 +236,11 @@ def build_report(
             SystemsRow(measure=m, cells=[_cell(verdict, k, m, by_key.get(k)) for k in keys])
             for m in measures
         ],
+        glossary=glossary(_shown_measures(verdict, list(summaries))),
     )
+    for w in verdict.worst_queries:
+        if (text := texts.query(w.dataset, w.query_id)) is not None:
+            report.query_texts.setdefault(w.dataset, {})[w.query_id] = text
     for key in keys:
         section = RunSection(dataset=key[0], split=key[1], system=key[2])
         summary = by_key.get(key)
@@ -214,12 +248,23 @@ def build_report(
             baseline = baselines.get((key[0], key[2]))
             if baseline is not None and baseline.split != key[1]:
                 baseline = None
-            section.lost, section.gained = changed_queries(summary, baseline)
+            section.lost, section.gained = changed_queries(summary, baseline, texts)
             section.recommendations = recommendations(summary, baseline, verdict)
             figures = _run_figures(summary, baseline, measures)
             section.figures = [f.name for f in figures]
             report.figures += figures
         report.runs.append(section)
     if history is not None and not history.empty:
-        report.figures += _trend_figures(history, measures, keys)
+        # Every compared measure, and the watched ones that moved (R@100 when recall fell).
+        watched = {
+            c.measure
+            for c in verdict.checks
+            if c.kind == "watched" and c.measure and (not c.passed or c.improved)
+        }
+        trended = measures + sorted(watched - set(measures), key=sort_key)
+        trends = _trend_figures(history, trended, keys)
+        for section in report.runs:
+            stem = _stem("trend", (section.dataset, section.split, section.system))
+            section.figures += [f.name for f in trends if f.name == stem]
+        report.figures += trends
     return report

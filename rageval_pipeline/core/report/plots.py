@@ -84,21 +84,31 @@ def _latency(ax, data: dict) -> None:
 
 
 def _trend(fig, data: dict) -> None:
+    from datetime import datetime, timedelta
+
+    import matplotlib.dates as mdates
+
     measures = data["measures"]
-    rows = max(1, -(-len(measures) // 3))
-    axes = fig.subplots(rows, 3, squeeze=False).ravel()
+    changes = [datetime.fromisoformat(t) for t in data.get("changes", [])]
+    columns = max(1, min(3, len(measures)))
+    axes = fig.subplots(-(-len(measures) // columns) or 1, columns, squeeze=False).ravel()
     for ax in axes[len(measures) :]:
         ax.set_visible(False)
-    for ax, (measure, series) in zip(axes, measures.items(), strict=False):
-        # x is the run's place in the stored history (dates of uneven gaps read badly).
-        stamps = sorted({t for points in series.values() for t, _ in points})
-        place = {t: i + 1 for i, t in enumerate(stamps)}
-        for system, points in sorted(series.items()):
-            ax.plot([place[t] for t, _ in points], [v for _, v in points], marker="o", label=system)
+    for ax, (measure, points) in zip(axes, measures.items(), strict=False):
+        times = [datetime.fromisoformat(t) for t, _ in points]
+        ax.plot(times, [v for _, v in points], marker="o", color=_CURRENT)
+        for i, moment in enumerate(changes):
+            label = "configuration changed" if i == 0 else None
+            ax.axvline(moment, color=_BASELINE, linestyle="--", linewidth=1, label=label)
+        if len(set(times)) == 1:  # one evaluation: a day around it, not a zero-width axis
+            ax.set_xlim(times[0] - timedelta(hours=12), times[0] + timedelta(hours=12))
+        locator = mdates.AutoDateLocator(maxticks=6)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
         ax.set_title(measure)
-        ax.set_xticks(range(1, len(stamps) + 1))
-        ax.set_xlabel("stored runs, oldest first")
-    axes[0].legend(frameon=False)
+        ax.set_xlabel("evaluation time (UTC)")
+    if changes:
+        axes[0].legend(frameon=False)
 
 
 def _pyplot():
@@ -114,9 +124,9 @@ def _draw(figure: Figure):
     plt = _pyplot()
     with plt.rc_context(_STYLE):
         if figure.kind == "trend":
-            size = (8.0, 2.6 * max(1, -(-len(figure.data["measures"]) // 3)) + 0.6)
+            size = (12.0, 2.4 * max(1, -(-len(figure.data["measures"]) // 3)) + 0.6)
         else:
-            size = (6.0, 3.2)
+            size = (12.0, 3.6)  # shown full width: a wide figure keeps its height modest
         fig = plt.figure(figsize=size)
         if figure.kind == "trend":
             _trend(fig, figure.data)

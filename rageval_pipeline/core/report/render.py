@@ -1,83 +1,45 @@
-"""JSON, Markdown and HTML renderings of the report model (`core.report.model`).
+"""The report document: the summary first (`core.report.summary`), then each run's details
+folded, the systems side by side, every failure and warning, and the glossary.
 
-Markdown and HTML render the same document, built once as a list of blocks, so the two never
-disagree. Status labels are text (CSS badges in HTML), never emoji, so the page needs no emoji
-font; figures are inline SVG, so it needs no network.
+One list of blocks (`core.report.blocks`) is rendered as Markdown and as HTML.
 """
 
 from __future__ import annotations
 
-import html
-import re
-from dataclasses import dataclass
-from typing import Literal
-
 from rageval_pipeline.core.gate import LATENCY_STATS, OVERALL, Check, QueryRegression
-from rageval_pipeline.core.measures.names import sort_key, try_parse
+from rageval_pipeline.core.measures.names import sort_key
+from rageval_pipeline.core.report import blocks
+from rageval_pipeline.core.report.blocks import (
+    Block,
+    Bullets,
+    Details,
+    Figure,
+    Heading,
+    Para,
+    Table,
+    Tone,
+)
 from rageval_pipeline.core.report.explain import QueryChange
-from rageval_pipeline.core.report.model import Cell, Report, RunSection
+from rageval_pipeline.core.report.model import LATENCY_KINDS, Cell, Report, RunSection
+from rageval_pipeline.core.report.summary import (
+    headline,
+    limit,
+    number,
+    run_state,
+    summary_blocks,
+)
 
-Tone = Literal["pass", "fail", "warn"]
-_LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "ADVISORY"}
-_INCONCLUSIVE = "INCONCLUSIVE"
-_QUALITY_KINDS = frozenset({"threshold", "target", "baseline", "value"})
-_LATENCY_KINDS = frozenset({"latency", "latency_baseline"})
-
-
-# ------------------------------------------------------------------------------ document blocks
-
-
-@dataclass(frozen=True)
-class _Heading:
-    level: int
-    text: str
-    tone: Tone | None = None
-
-
-@dataclass(frozen=True)
-class _Para:
-    text: str
-
-
-@dataclass(frozen=True)
-class _List:
-    items: list[str]
-
-
-@dataclass(frozen=True)
-class _Table:
-    header: tuple[str, ...]
-    rows: list[tuple[str, ...]]
-    tones: list[Tone | None]
-
-
-@dataclass(frozen=True)
-class _Figure:
-    name: str
-    title: str
-
-
-_Block = _Heading | _Para | _List | _Table | _Figure
+_LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "better": "IMPROVED"}
+_COMPARED_KINDS = frozenset({"threshold", "target", "baseline", "watched"})
+_TABLE_KINDS = _COMPARED_KINDS | LATENCY_KINDS | {"value"}
 
 
 def _tone(checks: list[Check]) -> Tone:
     if any(not c.passed and c.blocking for c in checks):
         return "fail"
-    return "warn" if any(not c.passed for c in checks) else "pass"
-
-
-def _number(check: Check, value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.1f} ms" if check.kind in _LATENCY_KINDS else f"{value:.4f}"
-
-
-def _limit(check: Check) -> str:
-    """How a threshold, target or latency maximum reads in the Threshold column."""
-    measure = try_parse(check.measure or "")
-    at_least = check.kind != "latency" and (measure is None or measure.higher_is_better)
-    text = f"{'≥' if at_least else '≤'} {_number(check, check.reference)}"
-    return text + " (target)" if check.kind == "target" else text
+    if any(not c.passed for c in checks):
+        return "warn"
+    return "better" if any(c.improved for c in checks) else "pass"
 
 
 def _interval(low: float | None, high: float | None, signed: bool = False) -> str:
@@ -100,61 +62,89 @@ def _paired_cells(check: Check | None) -> tuple[str, str, str]:
 
 def _metric_row(label: str, checks: list[Check]) -> tuple[tuple[str, ...], Tone]:
     """Metric | Current [CI] | Baseline | Delta [CI] | p | MDE | Threshold | Status of a measure."""
-    against_baseline = [c for c in checks if c.kind in {"baseline", "latency_baseline"}]
+    against_baseline = [c for c in checks if c.kind in {"baseline", "watched", "latency_baseline"}]
     limits = [c for c in checks if c.kind in {"threshold", "target", "latency"}]
     current = next((c for c in checks if c.value is not None), checks[0])
     baseline = against_baseline[0] if against_baseline else None
     tone = _tone(checks)
     status = _LABEL[tone]
     if any(c.inconclusive for c in checks) and tone != "fail":
-        status = _INCONCLUSIVE
+        status = "INCONCLUSIVE"
     if baseline is not None and baseline.relative_delta is not None:
         status += f" ({baseline.relative_delta:+.1%})"
     row = (
         label,
-        _number(current, current.value) + _interval(current.ci_low, current.ci_high),
-        _number(baseline, baseline.reference) if baseline else "–",
+        number(current, current.value) + _interval(current.ci_low, current.ci_high),
+        number(baseline, baseline.reference) if baseline else "–",
         *_paired_cells(baseline),
-        ", ".join(_limit(c) for c in limits) or "–",
+        ", ".join(limit(c) for c in limits) or "–",
         status,
     )
     return row, tone
 
 
-def _run_table(checks: list[Check]) -> _Table:
+_METRIC_HEADER = (
+    "Metric",
+    "Current [95% CI]",
+    "Baseline",
+    "Delta [CI]",
+    "p (Holm)",
+    "MDE",
+    "Threshold",
+    "Status",
+)
+
+
+def _run_tables(checks: list[Check]) -> list[Block]:
+    """The compared measures and latency (columns no row fills left out), then the measures
+    only reported as values, folded."""
     quality: dict[str, list[Check]] = {}
+    values: dict[str, list[Check]] = {}
     latency: dict[tuple[str, str], list[Check]] = {}
     for check in checks:
-        if check.kind in _QUALITY_KINDS and check.measure:
+        if check.kind in _COMPARED_KINDS and check.measure:
             quality.setdefault(check.measure, []).append(check)
-        elif check.kind in _LATENCY_KINDS and check.measure and check.group:
+        elif check.kind == "value" and check.measure:
+            values.setdefault(check.measure, []).append(check)
+        elif check.kind in LATENCY_KINDS and check.measure and check.group:
             latency.setdefault((check.group, check.measure), []).append(check)
-    rows = [_metric_row(m, quality[m]) for m in sorted(quality, key=sort_key)]
-    latency_order = sorted(
-        latency, key=lambda k: (k[0] != OVERALL, k[0], LATENCY_STATS.index(k[1]))
-    )
-    rows += [_metric_row(f"Latency {s} [{g}]", latency[(g, s)]) for g, s in latency_order]
-    return _Table(
-        (
-            "Metric",
-            "Current [95% CI]",
-            "Baseline",
-            "Delta [CI]",
-            "p (Holm)",
-            "MDE",
-            "Threshold",
-            "Status",
-        ),
-        [row for row, _ in rows],
-        [tone for _, tone in rows],
-    )
+    order = sorted(latency, key=lambda k: (k[0] != OVERALL, k[0], LATENCY_STATS.index(k[1])))
+    out: list[Block] = []
+    # Measures and latency apart: each table then drops the columns none of its rows fill.
+    for rows in (
+        [_metric_row(m, quality[m]) for m in sorted(quality, key=sort_key)],
+        [_metric_row(f"Latency {s} [{g}]", latency[(g, s)]) for g, s in order],
+    ):
+        if rows:
+            table = Table(_METRIC_HEADER, [r for r, _ in rows], [t for _, t in rows])
+            out.append(table.compact())
+    if values:
+        shown = [
+            (m, number(c, c.value) + _interval(c.ci_low, c.ci_high))
+            for m in sorted(values, key=sort_key)
+            for c in values[m][:1]
+        ]
+        out.append(
+            Details(
+                f"Other measures ({len(shown)}, nothing to compare them with)",
+                [Table(("Measure", "Value [95% CI]"), shown)],
+            )
+        )
+    return out
 
 
-def _worst_table(worst: list[QueryRegression]) -> _Table:
-    return _Table(
-        ("Query", "Measure", "Baseline", "Current", "Delta"),
+def _worst_table(worst: list[QueryRegression], report: Report) -> Table:
+    return Table(
+        ("Query", "Measure", "Baseline", "Current", "Delta", "Text"),
         [
-            (w.query_id, w.measure, f"{w.baseline:.4f}", f"{w.value:.4f}", f"{w.delta:+.4f}")
+            (
+                w.query_id,
+                w.measure,
+                f"{w.baseline:.4f}",
+                f"{w.value:.4f}",
+                f"{w.delta:+.4f}",
+                report.query_text(w.dataset, w.query_id) or "–",
+            )
             for w in worst
         ],
         ["fail"] * len(worst),
@@ -176,197 +166,110 @@ def _systems_cell(cell: Cell) -> str:
     return text
 
 
-def _systems_table(report: Report) -> _Table:
+def _systems_table(report: Report) -> Table:
     tones: list[Tone | None] = [
         "fail"
         if any(c.passed is False and not c.inconclusive for c in row.cells)
         else ("warn" if any(c.inconclusive for c in row.cells) else None)
         for row in report.rows
     ]
-    return _Table(
+    return Table(
         ("Measure", *report.columns),
         [(row.measure, *(_systems_cell(c) for c in row.cells)) for row in report.rows],
         tones,
     )
 
 
-def _listed(docs) -> str:
-    return ", ".join(f"{d.id} ({'unjudged' if d.grade is None else d.grade})" for d in docs) or "–"
+def _grade(grade: int | None) -> str:
+    return "unjudged" if grade is None else str(grade)
 
 
-def _change_blocks(title: str, changes: list[QueryChange]) -> list[_Block]:
+def _change_blocks(title: str, changes: list[QueryChange]) -> list[Block]:
+    """Per query: its text, its measure's move, and the relevant targets that entered or left
+    the top 10 with grade and snippet; the other ids are only counted."""
     if not changes:
         return []
-    blocks: list[_Block] = [_Heading(3, title)]
+    out: list[Block] = [Heading(4, title)]
     for c in changes:
-        moves = ", ".join(f"{m.id} {m.before}->{m.after}" for m in c.moves) or "–"
-        blocks.append(
-            _Para(f"{c.query_id}: {c.measure} {c.baseline:.4f} -> {c.value:.4f} ({c.delta:+.4f})")
+        said = f' "{c.text}"' if c.text else ""
+        out.append(
+            Para(
+                f"{c.query_id}{said}: {c.measure} {c.baseline:.4f} -> {c.value:.4f} "
+                f"({c.delta:+.4f})"
+            )
         )
-        if not c.current and not c.previous:
-            continue  # no stored lists (a run or baseline from before they were kept)
-        blocks += [
-            _Table(
-                ("Rank", "Current (grade)", "Baseline (grade)"),
-                [
-                    (
-                        str(i + 1),
-                        _listed(c.current[i : i + 1]) if i < len(c.current) else "–",
-                        _listed(c.previous[i : i + 1]) if i < len(c.previous) else "–",
-                    )
-                    for i in range(max(len(c.current), len(c.previous)))
-                ],
-                [None] * max(len(c.current), len(c.previous)),
-            ),
-            _List(
-                [
-                    f"entered the top 10: {_listed(c.entered)}",
-                    f"left the top 10: {_listed(c.left)}",
-                    f"rank moves: {moves}",
-                ]
-            ),
+        rows = [
+            (way, d.id, _grade(d.grade), c.snippets.get(d.id, "–"))
+            for way, listed in (("entered", c.relevant_entered), ("left", c.relevant_left))
+            for d in listed
         ]
-    return blocks
+        if rows:
+            out.append(Table(("Top 10", "Relevant target", "Grade", "Snippet"), rows))
+        others = len(c.entered) + len(c.left) - len(rows)
+        relevant = {d.id for d in c.current if (d.grade or 0) > 0}
+        moves = [f"{m.id} {m.before}->{m.after}" for m in c.moves if m.id in relevant]
+        notes = [f"{others} non-relevant or unjudged target(s) entered or left"] if others else []
+        notes += [f"relevant targets that moved: {', '.join(moves)}"] if moves else []
+        out += [Bullets(notes)] if notes else []
+    return out
 
 
-def _run_blocks(report: Report, section: RunSection) -> list[_Block]:
+def _run_details(report: Report, section: RunSection) -> Details:
     verdict = report.verdict
     key = (section.dataset, section.split, section.system)
     checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
-    notes = [c for c in checks if c.kind not in _QUALITY_KINDS | _LATENCY_KINDS]
+    notes = [c for c in checks if c.kind not in _TABLE_KINDS]
     titles = {f.name: f.title for f in report.figures}
-    blocks: list[_Block] = [
-        _Heading(2, " / ".join(key), _tone(checks)),
-        _run_table(checks),
-        _List([f"{_LABEL[_tone([c])]} {c.message}" for c in notes]),
-    ]
+    inner: list[Block] = [*_run_tables(checks)]
+    if notes:
+        inner.append(Bullets([f"{_LABEL[_tone([c])]} {c.message}" for c in notes]))
     # Only queries that actually got worse are regressions.
     worst = [
         w for w in verdict.worst_queries if (w.dataset, w.split, w.system) == key and w.delta < 0
     ]
     if worst:
-        blocks += [_Heading(3, "Worst per-query regressions"), _worst_table(worst)]
-    blocks += _change_blocks("Queries that lost most", section.lost)
-    blocks += _change_blocks("Queries that gained most", section.gained)
+        inner += [Heading(3, "Worst per-query regressions"), _worst_table(worst, report)]
+    inner += _change_blocks("Queries that lost most", section.lost)
+    inner += _change_blocks("Queries that gained most", section.gained)
     if section.recommendations:
-        blocks += [_Heading(3, "Recommendations"), _List(section.recommendations)]
+        inner += [Heading(3, "Recommendations"), Bullets(section.recommendations)]
     if section.figures:
-        blocks += [_Heading(3, "Plots"), *(_Figure(n, titles[n]) for n in section.figures)]
-    return blocks
+        inner += [Heading(3, "Plots"), *(Figure(n, titles[n]) for n in section.figures)]
+    state, _ = run_state(checks)
+    return Details(f"{' / '.join(key)}: {state}", inner)
 
 
-def _blocks(report: Report) -> list[_Block]:
+def _blocks(report: Report) -> list[Block]:
     verdict = report.verdict
-    tone: Tone = "pass" if verdict.passed else "fail"
-    failures, warnings = verdict.failures, verdict.warnings
-    blocks: list[_Block] = [
-        _Heading(1, f"Retrieval gate: {_LABEL[tone]}", tone),
-        _Para(verdict.summary),
-        _Para(f"Date: {verdict.created_at or '–'}"),
-    ]
-    if report.rows:
-        blocks += [_Heading(2, "Systems side by side"), _systems_table(report)]
-    blocks += [
-        _Heading(2, f"What failed and why ({len(failures)})"),
-        _List([_tagged(c) for c in failures]) if failures else _Para("Nothing failed."),
-        _Heading(2, "Regression categories"),
-        _List(list(verdict.categories)) if verdict.categories else _Para("None."),
-    ]
-    if warnings:
-        blocks += [
-            _Heading(2, f"Warnings ({len(warnings)})"),
-            _List([_tagged(c) for c in warnings]),
-        ]
+    out = summary_blocks(report)
+    out.append(Heading(2, "Details"))
     sections = {(r.dataset, r.split, r.system): r for r in report.runs}
     for key in verdict.runs:
         section = sections.get(key) or RunSection(dataset=key[0], split=key[1], system=key[2])
-        blocks += _run_blocks(report, section)
-    trends = [f for f in report.figures if f.kind == "trend"]
-    if trends:
-        blocks += [_Heading(2, "Trends"), *(_Figure(f.name, f.title) for f in trends)]
-    return blocks
-
-
-# ----------------------------------------------------------------------------------- renderings
-
-
-def _md(text: str, *, cell: bool = False) -> str:
-    """Keep text literal in Markdown: no raw HTML tags, no line breaks, no stray table pipes."""
-    text = re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text.replace("\\", "\\\\"))
-    text = " ".join(text.splitlines())
-    return text.replace("|", "\\|") if cell else text
-
-
-def _md_block(block: _Block) -> str:
-    if isinstance(block, _Heading):
-        return f"{'#' * block.level} {_md(block.text)}"
-    if isinstance(block, _Para):
-        return _md(block.text)
-    if isinstance(block, _List):
-        return "\n".join(f"- {_md(item)}" for item in block.items)
-    if isinstance(block, _Figure):
-        return f"![{_md(block.title)}](plots/{block.name}.svg)"
-    lines = [block.header, tuple("---" for _ in block.header), *block.rows]
-    return "\n".join("| " + " | ".join(_md(c, cell=True) for c in line) + " |" for line in lines)
+        out.append(_run_details(report, section))
+    if report.rows:
+        out.append(Details("Systems side by side", [_systems_table(report)]))
+    failures, warnings = verdict.failures, verdict.warnings
+    out.append(
+        Details(
+            f"Every failure ({len(failures)}) and warning ({len(warnings)})",
+            [Bullets([_tagged(c) for c in failures + warnings])]
+            if failures or warnings
+            else [Para("Nothing failed.")],
+        )
+    )
+    if report.glossary:
+        terms = [(e.term, e.meaning) for e in report.glossary]
+        out.append(Details("Glossary", [Table(("Term", "Meaning"), terms)]))
+    return out
 
 
 def to_markdown(report: Report) -> str:
-    """The Markdown report: verdict, systems side by side, failures, per run its table,
-    explanations, recommendations and plots (as links to plots/*.svg)."""
-    return "\n\n".join(_md_block(b) for b in _blocks(report)) + "\n"
-
-
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2rem; color: #1f2328; }
-h1 { padding: 0.5rem 1rem; border-radius: 6px; color: #fff; }
-h1.pass { background: #1a7f37; } h1.fail { background: #cf222e; }
-h2.fail { color: #cf222e; } h2.warn { color: #9a6700; } h2.pass { color: #1a7f37; }
-table { border-collapse: collapse; margin: 0.5rem 0 1rem; }
-th, td { border: 1px solid #d0d7de; padding: 0.25rem 0.6rem; text-align: left; }
-th { background: #f6f8fa; }
-tr.fail td { background: #ffebe9; } tr.warn td { background: #fff8c5; }
-figure { margin: 0.5rem 0 1.5rem; } figure svg { max-width: 100%; height: auto; }
-figcaption { color: #57606a; font-size: 0.9rem; }
-"""
-
-
-def _attr(tone: Tone | None) -> str:
-    return f' class="{tone}"' if tone else ""
-
-
-def _html_block(block: _Block, svgs: dict[str, str]) -> str:
-    if isinstance(block, _Figure):
-        return (
-            f'<figure data-plot="{html.escape(block.name)}">{svgs[block.name]}'
-            f"<figcaption>{html.escape(block.title)}</figcaption></figure>"
-        )
-    if isinstance(block, _Heading):
-        tag = f"h{block.level}"
-        return f"<{tag}{_attr(block.tone)}>{html.escape(block.text)}</{tag}>"
-    if isinstance(block, _Para):
-        return f"<p>{html.escape(block.text)}</p>"
-    if isinstance(block, _List):
-        return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in block.header)
-    body = "".join(
-        f"<tr{_attr(tone)}>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-        for row, tone in zip(block.rows, block.tones, strict=True)
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-# No request may leave the page: the browser refuses any that is not inline.
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+    """The Markdown report: the summary, then each run's details folded (`<details>`), the
+    systems side by side, every failure and warning and the glossary."""
+    return blocks.to_markdown(_blocks(report))
 
 
 def to_html(report: Report, svgs: dict[str, str]) -> str:
-    """A self-contained HTML page: inline CSS and SVG, no scripts or external assets (the CSP
-    forbids them), all text escaped. `svgs` maps each figure's name to its SVG."""
-    verdict = report.verdict
-    title = html.escape(f"Retrieval gate: {'PASS' if verdict.passed else 'FAIL'}")
-    body = "\n".join(_html_block(b, svgs) for b in _blocks(report))
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
-        f"<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
-    )
+    """The same document as a self-contained HTML page (`blocks.to_html`)."""
+    return blocks.to_html(headline(report.verdict)[0], _blocks(report), svgs)

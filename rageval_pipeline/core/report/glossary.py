@@ -1,0 +1,92 @@
+"""The report's glossary: every measure it names, its statistics and the regression categories.
+
+Measures are explained by the measure registry (`core.measures.names`): each family's docstring,
+its direction and category, and the descriptions of the parameters a name sets, so a new
+measure family or parameter is explained without touching this module. The categories' and
+the statistics' meanings are the gate's (docs/gate.md), written once here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import get_args
+
+from pydantic import BaseModel
+
+from rageval_pipeline.core.gate import LATENCY_STATS, Category
+from rageval_pipeline.core.measures.names import FAMILIES, Measure, sort_key, try_parse
+
+CATEGORY_MEANINGS: dict[Category, str] = {
+    "recall_drop": "relevant targets no longer reach the list",
+    "ranking_shift": "the right targets are still found but ranked lower, or false positives "
+    "rose above them",
+    "diversity_collapse": "the list is filled from fewer source documents",
+    "latency_regression": "queries take longer than the limit or than the reference timed "
+    "beside them",
+    "semantic_degraded_spike": "the mean may hold, but more queries than allowed lost much of "
+    "their primary measure",
+    "unjudged_spike": "more of the top 10 is unjudged than in the baseline: the drops may be "
+    "missing judgments, not worse retrieval",
+}
+
+# The report's own columns and labels (render.py and summary.py print these terms).
+TERMS: dict[str, str] = {
+    "CI": "95% confidence interval: the bootstrap interval of a mean over queries, or of the "
+    "paired per-query differences beside a Delta",
+    "Delta": "current minus baseline (or minus the reference run), averaged over the queries "
+    "both measured",
+    "p (Holm)": "p-value of the paired randomization test, Holm-corrected across the measures "
+    "compared for the run; below alpha (0.05) the change is unlikely to be noise",
+    "MDE": "minimum detectable effect: the smallest change this many queries can tell from "
+    "noise (80% power); a change smaller than it is reported as inconclusive",
+    "PASS / FAIL": "FAIL: a blocking check failed; the release is held",
+    "WARN": "a non-blocking check failed: reported, does not hold the release",
+    "INCONCLUSIVE": "beyond tolerance, but the statistics cannot tell the change from noise",
+    "IMPROVED": "better beyond tolerance, and the statistics establish it",
+    "p50 / p95 / p99": "latency percentiles in milliseconds over the timed queries",
+}
+
+_SENTENCE = re.compile(r"(?<=[.)])\s+(?=[A-Z])")
+
+
+class Entry(BaseModel):
+    term: str
+    meaning: str
+
+
+def _first_sentence(doc: str) -> str:
+    text = " ".join(doc.replace("`", "").split())
+    return _SENTENCE.split(text, maxsplit=1)[0]
+
+
+def _measure_meaning(measure: Measure) -> str:
+    cls = type(measure)
+    parts = [_first_sentence(cls.__doc__ or cls.NAME)]
+    if measure.k is not None:
+        parts.append(f"@{measure.k}: {Measure.model_fields['k'].description} {measure.k}.")
+    for param, value in measure.params().items():
+        described = Measure.model_fields[param].description
+        parts.append(f"{param}={value}: {described}." if value is not True else f"{described}.")
+    direction = "higher" if measure.higher_is_better else "lower"
+    category = f"; worse is {measure.category}" if measure.category else ""
+    parts.append(f"({cls.FAMILY} family, {direction} is better{category}.)")
+    return " ".join(parts)
+
+
+def _category_meaning(category: Category) -> str:
+    measures = sorted(n for n, cls in FAMILIES.items() if category == cls.CATEGORY)
+    of = f" Measures: {', '.join(measures)}." if measures else ""
+    return CATEGORY_MEANINGS[category] + "." + of
+
+
+def glossary(names: set[str], terms: set[str] | None = None) -> list[Entry]:
+    """Entries for the measure `names` a report shows (latency statistics and unknown names
+    skipped), the report's `terms` (default all) and every regression category."""
+    entries = [
+        Entry(term=name, meaning=_measure_meaning(measure))
+        for name in sorted(names, key=sort_key)
+        if name not in LATENCY_STATS and (measure := try_parse(name)) is not None
+    ]
+    entries += [Entry(term=t, meaning=m) for t, m in TERMS.items() if terms is None or t in terms]
+    entries += [Entry(term=c, meaning=_category_meaning(c)) for c in get_args(Category)]
+    return entries

@@ -1,0 +1,267 @@
+"""The report's first screen: the verdict per run, the configuration diff, the measures that
+moved with their paired intervals, and what to do next.
+
+It is sized to be read without scrolling (1400x900): the moved measures are capped at `SHOWN`
+rows, the rest are in each run's folded details.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rageval_pipeline.core.gate import Check, Verdict
+from rageval_pipeline.core.measures.names import try_parse
+from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
+from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
+from rageval_pipeline.core.report.texts import shorten
+
+SHOWN = 8  # moved measures on the first screen
+RunKey = tuple[str, str, str]
+# Checks about the comparison itself, not a measure that moved: said in the verdict, the
+# configuration diff and the next steps instead.
+_CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value"})
+_LIMIT_KINDS = frozenset({"threshold", "target", "latency"})  # a fixed limit, not a baseline
+_COMPARED_WITH = {
+    "baseline": "baseline",
+    "rerun": "baseline's configuration re-run on this suite",
+    "thresholds": "thresholds only",
+}
+
+
+def _checks(verdict: Verdict, key: RunKey) -> list[Check]:
+    return [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
+
+
+def run_state(checks: list[Check]) -> tuple[str, Tone]:
+    """A run's verdict as a reader says it: FAIL (categories), INCONCLUSIVE, PASS, improved."""
+    failed = [c for c in checks if c.blocking and not c.passed]
+    if failed:
+        categories = sorted({c.category for c in failed if c.category})
+        return "FAIL" + (f" ({', '.join(categories)})" if categories else ""), "fail"
+    if any(c.inconclusive for c in checks):
+        return "INCONCLUSIVE", "warn"
+    warned = [c for c in checks if not c.passed and c.kind not in _CONTEXT_KINDS]
+    if warned:
+        categories = sorted({c.category for c in warned if c.category})
+        return "PASS with warnings" + (f" ({', '.join(categories)})" if categories else ""), "warn"
+    if any(c.improved for c in checks):
+        return "PASS, improved", "better"
+    return "PASS", "pass"
+
+
+def headline(verdict: Verdict) -> tuple[str, Tone]:
+    if not verdict.passed:
+        return "Retrieval gate: FAIL", "fail"
+    if verdict.improvements and not verdict.warnings:
+        return "Retrieval gate: PASS, improved", "better"
+    return "Retrieval gate: PASS", "pass"
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def number(check: Check, value: float | None) -> str:
+    """A check's value or reference as the reports print it (latency in ms)."""
+    if value is None:
+        return "–"
+    return f"{value:.1f} ms" if check.kind in LATENCY_KINDS else f"{value:.4f}"
+
+
+def limit(check: Check) -> str:
+    """How a threshold, target or latency maximum reads: "≥ 0.7000 (target)"."""
+    measure = try_parse(check.measure or "")
+    at_least = check.kind != "latency" and (measure is None or measure.higher_is_better)
+    text = f"{'≥' if at_least else '≤'} {number(check, check.reference)}"
+    return text + " (target)" if check.kind == "target" else text
+
+
+def moved_label(check: Check) -> str:
+    """What moved: a measure, a latency statistic [group], or a share of queries / targets."""
+    if check.kind == "spike":
+        return f"share of queries whose {check.measure} dropped"
+    if check.kind == "unjudged":
+        return "unjudged share of the top 10"
+    if check.measure and check.group:
+        return f"{check.measure} [{check.group}]"
+    return check.measure or check.kind
+
+
+def status(check: Check) -> tuple[str, Tone]:
+    if check.improved:
+        return "IMPROVED", "better"
+    if check.inconclusive:
+        return "INCONCLUSIVE", "warn"
+    tag = f" {check.category}" if check.category else ""
+    return ("FAIL" if check.blocking else "WARN") + tag, "fail" if check.blocking else "warn"
+
+
+def moved(verdict: Verdict) -> list[Check]:
+    """Checks of measures that failed, warned, were inconclusive or improved: failures first."""
+    out = [
+        c for c in verdict.checks if c.kind not in _CONTEXT_KINDS and (not c.passed or c.improved)
+    ]
+    rank = {"fail": 0, "warn": 1, "better": 2}
+    return sorted(out, key=lambda c: (rank[status(c)[1]], c.inconclusive))
+
+
+def _delta(check: Check) -> str:
+    test = check.paired
+    if test is not None:
+        interval = "" if test.ci_low is None else f" [{test.ci_low:+.4f}, {test.ci_high:+.4f}]"
+        return f"{test.delta:+.4f}{interval}"
+    if check.delta is None:
+        return "–"
+    return f"{check.delta:+.1f} ms" if check.kind in LATENCY_KINDS else f"{check.delta:+.4f}"
+
+
+_MOVED_HEADER = (
+    "Run",
+    "Measure",
+    "Baseline or limit",
+    "Current",
+    "Delta [95% CI]",
+    "p (Holm)",
+    "Status",
+)
+
+
+def _moved_table(checks: list[Check]) -> Table:
+    rows, tones = [], []
+    for c in checks:
+        text, tone = status(c)
+        p = c.paired.p_holm if c.paired is not None else None
+        rows.append(
+            (
+                f"{c.dataset}/{c.system}",
+                moved_label(c),
+                limit(c) if c.kind in _LIMIT_KINDS else number(c, c.reference),
+                number(c, c.value),
+                _delta(c),
+                "–" if p is None else f"{p:.3g}",
+                text,
+            )
+        )
+        tones.append(tone)
+    return Table(_MOVED_HEADER, rows, tones)
+
+
+def _config_blocks(verdict: Verdict) -> list[Block]:
+    rows = [
+        (f"{r.dataset}/{r.system}", c.key, _shown(c.before), _shown(c.after))
+        for r in verdict.changes
+        for c in r.config
+    ]
+    notes = [
+        f"{r.dataset}/{r.system}: the suite (corpus, queries or judgments) changed since the "
+        f"baseline; judged against the {_COMPARED_WITH[r.compared_with]}."
+        for r in verdict.changes
+        if r.suite_changed
+    ]
+    blocks: list[Block] = [Heading(2, "Configuration changes since the baseline")]
+    if rows:
+        blocks.append(Table(("Run", "Key", "Before", "After"), rows))
+    else:
+        blocks.append(Para("No configuration changed since the baselines."))
+    return blocks + ([Bullets(notes)] if notes else [])
+
+
+def _update(dataset: str, system: str, note: str) -> str:
+    return f'rageval baseline update --dataset {dataset} --system {system} --note "{note}"'
+
+
+def next_steps(report: Report) -> list[str]:
+    """What a person does next, per run, most pressing first."""
+    verdict = report.verdict
+    changes = {(r.dataset, r.split, r.system): r for r in verdict.changes}
+    steps = []
+    for key in verdict.runs:
+        dataset, _, system = key
+        name, checks = f"{dataset}/{system}", _checks(verdict, key)
+        state, tone = run_state(checks)
+        change = changes.get(key)
+        if tone == "fail":
+            worst = [w for w in verdict.worst_queries if (w.dataset, w.split, w.system) == key]
+            first = ""
+            if worst:
+                text = report.query_text(dataset, worst[0].query_id)
+                said = f' "{shorten(text, 120)}"' if text else ""
+                first = (
+                    f", starting with {worst[0].query_id}{said} ({worst[0].measure} "
+                    f"{worst[0].baseline:.4f} -> {worst[0].value:.4f})"
+                )
+            steps.append(
+                f"{name} {state}: look at the worst queries in its details{first}, and at "
+                "its recommendations."
+            )
+        elif state == "INCONCLUSIVE":
+            unsure = sorted({moved_label(c) for c in checks if c.inconclusive})
+            steps.append(
+                f"{name}: {', '.join(unsure)} moved beyond tolerance, but {dataset} has too few "
+                "queries to tell it from noise (see MDE): add queries to the suite."
+            )
+        if change is not None and change.suite_changed:
+            steps.append(
+                f"{name}: the suite changed, so the baseline no longer measures the same "
+                "thing; once this run is reviewed, update the baseline: "
+                + _update(dataset, system, "suite changed")
+            )
+        elif tone == "better":
+            better = ", ".join(moved_label(c) for c in checks if c.improved)
+            steps.append(
+                f"{name} improved ({better}): make it the baseline: "
+                + _update(dataset, system, "improved: " + better)
+            )
+        elif tone != "fail" and change is not None and change.config:
+            steps.append(
+                f"{name}: the configuration changed and nothing got worse beyond tolerance; if "
+                "the change is intended, record it: " + _update(dataset, system, "new config")
+            )
+        if any(c.kind == "missing_baseline" for c in checks):
+            steps.append(
+                f"{name} has no baseline: review this run, then record it: "
+                + _update(dataset, system, "first baseline")
+            )
+    return steps or ["Nothing to do: no measure moved beyond tolerance."]
+
+
+def summary_blocks(report: Report) -> list[Block]:
+    """The first screen, each part in a `Section` a reader (or a test) can find by its id."""
+    verdict = report.verdict
+    title, tone = headline(verdict)
+    runs = []
+    tones: list[Tone | None] = []
+    changes = {(r.dataset, r.split, r.system): r for r in verdict.changes}
+    for key in verdict.runs:
+        state, run_tone = run_state(_checks(verdict, key))
+        change = changes.get(key)
+        compared = _COMPARED_WITH[change.compared_with] if change else "–"
+        runs.append((key[0], key[2], state, compared))
+        tones.append(run_tone)
+    shifted = moved(verdict)
+    more = len(shifted) - SHOWN
+    return [
+        Section(
+            "verdict",
+            [
+                Heading(1, title, tone),
+                Para(f"{verdict.summary} · evaluated {iso_date(verdict.created_at) or '–'}"),
+                Table(("Dataset", "System", "Verdict", "Compared with"), runs, tones),
+            ],
+        ),
+        Section("config-diff", _config_blocks(verdict)),
+        Section(
+            "moved",
+            [Heading(2, f"Measures that moved ({len(shifted)})")]
+            + (
+                [_moved_table(shifted[:SHOWN])]
+                if shifted
+                else [Para("No measure moved beyond tolerance.")]
+            )
+            + ([Para(f"{more} more in the runs' details below.")] if more > 0 else []),
+        ),
+        Section("next", [Heading(2, "What to do next"), Bullets(next_steps(report))]),
+    ]
