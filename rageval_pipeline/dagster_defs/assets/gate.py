@@ -16,8 +16,8 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import experiments, report
-from rageval_pipeline.core.chunking import CHUNK_METADATA, integrity
+from rageval_pipeline.core import experiments, loaders, report
+from rageval_pipeline.core.chunking import CHUNK_METADATA, chunk_corpus, integrity
 from rageval_pipeline.core.gate import RunSummary, judge, load_baselines, load_policy
 from rageval_pipeline.core.report.seed003 import validation_report
 from rageval_pipeline.core.reuse import content_key
@@ -38,6 +38,22 @@ def _asset_table(
     """An upstream asset's stored partition (the last part of `key`), if materialized."""
     path = stored_path(settings.storage, key[:-1], key[-1])
     return pd.read_parquet(path, columns=columns) if path.is_file() else None
+
+
+def _texts(settings: Settings, dataset: str, ids: set[str]) -> report.ReportTexts:
+    """What the report shows beside ids: query texts, and snippets of the listed documents and
+    (for a suite judged at chunk level) of its reference chunking's chunks."""
+    queries = _asset_table(settings, "queries", dataset, columns=["query_id", "text"])
+    corpus = _asset_table(settings, "corpus", dataset, columns=["doc_id", "text"])
+    if queries is None or corpus is None:
+        return report.ReportTexts()
+    texts = report.report_texts(dataset, queries, corpus, ids=ids)
+    reference = loaders.reference_chunking(settings.dataset_folder(dataset))
+    if reference is not None:
+        chunks = chunk_corpus(corpus.assign(title=None, url=None), reference, "")
+        chunked = report.report_texts(dataset, queries, chunks, target_id="chunk_id", ids=ids)
+        texts = texts.merged(chunked)
+    return texts
 
 
 def _write_validation_reports(
@@ -117,13 +133,15 @@ def build_gate_asset(
         verdict = judge(judged, baselines, load_policy(settings.data / "gate.yaml"))
         stamp = datetime.now(UTC)
         folder = settings.reports_dir / dataset
-        full = report.build_report(verdict, judged, baselines, past)
+        ids = report.listed_ids(judged, baselines.values()).get(dataset, set())
+        full = report.build_report(verdict, judged, baselines, past, _texts(settings, dataset, ids))
         paths = report.write_reports(
             full,
             folder / f"{stamp:%Y%m%dT%H%M%SZ}",
             folder / "latest",
             plot_cache=settings.storage / "cache" / "plots",
         )
+        report.write_index(settings.reports_dir)
         _write_validation_reports(settings, judged, stamp, measured_integrity(context))
         with store.connect():  # one connection, one turn of the write lock, for every write
             logged = experiments.record(
