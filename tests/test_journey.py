@@ -12,7 +12,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from tests.conftest import REPO, make_pipeline_home
@@ -94,7 +93,7 @@ def test_unchanged_code_passes_on_a_saturated_machine(home):
     # Scenario 5: chunk-level judgments are checked against chunks: none names a missing one.
     quality = root / "storage" / "reports" / "quality" / DATASET / "bm25"
     [text] = [p.read_text() for p in quality.glob("*.md")]
-    assert "**Qrels coverage:** 0 of" in text
+    assert "**Qrels coverage (chunk level):** 0 of 3823 judgments" in text
 
 
 def _repo_systems() -> dict:
@@ -104,20 +103,23 @@ def _repo_systems() -> dict:
 
 
 def test_a_worse_configuration_fails_and_a_better_one_passes_as_improved(home):
-    """Scenario 2: bm25 with k1 0.3, b 0.2 fails with a ranking or recall category, shows the
-    configuration diff and names the worst query's text. Scenario 3: recorded as the baseline
+    """Scenario 2: bm25 with k1 10, b 1 (term frequency barely saturates, long sections are
+    punished) fails with a ranking or recall category, shows the configuration diff and names
+    the worst query's text. (k1 0.3, b 0.2 is no such change: on techdocs it moves nDCG@10 from
+    0.5190 to 0.5175, and the gate rightly passes it.) Scenario 3: recorded as the baseline
     (forced, with a note), the default configuration is then really better: it passes and the
     report says it improved."""
     root, env = home
-    _systems(root, bm25=BM25 | {"k1": 0.3, "b": 0.2})
+    _systems(root, bm25=BM25 | {"k1": 10.0, "b": 1.0})
     done = _run(root, env)
     assert done.returncode == 1, done.stdout[-3000:]
     gate, report = _verdict(root)
     assert {"ranking_shift", "recall_drop"} & set(gate["categories"])
-    assert "k1: 1.5 -> 0.3" in report and "b: 0.75 -> 0.2" in report
+    assert "| techdocs/bm25 | k1 | 1.5 | 10.0 |" in report
+    assert "| techdocs/bm25 | b | 0.75 | 1.0 |" in report
     worst = gate["worst_queries"][0]["query_id"]
-    queries = pd.read_json(root / "data" / "suites" / DATASET / "queries.jsonl", lines=True)
-    text = queries.set_index("query_id").loc[worst, "text"]
+    suite = json.loads((root / "data" / "suites" / DATASET / "suite.json").read_text())
+    [text] = [q["query"] for q in suite["queries"] if q["id"] == worst]
     assert text in report
 
     forced = subprocess.run(
@@ -135,7 +137,7 @@ def test_a_worse_configuration_fails_and_a_better_one_passes_as_improved(home):
     assert done.returncode == 0, done.stdout[-3000:]
     gate, report = _verdict(root)
     assert gate["passed"] and "improved" in gate["summary"]
-    assert "improved" in report and "k1: 0.3 -> 1.5" in report
+    assert "improved" in report and "| techdocs/bm25 | k1 | 10.0 | 1.5 |" in report
 
 
 def test_a_damaged_corpus_fails_and_names_the_recall_drop(home):
@@ -174,7 +176,7 @@ def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run(hom
     assert update.returncode == 0, update.stderr
     suite = root / "data" / "suites" / DATASET / "suite.json"
     data = json.loads(suite.read_text())
-    judged = [i for i, q in enumerate(data["queries"]) if q["judgments"]]
+    judged = [i for i, q in enumerate(data["queries"]) if q.get("judgments")]
     dropped = data["queries"].pop(judged[-1])  # a judged query (and its judgments) leaves
     suite.write_text(json.dumps(data))
     done = _run(root, env)
