@@ -92,7 +92,7 @@ def judge_change(home: Path, env: dict, n_queries: int, baseline_run: dict, new_
     baseline["fingerprint"] = load_systems(data / "systems.yaml")[SYSTEM].fingerprint()
     path.write_text(json.dumps(baseline))
     second = dagster_execute(f"evaluate_{SYSTEM}", SUITE, env, home)
-    [report] = (home / "storage" / "reports").glob("latest/gate.json")
+    [report] = (home / "storage" / "reports").glob("*/latest/gate.json")
     return second, json.loads(report.read_text())
 
 

@@ -66,7 +66,8 @@ BEIR_QRELS = TextFormat(
 )
 RUN_FORMATS = (
     "TREC run (6 whitespace-separated fields: query_id Q0 doc_id rank score tag), "
-    "Parquet run (query_id, doc_id, score; optional source_id, rank, latency_ms)"
+    "Parquet run (query_id, doc_id, score; optional source_id, rank, latency_ms, "
+    "baseline_latency_ms)"
 )
 QRELS_FORMATS = (
     "TREC qrels (4 whitespace-separated fields: query_id iteration doc_id relevance), "
@@ -76,7 +77,12 @@ QRELS_FORMATS = (
 # Parquet columns: required, then optional, with the type each is read as.
 _RUN_PARQUET = (
     {"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()},
-    {"source_id": pa.string(), "rank": pa.int32(), "latency_ms": pa.float64()},
+    {
+        "source_id": pa.string(),
+        "rank": pa.int32(),
+        "latency_ms": pa.float64(),
+        "baseline_latency_ms": pa.float64(),  # the pipeline's own runs (tables.RUN)
+    },
 )
 _QRELS_PARQUET = (
     {"query_id": pa.string(), "doc_id": pa.string(), "relevance": pa.int32()},

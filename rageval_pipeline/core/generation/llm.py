@@ -53,6 +53,10 @@ def agreement(labels: list) -> float:
     return Counter(labels).most_common(1)[0][1] / len(labels) if labels else float("nan")
 
 
+class _NotStarted(Exception):
+    """A call not started because another had failed."""
+
+
 class LLM:
     def __init__(
         self,
@@ -134,9 +138,18 @@ class LLM:
         if not jobs:
             return [[] for _ in prompts]
         answered = []
+        # Set by the first failure in the worker itself: a pool thread that finished a failing
+        # call must not take the next job before the main thread has seen the failure.
+        stop = threading.Event()
 
         def one(job: tuple[str, int]) -> Completion:
-            completion = self.complete(*job, output)
+            if stop.is_set():
+                raise _NotStarted
+            try:
+                completion = self.complete(*job, output)
+            except BaseException:
+                stop.set()
+                raise
             answered.append(job)
             return completion
 
@@ -148,7 +161,14 @@ class LLM:
                 )
             remaining = max(0.0, self._deadline - time.monotonic())
             _, pending = wait(futures, timeout=remaining, return_when=FIRST_EXCEPTION)
-            failed = [f for f in futures if f.done() and f.exception() is not None]
+            stop.set()
+            failed = [
+                f
+                for f in futures
+                if f.done()
+                and f.exception() is not None
+                and not isinstance(f.exception(), _NotStarted)
+            ]
             if pending:
                 self.client.abort()
             if failed:
