@@ -50,6 +50,8 @@ class Job:
                 *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline"),
                 *("-j", "evaluate_bm25"),
                 *("--tags", json.dumps({"dagster/partition": partition, **tags})),
+                # The pool's "Step blocked" and RUN_SUCCESS are DEBUG events.
+                *("-c", str(REPO / "deploy" / "run_config" / "debug.yaml")),
             ],
             env=env,
             cwd=cwd,

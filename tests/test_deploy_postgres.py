@@ -66,6 +66,7 @@ def start_job(partition: str, env: dict, cwd: Path) -> subprocess.Popen:
         [
             *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline"),
             *("-j", "evaluate_dataset", "-c", str(MULTIPROCESS)),
+            *("-c", str(REPO / "deploy" / "run_config" / "debug.yaml")),  # RUN_SUCCESS is DEBUG
             *("--tags", json.dumps({"dagster/partition": partition})),
         ],
         env=env,

@@ -265,14 +265,30 @@ class Warehouse:
                         f"{busy.holder}; if that process is stuck, stop it and run again"
                         + limits.hint("write_wait_s"),
                     ) from None
-            with writable(self.path.parent):
-                con = self._open(read_only=False)
+            con = self._open_for_write(limits.write_wait_s)
             with self._hold(con, read_only=False):
                 ready = (self.path.resolve(), self.path.stat().st_ino)
                 if ready not in _SCHEMA_READY:
                     con.execute(SCHEMA)
                     _SCHEMA_READY.add(ready)
                 yield con
+
+    def _open_for_write(self, wait_s: float) -> duckdb.DuckDBPyConnection:
+        """A read-write connection, waiting (up to `wait_s`) while a reader in another process
+        has the file open: readers take no write lock, and DuckDB refuses a writer beside them."""
+        import duckdb
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                with writable(self.path.parent):
+                    return self._open(read_only=False)
+            except duckdb.IOException:  # only a lock conflict gets here (see _open)
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        self.path, f"busy: another process kept it open for over {wait_s:g} s"
+                    ) from None
+                time.sleep(0.05)
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
