@@ -114,7 +114,8 @@ def latency_baseline_checks(run: Evaluation, baseline: Baseline) -> list[Check]:
                     reference=reference,
                     passed=passed,
                     blocking=may_block and not few,
-                    category="latency_regression",
+                    # An advisory comparison establishes nothing: no taxonomy label.
+                    category="latency_regression" if may_block and not few else None,
                     unit=" ms",
                     message=f"{run.label} latency {stat} [{group}] = {value:.1f} ms "
                     f"{'within' if passed else '>'} {bound}",
