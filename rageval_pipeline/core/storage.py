@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -265,11 +265,7 @@ class Warehouse:
                         f"{busy.holder}; if that process is stuck, stop it and run again"
                         + limits.hint("write_wait_s"),
                     ) from None
-            con = self._open_waiting(
-                read_only=False,
-                wait_s=limits.write_wait_s,
-                busy=f"busy: another process kept it open for over {limits.write_wait_s:g} s",
-            )
+            con = self._open_for_write(limits.write_wait_s)
             with self._hold(con, read_only=False):
                 ready = (self.path.resolve(), self.path.stat().st_ino)
                 if ready not in _SCHEMA_READY:
@@ -277,20 +273,21 @@ class Warehouse:
                     _SCHEMA_READY.add(ready)
                 yield con
 
-    def _open_waiting(self, *, read_only: bool, wait_s: float, busy: str):
-        """A connection, tried again (up to `wait_s`) while another process holds DuckDB's own
-        lock on the file: DuckDB refuses a reader beside a writer and a writer beside a reader
-        at once (readers take no write lock). `busy` is the line when the wait runs out."""
+    def _open_for_write(self, wait_s: float) -> duckdb.DuckDBPyConnection:
+        """A read-write connection, waiting (up to `wait_s`) while a reader in another process
+        has the file open: readers take no write lock, and DuckDB refuses a writer beside them."""
         import duckdb
 
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                with nullcontext() if read_only else writable(self.path.parent):
-                    return self._open(read_only=read_only)
+                with writable(self.path.parent):
+                    return self._open(read_only=False)
             except duckdb.IOException:  # only a lock conflict gets here (see _open)
                 if time.monotonic() > deadline:
-                    raise StorageError(self.path, busy) from None
+                    raise StorageError(
+                        self.path, f"busy: another process kept it open for over {wait_s:g} s"
+                    ) from None
                 time.sleep(0.05)
 
     @contextmanager
@@ -298,6 +295,7 @@ class Warehouse:
         """A read-only connection without the write lock; waits (up to `read_wait_s`) only
         while another process holds DuckDB's own lock for a write. Inside another read or
         write block, that block's connection."""
+        import duckdb
 
         held = _held().get(self.path)
         if held is not None:
@@ -306,12 +304,20 @@ class Warehouse:
         if not self.path.exists():
             raise StorageError(self.path, "no warehouse yet: run an evaluation first")
         limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
-        con = self._open_waiting(
-            read_only=True,
-            wait_s=limits.read_wait_s,
-            busy=f"busy: another process has been writing it for over {limits.read_wait_s:g} s; "
-            "try again when it is done" + limits.hint("read_wait_s"),
-        )
+        deadline = time.monotonic() + limits.read_wait_s
+        while True:
+            try:
+                con = self._open(read_only=True)
+                break
+            except duckdb.IOException:  # only a lock conflict gets here (see _open)
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        self.path,
+                        f"busy: another process has been writing it for over "
+                        f"{limits.read_wait_s:g} s; try again when it is done"
+                        + limits.hint("read_wait_s"),
+                    ) from None
+                time.sleep(0.1)
         with self._hold(con, read_only=True):
             yield con
 
