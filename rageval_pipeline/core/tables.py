@@ -47,6 +47,22 @@ QRELS = pa.schema(
     ]
 )
 
+# Evidence spans: a judgment attached to an excerpt of a document's text rather than to a chunk
+# id, so it survives re-chunking (docs/suite-format.md). Offsets are characters of the document
+# text (`start` inclusive, `end` exclusive); `sha256` is the SHA-256 hex of text[start:end] in
+# UTF-8, checked against the corpus to catch drift.
+SPANS = pa.schema(
+    [
+        ("split", pa.string()),
+        ("query_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("relevance", pa.int32()),
+        ("sha256", pa.string()),
+    ]
+)
+
 CHUNKS = pa.schema(
     [
         ("chunk_id", pa.string()),  # "{doc_id}:chunk:{chunk_index}"
