@@ -34,12 +34,12 @@ import numpy as np
 from nfcorpus import read_nfcorpus
 from retrieval import ndcg10
 
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
-from rageval_pipeline.core.ranking import top_k
+from rageval_pipeline.core.io.ranking import top_k
 from rageval_pipeline.core.retrieval.base import Hit, execute
 from rageval_pipeline.core.retrieval.dense import load_model, passage_texts
 from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, embed
 from rageval_pipeline.core.retrieval.encoders import OnnxEncoder, export_onnx
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 
 Encoder = Callable[[list[str]], np.ndarray]
 BACKENDS = ("torch", "onnx", "onnx-int8")

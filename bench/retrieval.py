@@ -19,12 +19,12 @@ import pandas as pd
 import pytrec_eval
 from nfcorpus import read_nfcorpus
 
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
-from rageval_pipeline.core.ranking import to_document_level
+from rageval_pipeline.core.io.ranking import to_document_level
 from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
 from rageval_pipeline.core.retrieval.fusion import rrf
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 
 DEPTH = 100  # members retrieve 100 per query, as the fused run's depth
 

@@ -106,7 +106,7 @@ def unit_vectors(rng: np.random.Generator, centres: np.ndarray, n: int) -> np.nd
 
 
 def dense_child(size: int, n_queries: int, work: Path) -> dict:
-    from rageval_pipeline.core.ranking import top_k
+    from rageval_pipeline.core.io.ranking import top_k
 
     rng = np.random.default_rng(size)
     centres = rng.standard_normal((2000, DIM)).astype(np.float32)
@@ -169,8 +169,8 @@ def history_child(runs: int, n_queries: int, rows_per_query: int, work: Path) ->
     from datetime import UTC, datetime, timedelta
 
     from rageval_pipeline.cli.history import run_history
-    from rageval_pipeline.core.storage import Warehouse
-    from rageval_pipeline.core.summaries import select_runs, summaries
+    from rageval_pipeline.core.history.summaries import select_runs, summaries
+    from rageval_pipeline.core.storage.warehouse import Warehouse
 
     warehouse = Warehouse(work / "history" / "rageval.duckdb")
     rng = np.random.default_rng(30)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.aggregate import (
+from rageval_pipeline.core.measures import evaluate
+from rageval_pipeline.core.measures.aggregate import (
     QualityReport,
     breakdown,
     latency_stats,
     mean_table,
     quality_report,
 )
-from rageval_pipeline.core.measures import evaluate
-from rageval_pipeline.core.statistics import bootstrap_ci
+from rageval_pipeline.core.statistics.paired import bootstrap_ci
 
 QUERIES = pd.DataFrame(
     {
@@ -40,7 +40,7 @@ def test_mean_table_keeps_measure_order():
     means = mean_table(per_query_table({"RR": [1.0, 0.5, 0.0], "P@5": [0.2, 0.4, 0.0]}))
     assert list(means["measure"]) == ["RR", "P@5"]
     assert list(means["value"]) == pytest.approx([0.5, 0.2])
-    # Every mean carries its 95% percentile bootstrap interval (core.statistics, fixed seed).
+    # Every mean carries its 95% percentile bootstrap interval (core.statistics.paired, fixed seed).
     assert list(means["ci_low"]) == pytest.approx([bootstrap_ci([1.0, 0.5, 0.0])[0], 0.0])
     assert all(means["ci_low"] <= means["value"]) and all(means["value"] <= means["ci_high"])
 

@@ -9,8 +9,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 from rageval_pipeline.cli import main
-from rageval_pipeline.core import agreement
-from rageval_pipeline.core.suites import load_suite
+from rageval_pipeline.core.curation import agreement
+from rageval_pipeline.core.suites.golden import load_suite
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agreement" / "agreesuite"
 # (query, target, second grade); the suite's grades are 3, 2, 0, 2, 3, 0, 1, 2.

@@ -170,7 +170,7 @@ def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
     """The Dagster job runs the same rule as the CLI, on the warehouse's latest evaluation."""
     import dagster as dg
 
-    from rageval_pipeline.core.storage import Warehouse
+    from rageval_pipeline.core.storage.warehouse import Warehouse
     from rageval_pipeline.dagster_defs.baseline_job import update_baseline
     from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
     from tests.test_storage import _results, _run_row
@@ -204,7 +204,7 @@ def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
 
 def test_baseline_update_warns_about_a_lower_compared_measure_within_tolerance(tmp_path):
     """0.80 -> 0.78 is within the 5% tolerance: written, with a warning naming the measure."""
-    from rageval_pipeline.core.storage import Warehouse
+    from rageval_pipeline.core.storage.warehouse import Warehouse
     from tests.test_storage import _results, _run_row
 
     (tmp_path / "gate.yaml").write_text("version: 1\n")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rageval_pipeline.core import beir
 from rageval_pipeline.core.errors import NetworkError
+from rageval_pipeline.core.io import beir
 from tests.conftest import make_beir_zip
 from tests.loopback_http import reply, trickle
 

@@ -70,7 +70,7 @@ def test_saved_index_searches_identically(chunks, tmp_path):
 @pytest.mark.parametrize("keep", [0, 40, -1])  # emptied, cut to 40 bytes, one byte short
 def test_an_index_cut_short_is_refused_asking_for_a_rebuild(chunks, tmp_path, keep):
     from rageval_pipeline.core.retrieval.base import REBUILD_INDEX
-    from rageval_pipeline.core.storage import StorageError
+    from rageval_pipeline.core.storage.warehouse import StorageError
 
     BM25Index.build(chunks).save(tmp_path / "index")
     ids = tmp_path / "index" / "ids.json"

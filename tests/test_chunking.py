@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from rageval_pipeline.core import tables
-from rageval_pipeline.core.chunking import (
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.suites.chunking import (
     ChunkingConfig,
     chunk_corpus,
     integrity,

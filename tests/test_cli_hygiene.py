@@ -50,7 +50,7 @@ def test_validate_loads_no_model_statistics_or_dagster(tmp_path):
     suite = REPO / "data" / "suites" / "beir-mini"
     result = loaded_after(["validate", str(suite)], tmp_path)
     assert result["code"] in (0, 2)
-    # pandas still comes with core.suites' table builders; the rest must not.
+    # pandas still comes with core.suites.golden' table builders; the rest must not.
     assert set(result["heavy"]) <= {"pandas"}
 
 
@@ -192,10 +192,10 @@ def test_reading_a_run_file_loads_no_pandas_or_pydantic(tmp_path):
     # (`delimited.fetch`: bytes and CSV columns) import neither.
     code = (
         "import sys\n"
-        "from rageval_pipeline.core.bounds import input_bytes\n"
+        "from rageval_pipeline.core.io.bounds import input_bytes\n"
         "print('pydantic' in sys.modules)\n"
-        "from rageval_pipeline.core.delimited import fetch\n"
-        "from rageval_pipeline.core.formats import TREC_RUN\n"
+        "from rageval_pipeline.core.io.delimited import fetch\n"
+        "from rageval_pipeline.core.io.formats import TREC_RUN\n"
         "ahead = fetch(*input_bytes(sys.argv[1]), TREC_RUN)\n"
         "print(ahead.fast is not None, 'pandas' in sys.modules, 'pydantic' in sys.modules)\n"
     )

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.compare import compare_runs, holm
+from rageval_pipeline.core.statistics.compare import compare_runs, holm
 
 
 def table(values: dict[str, list[float]]) -> pd.DataFrame:

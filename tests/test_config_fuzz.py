@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import load_policy
-from rageval_pipeline.core.suites import load_suite
+from rageval_pipeline.core.suites.golden import load_suite
 from rageval_pipeline.core.systems import load_systems
 
 TINY = Path(__file__).parent / "fixtures" / "suites" / "tiny"

@@ -1,4 +1,4 @@
-"""The one loader of user files (core/config.py): formats, duplicate keys, limits, messages."""
+"""The one loader of user files (core/io/config.py): formats, duplicate keys, limits, messages."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from rageval_pipeline.core.bounds import file_limits
-from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.bounds import file_limits
+from rageval_pipeline.core.io.config import load_model
 
 
 class Item(BaseModel):

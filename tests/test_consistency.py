@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from rageval_pipeline.cli import main
-from rageval_pipeline.core.consistency import near_duplicate
+from rageval_pipeline.core.suites.consistency import near_duplicate
 
 DUPES = Path(__file__).parent / "fixtures" / "pool" / "dupes"
 

@@ -8,11 +8,15 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from rageval_pipeline.core import beir
-from rageval_pipeline.core.chunking import chunk_corpus, source_ids
-from rageval_pipeline.core.conventions import conventions_note, drop_identical_ids, qrels_coverage
-from rageval_pipeline.core.loaders import Dataset, load_dataset
-from rageval_pipeline.core.results import measure_run
+from rageval_pipeline.core.io import beir
+from rageval_pipeline.core.results.store import measure_run
+from rageval_pipeline.core.suites.chunking import chunk_corpus, source_ids
+from rageval_pipeline.core.suites.conventions import (
+    conventions_note,
+    drop_identical_ids,
+    qrels_coverage,
+)
+from rageval_pipeline.core.suites.loaders import Dataset, load_dataset
 
 # An ArguAna-like fixture: every query is also a corpus document (same id), and a retriever
 # finds each query's own text first.

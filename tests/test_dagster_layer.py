@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rageval_pipeline.core import chunking
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.storage.warehouse import Warehouse
+from rageval_pipeline.core.suites import chunking
 from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.dagster_defs import failures
 from rageval_pipeline.dagster_defs.assets import gate as gate_module

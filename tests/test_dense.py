@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from pydantic import TypeAdapter
 
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.dense import DenseIndex, load_model, model_key
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.systems import DenseSystem
 from rageval_pipeline.definitions import build_definitions
 

@@ -26,7 +26,7 @@ import duckdb
 import pytest
 import yaml
 
-from rageval_pipeline.core import locks
+from rageval_pipeline.core.storage import locks
 from rageval_pipeline.dagster_defs.resources import WRITE_POOL
 from tests.dagster_ui import BIN, stop
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 - the fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rageval_pipeline.core import experiments
 from rageval_pipeline.core.gate import GatePolicy, baseline_from_summary, judge
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.history import experiments
+from rageval_pipeline.core.storage.warehouse import Warehouse
 from tests.test_baseline_cli import poor_run_file, rageval, summary
 
 BIN = Path(sys.executable).parent

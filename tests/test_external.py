@@ -324,7 +324,7 @@ def test_declared_format_must_match_the_file(tmp_path):
 
 
 def test_bad_run_files_are_input_errors(tmp_path):
-    # Parsing is core/formats.py's (tested there); here: its errors reach the caller as is.
+    # Parsing is core/io/formats.py's (tested there); here: its errors reach the caller as is.
     (tmp_path / "bad.trec").write_text("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 high t\n")
     with pytest.raises(InputError) as err:
         read_run_file(tmp_path / "bad.trec")
@@ -333,7 +333,7 @@ def test_bad_run_files_are_input_errors(tmp_path):
         read_run_file(tmp_path / "missing.trec", "trec")
 
 
-# --- limits and secrets through core.net ---------------------------------------------------
+# --- limits and secrets through core.io.net ---------------------------------------------------
 
 RESULTS = json.dumps({"results": [{"id": "d", "score": 1.0}]}).encode()
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core import tables
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.formats import read_qrels, read_run, write_trec_run
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.formats import read_qrels, read_run, write_trec_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "measures"
 JUDGMENTS = [("q1", "d1", 2), ("q1", "d2", 1), ("q1", "d3", 0), ("q2", "d9", 1), ("q3", "d5", 0)]

@@ -18,14 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.formats import (
+from rageval_pipeline.core.io.formats import (
     QRELS_FORMATS,
     RUN_FORMATS,
     _ranked,
     read_qrels,
     read_run,
 )
-from rageval_pipeline.core.ranking import order_run
+from rageval_pipeline.core.io.ranking import order_run
 
 RUN_COUNT = "found {n} whitespace-separated fields, expected 6 for a TREC run; accepted: "
 QRELS_COUNT = "found {n} whitespace-separated fields, expected 4 for TREC qrels; accepted: "

@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core import tables
-from rageval_pipeline.core.ranking import order_run, to_document_level
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.ranking import order_run, to_document_level
 from rageval_pipeline.core.retrieval.fusion import rrf, weighted
 
 

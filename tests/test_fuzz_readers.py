@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rageval_pipeline.core import delimited, field_checks, loaders, tables
-from rageval_pipeline.core.bounds import input_bytes
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.formats import (
+from rageval_pipeline.core.io import delimited, field_checks, tables
+from rageval_pipeline.core.io.bounds import input_bytes
+from rageval_pipeline.core.io.formats import (
     BEIR_QRELS,
     TREC_QRELS,
     TREC_RUN,
@@ -31,7 +31,8 @@ from rageval_pipeline.core.formats import (
     read_ranked_run,
     read_run,
 )
-from rageval_pipeline.core.ranking import RankedRun
+from rageval_pipeline.core.io.ranking import RankedRun
+from rageval_pipeline.core.suites import loaders
 
 EXAMPLES = int(os.environ.get("RAGEVAL_FUZZ_EXAMPLES") or 200)
 FUZZ = settings(

@@ -1,4 +1,4 @@
-"""Fuzzing the judging sheet (core/judging.py), as tests/test_fuzz_readers.py does the readers:
+"""Fuzzing the judging sheet (core/curation/judging.py), as test_fuzz_readers.py does the readers:
 any text written to a CSV sheet comes back exactly and no cell starts as a formula; whatever
 the bytes of a graded sheet, merging it is an InputError or a merge, never another error.
 RAGEVAL_FUZZ_EXAMPLES sets the number of examples (default 200)."""
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rageval_pipeline.core import judging
+from rageval_pipeline.core.curation import judging
+from rageval_pipeline.core.curation.pool import PoolEntry
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.pool import PoolEntry
 
 EXAMPLES = int(os.environ.get("RAGEVAL_FUZZ_EXAMPLES") or 200)
 FUZZ = settings(

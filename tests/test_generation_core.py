@@ -11,14 +11,15 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest, kendalltau
 
-from rageval_pipeline.core import beir, loaders
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, labels
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.generation.providers import client_for
 from rageval_pipeline.core.generation.verdicts import parse_grade, parse_verdict
-from rageval_pipeline.core.net import NetLimits
+from rageval_pipeline.core.io import beir
+from rageval_pipeline.core.io.net import NetLimits
+from rageval_pipeline.core.suites import loaders
 from tests.conftest import SHARED_BEIR
 from tests.llm_servers import FakeLLM, Scripted
 

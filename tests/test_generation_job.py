@@ -9,7 +9,7 @@ import pytest
 
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.generation.correctness import wilson_interval
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.storage.warehouse import Warehouse
 from tests.llm_servers import FakeLLM, Scripted
 from tests.test_cli_job import dagster_execute
 from tests.test_generation_pipeline import judge_reply

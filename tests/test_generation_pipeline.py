@@ -12,7 +12,7 @@ import pytest
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import correctness
 from rageval_pipeline.core.generation.config import SWITCHES
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.storage.warehouse import Warehouse
 from rageval_pipeline.dagster_defs.assets import generation
 from rageval_pipeline.dagster_defs.assets.generation import GenerationSettings
 from rageval_pipeline.definitions import build_definitions

@@ -11,7 +11,7 @@ from pydantic import SecretStr
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.providers import client_for
 from rageval_pipeline.core.generation.verdicts import GRADE, VERDICT, parse_grade, parse_verdict
-from rageval_pipeline.core.net import NetLimits
+from rageval_pipeline.core.io.net import NetLimits
 from tests.llm_servers import FakeLLM, Scripted
 
 PROVIDERS = ["ollama", "anthropic", "openai"]
@@ -321,7 +321,7 @@ def test_401_after_a_redirect_to_another_origin_does_not_blame_the_key(server, s
     refusal = {"type": "error", "error": {"type": "authentication_error", "message": "no key"}}
     other.script = [Scripted(401, json.dumps(refusal).encode())]
     server.script = [Scripted(status, b"", {"location": other.url + "/moved"})]
-    # A 302 makes the POST a GET (no prompt sent); a 307 re-sends the prompt, which core.net
+    # A 302 makes the POST a GET (no prompt sent); a 307 re-sends the prompt, which core.io.net
     # does across origins only when allowed (RAG_EVAL_ALLOW_CROSS_ORIGIN_REDIRECTS).
     limits = FAST.model_copy(update={"allow_cross_origin_redirects": True})
     client = make_client(server, limits)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rageval_pipeline.core.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, split_text
 
 SUITE_DIR = Path(__file__).parents[1] / "data/suites/hotel"
 TYPES = {"knowledge_artifact", "communication_signal", "interaction_event"}

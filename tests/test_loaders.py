@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from rageval_pipeline.core import loaders, tables
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.suites import loaders
 
 
 def test_beir_mini_loads_into_the_shared_schemas(beir_mini):

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rageval_pipeline.core.matching import (
+from rageval_pipeline.core.suites.matching import (
     TargetError,
     matches,
     resolve,

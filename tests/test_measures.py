@@ -11,7 +11,8 @@ import pytest
 import pytrec_eval
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.formats import read_keyed_qrels
+from rageval_pipeline.core.io.formats import read_keyed_qrels
+from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.measures import (
     FAMILIES,
     evaluate,
@@ -21,7 +22,6 @@ from rageval_pipeline.core.measures import (
     unjudged_queries,
 )
 from rageval_pipeline.core.measures.join import Judgments
-from rageval_pipeline.core.ranking import order_run
 
 
 def qrels_of(*rows: tuple[str, str, int]) -> pd.DataFrame:

@@ -14,9 +14,9 @@ import pytrec_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rageval_pipeline.core.formats import read_ranked_run
+from rageval_pipeline.core.io.formats import read_ranked_run
+from rageval_pipeline.core.io.ranking import RankedRun
 from rageval_pipeline.core.measures import evaluate, unjudged_queries
-from rageval_pipeline.core.ranking import RankedRun
 
 CUTOFFS = (1, 3, 5, 10)
 DOCS = [f"d{i}" for i in range(12)]
@@ -92,10 +92,10 @@ def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, da
     expected = evaluate(qrels, run, measures)
     with pytest.MonkeyPatch.context() as patch:
         if split:
-            patch.setattr("rageval_pipeline.core.measures.keys._PARALLEL_FROM", 2)
+            patch.setattr("rageval_pipeline.core.io.keys._PARALLEL_FROM", 2)
         if collide:  # every pair key equal: the reader keeps none, the engine joins exactly
             zeros = lambda query, doc, query_index=None: np.zeros(len(doc), dtype=np.uint64)  # noqa: E731
-            patch.setattr("rageval_pipeline.core.delimited.pair_keys", zeros)
+            patch.setattr("rageval_pipeline.core.io.delimited.pair_keys", zeros)
             patch.setattr("rageval_pipeline.core.measures.join.pair_keys", zeros)
         ranked = read_ranked_run(path)
         assert isinstance(ranked, RankedRun)

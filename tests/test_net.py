@@ -1,4 +1,4 @@
-"""core/net.py against real loopback servers: deadlines, size caps, redirects, decoding,
+"""core/io/net.py against real loopback servers: deadlines, size caps, redirects, decoding,
 retries and header secrets. Each class of problem is shown over several instances."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import zlib
 
 import pytest
 
-from rageval_pipeline.core import net
 from rageval_pipeline.core.errors import InputError, NetworkError
+from rageval_pipeline.core.io import net
 from tests.loopback_http import gzip_bomb, reply, sequence, trickle
 
 PREFIX = "RAGEVAL_TEST"

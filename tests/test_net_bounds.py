@@ -1,4 +1,4 @@
-"""core/net.py's bounds that need more than one exchange to show: the size cap holding while a
+"""core/io/net.py's bounds that need more than one exchange to show: the size cap holding while a
 body is decoded (memory measured in a child process), POSTs redirected to another origin
 (two loopback servers, two origins), and every 5xx retried, through each kind of client."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from rageval_pipeline.core import net
 from rageval_pipeline.core.errors import NetworkError
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.providers import client_for
+from rageval_pipeline.core.io import net
 from rageval_pipeline.core.retrieval.external import HttpRetriever
 from tests.llm_servers import FakeLLM, Scripted
 from tests.loopback_http import reply, sequence
@@ -43,7 +43,7 @@ import resource, sys
 from pathlib import Path
 from pydantic import SecretStr
 
-from rageval_pipeline.core import net
+from rageval_pipeline.core.io import net
 from rageval_pipeline.core.errors import NetworkError
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.providers import client_for
@@ -60,7 +60,7 @@ try:
     if how == "download":
         net.download(url, Path(sys.argv[4]) / "out", limits)
     elif how == "beir":  # the BEIR client: its own limits, RAGEVAL_BEIR_MAX_RESPONSE_BYTES set
-        from rageval_pipeline.core import beir
+        from rageval_pipeline.core.io import beir
         beir.fetch_archive("scifact", Path(sys.argv[4]), base=url.rsplit("/", 1)[0])
     else:
         session.request("GET", url)

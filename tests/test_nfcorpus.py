@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.storage.warehouse import Warehouse
 from tests.conftest import SHARED_BEIR
 from tests.test_cli_job import BIN, dagster_execute
 

@@ -12,7 +12,7 @@ import pytest
 import pytrec_eval
 
 from rageval_pipeline.core.gate import baseline_path, load_baseline
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.storage.warehouse import Warehouse
 from rageval_pipeline.definitions import build_definitions
 
 PARTITION = "beir-mini"
@@ -214,7 +214,7 @@ def search(query, top_k):
 def test_users_own_systems_run_file_and_entry_point(evaluated):
     """A run file made elsewhere scores exactly as the run it was written from; a Python
     entry point is timed per query and measured like any built-in system."""
-    from rageval_pipeline.core.formats import write_trec_run
+    from rageval_pipeline.core.io.formats import write_trec_run
 
     _, _, home = evaluated
     data = home / "data"

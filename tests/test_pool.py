@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from rageval_pipeline.cli import main
-from rageval_pipeline.core import pool
-from rageval_pipeline.core.chunking import ChunkingConfig
-from rageval_pipeline.core.suites import load_suite
+from rageval_pipeline.core.curation import pool
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
+from rageval_pipeline.core.suites.golden import load_suite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pool"
 HEADER = "query_id,query,target_id,target_text,systems,best_rank,grade\n"
@@ -188,7 +188,7 @@ def test_jsonl_sheet_line_numbers_and_grades(suite_dir, tmp_path, capsys):
     [("{not json", "invalid JSON (Expecting property name"), ("[1]", "expected a JSON object")],
 )
 def test_a_bad_jsonl_sheet_line_is_named(suite_dir, tmp_path, capsys, second, problem):
-    """Sheets are read by the one JSON Lines reader of core.loaders."""
+    """Sheets are read by the one JSON Lines reader of core.suites.loaders."""
     sheet = tmp_path / "sheet.jsonl"
     first = json.dumps({"query_id": "Q1", "target_id": "tokens:chunk:2", "grade": 2})
     sheet.write_text(f"{first}\n\n{second}\n")

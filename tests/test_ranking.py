@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.ranking import order_run, top_k
+from rageval_pipeline.core.io.ranking import order_run, top_k
 
 
 def test_ties_are_broken_by_doc_id_descending_and_ranks_restart_per_query():

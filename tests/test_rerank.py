@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.storage import Warehouse
+from rageval_pipeline.core.storage.warehouse import Warehouse
 from rageval_pipeline.core.systems import RunInputs, load_systems
 from rageval_pipeline.definitions import build_definitions
 from tests.test_cli_job import dagster_execute

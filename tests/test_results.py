@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 import pytrec_eval
 
-from rageval_pipeline.core.aggregate import quality_report
-from rageval_pipeline.core.results import RunRecord, measure_run, store_results
-from rageval_pipeline.core.storage import WAREHOUSE_FILE, Warehouse
+from rageval_pipeline.core.measures.aggregate import quality_report
+from rageval_pipeline.core.results.store import RunRecord, measure_run, store_results
+from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, Warehouse
 
 QRELS = pd.DataFrame(
     {
@@ -149,7 +149,7 @@ def test_a_run_read_back_equals_the_baseline_written_from_it(tmp_path):
     """Baselines are stored at 6 decimals; a run read back for judging carries the same
     precision, so comparing a run with its own baseline shows no change at all (not -5e-7)."""
     from rageval_pipeline.core.gate import baseline_from_summary, load_baseline, write_baseline
-    from rageval_pipeline.core.summaries import select_runs, summaries
+    from rageval_pipeline.core.history.summaries import select_runs, summaries
 
     results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
     warehouse = Warehouse(tmp_path / WAREHOUSE_FILE)
@@ -162,7 +162,7 @@ def test_a_run_read_back_equals_the_baseline_written_from_it(tmp_path):
 
 
 def test_a_dagster_run_selects_the_runs_it_measured_and_those_it_reused(tmp_path):
-    from rageval_pipeline.core.summaries import select_runs
+    from rageval_pipeline.core.history.summaries import select_runs
 
     results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
     warehouse = Warehouse(tmp_path / WAREHOUSE_FILE)
@@ -177,7 +177,7 @@ def test_a_dagster_run_selects_the_runs_it_measured_and_those_it_reused(tmp_path
 
 
 def test_a_warehouse_written_before_reuse_still_selects_a_dagster_runs_runs(tmp_path):
-    from rageval_pipeline.core.summaries import select_runs
+    from rageval_pipeline.core.history.summaries import select_runs
 
     results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
     warehouse = Warehouse(tmp_path / WAREHOUSE_FILE)

@@ -1,10 +1,10 @@
-"""Content keys and the table cache behind warm re-runs (core.reuse), without Dagster."""
+"""Content keys and the table cache behind warm re-runs (core.storage.reuse), without Dagster."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from rageval_pipeline.core.reuse import (
+from rageval_pipeline.core.storage.reuse import (
     FrameCache,
     content_key,
     folder_key,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rageval_pipeline.core.aggregate import latency_stats
+from rageval_pipeline.core.measures.aggregate import latency_stats
 from rageval_pipeline.core.retrieval import Hit, execute
 from rageval_pipeline.core.retrieval.fusion import rrf
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rageval_pipeline.core.statistics import (
+from rageval_pipeline.core.statistics.paired import (
     bootstrap_ci,
     holm,
     minimum_detectable_effect,
@@ -48,7 +48,7 @@ def test_bootstrap_interval_is_scipys_paired_percentile_interval(n, seed, confid
 def test_bootstrap_interval_does_not_depend_on_the_memory_batches(monkeypatch):
     a, b = _paired(200, 4)
     whole = bootstrap_ci(b - a, resamples=5_000, seed=3)
-    monkeypatch.setattr("rageval_pipeline.core.statistics._BATCH_VALUES", 200 * 7)
+    monkeypatch.setattr("rageval_pipeline.core.statistics.paired._BATCH_VALUES", 200 * 7)
     assert bootstrap_ci(b - a, resamples=5_000, seed=3) == pytest.approx(whole, abs=1e-12)
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rageval_pipeline.core.storage import Warehouse, write_parquet
+from rageval_pipeline.core.storage.warehouse import Warehouse, write_parquet
 
 
 def _run_row(run_id: str) -> dict:

@@ -16,17 +16,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.history.summaries import select_runs
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
-from rageval_pipeline.core.storage import (
+from rageval_pipeline.core.storage.warehouse import (
     MANIFEST,
     WAREHOUSE_FILE,
     StorageError,
     Warehouse,
     atomic_dir,
 )
-from rageval_pipeline.core.summaries import select_runs
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 
 REPO = Path(__file__).parent.parent
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
@@ -99,13 +99,13 @@ READS = {
     "history": HISTORY,
     "query": """
         from pathlib import Path
-        from rageval_pipeline.core.storage import Warehouse
+        from rageval_pipeline.core.storage.warehouse import Warehouse
         print(Warehouse.existing(Path("{storage}")).query("SELECT count(*) AS n FROM runs")["n"][0])
     """,
     "select_runs": """
         from pathlib import Path
-        from rageval_pipeline.core.storage import Warehouse
-        from rageval_pipeline.core.summaries import select_runs
+        from rageval_pipeline.core.storage.warehouse import Warehouse
+        from rageval_pipeline.core.history.summaries import select_runs
         print(select_runs(Warehouse.existing(Path("{storage}")))["system"].tolist())
     """,
 }
@@ -152,7 +152,7 @@ WRITES = {
         "",
         """
         from tests.test_storage_faults import _record
-        from rageval_pipeline.core.storage import Warehouse
+        from rageval_pipeline.core.storage.warehouse import Warehouse
         _record(Warehouse(Path("{storage}") / "rageval.duckdb"), "dense", 0.4)
     """,
     ),
@@ -160,7 +160,7 @@ WRITES = {
         "tables/run_metrics/dataset=d",
         """
         import pandas as pd
-        from rageval_pipeline.core.storage import write_parquet
+        from rageval_pipeline.core.storage.warehouse import write_parquet
         path = Path("{storage}/tables/run_metrics/dataset=d/x.parquet")
         write_parquet(pd.DataFrame(dict(a=[1])), path)
     """,
@@ -168,14 +168,14 @@ WRITES = {
     "report": (
         "reports/latest",
         """
-        from rageval_pipeline.core.storage import write_text
+        from rageval_pipeline.core.storage.warehouse import write_text
         write_text(Path("{storage}/reports/latest/gate.md"), "x")
     """,
     ),
     "index": (
         "indexes/bm25",
         """
-        from rageval_pipeline.core.storage import atomic_dir
+        from rageval_pipeline.core.storage.warehouse import atomic_dir
         with atomic_dir(Path("{storage}/indexes/bm25/d")) as tmp:
             (tmp / "a").write_text("x")
     """,
@@ -189,7 +189,7 @@ def test_writes_to_read_only_storage_fail_naming_the_folder(storage, write):
     before = (storage / WAREHOUSE_FILE).read_bytes()
     done = _run(
         "from pathlib import Path\n"
-        "from rageval_pipeline.core.storage import StorageError\n"
+        "from rageval_pipeline.core.storage.warehouse import StorageError\n"
         "try:\n"
         + textwrap.indent(textwrap.dedent(code.format(storage=storage)), "    ")
         + "except StorageError as exc:\n    print(exc)\n    raise SystemExit(2)\n",
@@ -204,13 +204,13 @@ def test_the_cli_reports_a_read_only_warehouse_write_in_one_line(storage):
     # `rageval history` only reads; the warehouse's own write path is the one to refuse.
     done = _run(
         "from pathlib import Path\nfrom tests.test_storage_faults import _record\n"
-        "from rageval_pipeline.core.storage import Warehouse\n"
+        "from rageval_pipeline.core.storage.warehouse import Warehouse\n"
         f"_record(Warehouse(Path('{storage}') / 'rageval.duckdb'), 'x', 0.1)\n",
         read_only=storage,
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        f"rageval_pipeline.core.storage.StorageError: {storage}: {READ_ONLY}"
+        f"rageval_pipeline.core.storage.warehouse.StorageError: {storage}: {READ_ONLY}"
     )
     assert "During handling" not in done.stderr  # no chained OSError
 

@@ -5,7 +5,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.storage import StorageError
+from rageval_pipeline.core.storage.warehouse import StorageError
 from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings, StoredTable
 
 seen: list[tuple[StoredTable, str, int]] = []

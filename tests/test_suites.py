@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from rageval_pipeline.core import tables
-from rageval_pipeline.core.chunking import chunk_corpus
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.loaders import suite_tables
-from rageval_pipeline.core.suites import load_suite, suite_json_schema
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.suites.chunking import chunk_corpus
+from rageval_pipeline.core.suites.golden import load_suite, suite_json_schema
+from rageval_pipeline.core.suites.loaders import suite_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "suites"
@@ -393,7 +393,7 @@ def test_yaml_suite_equals_json_suite(tmp_path):
 
 def test_committed_json_schema_is_generated_from_the_models():
     # When the models change, regenerate the committed schema with
-    #   python -m rageval_pipeline.core.suites --schema > data/suites/suite.schema.json
+    #   python -m rageval_pipeline.core.suites.golden --schema > data/suites/suite.schema.json
     committed = json.loads((ROOT / "data" / "suites" / "suite.schema.json").read_text())
     assert committed == suite_json_schema()
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.retrieval import fusion
 from rageval_pipeline.core.retrieval.base import Hit, execute
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.systems import BM25System, RunInputs, load_systems
 
 REPO = Path(__file__).parent.parent

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rageval_pipeline.core.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, split_text
 
 SUITE_DIR = Path(__file__).parents[1] / "data/suites/techdocs"
 # Seed 000's sample queries; their difficulty is measured (`rageval pool difficulty`), not the

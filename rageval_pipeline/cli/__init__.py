@@ -20,7 +20,7 @@ from rageval_pipeline.core.errors import InputError
 
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
     """`--storage`: the pipeline folder holding rageval.duckdb, for commands that read it."""
-    from rageval_pipeline.core import paths
+    from rageval_pipeline.core.io import paths
 
     parser.add_argument(
         "--storage",

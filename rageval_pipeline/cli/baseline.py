@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from rageval_pipeline.cli import add_storage_option
-from rageval_pipeline.core import paths
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io import paths
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -44,8 +44,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _selected(args: argparse.Namespace):
-    from rageval_pipeline.core.storage import Warehouse
-    from rageval_pipeline.core.summaries import select_runs, summaries
+    from rageval_pipeline.core.history.summaries import select_runs, summaries
+    from rageval_pipeline.core.storage.warehouse import Warehouse
 
     warehouse = Warehouse.existing(args.storage)
     runs = select_runs(warehouse, dataset=args.dataset, system=args.system, run_id=args.run_id)

@@ -18,8 +18,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from rageval_pipeline.core import experiments
-    from rageval_pipeline.core.storage import Warehouse
+    from rageval_pipeline.core.history import experiments
+    from rageval_pipeline.core.storage.warehouse import Warehouse
 
     log = experiments.load(
         Warehouse.existing(args.storage), dataset=args.dataset, system=args.system

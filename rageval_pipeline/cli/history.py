@@ -24,7 +24,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def run_history(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.measures import parse_measure
-    from rageval_pipeline.core.storage import Warehouse
+    from rageval_pipeline.core.storage.warehouse import Warehouse
 
     measure = str(parse_measure(args.measure))
     warehouse = Warehouse.existing(args.storage)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    from rageval_pipeline.core import paths
+    from rageval_pipeline.core.io import paths
 
     parser = subparsers.add_parser(
         "pool",
@@ -87,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _pooled(args: argparse.Namespace):
     """(suite, system names, target ranks, depth) of the configured and extra systems."""
-    from rageval_pipeline.core import paths, pool
-    from rageval_pipeline.core.suites import load_suite
+    from rageval_pipeline.core.curation import pool
+    from rageval_pipeline.core.io import paths
+    from rageval_pipeline.core.suites.golden import load_suite
     from rageval_pipeline.core.systems import load_systems
 
     depth = args.depth or pool.DEFAULT_DEPTH
@@ -107,7 +108,7 @@ def _pooled(args: argparse.Namespace):
 
 
 def export(args: argparse.Namespace) -> int:
-    from rageval_pipeline.core import judging, pool
+    from rageval_pipeline.core.curation import judging, pool
 
     judging.write_sheet([], args.output)  # refuse a bad sheet name before the slow part
     suite, systems, ranks, depth = _pooled(args)
@@ -126,8 +127,8 @@ def difficulty(args: argparse.Namespace) -> int:
     Exit 1 when they differ and nothing was written."""
     from collections import Counter
 
-    from rageval_pipeline.core import judging, pool
-    from rageval_pipeline.core.suites import resolve_suite_file
+    from rageval_pipeline.core.curation import judging, pool
+    from rageval_pipeline.core.suites.golden import resolve_suite_file
 
     suite, systems, ranks, depth = _pooled(args)
     measured = pool.difficulty(suite, ranks, systems, depth)
@@ -150,8 +151,8 @@ def difficulty(args: argparse.Namespace) -> int:
 
 
 def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
-    from rageval_pipeline.core import judging
-    from rageval_pipeline.core.suites import resolve_suite_file
+    from rageval_pipeline.core.curation import judging
+    from rageval_pipeline.core.suites.golden import resolve_suite_file
 
     suite_file = resolve_suite_file(suite_path)
     result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite)
@@ -176,8 +177,8 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
     """Print the agreement of a second pass with the suite and every disagreement; with
     --write store the resolved grades, with --record DIR keep the second pass and the
     disagreements."""
-    from rageval_pipeline.core import agreement, judging
-    from rageval_pipeline.core.suites import load_suite, resolve_suite_file
+    from rageval_pipeline.core.curation import agreement, judging
+    from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
 
     path = resolve_suite_file(suite_path)
     suite = load_suite(path)

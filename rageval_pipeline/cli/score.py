@@ -17,8 +17,8 @@ from rageval_pipeline.core.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rageval_pipeline.core.io.ranking import RankedRun
     from rageval_pipeline.core.measures.join import Judgments
-    from rageval_pipeline.core.ranking import RankedRun
 
     Qrels = tuple[pd.DataFrame, Judgments]  # a qrels table and its side of the join
 
@@ -102,8 +102,8 @@ def _numpy_without_blas_threads() -> None:
 
 
 def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
-    from rageval_pipeline.core.formats import read_ranked_run, read_run
-    from rageval_pipeline.core.ranking import to_document_level
+    from rageval_pipeline.core.io.formats import read_ranked_run, read_run
+    from rageval_pipeline.core.io.ranking import to_document_level
 
     # A TREC run goes to the measures engine as its reader left it (checked, in Arrow).
     return to_document_level(read_run(path)) if document_level else read_ranked_run(path)
@@ -117,14 +117,14 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.
     first, so their errors do; the thread is not waited for then."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rageval_pipeline.core.bounds import input_bytes  # (no pydantic: see `bounds`)
+    from rageval_pipeline.core.io.bounds import input_bytes  # (no pydantic: see `bounds`)
 
     pool = ThreadPoolExecutor(max_workers=1)  # one thread: the parse follows the read
     try:
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
         _numpy_without_blas_threads()
-        from rageval_pipeline.core.delimited import fetch
-        from rageval_pipeline.core.formats import TREC_RUN, read_ranked_run
+        from rageval_pipeline.core.io.delimited import fetch
+        from rageval_pipeline.core.io.formats import TREC_RUN, read_ranked_run
 
         if raw is not None:
             ahead = pool.submit(lambda: read_ranked_run(fetch(*raw.result(), TREC_RUN)))
@@ -145,10 +145,10 @@ def _qrels(path: str, runs: list[str], document_level: bool) -> Qrels:
 
     `--document-level` is refused for chunk-level qrels, which no document id can match (every
     score would be 0). The rule, never a guess from some of the ids: the qrels are chunk-level
-    when every judged id has the chunk-id form `doc:chunk:n` (`core.chunking`)."""
-    from rageval_pipeline.core.chunking import is_chunk_id
-    from rageval_pipeline.core.formats import read_keyed_qrels
+    when every judged id has the chunk-id form `doc:chunk:n` (`core.suites.chunking`)."""
+    from rageval_pipeline.core.io.formats import read_keyed_qrels
     from rageval_pipeline.core.measures.join import Judgments
+    from rageval_pipeline.core.suites.chunking import is_chunk_id
 
     try:
         table, keys = read_keyed_qrels(path)
@@ -166,7 +166,7 @@ def _qrels(path: str, runs: list[str], document_level: bool) -> Qrels:
 def _swapped(qrels: str, runs: list[str]) -> InputError | None:
     """When QRELS, which did not read as qrels, reads as a run, and a RUN reads as qrels but
     not as a run, the two were given in each other's place. Read only on that error path."""
-    from rageval_pipeline.core.formats import read_qrels, read_run
+    from rageval_pipeline.core.io.formats import read_qrels, read_run
 
     if not _reads(read_run, qrels):
         return None
@@ -246,7 +246,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from rageval_pipeline.core.aggregate import mean_table
+    from rageval_pipeline.core.measures.aggregate import mean_table
 
     means = mean_table(per_query, intervals=False)  # printed without intervals
     if args.format == "json":
@@ -270,7 +270,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     _numpy_without_blas_threads()
-    from rageval_pipeline.core.compare import compare_runs
+    from rageval_pipeline.core.statistics.compare import compare_runs
 
     measures = _measures(args)
     dl = args.document_level

@@ -47,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(path: Path) -> str:
     """Load `path` as what its name says it is; a short summary of what it holds."""
-    from rageval_pipeline.core.consistency import inconsistencies
     from rageval_pipeline.core.gate import load_policy
-    from rageval_pipeline.core.suites import load_suite
+    from rageval_pipeline.core.suites.consistency import inconsistencies
+    from rageval_pipeline.core.suites.golden import load_suite
     from rageval_pipeline.core.systems import load_systems
 
     if not path.exists():  # before its name or extension is read as a claim about its kind

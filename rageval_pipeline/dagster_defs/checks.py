@@ -3,7 +3,7 @@
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core.chunking import integrity
+from rageval_pipeline.core.suites.chunking import integrity
 
 # Seed 003's integrity checks of `<system>/chunks`, and the rate each records (the gate's
 # validation report reads them back).

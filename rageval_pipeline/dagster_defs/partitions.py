@@ -6,9 +6,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from rageval_pipeline.core import loaders
-from rageval_pipeline.core.beir import BEIR_MD5
-from rageval_pipeline.core.suites import load_suite
+from rageval_pipeline.core.io.beir import BEIR_MD5
+from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.golden import load_suite
 
 
 def bundled_suites(suites_dir: Path) -> list[str]:

@@ -10,12 +10,17 @@ import pandas as pd
 import pyarrow.parquet as pq
 from pydantic import PrivateAttr
 
-from rageval_pipeline.core import paths
-from rageval_pipeline.core.reuse import file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage import WAREHOUSE_FILE, StorageError, Warehouse, write_parquet
+from rageval_pipeline.core.io import paths
+from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
+from rageval_pipeline.core.storage.warehouse import (
+    WAREHOUSE_FILE,
+    StorageError,
+    Warehouse,
+    write_parquet,
+)
 from rageval_pipeline.dagster_defs.failures import one_line_errors
 
-# Output metadata naming the content key (core.reuse) a stage's table was produced or reused for.
+# Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
 CONTENT_KEY = "content_key"
 
 
@@ -29,7 +34,7 @@ class Dataset(NamedTuple):
 
 class Settings(dg.ConfigurableResource):
     """Paths and run-wide knobs. A path left unset comes from the environment (see
-    `rageval_pipeline.core.paths`), so run config may set only what it changes, e.g.
+    `rageval_pipeline.core.io.paths`), so run config may set only what it changes, e.g.
     `resources: {settings: {config: {top_k: 10}}}`."""
 
     storage_dir: str | None = None
@@ -69,7 +74,7 @@ class Settings(dg.ConfigurableResource):
         return self.storage / "indexes" / system / dataset
 
     def cache_dir(self, system: str, stage: str, dataset: str) -> Path:
-        """Where a stage keeps its latest table by content key (see core.reuse)."""
+        """Where a stage keeps its latest table by content key (see core.storage.reuse)."""
         return self.storage / "cache" / system / stage / dataset
 
     @property
@@ -84,7 +89,7 @@ class Settings(dg.ConfigurableResource):
 class WarehouseResource(dg.ConfigurableResource):
     """The DuckDB warehouse (`rageval.duckdb`) of the storage folder. Writes queue on its lock,
     which names the Dagster run holding it; reads open it read-only without the lock (see
-    core.storage)."""
+    core.storage.warehouse)."""
 
     storage_dir: str | None = None  # default: $RAGEVAL_STORAGE
     _owner: str = PrivateAttr("")

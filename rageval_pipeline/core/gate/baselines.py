@@ -7,7 +7,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, worsening
@@ -15,9 +14,11 @@ from rageval_pipeline.core.gate.judge import judge
 from rageval_pipeline.core.gate.models import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.policy import GatePolicy
 from rageval_pipeline.core.gate.quality import compared_measures
+from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.numbers import round_metric
-from rageval_pipeline.core.storage import write_text
+from rageval_pipeline.core.results.store import METRICS_VERSION
+from rageval_pipeline.core.storage.warehouse import write_text
 
 
 def baseline_from_summary(
@@ -28,8 +29,6 @@ def baseline_from_summary(
     `recorded_at` defaults to the run's own timestamp so that recording the same run twice
     writes the same file.
     """
-    from rageval_pipeline.core.results import METRICS_VERSION
-
     fields = summary.model_dump(
         exclude={"run_id", "created_at", "baseline_latency", "baseline_rerun"}
     )

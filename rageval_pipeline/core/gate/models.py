@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
 
-from rageval_pipeline.core.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
+from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
-from rageval_pipeline.core.statistics import PairedTest
+from rageval_pipeline.core.statistics.paired import PairedTest
 
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 CheckKind = Literal[

@@ -8,10 +8,10 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, MeasureValues, _Strict
+from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.measures.names import MeasureName, OneSpellingEach
-from rageval_pipeline.core.statistics import (
+from rageval_pipeline.core.statistics.paired import (
     DEFAULT_ALPHA,
     DEFAULT_POWER,
     DEFAULT_RESAMPLES,

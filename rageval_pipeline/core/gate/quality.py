@@ -19,7 +19,7 @@ from rageval_pipeline.core.gate.evaluation import (
 )
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.measures.names import parse_measure, sort_key
-from rageval_pipeline.core.statistics import PairedTest, paired_test, with_holm
+from rageval_pipeline.core.statistics.paired import PairedTest, paired_test, with_holm
 
 
 def compared_measures(run: Evaluation, baseline: Baseline) -> list[str]:

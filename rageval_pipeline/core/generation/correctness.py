@@ -28,7 +28,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement, prompt_hash
 from rageval_pipeline.core.generation.verdicts import VERDICT, Verdict, parse_verdict
-from rageval_pipeline.core.storage import Warehouse, insert_rows
+from rageval_pipeline.core.storage.warehouse import Warehouse, insert_rows
 
 MEASURE = "AnswerCorrectness"
 MAX_TARGETS = 5  # seed 002: "top 3-5 highly relevant documents"

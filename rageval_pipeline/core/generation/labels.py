@@ -24,12 +24,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rageval_pipeline.core.agreement import kappa
+from rageval_pipeline.core.curation.agreement import kappa
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement
 from rageval_pipeline.core.generation.verdicts import GRADE, parse_grade
-from rageval_pipeline.core.storage import write_text
+from rageval_pipeline.core.storage.warehouse import write_text
 
 
 class SheetRow(BaseModel):

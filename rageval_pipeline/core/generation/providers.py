@@ -13,7 +13,7 @@ A verdict or grade is asked for as structured output (`verdicts.Structured`): Op
 `response_format`, Ollama `format`, an Anthropic tool forced by `tool_choice` (its input, as
 JSON, is the completion's text). A stream that ends before its end marker is cut, not
 complete: it is asked again, up to the attempts of the limits. Transport (deadline, size cap,
-retries honouring `retry-after`) is `core.net`'s, with limits from `RAG_EVAL_*` variables
+retries honouring `retry-after`) is `core.io.net`'s, with limits from `RAG_EVAL_*` variables
 (`RAG_EVAL_DEADLINE_S`, `RAG_EVAL_ATTEMPTS`, ...; see `NetLimits`). Error text never holds the
 key: the provider's own message is scrubbed of it.
 """
@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from rageval_pipeline.core.errors import NetworkError
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.verdicts import Structured
-from rageval_pipeline.core.net import HttpSession, NetLimits, Reply
+from rageval_pipeline.core.io.net import HttpSession, NetLimits, Reply
 
 ANTHROPIC_VERSION = "2023-06-01"
 # Generation is slow: a long answer from a local model on a CPU can take minutes.
@@ -127,7 +127,7 @@ class Client:
         status = reply.status
         line = f"{self.config.provider} at {self.url} answered HTTP {status}: {text}"
         elsewhere = [url for url in reply.redirects if _origin(url) != _origin(self.url)]
-        if status in (401, 403) and elsewhere:  # core.net drops credentials across origins
+        if status in (401, 403) and elsewhere:  # core.io.net drops credentials across origins
             return (
                 f"{self.config.provider} at {self.url} was redirected to {elsewhere[-1]}, which "
                 f"answered HTTP {status}: {text} (credentials are not forwarded to another "

@@ -8,6 +8,7 @@ nor pandas (`compute`, 0.4 s), and `rageval eval` starts reading its run before 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rageval_pipeline.core.io.ranking import to_document_level
     from rageval_pipeline.core.measures.compute import evaluate, unjudged_queries
     from rageval_pipeline.core.measures.names import (
         FAMILIES,
@@ -20,13 +21,12 @@ if TYPE_CHECKING:
         sort_key,
         try_parse,
     )
-    from rageval_pipeline.core.ranking import to_document_level
 
 # Where each name lives that is not in `names`.
 _ELSEWHERE = {
     "evaluate": "rageval_pipeline.core.measures.compute",
     "unjudged_queries": "rageval_pipeline.core.measures.compute",
-    "to_document_level": "rageval_pipeline.core.ranking",
+    "to_document_level": "rageval_pipeline.core.io.ranking",
 }
 
 

@@ -17,13 +17,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rageval_pipeline.core.io.keys import arrow_strings
+from rageval_pipeline.core.io.ranking import RankedRun
 from rageval_pipeline.core.measures import names
 from rageval_pipeline.core.measures.condensed import judged_only
 from rageval_pipeline.core.measures.join import Judgments
 from rageval_pipeline.core.measures.kernels import KERNELS
-from rageval_pipeline.core.measures.keys import arrow_strings
 from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL, distinct_query_ids, prepare
-from rageval_pipeline.core.ranking import RankedRun
 
 
 def evaluate(

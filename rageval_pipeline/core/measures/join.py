@@ -1,6 +1,6 @@
 """Finding the judged documents of a run: a join of (query, doc) keys with the qrels.
 
-Keys are 64-bit fingerprints (core.measures.keys), checked on the real ids afterwards; a
+Keys are 64-bit fingerprints (core.io.keys), checked on the real ids afterwards; a
 collision, or a repeated (query, doc) pair, reruns the join on exact integer codes.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -17,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures.keys import (
+from rageval_pipeline.core.io.keys import (
     arrow_strings,
     exact_pair_keys,
     in_two,
@@ -25,12 +24,34 @@ from rageval_pipeline.core.measures.keys import (
     shared_keys,
 )
 
-if TYPE_CHECKING:
-    from rageval_pipeline.core.measures.prepare import OrderedRun
-
 # Run rows probed against the judgments' bitmap at a time (8-byte temporaries of 512 kB each,
 # which stay in cache: 2x faster on 5M rows than slices 8 times as long).
 _PROBE_ROWS = 1 << 16
+
+
+@dataclass
+class OrderedRun:
+    """The retrieved rows in trec_eval order, in query-index space."""
+
+    qidx: np.ndarray  # query index of each row (rows of one query are contiguous)
+    source_rows: np.ndarray  # row of the caller's table each ordered row came from
+    start: np.ndarray  # first row of each query (meaningless where n_ret is 0)
+    n_ret: np.ndarray  # rows per query
+    # The doc ids stay in the caller's order (moving millions of strings costs more than
+    # moving their integer keys); `doc_order[i]` is the position of ordered row i among them.
+    docs: pa.LargeStringArray
+    doc_qidx: np.ndarray  # query index of each of `docs`
+    doc_order: np.ndarray | None  # None: already in order
+    keys: np.ndarray | None  # a reader's `keys.pair_keys` of the rows; None: made by the join
+    unique_keys: bool  # a reader found no pair repeated in `keys`: no duplicate check needed
+
+    def doc_ids(self, rows: np.ndarray) -> pa.LargeStringArray:
+        """The doc ids of the given ordered rows."""
+        return self.docs.take(pa.array(rows if self.doc_order is None else self.doc_order[rows]))
+
+    def in_order(self, per_doc: np.ndarray) -> np.ndarray:
+        """An array aligned with `docs`, put in row order."""
+        return per_doc if self.doc_order is None else per_doc[self.doc_order]
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from pydantic import (
     model_validator,
 )
 
-from rageval_pipeline.core.bounds import quote
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.bounds import quote
 
 Cutoff = Literal["required", "optional", "none"]
 Family = Literal["recall", "ranking", "diversity", "coverage"]
@@ -353,7 +353,7 @@ def _canonical_field(value: str) -> str:
     try:
         return canonical(value)
     except InputError as exc:
-        from rageval_pipeline.core.config import rule
+        from rageval_pipeline.core.io.config import rule
 
         raise rule((), exc.problem) from None
 
@@ -368,7 +368,7 @@ def _one_spelling_each(value: Any) -> Any:
             except InputError:
                 continue  # the name's own validation reports it
             if measure in seen:
-                from rageval_pipeline.core.config import rule
+                from rageval_pipeline.core.io.config import rule
 
                 raise rule((), f"{quote(seen[measure])} and {quote(name)} both name {measure}")
             seen[measure] = name

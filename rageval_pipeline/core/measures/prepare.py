@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.measures.join import Judgments, join
-from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts
-from rageval_pipeline.core.ranking import RankedRun, index_type, order_run
+from rageval_pipeline.core.io.keys import arrow_strings, id_block_starts
+from rageval_pipeline.core.io.ranking import RankedRun, index_type, order_run
+from rageval_pipeline.core.measures.join import Judgments, OrderedRun, join
 
 # The lowest label that makes a query "judged" (evaluated), whatever a measure's threshold.
 JUDGED_LEVEL = 1
@@ -29,31 +29,6 @@ def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputError(None, f"{what} table has no column {missing[0]!r}", field=missing[0])
-
-
-@dataclass
-class OrderedRun:
-    """The retrieved rows in trec_eval order, in query-index space."""
-
-    qidx: np.ndarray  # query index of each row (rows of one query are contiguous)
-    source_rows: np.ndarray  # row of the caller's table each ordered row came from
-    start: np.ndarray  # first row of each query (meaningless where n_ret is 0)
-    n_ret: np.ndarray  # rows per query
-    # The doc ids stay in the caller's order (moving millions of strings costs more than
-    # moving their integer keys); `doc_order[i]` is the position of ordered row i among them.
-    docs: pa.LargeStringArray
-    doc_qidx: np.ndarray  # query index of each of `docs`
-    doc_order: np.ndarray | None  # None: already in order
-    keys: np.ndarray | None  # a reader's `keys.pair_keys` of the rows; None: made by the join
-    unique_keys: bool  # a reader found no pair repeated in `keys`: no duplicate check needed
-
-    def doc_ids(self, rows: np.ndarray) -> pa.LargeStringArray:
-        """The doc ids of the given ordered rows."""
-        return self.docs.take(pa.array(rows if self.doc_order is None else self.doc_order[rows]))
-
-    def in_order(self, per_doc: np.ndarray) -> np.ndarray:
-        """An array aligned with `docs`, put in row order."""
-        return per_doc if self.doc_order is None else per_doc[self.doc_order]
 
 
 @dataclass
@@ -146,7 +121,7 @@ def _trec_permutation(
     desc), or None when they already are. `firsts` are the rows' block starts.
 
     Runs usually arrive grouped by query with scores descending, so that is checked in O(n) and
-    only the rows with tied scores are reordered then; ties are broken by core.ranking.order_run
+    only the rows with tied scores are reordered then; ties are broken by core.io.ranking.order_run
     itself, so the rule lives in one place.
     """
     n = len(qidx)

@@ -22,7 +22,7 @@ from rageval_pipeline.core.report.plots import render as render_figure
 from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.report.summary import run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
-from rageval_pipeline.core.storage import atomic_path, write_text
+from rageval_pipeline.core.storage.warehouse import atomic_path, write_text
 
 REPORT_FILES = {
     "json": "gate.json",

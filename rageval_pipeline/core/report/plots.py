@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from rageval_pipeline.core.reuse import content_key
-from rageval_pipeline.core.storage import atomic_path, write_text
+from rageval_pipeline.core.storage.reuse import content_key
+from rageval_pipeline.core.storage.warehouse import atomic_path, write_text
 
 Kind = Literal["measures", "per_query", "latency", "trend"]
 _STYLE = {

@@ -9,11 +9,11 @@ from typing import NamedTuple, Protocol
 
 import pandas as pd
 
-from rageval_pipeline.core import tables
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.ranking import order_run
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.ranking import order_run
 
-# What a missing or truncated index file asks for (see core.storage.verified_dir).
+# What a missing or truncated index file asks for (see core.storage.warehouse.verified_dir).
 REBUILD_INDEX = "rebuild the index (materialize its <system>/index asset with force: true)"
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import Stemmer
 
-from rageval_pipeline.core.ranking import top_k
+from rageval_pipeline.core.io.ranking import top_k
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
-from rageval_pipeline.core.storage import atomic_dir, verified_dir
+from rageval_pipeline.core.storage.warehouse import atomic_dir, verified_dir
 
 if TYPE_CHECKING:  # bm25s (and scipy under it) load on first use: `rageval validate` needs neither
     import bm25s

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.ranking import top_k
+from rageval_pipeline.core.io.ranking import top_k
 from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
 from rageval_pipeline.core.retrieval.embeddings import (
@@ -34,7 +34,7 @@ from rageval_pipeline.core.retrieval.embeddings import (
     text_key,
 )
 from rageval_pipeline.core.retrieval.encoders import Backend, OnnxEncoder, export_onnx
-from rageval_pipeline.core.storage import atomic_dir, verified_dir
+from rageval_pipeline.core.storage.warehouse import atomic_dir, verified_dir
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

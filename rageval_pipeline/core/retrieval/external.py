@@ -2,7 +2,7 @@
 
 Interactive systems (HTTP, Python) answer one query at a time through `base.execute`, which
 times each call. Each call has a timeout (HTTP: a total deadline per attempt, through
-`core.net`) and is retried on transient failures (timeouts, connection errors, HTTP 408, 425,
+`core.io.net`) and is retried on transient failures (timeouts, connection errors, HTTP 408, 425,
 429 and 5xx, honouring `Retry-After`) with exponential backoff; anything else fails at once.
 Every failure is an `InputError` naming the URL or entry point and the field (execute adds
 the query id), never a header value: credentials come from the environment and stay there.
@@ -25,10 +25,10 @@ from typing import Annotated, Any, Literal, TypeVar
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rageval_pipeline.core import formats, net
-from rageval_pipeline.core.chunking import source_ids
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io import formats, net
 from rageval_pipeline.core.retrieval.base import Hit
+from rageval_pipeline.core.suites.chunking import source_ids
 
 MAX_TOP_K = 100  # seed 003: an interactive query asks for 1..100 results
 HTTP_ENV_PREFIX = "RAGEVAL_HTTP"  # RAGEVAL_HTTP_MAX_RESPONSE_BYTES etc. (docs/limits.md)
@@ -122,7 +122,7 @@ def _check_attempts(attempts: int, timeout_s: float) -> None:
 class HttpRetriever:
     """POST {"query", "top_k"} to `url`; expects 200 {"results": [{"id", "score", ...}]}.
 
-    Calls go through `core.net` (one pooled session shared by every worker thread): each
+    Calls go through `core.io.net` (one pooled session shared by every worker thread): each
     attempt has a total deadline of `timeout_s`, the body a size cap, and retries honour
     `Retry-After`. `RAGEVAL_HTTP_*` variables override these limits (docs/limits.md).
     `headers_from_env` maps a header to the environment variable holding its value (read

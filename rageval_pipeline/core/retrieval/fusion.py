@@ -16,8 +16,8 @@ from typing import Literal
 
 import pandas as pd
 
-from rageval_pipeline.core import tables
-from rageval_pipeline.core.ranking import order_run, to_document_level
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.ranking import order_run, to_document_level
 
 Level = Literal["chunk", "document"]
 _COLUMNS = ("query_id", "doc_id", "source_id", "score")

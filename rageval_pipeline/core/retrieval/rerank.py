@@ -17,12 +17,12 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from rageval_pipeline.core import tables
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.ranking import order_run
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.retrieval import dense
 from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, embed
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 
 BI_ENCODER = "bi-encoder"  # the packaged MiniLM, re-scoring by cosine similarity
 

@@ -8,16 +8,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.retrieval.base import Retriever
-
-if TYPE_CHECKING:
-    from rageval_pipeline.core.systems.catalog import SystemConfig
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
 
 Log = Callable[[str], None]  # where a long build reports its progress
 
@@ -46,7 +43,7 @@ class _System(BaseModel, ABC):
     reads_corpus: ClassVar[bool] = False  # True when producing a run reads the documents' text
     _name: str | None = PrivateAttr(None)
     # The configurations of `member_names` by name, set by `load_systems` once all are known.
-    _members: dict[str, SystemConfig] = PrivateAttr(default_factory=dict)
+    _members: dict[str, _System] = PrivateAttr(default_factory=dict)
 
     @property
     def name(self) -> str | None:
@@ -68,7 +65,7 @@ class _System(BaseModel, ABC):
         """The systems whose runs this one reads (fusion members, a reranker's candidates)."""
         return []
 
-    def member(self, name: str) -> SystemConfig:
+    def member(self, name: str) -> _System:
         if name not in self._members:
             raise ValueError(f"member {name!r} is not resolved; load systems with load_systems")
         return self._members[name]
@@ -80,7 +77,7 @@ class _System(BaseModel, ABC):
 
     def chunk_level(self, reference: ChunkingConfig | None) -> bool:
         """Chunk-level judgments apply only when every chunking behind the run is the suite's
-        reference chunking (see core.results)."""
+        reference chunking (see core.results.store)."""
         return False
 
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:

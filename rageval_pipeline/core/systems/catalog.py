@@ -17,8 +17,8 @@ from pydantic import (
     model_validator,
 )
 
-from rageval_pipeline.core.bounds import confined
-from rageval_pipeline.core.config import load_model, rule
+from rageval_pipeline.core.io.bounds import confined
+from rageval_pipeline.core.io.config import load_model, rule
 from rageval_pipeline.core.systems.combined import RerankSystem, RRFSystem, WeightedSystem
 from rageval_pipeline.core.systems.external import HttpSystem, PythonSystem, RunFileSystem
 from rageval_pipeline.core.systems.indexed import BM25System, DenseSystem

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import pandas as pd
 from pydantic import Field
 
-from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.retrieval import fusion, rerank
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.systems.base import RunInputs, _System
-
-if TYPE_CHECKING:
-    from rageval_pipeline.core.systems.catalog import SystemConfig
 
 
 class _Fusion(_System):
@@ -101,7 +98,7 @@ class RerankSystem(_System):
         below = self.member(self.candidates).recorded_config(reference)
         return self.model_dump(mode="json", exclude={"batch_size"}) | {"candidates": below}
 
-    def _chunkings(self, system: SystemConfig, reference: ChunkingConfig | None) -> list:
+    def _chunkings(self, system: _System, reference: ChunkingConfig | None) -> list:
         if system.indexed:
             return [system.chunking.resolve(reference)]
         return [

@@ -10,8 +10,8 @@ from typing import ClassVar, Literal
 import pandas as pd
 from pydantic import Field, PrivateAttr
 
-from rageval_pipeline.core.bounds import confined
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.bounds import confined
 from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.external import (
     HttpRetriever,

@@ -10,10 +10,10 @@ from typing import ClassVar, Literal
 import pandas as pd
 from pydantic import Field
 
-from rageval_pipeline.core.chunking import ChunkingConfig
 from rageval_pipeline.core.retrieval import bm25, dense
 from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.encoders import Backend
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.systems.base import Log, RunInputs, _System
 
 

@@ -8,17 +8,17 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import loaders
-from rageval_pipeline.core.chunking import chunk_corpus
 from rageval_pipeline.core.gate import Baseline, baseline_path, load_baseline
 from rageval_pipeline.core.retrieval import Retriever, execute
-from rageval_pipeline.core.reuse import content_key, read_stamp, write_stamp
+from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_stamp
+from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.core.systems import SystemConfig, indexed_system
 from rageval_pipeline.dagster_defs.resources import Settings
 
 
 def index_stamp(index_dir: Path) -> Path:
-    """The content key an index was built with, beside its folder (see core.reuse)."""
+    """The content key an index was built with, beside its folder (see core.storage.reuse)."""
     return index_dir.with_name(index_dir.name + ".key")
 
 

@@ -16,13 +16,15 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import experiments, loaders, report
-from rageval_pipeline.core.chunking import CHUNK_METADATA, chunk_corpus, integrity
+from rageval_pipeline.core import report
 from rageval_pipeline.core.gate import RunSummary, judge, load_baselines, load_policy
+from rageval_pipeline.core.history import experiments
+from rageval_pipeline.core.history.summaries import history, select_runs, summaries
 from rageval_pipeline.core.report.seed003 import validation_report
-from rageval_pipeline.core.reuse import content_key
-from rageval_pipeline.core.storage import write_text
-from rageval_pipeline.core.summaries import history, select_runs, summaries
+from rageval_pipeline.core.storage.reuse import content_key
+from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, chunk_corpus, integrity
 from rageval_pipeline.dagster_defs.checks import measured_integrity
 from rageval_pipeline.dagster_defs.failures import one_line_errors
 from rageval_pipeline.dagster_defs.job_summary import verdict_line

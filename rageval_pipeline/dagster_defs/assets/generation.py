@@ -20,13 +20,14 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import loaders, systems
-from rageval_pipeline.core.chunking import chunk_corpus
+from rageval_pipeline.core import systems
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, prompts
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
-from rageval_pipeline.core.reuse import content_key
-from rageval_pipeline.core.storage import write_text
+from rageval_pipeline.core.storage.reuse import content_key
+from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
 from rageval_pipeline.dagster_defs.executors import executor_from_env
 from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource

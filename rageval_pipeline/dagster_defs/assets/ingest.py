@@ -11,8 +11,9 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import beir, loaders
-from rageval_pipeline.core.reuse import FrameCache, content_key, folder_key
+from rageval_pipeline.core.io import beir
+from rageval_pipeline.core.storage.reuse import FrameCache, content_key, folder_key
+from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.dagster_defs.failures import one_line_errors
 from rageval_pipeline.dagster_defs.resources import CONTENT_KEY, Dataset, Settings
 

@@ -22,13 +22,11 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core import beir, loaders, tables
-from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
-from rageval_pipeline.core.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.gate import Baseline
-from rageval_pipeline.core.machine import machine_digest
+from rageval_pipeline.core.history.summaries import rerun
+from rageval_pipeline.core.io import beir, tables
 from rageval_pipeline.core.numbers import round_metric
-from rageval_pipeline.core.results import (
+from rageval_pipeline.core.results.store import (
     METRICS_VERSION,
     RunRecord,
     RunResults,
@@ -36,8 +34,11 @@ from rageval_pipeline.core.results import (
     store_results,
     suite_digest,
 )
-from rageval_pipeline.core.reuse import FrameCache, content_key, read_stamp, write_stamp
-from rageval_pipeline.core.summaries import rerun
+from rageval_pipeline.core.retrieval.machine import machine_digest
+from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_stamp, write_stamp
+from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.dagster_defs.assets.beside import (
     baseline_of,

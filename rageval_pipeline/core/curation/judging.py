@@ -1,0 +1,288 @@
+"""Judging sheets: the pool written out for a judge, and the graded sheet merged back.
+
+A sheet is CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per (query, target):
+query_id, query, target_id, target_text, systems, best_rank, grade. The judge fills `grade`
+(0-3) from the query and the target text alone; `systems` and `best_rank` say where the row came
+from and are not to be looked at while grading. Merging checks every row before anything is
+written (one line naming sheet, line and field on the first bad row), never replaces an existing
+judgment unless asked, validates the merged suite, then replaces the suite file atomically.
+
+A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
+cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
+judge's machine. Such a cell is written with a `'` before it (OWASP's rule for CSV injection),
+and so is a cell that itself starts with `'`; reading a sheet back removes exactly that one
+quote, from cells that start with `'` and then one of those characters, so every text
+round-trips unchanged (`escape_cell`, `unescape_cell`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from rageval_pipeline.core.curation.pool import PoolEntry, suite_level
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.suites.chunking import split_chunk_id, split_text
+from rageval_pipeline.core.suites.golden import Suite, load_suite
+from rageval_pipeline.core.suites.loaders import jsonl_rows
+from rageval_pipeline.core.suites.matching import TargetError, resolve_target
+
+COLUMNS = ("query_id", "query", "target_id", "target_text", "systems", "best_rank", "grade")
+SHEET_SUFFIXES = (".csv", ".jsonl")
+_GRADE_RULE = "must be 0, 1, 2 or 3"
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
+_ESCAPED_START = (*_FORMULA_START, "'")  # a leading quote too, so that reading back is exact
+
+
+def escape_cell(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: `'` before a formula start or a quote."""
+    if isinstance(value, str) and value.startswith(_ESCAPED_START):
+        return "'" + value
+    return value
+
+
+def unescape_cell(value: object) -> object:
+    """The text `escape_cell` was given: one `'` removed when an escaped character follows."""
+    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_ESCAPED_START):
+        return value[1:]
+    return value
+
+
+def _sheet_kind(path: Path) -> str:
+    if path.suffix not in SHEET_SUFFIXES:
+        raise InputError(path, "a judging sheet must end in .csv or .jsonl")
+    return path.suffix
+
+
+def write_sheet(entries: list[PoolEntry], path: Path) -> None:
+    """The pool as a judging sheet, grade left empty."""
+    rows = [{**e.model_dump(), "grade": ""} for e in entries]
+    if _sheet_kind(path) == ".jsonl":
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    else:
+        buffer = io.StringIO()
+        # CRLF line ends (RFC 4180, as spreadsheets write): csv quotes a cell holding a
+        # character of the line end only, and a CR inside a text must be quoted too.
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
+        text = buffer.getvalue()
+    write_text(path, text)
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number where the row starts, row) of a sheet."""
+    if _sheet_kind(path) == ".jsonl":
+        yield from jsonl_rows(path)
+        return
+    try:
+        # Bytes, not read_text: its newline translation would turn a `\r` inside a cell into
+        # `\n`. A byte order mark (spreadsheets save one) is dropped.
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except UnicodeDecodeError:
+        raise InputError(path, "not UTF-8 text") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    start = 1
+    try:
+        missing = [
+            c for c in ("query_id", "target_id", "grade") if c not in (reader.fieldnames or [])
+        ]
+        if missing:
+            raise InputError(path, "missing column in the header", line=1, field=missing[0])
+        start = reader.line_num + 1
+        for row in reader:
+            yield start, {k: unescape_cell(v) for k, v in row.items()}
+            start = reader.line_num + 1
+    except csv.Error as error:  # e.g. a field past csv's size limit
+        problem = f"not readable as CSV ({error})"
+    else:
+        return
+    raise InputError(path, problem, line=start)  # (outside the except: nothing chained)
+
+
+def _grade(value: Any, path: Path, line: int) -> int | None:
+    """The grade of a row; None when the judge left it empty."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if type(value) is int and 0 <= value <= 3:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[0-3]", value.strip()):
+        return int(value)
+    raise InputError(path, f"{_GRADE_RULE} (got {json.dumps(value)})", line=line, field="grade")
+
+
+class Conflict(BaseModel):
+    line: int
+    query_id: str
+    target_id: str
+    judged: int
+    sheet: int
+
+    def describe(self, sheet: Path) -> str:
+        return (
+            f"{sheet}:{self.line}: {self.query_id} {self.target_id}: "
+            f"judged {self.judged}, sheet says {self.sheet}"
+        )
+
+
+class MergeResult(BaseModel):
+    added: int = 0
+    unchanged: int = 0  # rows repeating an existing judgment
+    overwritten: int = 0
+    skipped: int = 0  # rows with an empty grade
+    conflicts: list[Conflict] = []
+
+
+def _chunk_counts(suite: Suite) -> dict[str, int]:
+    return {d.id: len(split_text(d.text, suite.chunking)) for d in suite.documents}
+
+
+class GradedRow(BaseModel):
+    """A checked row of a graded sheet: its line, query, resolved target and grade."""
+
+    line: int
+    query_id: str
+    target_id: str  # resolved
+    grade: int | None  # None when the judge left it empty
+
+
+def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
+    """Every row of a graded sheet, checked against the suite: a known query, a target at the
+    query's level, no (query, target) graded twice, a grade 0-3 or empty. The first bad row
+    raises one InputError naming sheet, line and field."""
+    queries = {q.id: q for q in suite.queries}
+    counts = _chunk_counts(suite)
+    default_level = suite_level(suite)  # for queries with no judgment yet
+    seen: dict[tuple[str, str], int] = {}
+    for line, row in _rows(sheet):
+        query_id = str(row.get("query_id") or "")
+        if query_id not in queries:
+            problem = f"unknown query {query_id!r}"
+            raise InputError(sheet, problem, line=line, field="query_id")
+        query = queries[query_id]
+        target = str(row.get("target_id") or "")
+        try:
+            resolved, _ = resolve_target(target, counts, suite.match)
+        except TargetError as error:
+            raise InputError(sheet, str(error), line=line, field="target_id") from None
+        level = query.level if query.judgments else default_level
+        if (split_chunk_id(resolved) is not None) != (level == "chunk"):
+            problem = f"{target!r} is not a {level} id; query {query_id} is judged by {level}"
+            raise InputError(sheet, problem, line=line, field="target_id")
+        key = (query_id, resolved)
+        if key in seen:
+            problem = f"{query_id} {resolved} is graded again (first at line {seen[key]})"
+            raise InputError(sheet, problem, line=line, field="target_id")
+        seen[key] = line
+        grade = _grade(row.get("grade"), sheet, line)
+        yield GradedRow(line=line, query_id=query_id, target_id=resolved, grade=grade)
+
+
+def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], MergeResult]:
+    """Check every row of a graded sheet against the suite: the grades to write, keyed by
+    (query id, resolved target id), and what merging them would do."""
+    judged = {q.id: dict(q.qrels) for q in suite.queries}
+    grades: dict[tuple[str, str], int] = {}
+    result = MergeResult()
+    for row in graded_rows(suite, sheet):
+        if row.grade is None:
+            result.skipped += 1
+            continue
+        existing = judged[row.query_id].get(row.target_id)
+        if existing == row.grade:
+            result.unchanged += 1
+            continue
+        if existing is not None:
+            result.conflicts.append(
+                Conflict(
+                    line=row.line,
+                    query_id=row.query_id,
+                    target_id=row.target_id,
+                    judged=existing,
+                    sheet=row.grade,
+                )
+            )
+        else:
+            result.added += 1
+        grades[(row.query_id, row.target_id)] = row.grade
+    return grades, result
+
+
+def _json_indent(text: str) -> str | None:
+    """The indentation unit of a JSON file (the first indented line's), None when compact."""
+    found = re.search(r"\n([ \t]+)\S", text)
+    return found[1] if found else None
+
+
+def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> MergeResult:
+    """Merge a graded sheet into the suite file. Conflicts (a different grade for a judged
+    target) stop the merge unless `overwrite`; the caller lists them. Nothing is written when
+    any row is bad, a conflict stands, or the merged suite would not validate."""
+    suite = load_suite(suite_file)
+    grades, result = plan_merge(suite, sheet)
+    if result.conflicts and not overwrite:
+        return result
+    result.overwritten, result.conflicts = len(result.conflicts), []
+    write_grades(suite_file, suite, grades)
+    return result
+
+
+def write_grades(suite_file: Path, suite: Suite, grades: dict[tuple[str, str], int]) -> None:
+    """Set the grades keyed by (query id, resolved target id) in the suite file (see
+    `rewrite_suite`); nothing is written when there are none."""
+    if not grades:
+        return
+    queries = {q.id: q for q in suite.queries}
+
+    def edit(raw_queries: dict[str, dict[str, Any]]) -> None:
+        for (query_id, resolved), grade in grades.items():
+            query = queries[query_id]
+            # Keep the spelling of an existing target (a suffix-matched id stays as written).
+            written = {r: t for t, (r, _) in zip(query.judgments, query.qrels, strict=True)}
+            judgments = raw_queries[query_id].setdefault("judgments", {})
+            judgments[written.get(resolved, resolved)] = grade
+
+    rewrite_suite(suite_file, edit)
+
+
+def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], None]) -> None:
+    """Apply `edit` to the suite file's queries (raw, by id), check that the result is a valid
+    suite, and replace the file atomically. JSON keeps its key order and indentation; YAML is
+    re-dumped (comments are lost)."""
+    text = suite_file.read_text(encoding="utf-8")
+    raw = json.loads(text) if suite_file.suffix == ".json" else yaml.safe_load(text)
+    edit({q["id"]: q for q in raw["queries"]})
+    if suite_file.suffix == ".json":
+        out = json.dumps(raw, indent=_json_indent(text), ensure_ascii=False)
+        out += "\n" if text.endswith("\n") else ""
+    else:
+        out = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
+    _check_merged(suite_file, out)
+    write_text(suite_file, out)
+
+
+def _check_merged(suite_file: Path, text: str) -> None:
+    """Validate the edited text as a suite beside the original (content paths resolve alike)."""
+    fd, tmp = tempfile.mkstemp(prefix=".merge-", suffix=suite_file.suffix, dir=suite_file.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        load_suite(tmp)
+    except InputError as error:
+        problem = f"the edited suite would not validate: {error.problem}"
+        raise InputError(suite_file, problem, field=error.field) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,257 @@
+"""Pooling a golden suite: run several systems, list the top-k targets nobody has judged.
+
+A suite is only as good as its judgments: a system that finds a relevant chunk nobody judged is
+scored as if it had found nothing. Pooling (as TREC does) runs a set of diverse systems, takes
+the union of their top k per query, and hands every target without a judgment to a human
+judge (`core.curation.judging` writes and merges the sheet).
+
+Targets are what the suite judges: for a chunk-level suite, chunk ids under the suite's
+reference chunking; for a document-level (entity) suite, document ids. A system on another
+chunking (fixed windows, paragraphs) returns its own units; each is mapped to the reference
+chunks it covers (see `to_reference`). The systems run in process through the core, exactly as
+the pipeline runs them, but into a throwaway folder.
+
+`difficulty` measures how hard a query is from where the pooled systems rank its best targets.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from statistics import mean
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from rageval_pipeline.core.io.ranking import to_document_level
+from rageval_pipeline.core.suites.chunking import (
+    ChunkingConfig,
+    chunk_corpus,
+    split_chunk_id,
+    split_text,
+)
+from rageval_pipeline.core.suites.consistency import target_text
+from rageval_pipeline.core.suites.golden import Suite
+from rageval_pipeline.core.suites.loaders import suite_tables
+from rageval_pipeline.core.suites.matching import Level
+from rageval_pipeline.core.systems import BM25System, DenseSystem, RunInputs, SystemConfig
+
+DEFAULT_DEPTH = 20
+# Systems run this deep (the pipeline's default top_k) whatever the pool depth, so a fused system
+# fuses the member lists the pipeline gives it, and a document-level suite sees its top k
+# documents, not only the documents of its top k chunks.
+RUN_DEPTH = 100
+# Diverse systems added to the configured ones: same retrievers, other units of text, so the
+# pool is not only what the reference chunking makes easy to find.
+EXTRA_CHUNKINGS = {
+    "fixed128": ChunkingConfig(strategy="fixed", size=128, overlap=32),
+    "paragraph": ChunkingConfig(strategy="paragraph"),
+}
+# A unit of another chunking counts as retrieving a reference chunk when their token overlap is
+# at least half of either of them: a window that holds a whole section retrieves it; a window
+# that grazes the first line of the next section does not.
+COVER = 0.5
+# Difficulty thresholds on the mean reciprocal rank of a query's best target (see difficulty).
+EASY_AT, HARD_BELOW = 2 / 3, 1 / 4
+
+
+def extra_systems() -> dict[str, SystemConfig]:
+    """BM25 and dense on each of EXTRA_CHUNKINGS, named e.g. `bm25-fixed128`."""
+    out: dict[str, SystemConfig] = {}
+    for label, chunking in EXTRA_CHUNKINGS.items():
+        out[f"bm25-{label}"] = BM25System(retriever="bm25", chunking=chunking)
+        out[f"dense-{label}"] = DenseSystem(retriever="dense", chunking=chunking)
+    return out
+
+
+def suite_level(suite: Suite) -> Level:
+    """The level the suite judges at: chunk when any judged query uses chunk targets."""
+    return "chunk" if any(q.judgments and q.level == "chunk" for q in suite.queries) else "document"
+
+
+def run_systems(
+    suite: Suite,
+    systems: Mapping[str, SystemConfig],
+    k: int,
+    *,
+    embeddings_dir: Path,
+    base_dir: Path,
+) -> dict[str, pd.DataFrame]:
+    """The RUN table of every system over every query of the suite (edge queries included).
+
+    Fusion members are run first whatever order `systems` is in; `base_dir` is the systems
+    file's folder (for run files and Python entry points).
+    """
+    tables = suite_tables(suite)
+    runs: dict[str, pd.DataFrame] = {}
+    with tempfile.TemporaryDirectory(prefix="rageval-pool-") as work:
+
+        def run(name: str) -> pd.DataFrame:
+            if name in runs:
+                return runs[name]
+            system, directory = systems[name], Path(work) / name
+            if system.indexed:
+                chunking = system.chunking.resolve(suite.chunking)
+                chunks = chunk_corpus(tables.corpus, chunking, "pool")
+                system.build_index(chunks, directory, embeddings_dir=embeddings_dir)
+            members = {m: run(m) for m in system.member_names}
+            inputs = RunInputs(tables.queries, k, directory, base_dir, members)
+            runs[name] = system.produce_run(inputs)
+            return runs[name]
+
+        for name in systems:
+            run(name)
+    return runs
+
+
+def unit_chunking(system: SystemConfig, reference: ChunkingConfig) -> ChunkingConfig | None:
+    """The chunking of the ids a system returns; None for whole documents or unknown units."""
+    if system.member_names:
+        if system.level == "document":
+            return None
+        return unit_chunking(system.member(system.member_names[0]), reference)
+    if system.indexed:
+        return system.chunking.resolve(reference)
+    return reference  # external systems answer with the suite's own ids
+
+
+def _token_spans(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    """[start, end) in whitespace tokens of each chunk of `text` (chunks are runs of tokens)."""
+    if config.strategy == "fixed":  # the windows of chunking._windows, as token ranges
+        total, step, spans = len(text.split()), config.size - config.overlap, []
+        for start in range(0, max(total, 1), step):
+            spans.append((start, min(start + config.size, total)))
+            if start + config.size >= total:
+                break
+        return spans
+    spans, cursor = [], 0
+    for chunk in split_text(text, config):
+        n = len(chunk.split())
+        spans.append((cursor, cursor + n))
+        cursor += n
+    return spans
+
+
+class ReferenceMap:
+    """Maps the units of any chunking of a suite's documents to its reference chunk ids."""
+
+    def __init__(self, suite: Suite) -> None:
+        self.reference = suite.chunking
+        self.texts = {d.id: d.text for d in suite.documents}
+        self._spans: dict[tuple[str, ChunkingConfig], list[tuple[int, int]]] = {}
+
+    def spans(self, doc_id: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+        key = (doc_id, config)
+        if key not in self._spans:
+            self._spans[key] = _token_spans(self.texts[doc_id], config)
+        return self._spans[key]
+
+    def to_reference(self, unit_id: str, config: ChunkingConfig) -> list[str]:
+        """The reference chunk ids a unit covers (itself under the reference chunking)."""
+        parsed = split_chunk_id(unit_id)
+        if parsed is None or parsed[0] not in self.texts:
+            return []
+        doc_id, index = parsed
+        if config == self.reference:
+            return [unit_id]
+        units = self.spans(doc_id, config)
+        if index >= len(units):
+            return []
+        start, end = units[index]
+        out = []
+        for n, (r_start, r_end) in enumerate(self.spans(doc_id, self.reference)):
+            shared = min(end, r_end) - max(start, r_start)
+            if shared > 0 and shared >= COVER * min(end - start, r_end - r_start):
+                out.append(f"{doc_id}:chunk:{n}")
+        return out
+
+
+def target_ranks(
+    suite: Suite, systems: Mapping[str, SystemConfig], runs: Mapping[str, pd.DataFrame], k: int
+) -> pd.DataFrame:
+    """Best rank of each target per (query, system) within the top k: query_id, target_id,
+    system, rank. Targets are at the suite's judgment level."""
+    level = suite_level(suite)
+    mapper = ReferenceMap(suite)
+    rows = []
+    for name, run in runs.items():
+        config = unit_chunking(systems[name], suite.chunking)
+        if level == "document":
+            run = to_document_level(run)  # a document ranks where its best chunk does
+        hits = run[run["doc_id"].notna() & (run["rank"] <= k)]
+        for query_id, unit, source, rank in hits[
+            ["query_id", "doc_id", "source_id", "rank"]
+        ].itertuples(index=False):
+            if level == "document":
+                targets = [source or unit]
+            elif config is None:
+                targets = []  # whole-document units name no chunk
+            else:
+                targets = mapper.to_reference(unit, config)
+            rows += [(query_id, t, name, int(rank)) for t in targets]
+    frame = pd.DataFrame(rows, columns=["query_id", "target_id", "system", "rank"])
+    return frame.groupby(["query_id", "target_id", "system"], as_index=False, sort=True)[
+        "rank"
+    ].min()
+
+
+class PoolEntry(BaseModel):
+    """One unjudged target that some system put in its top k for a query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query_id: str
+    query: str
+    target_id: str
+    target_text: str
+    systems: str  # "bm25@3 dense@1", by system name
+    best_rank: int
+
+
+def unjudged(suite: Suite, ranks: pd.DataFrame) -> list[PoolEntry]:
+    """Every pooled target without a judgment, by query (file order) then best rank, id."""
+    judged = {(q.id, t) for q in suite.queries for t, _ in q.qrels}
+    order = {q.id: i for i, q in enumerate(suite.queries)}
+    text_of = {q.id: q.query for q in suite.queries}
+    out = []
+    for (query_id, target_id), group in ranks.groupby(["query_id", "target_id"], sort=False):
+        if (query_id, target_id) in judged:
+            continue
+        group = group.sort_values(["rank", "system"])
+        out.append(
+            PoolEntry(
+                query_id=query_id,
+                query=text_of[query_id],
+                target_id=target_id,
+                target_text=target_text(suite, target_id),
+                systems=" ".join(
+                    f"{s}@{r}" for s, r in zip(group["system"], group["rank"], strict=True)
+                ),
+                best_rank=int(group["rank"].min()),
+            )
+        )
+    return sorted(out, key=lambda e: (order[e.query_id], e.best_rank, e.target_id))
+
+
+def difficulty(suite: Suite, ranks: pd.DataFrame, systems: list[str], k: int) -> dict[str, str]:
+    """Measured difficulty of each query from the pooled systems' rankings.
+
+    For each system, the reciprocal rank of the first target carrying the query's highest
+    grade (0 when none is in the top k); `ease` is the mean over `systems`. easy when
+    ease >= EASY_AT (on average the best answer is at rank 1-1.5), hard when ease < HARD_BELOW
+    (on average below rank 4), medium otherwise. A query with no target of grade >= 1 (an edge
+    query: nothing in the corpus answers it) is hard: no ranking can find its answer.
+    """
+    out = {}
+    for query in suite.queries:
+        best = max(query.judgments.values(), default=0)
+        if best == 0:
+            out[query.id] = "hard"
+            continue
+        tops = {target for target, grade in query.qrels if grade == best}
+        mine = ranks[(ranks["query_id"] == query.id) & ranks["target_id"].isin(tops)]
+        first = mine.groupby("system")["rank"].min()
+        ease = mean(1.0 / first[s] if s in first.index and first[s] <= k else 0.0 for s in systems)
+        out[query.id] = "easy" if ease >= EASY_AT else "hard" if ease < HARD_BELOW else "medium"
+    return out

@@ -1,0 +1,381 @@
+"""Readers and writers for TREC runs, TREC and BEIR qrels, and Parquet.
+
+Readers return tables shaped like `core.io.tables` QRELS and RUN. A file is one known format
+exactly, told from its content (Parquet magic bytes, the BEIR header line), never from its name,
+and anything else is refused with the accepted formats listed: nothing is guessed. Text is parsed
+column-wise (`core.io.delimited`); Parquet is checked against the expected schema, with casts only
+where they lose nothing. Gzip-compressed files are read as their content.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.bounds import input_bytes
+from rageval_pipeline.core.io.delimited import (
+    PARQUET_MAGIC,
+    Fetched,
+    exact_table,
+    fast_table,
+    first_line,
+    first_repeat,
+    read_text,
+    table_pair_keys,
+)
+from rageval_pipeline.core.io.field_checks import INT32, TextFormat, quote
+from rageval_pipeline.core.io.keys import arrow_strings, id_block_starts, shared_keys
+from rageval_pipeline.core.io.ranking import TREC_SORT_KEYS, RankedRun, index_type, order_run
+
+if TYPE_CHECKING:
+    # Not at run time: reading a file's columns needs no pandas (0.4 s to import), so
+    # `rageval eval` parses the run in a thread (`delimited.fetch`) while pandas imports.
+    # Tables reach pandas through pyarrow's to_pandas, which imports it when first called.
+    import pandas as pd
+
+TREC_RUN = TextFormat(
+    "a TREC run",
+    ("query_id", "iteration", "doc_id", "rank", "score", "tag"),
+    tab=False,
+    integers=("rank",),
+    reals=("score",),
+)
+TREC_QRELS = TextFormat(
+    "TREC qrels",
+    ("query_id", "iteration", "doc_id", "relevance"),
+    tab=False,
+    integers=("relevance",),
+)
+BEIR_QRELS = TextFormat(
+    "BEIR qrels",
+    ("query_id", "doc_id", "relevance"),
+    tab=True,
+    integers=("relevance",),
+    header="query-id\tcorpus-id\tscore",
+)
+RUN_FORMATS = (
+    "TREC run (6 whitespace-separated fields: query_id Q0 doc_id rank score tag), "
+    "Parquet run (query_id, doc_id, score; optional source_id, rank, latency_ms, "
+    "baseline_latency_ms)"
+)
+QRELS_FORMATS = (
+    "TREC qrels (4 whitespace-separated fields: query_id iteration doc_id relevance), "
+    "BEIR qrels (header query-id<TAB>corpus-id<TAB>score, then 3 tab-separated fields), "
+    "Parquet qrels (query_id, doc_id, relevance; optional split, level)"
+)
+# Parquet columns: required, then optional, with the type each is read as.
+_RUN_PARQUET = (
+    {"query_id": pa.string(), "doc_id": pa.string(), "score": pa.float64()},
+    {
+        "source_id": pa.string(),
+        "rank": pa.int32(),
+        "latency_ms": pa.float64(),
+        "baseline_latency_ms": pa.float64(),  # the pipeline's own runs (tables.RUN)
+    },
+)
+_QRELS_PARQUET = (
+    {"query_id": pa.string(), "doc_id": pa.string(), "relevance": pa.int32()},
+    {"split": pa.string(), "level": pa.string()},
+)
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+_EXACT_FLOAT_INT = 2**53  # integers a float64 holds exactly
+
+
+def _parquet(path: Path, data: bytes, spec: tuple[dict, dict], accepted: str) -> pa.Table:
+    """The file's columns of `spec`, cast losslessly, nulls and non-finite numbers located."""
+    required, optional = spec
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (OSError, pa.ArrowException) as exc:
+        detail = " ".join(str(exc).split())
+        raise InputError(path, f"is not a readable Parquet file ({quote(detail)[1:-1]})") from None
+    try:
+        names = [n for n in table.column_names if not _PANDAS_INDEX.fullmatch(n)]
+    except UnicodeDecodeError:
+        raise InputError(path, "has a column name that is not UTF-8") from None
+    for name in names:
+        if name not in required and name not in optional:
+            raise InputError(path, f"unexpected column; accepted: {accepted}", field=name)
+    for name in required:
+        if name not in names:
+            raise InputError(path, f"column is missing; accepted: {accepted}", field=name)
+    return pa.table(
+        {
+            name: _lossless(path, name, table.column(name), kind)
+            for name, kind in (required | optional).items()
+            if name in names
+        }
+    )
+
+
+def _bad_row(
+    path: Path, name: str, mask: pa.Array, problem: str, values: pa.Array | None = None
+) -> None:
+    """Raise naming the first row (1-based) where `mask` is true, if any, and its value."""
+    rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    if rows.size:
+        shown = "" if values is None else f"{quote(values[int(rows[0])].as_py())} "
+        raise InputError(path, f"row {rows[0] + 1}: {shown}{problem}", field=name)
+
+
+def _lossless(path: Path, name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Array:
+    """`column` as `target`, or InputError when the cast could change a value."""
+    values = column.combine_chunks()
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        values, kind = values.dictionary_decode(), kind.value_type
+    if pa.types.is_null(kind):
+        return pa.nulls(len(values), target)
+    if pa.types.is_string(target):
+        strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+        if not any(is_kind(kind) for is_kind in strings):
+            raise InputError(path, f"has type {kind}, expected a string", field=name)
+        try:
+            values.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+        except pa.ArrowInvalid:
+            raise InputError(path, "holds text that is not UTF-8", field=name) from None
+        return values.cast(target)
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    if not numeric:
+        raise InputError(path, f"has type {kind}, expected {target}", field=name)
+    as_float = values.cast(pa.float64(), safe=False)  # exact near the bounds checked below
+    if pa.types.is_floating(kind):
+        infinite = pc.invert(pc.is_finite(as_float))
+        _bad_row(path, name, pc.fill_null(infinite, False), "is not a finite number", values)
+    if pa.types.is_integer(target):
+        if pa.types.is_floating(kind):
+            fraction = pc.not_equal(as_float, pc.floor(as_float))
+            _bad_row(path, name, pc.fill_null(fraction, False), "is not an integer", values)
+        low, high = INT32
+        outside = pc.or_(pc.less(as_float, low), pc.greater(as_float, high))
+        _bad_row(
+            path, name, pc.fill_null(outside, False), f"is out of range ({low} to {high})", values
+        )
+    elif pa.types.is_integer(kind):
+        inexact = pc.greater_equal(pc.abs(as_float), float(_EXACT_FLOAT_INT))
+        _bad_row(path, name, pc.fill_null(inexact, False), "is not exact as a float64", values)
+        return as_float
+    return values.cast(target)
+
+
+def _no_nulls(path: Path, table: pa.Table, names: tuple[str, ...], hits: pa.Array | None = None):
+    for name in names:
+        missing = table.column(name).is_null()
+        if hits is not None:
+            missing = pc.and_(missing, hits)
+        _bad_row(path, name, missing, "has no value")
+
+
+def _repeat(path: Path, query: pa.Array, doc: pa.Array, rows: np.ndarray, verb: str) -> None:
+    found = first_repeat(query.take(pa.array(rows)), doc.take(pa.array(rows)))
+    if found is not None:
+        row, first = (int(rows[i]) for i in found)
+        raise InputError(
+            path,
+            f"row {row + 1}: query {quote(query[row].as_py())} {verb} doc "
+            f"{quote(doc[row].as_py())} again (first on row {first + 1})",
+            field="doc_id",
+        )
+
+
+def read_qrels(path: str | Path, split: str | None = None) -> pd.DataFrame:
+    """Read TREC (`q1 0 doc 1`), BEIR (`query-id corpus-id score` TSV) or Parquet qrels.
+
+    Returns a QRELS table; `split` fills the split column (Parquet keeps its own when None).
+    """
+    return read_keyed_qrels(path, split)[0]
+
+
+def read_keyed_qrels(
+    path: str | Path, split: str | None = None
+) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """`read_qrels`, and the `keys.pair_keys` of the rows when the text reader made them (all
+    distinct), for `measures.join.Judgments.of`; else None."""
+    path, data = input_bytes(path)
+    keys = None
+    if data[:4] == PARQUET_MAGIC:
+        table = _parquet(path, data, _QRELS_PARQUET, QRELS_FORMATS)
+        _no_nulls(path, table, ("query_id", "doc_id", "relevance"))
+        rows = np.arange(table.num_rows)
+        _repeat(path, table.column("query_id"), table.column("doc_id"), rows, "judges")
+        if split is not None or "split" not in table.column_names:
+            table = _set(table, "split", split)
+        if "level" not in table.column_names:
+            table = _set(table, "level", "document")
+    else:
+        beir = first_line(data) == BEIR_QRELS.header.encode()
+        fmt = BEIR_QRELS if beir else TREC_QRELS
+        table, keys = read_text(path, data, fmt, QRELS_FORMATS)
+        table = _set(_set(table, "split", split), "level", "document")
+    if not table.num_rows:
+        raise InputError(path, "has no judgments")
+    return _shaped(table, tables.QRELS), keys
+
+
+def _set(table: pa.Table, name: str, value: str | None) -> pa.Table:
+    """`table` with column `name` holding `value` on every row."""
+    column = pa.repeat(pa.scalar(value, pa.string()), table.num_rows)
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, column)
+    return table.append_column(name, column)
+
+
+def _shaped(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
+    """`table` cast to `schema`; the schema's OPTIONAL columns it lacks are nulls."""
+    columns = [
+        pa.nulls(table.num_rows, schema.field(n).type)
+        if n in tables.OPTIONAL and n not in table.column_names
+        else table.column(n).cast(schema.field(n).type)
+        for n in schema.names
+    ]
+    return pa.table(columns, schema=schema).to_pandas()
+
+
+def read_run(path: str | Path) -> pd.DataFrame:
+    """Read a TREC run (`qid Q0 doc rank score tag`) or a Parquet run into a RUN table.
+
+    Ranks are recomputed in trec_eval order (score desc, doc id desc); the file's rank column
+    is checked to be an integer but not trusted. Text runs get source_id = doc_id and no latency.
+    """
+    run = read_ranked_run(path)
+    if not isinstance(run, RankedRun):  # a Parquet run: already a RUN table
+        return run
+    table = run.table()
+    doc = table.column("doc_id")
+    table = table.append_column("source_id", doc)
+    return _shaped(table.append_column("latency_ms", pa.nulls(len(doc), pa.float64())), tables.RUN)
+
+
+def read_ranked_run(path: str | Path | Fetched) -> RankedRun | pd.DataFrame:
+    """`read_run` for scoring: a TREC run stays in Arrow as a RankedRun (checked and ordered,
+    which the measures engine takes as it is), a Parquet run is `read_run`'s table.
+    `path` may be the file `delimited.fetch`ed as TREC_RUN: its reading is finished here."""
+    ahead = path if isinstance(path, Fetched) else None
+    path, data = (ahead.path, ahead.data) if ahead is not None else input_bytes(path)
+    if data[:4] == PARQUET_MAGIC:
+        table = _parquet(path, data, _RUN_PARQUET, RUN_FORMATS)
+        hits = table.column("doc_id").is_valid()
+        _no_nulls(path, table, ("query_id",))
+        _no_nulls(path, table, ("score",), hits)
+        rows = np.flatnonzero(hits.to_numpy(zero_copy_only=False))
+        _repeat(path, table.column("query_id"), table.column("doc_id"), rows, "retrieves")
+        if "source_id" not in table.column_names:
+            table = table.append_column("source_id", table.column("doc_id"))
+        if "latency_ms" not in table.column_names:
+            table = table.append_column("latency_ms", pa.nulls(table.num_rows, pa.float64()))
+        if not table.num_rows:
+            raise InputError(path, "has no results")
+        return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
+    table = fast_table(data, TREC_RUN, ahead)
+    if table is not None and table.num_rows:
+        # The pair keys (two threads) and the trec_eval order need nothing of each other; a
+        # run grouped by query has its repeated pairs looked for a half in each thread.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            ranking = pool.submit(_ranked, table)
+            keys = table_pair_keys(table, TREC_RUN)
+            run, moves = ranking.result()
+            if not shared_keys(keys, run.starts).size:
+                if moves is not None:  # the keys in trec_eval order, as the engine reads them
+                    positions, rows = moves
+                    keys[positions] = keys[rows]
+                return replace(run, pair_keys=keys)
+    table = exact_table(path, data, TREC_RUN, RUN_FORMATS)
+    if not table.num_rows:
+        raise InputError(path, "has no results")
+    return _ranked(table)[0]
+
+
+def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] | None]:
+    """A checked run table as a RankedRun without pair keys, and the moves that put the file's
+    rows in its order: (positions, rows), position positions[i] taking row rows[i]."""
+    query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
+    score = table.column("score").combine_chunks()
+    scores = score.to_numpy()  # (a view)
+    grouped = _grouped(query, scores)
+    if grouped is None:  # not grouped by query with scores descending: one sort
+        columns = {"query_id": query, "doc_id": doc, "score": score}
+        order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
+        moves, starts = (np.arange(len(order)), order), None
+        queries = pc.unique(query)
+    else:
+        same, starts = grouped
+        moves = _ties_broken(doc, scores, same)
+        order = None
+        if moves is not None:
+            order = np.arange(len(doc), dtype=index_type(len(doc)))
+            order[moves[0]] = moves[1]
+        queries = query.take(pa.array(starts))
+    queries = queries.take(pc.sort_indices(queries))
+    run = RankedRun(query, doc, score, order, pair_keys=None, queries=queries, starts=starts)
+    return run, moves
+
+
+def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a run grouped by query with scores descending (as retrievers write them): whether
+    each row and the next belong to one query, and each query's first row. None for others."""
+    starts = id_block_starts(query)
+    same = np.ones(max(len(query) - 1, 0), dtype=bool)
+    same[starts[1:] - 1] = False
+    heads = query.take(pa.array(starts))
+    if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
+        return None
+    return same, starts
+
+
+def _ties_broken(
+    doc: pa.LargeStringArray, score: np.ndarray, same: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(positions, rows) putting a `_grouped` run in trec_eval order, each query's tied scores
+    ordered by doc id descending (position positions[i] takes row rows[i], the other rows
+    stay); None when they already are (or none tie)."""
+    tie = np.flatnonzero(same & (score[1:] == score[:-1]))  # row i ties with row i + 1
+    if not tie.size:
+        return None
+    if pc.all(pc.greater(doc.take(pa.array(tie)), doc.take(pa.array(tie + 1)))).as_py():
+        return None
+    tied = np.union1d(tie, tie + 1)  # rows in a run of ties
+    tie_run = np.cumsum(~np.isin(tied - 1, tie))  # which run of equal (query, score)
+    by_doc = pc.sort_indices(
+        pa.table({"run": tie_run, "doc": doc.take(pa.array(tied))}),
+        sort_keys=[("run", "ascending"), ("doc", "descending")],
+    )
+    return tied, tied[by_doc.to_numpy()]
+
+
+def write_trec_run(run: pd.DataFrame, path: str | Path, tag: str) -> None:
+    """Write the run's results as a TREC run file in trec_eval order (placeholders skipped).
+
+    Scores are written with full precision (repr), so reading the file back gives the same run.
+    """
+    if not tag or any(c.isspace() for c in tag):
+        raise InputError(path, f"run tag {tag!r} must be one word", field="tag")
+    hits = order_run(run[run["doc_id"].notna()])
+    for column in ("query_id", "doc_id"):
+        spaced = hits[column].astype(str).str.contains(r"\s", regex=True)
+        if spaced.any():
+            raise InputError(
+                path,
+                f"id {hits[column][spaced].iloc[0]!r} contains whitespace",
+                field=column,
+            )
+    lines = (
+        hits["query_id"].astype(str)
+        + " Q0 "
+        + hits["doc_id"].astype(str)
+        + " "
+        + hits["rank"].astype(str)
+        + " "
+        + hits["score"].map(repr)
+        + f" {tag}\n"
+    )
+    Path(path).write_text("".join(lines), encoding="utf-8")

@@ -1,0 +1,222 @@
+"""Everything one evaluated run produces (per-query, mean, breakdown and latency tables), and
+where it is stored (`store_results`).
+
+The level rule: chunk-level judgments are used only when the system chunks documents exactly as
+the suite's reference chunking does (otherwise its chunk ids mean something else); in every
+other case a run is evaluated at document level, each document ranked by its best chunk and
+judged by its best-graded chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from rageval_pipeline.core.io.ranking import order_run
+from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
+from rageval_pipeline.core.measures.aggregate import (
+    breakdown,
+    latency_stats,
+    mean_table,
+    quality_report,
+)
+from rageval_pipeline.core.storage.warehouse import Warehouse, write_parquet, write_text
+from rageval_pipeline.core.suites.chunking import source_ids
+from rageval_pipeline.core.suites.conventions import drop_identical_ids
+
+# Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
+METRICS_VERSION = "2"  # 2: coverage counted at the judged level; suite, machine, timed latency
+# What the pipeline measures on every run.
+PIPELINE_MEASURES = (
+    "nDCG@10",
+    "nDCG@5",
+    "P@5",
+    "P@10",
+    "P(rel=2)@5",
+    "R@5",
+    "R@10",
+    "R@100",
+    "RR",
+    # MRR counting only grade >= 2 (an answer, not context): on the golden suites, where each
+    # query has many grade-1 targets, plain RR sits near its ceiling and moves little.
+    "RR(rel=2)",
+    "AP",
+    "Success@10",
+    "ER@5",
+    "Diversity@10",
+    "Clustering@10",
+    # Judgment coverage, and condensed (judged-only) variants beside the standard measures: a
+    # drop in the standard measure but not its condensed one points at missing judgments.
+    "Judged@10",
+    "nDCG(judged)@10",
+    "P(judged)@10",
+)
+
+
+class RunResults(NamedTuple):
+    level: str  # "chunk" or "document"
+    per_query: pd.DataFrame  # query_id, measure, value
+    means: pd.DataFrame  # measure, value
+    groups: pd.DataFrame  # attribute, group, measure, value, n_queries
+    latency: pd.DataFrame  # attribute, group, stat, value
+    identical_ids_dropped: int = 0  # retrieved documents that were the query itself
+    top: pd.DataFrame | None = None  # query_id, rank, doc_id, grade: the top LISTED, judged level
+
+
+LISTED = 10  # how deep each query's list is kept for baselines and reports
+
+
+def top_listed(ranked: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
+    """Each query's first LISTED ids of a ranked run, with their grades (null: unjudged)."""
+    hits = ranked[ranked["doc_id"].notna() & (ranked["rank"] <= LISTED)]
+    grades = judged[["query_id", "doc_id", "relevance"]].rename(columns={"relevance": "grade"})
+    top = hits[["query_id", "rank", "doc_id"]].merge(grades, on=["query_id", "doc_id"], how="left")
+    return top.astype({"rank": "int32", "grade": "Int32"}).sort_values(["query_id", "rank"])
+
+
+def document_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
+    """Chunk-level judgments lifted to their documents, each with its best chunk's grade."""
+    if qrels.empty or (qrels["level"] == "document").all():
+        return qrels
+    lifted = qrels.assign(
+        doc_id=source_ids(qrels["doc_id"]).where(qrels["level"] == "chunk", qrels["doc_id"]),
+        level="document",
+    )
+    keys = ["split", "query_id", "doc_id", "level"]
+    return lifted.groupby(keys, as_index=False, sort=False)["relevance"].max()[qrels.columns]
+
+
+def measure_run(
+    run: pd.DataFrame,
+    qrels: pd.DataFrame,
+    queries: pd.DataFrame,
+    *,
+    chunk_level: bool,
+    measures: tuple[str, ...] = PIPELINE_MEASURES,
+    ignore_identical_ids: bool = False,
+) -> RunResults:
+    """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule.
+
+    `ignore_identical_ids` (the dataset's convention, `core.io.beir`) first drops retrieved
+    documents whose id is the query's id (`core.suites.conventions`)."""
+    dropped = 0
+    if ignore_identical_ids:
+        run, dropped = drop_identical_ids(run)
+    documents = document_qrels(qrels)
+    if chunk_level and (qrels["level"] == "chunk").any():
+        level, judged, ranked = "chunk", qrels, run
+    else:
+        level, judged, ranked = "document", documents, to_document_level(run)
+    parsed = [parse_measure(m) for m in measures]
+    # Measures over source documents (ER, Diversity, Clustering) read the run as retrieved:
+    # on a document-level run every document appears once and Diversity would always be 1.
+    by_source = [m for m in parsed if m.USES_SOURCE]
+    ranked_measures = [m for m in parsed if not m.USES_SOURCE]
+    per_query = pd.concat(
+        [
+            evaluate(judged, ranked, ranked_measures),
+            evaluate(documents, run, by_source),
+        ],
+        ignore_index=True,
+    )
+    return RunResults(
+        level=level,
+        per_query=per_query,
+        means=mean_table(per_query),
+        groups=breakdown(per_query, queries),
+        latency=latency_stats(run, queries),
+        identical_ids_dropped=dropped,
+        top=top_listed(order_run(ranked), judged),
+    )
+
+
+def suite_digest(qrels: pd.DataFrame, queries: pd.DataFrame, target_ids: pd.Series) -> str:
+    """A digest of what a run is measured on: the split's judgments, its judged queries' text
+    and the corpus's ids. A baseline of another suite is not comparable (core.gate.changes).
+    The corpus's text is left out on purpose: a pipeline that damages it (cut documents, lost
+    sections) has regressed, and the gate must judge that against the baseline."""
+    judged = qrels[["query_id", "doc_id", "relevance"]].astype(str).agg("\t".join, axis=1)
+    asked = queries[queries["query_id"].isin(qrels["query_id"])]
+    texts = asked["query_id"].astype(str) + "\t" + asked["text"].fillna("").astype(str)
+    digest = hashlib.sha256()
+    for part in (judged, texts, target_ids.astype(str)):
+        digest.update("\n".join(sorted(part.tolist())).encode("utf-8") + b"\x00")
+    return digest.hexdigest()[:16]
+
+
+class RunRecord(BaseModel):
+    """Where a run came from: with its results, the row of the `runs` table."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dataset: str
+    split: str
+    system: str
+    fingerprint: str
+    k: int
+    config: dict  # the system's configuration as run (see SystemConfig.recorded_config)
+    created_at: datetime
+    dagster_run_id: str | None = None
+    suite: str | None = None  # digest of what it was measured on (core.gate.changes)
+    machine: str | None = None  # digest of the hardware it was timed on (core.retrieval.machine)
+    # The baseline's configuration re-run on this suite (gate.Rerun as JSON), when it changed.
+    baseline_rerun: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.created_at:%Y%m%dT%H%M%S%fZ}-{self.dataset}-{self.system}"
+
+
+class StoredRun(NamedTuple):
+    run_id: str
+    quality_markdown: str  # seed 000's report, for the Dagster UI
+    means: dict[str, float]  # measure -> mean
+
+
+def store_results(
+    storage: Path,
+    warehouse: Warehouse,
+    record: RunRecord,
+    results: RunResults,
+    queries: pd.DataFrame,
+    *,
+    notes: str = "",
+) -> StoredRun:
+    """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
+    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
+    Markdown followed by `notes`) under `storage/reports/quality/`. The run counts as finished
+    (`runs.finished`) only once all of them are written."""
+    run_id, dataset, system = record.run_id, record.dataset, record.system
+    keys = dict(run_id=run_id, dataset=dataset, split=record.split, system=system)
+    tables = {
+        "run_metrics": results.means.assign(**keys, created_at=record.created_at),
+        "query_metrics": results.per_query.assign(**keys),
+        "group_metrics": results.groups.assign(**keys),
+        "latency": results.latency.assign(**keys),
+    }
+    if results.top is not None:
+        tables["rankings"] = results.top.assign(**keys)
+    row = record.model_dump(exclude={"config"}) | dict(
+        run_id=run_id,
+        level=results.level,
+        n_queries=int(results.per_query["query_id"].nunique()),
+        config=json.dumps(record.config, sort_keys=True),
+    )
+    warehouse.record_run(row, tables)
+    for table, df in tables.items():
+        folder = storage / "tables" / table / f"dataset={dataset}" / f"system={system}"
+        write_parquet(df, folder / f"{run_id}.parquet")
+    quality = quality_report(results.per_query, queries)
+    markdown = quality.to_markdown(f"{dataset} / {system} ({results.level} level)") + notes
+    folder = storage / "reports" / "quality" / dataset / system
+    write_text(folder / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
+    write_text(folder / f"{run_id}.md", markdown)
+    warehouse.finish(runs=run_id)  # last: a run killed before here is never judged or reused
+    means = dict(zip(results.means["measure"], results.means["value"].astype(float), strict=True))
+    return StoredRun(run_id, markdown, means)

@@ -1,0 +1,64 @@
+"""The warehouse's tables (`rageval.duckdb`), created or brought up to date when a process
+first writes it (`core.storage.warehouse`)."""
+
+# Long format (`measure`, `value`): a new measure needs no schema change.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    fingerprint VARCHAR, level VARCHAR, k INTEGER, n_queries INTEGER,
+    dagster_run_id VARCHAR, created_at TIMESTAMP, config VARCHAR
+);
+CREATE TABLE IF NOT EXISTS run_metrics (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    measure VARCHAR, value DOUBLE, created_at TIMESTAMP, ci_low DOUBLE, ci_high DOUBLE
+);
+CREATE TABLE IF NOT EXISTS query_metrics (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    query_id VARCHAR, measure VARCHAR, value DOUBLE
+);
+CREATE TABLE IF NOT EXISTS group_metrics (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    attribute VARCHAR, "group" VARCHAR, measure VARCHAR, value DOUBLE, n_queries INTEGER,
+    ci_low DOUBLE, ci_high DOUBLE
+);
+-- Warehouses written before the 95% intervals (ci_low, ci_high) existed gain the columns.
+ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
+ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
+ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
+ALTER TABLE group_metrics ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
+-- false while the step writing a run is not done (a killed step leaves it so); rows written
+-- before the column existed were complete.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS finished BOOLEAN DEFAULT true;
+-- Each query's top 10 at the judged level with its grade (NULL: unjudged): what baselines
+-- and reports show of a run's lists.
+CREATE TABLE IF NOT EXISTS rankings (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    query_id VARCHAR, rank INTEGER, doc_id VARCHAR, grade INTEGER
+);
+CREATE TABLE IF NOT EXISTS latency (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    attribute VARCHAR, "group" VARCHAR, stat VARCHAR, value DOUBLE, timed VARCHAR
+);
+-- `timed`: "system", or "baseline" (the baseline's configuration timed beside the system in
+-- the same run); older rows, NULL, are the system's. `suite` and `machine` are digests of what
+-- a run was measured on and timed on (core.results.store.suite_digest, core.retrieval.machine).
+ALTER TABLE latency ADD COLUMN IF NOT EXISTS timed VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS suite VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS machine VARCHAR;
+-- The baseline's configuration re-run on this run's suite, when the suite changed (JSON).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS baseline_rerun VARCHAR;
+CREATE OR REPLACE VIEW history AS
+    SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
+           m.measure, m.value
+    FROM runs r JOIN run_metrics m USING (run_id) WHERE r.finished;
+-- A job whose inputs and code were unchanged reuses a stored run instead of measuring it again
+-- (history keeps one row per evaluation); this lists which job reused which run, for the gate.
+CREATE TABLE IF NOT EXISTS run_reuses (
+    run_id VARCHAR, dagster_run_id VARCHAR, created_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS gate_results (
+    gate_id VARCHAR PRIMARY KEY, dagster_run_id VARCHAR, created_at TIMESTAMP,
+    passed BOOLEAN, categories VARCHAR, summary VARCHAR, report_json VARCHAR
+);
+ALTER TABLE gate_results ADD COLUMN IF NOT EXISTS finished BOOLEAN DEFAULT true;
+"""

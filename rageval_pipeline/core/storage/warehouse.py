@@ -1,0 +1,399 @@
+"""Where results live: files and folders written atomically, and one DuckDB warehouse file.
+
+DuckDB allows one writing process per file. Within one Dagster instance the writers
+(`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
+(docs/deploy.md). Every write also goes through `Warehouse.connect`, which holds an exclusive
+`flock` on a lock file beside the database for the (short) life of the connection
+(`core.storage.locks`): that covers what Dagster cannot see (the `rageval` CLI, runs on separate
+instances whose pools are not shared, instances without a pool limit such as the local SQLite
+default) and what its pool does not promise (it is not a strict mutex: docs/deploy.md). A
+writer kept waiting names the holder every 30 s and gives up after `write_wait_s`. Reads take
+no lock and open the file read-only: they work on read-only storage, and while a job writes
+they wait only for DuckDB's own file lock of that one short write. Opening the file costs tens
+of milliseconds, so a read or write block shares its connection with every read (and write)
+nested in it on the same thread: the gate does its reads on one connection and its writes on
+another.
+
+A step killed half-way leaves nothing that is used later: an evaluation's `runs` row is
+committed `finished = false` and flipped only when everything it writes is written (and so is
+a gate's `gate_results` row); readers skip unfinished rows. Temp files and folders of killed
+writes are removed by the next write to the same folder.
+
+Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.limits import EnvLimits
+from rageval_pipeline.core.storage import locks
+from rageval_pipeline.core.storage.schema import SCHEMA
+
+if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
+    import duckdb
+
+WAREHOUSE_FILE = "rageval.duckdb"
+
+RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency", "rankings")
+MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
+WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
+_LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
+_REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
+READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
+NO_SPACE = (
+    "no space left on the device; nothing half-written was kept: free space (docs/deploy.md, "
+    '"Full disk") and run again'
+)
+# Paths whose schema this process has created (or found), with the file's inode: once each.
+_SCHEMA_READY: set[tuple[Path, int]] = set()
+# Per thread (a DuckDB connection is not for sharing between threads): warehouse path ->
+# (connection, read_only) of the read or write block open on it.
+_OPEN = threading.local()
+
+
+def _held() -> dict[Path, tuple[duckdb.DuckDBPyConnection, bool]]:
+    if not hasattr(_OPEN, "connections"):
+        _OPEN.connections = {}
+    return _OPEN.connections
+
+
+class WarehouseLimits(EnvLimits):
+    read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
+    write_wait_s: float = Field(600.0, gt=0, description="a write waits this long for another")
+
+
+class StorageError(InputError):
+    """The storage cannot be read or written as asked: one line, naming the file or folder."""
+
+
+def _full(exc: BaseException) -> bool:
+    """A full disk, as the OS (errno), pyarrow or DuckDB (their messages) report it."""
+    return getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in str(exc)
+
+
+@contextmanager
+def writable(folder: Path) -> Iterator[None]:
+    """Turn a refused write under `folder`, or a full disk, into one line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        if _full(exc):
+            raise StorageError(folder, NO_SPACE) from None
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise StorageError(folder, READ_ONLY) from None
+
+
+@contextmanager
+def _space(folder: Path) -> Iterator[None]:
+    """Turn a full disk while writing under `folder` into one line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        if _full(exc):
+            raise StorageError(folder, NO_SPACE) from None
+        raise
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temp path beside `path`; rename it over `path` only if the block succeeds, so
+    readers never see half a file and a failed write leaves the old file as it was."""
+    with writable(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        locks.sweep_orphans(path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    locks.claim(fd)
+    tmp = Path(name)
+    try:
+        with _space(path.parent):
+            yield tmp
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from other users
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        os.close(fd)
+
+
+@contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yield a temp folder beside `path`; when the block succeeds, record every file's size in
+    a manifest and swap the folder in for `path`. Readers see the old folder, briefly none,
+    or the new one, never a mix; a failed write leaves the old folder as it was."""
+    with writable(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        locks.sweep_orphans(path.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    fd = os.open(tmp, os.O_RDONLY)
+    locks.claim(fd)
+    old = tmp.with_suffix(".old")
+    try:
+        with _space(path.parent):
+            yield tmp
+        sizes = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps(sizes, sort_keys=True))
+        os.chmod(tmp, 0o755)  # mkdtemp's 0700, as for files
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+        os.close(fd)
+
+
+def verified_dir(path: Path, rebuild: str) -> Path:
+    """`path` when every file its manifest lists is there at its recorded size; else a
+    StorageError naming the first missing or truncated file, with `rebuild` as the remedy."""
+    manifest = path / MANIFEST
+    try:
+        sizes = json.loads(manifest.read_text())
+    except FileNotFoundError:
+        raise StorageError(path, f"missing or incomplete (no {MANIFEST}): {rebuild}") from None
+    except (OSError, ValueError):
+        raise StorageError(manifest, f"unreadable: {rebuild}") from None
+    for name, size in sizes.items():
+        file = path / name
+        actual = file.stat().st_size if file.is_file() else None
+        if actual is None:
+            raise StorageError(file, f"missing: {rebuild}")
+        if actual != size:
+            raise StorageError(file, f"truncated or altered ({actual} of {size} bytes): {rebuild}")
+    return path
+
+
+def write_parquet(df: pd.DataFrame | pa.Table, path: Path) -> None:
+    table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+
+
+class Warehouse:
+    """The DuckDB file holding every run's tables, with history across runs."""
+
+    def __init__(self, path: Path, *, owner: str = "") -> None:
+        self.path = path
+        self.owner = owner  # what this process is, for writers that wait for its lock
+
+    @classmethod
+    def existing(cls, storage: Path) -> Warehouse:
+        """The warehouse of a storage folder; InputError when nothing was evaluated there yet."""
+        warehouse = cls(storage / WAREHOUSE_FILE)
+        with warehouse.read():
+            return warehouse
+
+    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection; a file that is not a DuckDB database is a StorageError and is
+        left exactly as it is."""
+        import duckdb
+
+        try:
+            return duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if _LOCKED in str(exc):
+                raise  # a writer holds the file: the caller waits
+            if not read_only and any(m in str(exc) for m in _REFUSED):
+                raise StorageError(self.path.parent, READ_ONLY) from None
+        except duckdb.Error:
+            pass  # any other failure to open: the file is not a database we can read
+        raise StorageError(
+            self.path,
+            "not a readable DuckDB database; nothing was changed. Move it aside "
+            f"(mv {self.path} {self.path}.broken) and re-run the evaluations to start a new "
+            "one; the Parquet mirror under tables/ keeps every past run's tables",
+        )
+
+    @contextmanager
+    def _hold(
+        self, con: duckdb.DuckDBPyConnection, *, read_only: bool
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Offer `con` to the blocks nested in this one, then close it."""
+        _held()[self.path] = (con, read_only)
+        try:
+            yield con
+        finally:
+            del _held()[self.path]
+            con.close()
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection under the write lock; the schema is created once per
+        process and file. Inside another write block, that block's connection."""
+        held = _held().get(self.path)
+        if held is not None:
+            con, read_only = held
+            if read_only:  # DuckDB refuses a second configuration of an open file
+                raise RuntimeError(f"{self.path}: a write inside a read block; end the read first")
+            yield con
+            return
+        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        with ExitStack() as stack:
+            with writable(self.path.parent):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                lock = self.path.with_suffix(".lock")
+                try:
+                    stack.enter_context(
+                        locks.held(lock, owner=self.owner, wait_s=limits.write_wait_s)
+                    )
+                except locks.Busy as busy:
+                    raise StorageError(
+                        self.path,
+                        f"busy: waited {busy.waited_s:.0f} s for the write lock held by "
+                        f"{busy.holder}; if that process is stuck, stop it and run again"
+                        + limits.hint("write_wait_s"),
+                    ) from None
+            con = self._open_for_write(limits.write_wait_s)
+            with self._hold(con, read_only=False):
+                ready = (self.path.resolve(), self.path.stat().st_ino)
+                if ready not in _SCHEMA_READY:
+                    con.execute(SCHEMA)
+                    _SCHEMA_READY.add(ready)
+                yield con
+
+    def _open_for_write(self, wait_s: float) -> duckdb.DuckDBPyConnection:
+        """A read-write connection, waiting (up to `wait_s`) while a reader in another process
+        has the file open: readers take no write lock, and DuckDB refuses a writer beside them."""
+        import duckdb
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                with writable(self.path.parent):
+                    return self._open(read_only=False)
+            except duckdb.IOException:  # only a lock conflict gets here (see _open)
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        self.path, f"busy: another process kept it open for over {wait_s:g} s"
+                    ) from None
+                time.sleep(0.05)
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection without the write lock; waits (up to `read_wait_s`) only
+        while another process holds DuckDB's own lock for a write. Inside another read or
+        write block, that block's connection."""
+        import duckdb
+
+        held = _held().get(self.path)
+        if held is not None:
+            yield held[0]
+            return
+        if not self.path.exists():
+            raise StorageError(self.path, "no warehouse yet: run an evaluation first")
+        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        deadline = time.monotonic() + limits.read_wait_s
+        while True:
+            try:
+                con = self._open(read_only=True)
+                break
+            except duckdb.IOException:  # only a lock conflict gets here (see _open)
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        self.path,
+                        f"busy: another process has been writing it for over "
+                        f"{limits.read_wait_s:g} s; try again when it is done"
+                        + limits.hint("read_wait_s"),
+                    ) from None
+                time.sleep(0.1)
+        with self._hold(con, read_only=True):
+            yield con
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection whose statements commit together, or not at all."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+                con.execute("COMMIT")
+            except Exception as exc:
+                con.execute("ROLLBACK")
+                if _full(exc):
+                    raise StorageError(self.path.parent, NO_SPACE) from None
+                raise
+
+    def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
+        """Insert one run and its result tables in one transaction (replacing a same run_id);
+        unless `run` says otherwise, unfinished until `finish(runs=...)`."""
+        run = {"finished": False} | run
+        with self.transaction() as con:
+            for table in ("runs", *RESULT_TABLES):
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run["run_id"]])
+            con.execute(
+                f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})",
+                list(run.values()),
+            )
+            for table, df in results.items():
+                insert_rows(con, table, df)
+
+    def record_reuse(self, run_id: str, dagster_run_id: str, created_at: datetime) -> bool:
+        """Note that a Dagster run reused stored run `run_id`; False (nothing written) when
+        that run is not stored (any more, or not finished), so it must be measured again."""
+        with self.connect() as con:
+            stored = con.execute(
+                "SELECT count(*) FROM runs WHERE run_id = ? AND finished", [run_id]
+            )
+            if not stored.fetchone()[0]:
+                return False
+            con.execute(
+                "INSERT INTO run_reuses VALUES (?, ?, ?)", [run_id, dagster_run_id, created_at]
+            )
+            return True
+
+    def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
+        with self.read() as con:
+            return con.execute(sql, params or []).df()
+
+    def record_gate(self, row: dict) -> None:
+        """Insert a verdict; unless `row` says otherwise, unfinished until
+        `finish(gate_results=...)`."""
+        row = {"finished": False} | row
+        with self.connect() as con:
+            con.execute(
+                f"INSERT INTO gate_results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                list(row.values()),
+            )
+
+    def finish(self, *, runs: str | None = None, gate_results: str | None = None) -> None:
+        """Mark a run (by run_id) or a verdict (by gate_id) finished: the writer's last act, once
+        everything else it writes is written."""
+        with self.connect() as con:
+            if runs is not None:
+                con.execute("UPDATE runs SET finished = true WHERE run_id = ?", [runs])
+            if gate_results is not None:
+                sql = "UPDATE gate_results SET finished = true WHERE gate_id = ?"
+                con.execute(sql, [gate_results])
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> None:
+    """Append `df` to one of the result tables, by column name."""
+    if table not in RESULT_TABLES:
+        raise ValueError(f"unknown result table {table!r}")
+    if len(df):
+        con.register("incoming", df)
+        cols = ", ".join(f'"{c}"' for c in df.columns)
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
+        con.unregister("incoming")

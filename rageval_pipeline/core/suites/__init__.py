@@ -1,0 +1,20 @@
+"""Datasets as the pipeline sees them: golden suites (`golden`), BEIR folders and suites loaded
+into tables (`loaders`), chunking with stable ids (`chunking`), how a judgment names a document
+or chunk (`matching`), comparability conventions (`conventions`) and judgment consistency
+(`consistency`).
+"""
+
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.golden import Suite, load_suite, resolve_suite_file
+from rageval_pipeline.core.suites.loaders import Dataset, load_dataset, suite_tables
+
+__all__ = [
+    "ChunkingConfig",
+    "Dataset",
+    "Suite",
+    "chunk_corpus",
+    "load_dataset",
+    "load_suite",
+    "resolve_suite_file",
+    "suite_tables",
+]

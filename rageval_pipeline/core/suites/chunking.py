@@ -1,0 +1,169 @@
+"""Chunking strategies: turn a corpus table into a chunk table with stable ids and hashes.
+
+Strategies (`ChunkingConfig.strategy`):
+- `document`: one chunk per document (title is kept in its own column, not in the text).
+- `fixed`: windows of `size` whitespace tokens, consecutive windows sharing `overlap` tokens;
+  the last window ends at the last token. Whitespace tokens keep the rule model-agnostic and
+  reproducible by hand (judges of a suite can count them).
+- `paragraph`: split on blank lines.
+- `markdown_headers`: a new chunk starts at every line `#`..`######` followed by a space that
+  is not inside a ``` fence; text before the first header is a chunk of its own.
+- `reference`: the dataset's own reference chunking (a golden suite's, under which its
+  chunk-level judgments are numbered), or `document` for datasets without one (BEIR). Resolve
+  it with `ChunkingConfig.resolve` before splitting.
+
+Every strategy drops chunks that are empty after stripping, numbers the rest from 0
+(`chunk_index`) and names them `{doc_id}:chunk:{chunk_index}`, so ids are stable as long as the
+document and the configuration are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rageval_pipeline.core.io import tables
+
+Strategy = Literal["document", "fixed", "paragraph", "markdown_headers", "reference"]
+
+_HEADER = re.compile(r"^#{1,6} ")
+_FENCE = re.compile(r"^\s*```")
+_BLANK_LINES = re.compile(r"\n\s*\n")
+
+
+class ChunkingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Strategy = "document"
+    size: int = Field(256, gt=0, description="window size in whitespace tokens (fixed only)")
+    overlap: int = Field(32, ge=0, description="tokens shared by consecutive windows (fixed)")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingConfig:
+        if self.strategy == "fixed" and self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+    def resolve(self, reference: ChunkingConfig | None) -> ChunkingConfig:
+        """The concrete chunking for a dataset whose reference chunking is `reference`."""
+        if self.strategy != "reference":
+            return self
+        return reference or ChunkingConfig()
+
+
+# `{doc_id}:chunk:{n}`: the one place the chunk-id format is written and read.
+_CHUNK_ID = re.compile(r"^(?P<doc>.+):chunk:(?P<index>\d+)$")
+
+
+def chunk_id(doc_id: str, index: int) -> str:
+    return f"{doc_id}:chunk:{index}"
+
+
+def split_chunk_id(value: str) -> tuple[str, int] | None:
+    """`(doc_id, n)` for a chunk id `doc_id:chunk:n`, None for anything else (a document id)."""
+    found = _CHUNK_ID.match(value)
+    return (found["doc"], int(found["index"])) if found else None
+
+
+def is_chunk_id(ids: pd.Series) -> pd.Series:
+    """Whether each id has the chunk-id form `doc_id:chunk:n`."""
+    return ids.astype(str).str.match(_CHUNK_ID)
+
+
+def source_ids(ids: pd.Series) -> pd.Series:
+    """The document id of each chunk id; ids that are not chunk ids come back unchanged."""
+    return ids.str.extract(_CHUNK_ID)["doc"].fillna(ids)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def split_text(text: str, config: ChunkingConfig) -> list[str]:
+    """The chunk texts of one document, in order, empty ones dropped."""
+    match config.strategy:
+        case "document":
+            parts = [text]
+        case "fixed":
+            parts = _windows(text.split(), config.size, config.overlap)
+        case "paragraph":
+            parts = _BLANK_LINES.split(text)
+        case "markdown_headers":
+            parts = _markdown_sections(text)
+        case "reference":
+            raise ValueError("resolve the `reference` chunking for a dataset before splitting")
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _windows(tokens: list[str], size: int, overlap: int) -> list[str]:
+    step = size - overlap
+    out = []
+    for start in range(0, max(len(tokens), 1), step):
+        out.append(" ".join(tokens[start : start + size]))
+        if start + size >= len(tokens):
+            break
+    return out
+
+
+def _markdown_sections(text: str) -> list[str]:
+    sections: list[list[str]] = [[]]
+    in_fence = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and _HEADER.match(line):
+            sections.append([])
+        sections[-1].append(line)
+    return ["\n".join(s) for s in sections]
+
+
+def _str(value: object) -> str:
+    """Missing strings arrive as None or NaN from pandas; both mean empty here."""
+    return value if isinstance(value, str) else ""
+
+
+def chunk_corpus(corpus: pd.DataFrame, config: ChunkingConfig, ingested_at: str) -> pd.DataFrame:
+    """A CHUNKS table for every document of a CORPUS table, in corpus order."""
+    rows = []
+    for doc in corpus.itertuples(index=False):
+        for index, text in enumerate(split_text(_str(doc.text), config)):
+            rows.append(
+                dict(
+                    chunk_id=chunk_id(doc.doc_id, index),
+                    doc_id=doc.doc_id,
+                    chunk_index=index,
+                    title=_str(doc.title),
+                    url=_str(doc.url),
+                    text=text,
+                    content_hash=content_hash(text),
+                    ingested_at=ingested_at,
+                )
+            )
+    if not rows:
+        return tables.empty(tables.CHUNKS)
+    return tables.conform(pd.DataFrame.from_records(rows), tables.CHUNKS).to_pandas()
+
+
+# Seed 003's metadata fields: a chunk is complete when none of them is null, and the ones that
+# identify and locate it are not empty either. A title may be empty: several BEIR corpora (FiQA,
+# for one) have none, and that is the data, not a broken ingestion.
+CHUNK_METADATA = ("text", "url", "title", "chunk_index", "ingested_at", "content_hash")
+_NON_EMPTY = ("text", "url", "ingested_at", "content_hash")
+
+
+def integrity(chunks: pd.DataFrame) -> tuple[float, float]:
+    """(metadata completeness rate, hash validation rate) of a CHUNKS table; 1.0 when empty.
+
+    A hash validates when SHA-256 of the stored text equals the stored `content_hash`.
+    """
+    if chunks.empty:
+        return 1.0, 1.0
+    present = chunks[list(CHUNK_METADATA)].notna().all(axis=1)
+    filled = chunks[list(_NON_EMPTY)].astype(str).ne("").all(axis=1)
+    complete = float((present & filled).mean())
+    valid = float((chunks["text"].map(content_hash) == chunks["content_hash"]).mean())
+    return complete, valid

@@ -1,0 +1,342 @@
+"""Golden suites: hand-judged queries over a small document set, in one JSON or YAML file.
+
+`load_suite` parses and validates a suite and fails on the first problem with one line naming
+the file, the field (`queries[12].intent`) and the rule (`core.suites.loaders.suite_tables` turns a
+valid suite into the pipeline's tables). The format is described in docs/suite-format.md;
+its JSON Schema is generated from these models:
+
+    python -m rageval_pipeline.core.suites.golden --schema > data/suites/suite.schema.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainValidator,
+    PrivateAttr,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.bounds import confined, quote, read_text
+from rageval_pipeline.core.io.config import parse, rule, validate
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.suites.matching import (
+    Level,
+    MatchMode,
+    TargetError,
+    resolve_target,
+    split_chunk_id,
+)
+
+FORMAT_VERSION = "1.0"
+SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
+_RESERVED_METADATA = ("type", "format", "tags")  # corpus metadata puts these beside the free keys
+
+
+def _grade(value: Any) -> int:
+    # type() rather than isinstance: JSON true must not pass as grade 1.
+    if type(value) is int and 0 <= value <= 3:
+        return value
+    raise ValueError("grade must be 0, 1, 2 or 3")
+
+
+def _content(value: JsonValue) -> JsonValue:
+    if isinstance(value, str | dict | list):
+        return value
+    raise ValueError("must be a string (or, for format json, an object or array)")
+
+
+Grade = Annotated[
+    int,
+    PlainValidator(_grade),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": 3}),
+]
+Content = Annotated[
+    JsonValue,
+    PlainValidator(_content),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}]}),
+]
+# Ids are written to whitespace-separated TREC qrels and run files.
+Id = Annotated[str, Field(pattern=r"^\S+$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Document(_Model):
+    """One document; its text is `content` or the file at `content_path`."""
+
+    id: Id
+    type: Literal["knowledge_artifact", "communication_signal", "interaction_event"]
+    format: Literal["markdown", "plain", "json"]
+    title: str
+    url: str | None = None
+    content: Content | None = None
+    content_path: str | None = Field(None, description="relative to the suite file")
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+    _text: str = PrivateAttr("")
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_names_no_chunk(cls, value: Any) -> Any:
+        if isinstance(value, str) and split_chunk_id(value) is not None:
+            raise ValueError("a document id must not end in ':chunk:<n>' (that names a chunk)")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _no_reserved_keys(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        for key in value:
+            if key in _RESERVED_METADATA:
+                raise rule((key,), "reserved key: it is a document field, set it there")
+        return value
+
+    @model_validator(mode="after")
+    def _load_text(self, info: ValidationInfo) -> Document:
+        if (self.content is None) == (self.content_path is None):
+            given = "both" if self.content is not None else "neither"
+            raise rule((), f"give exactly one of content and content_path ({given} given)")
+        field = "content" if self.content is not None else "content_path"
+        if self.content_path is not None:
+            text = _read_content(self.content_path, (info.context or {}).get("base_dir"))
+        elif isinstance(self.content, str):
+            text = self.content
+        elif self.format == "json":
+            text = json.dumps(self.content, indent=2, sort_keys=True, ensure_ascii=False)
+        else:
+            raise rule((field,), "an object or array needs format json")
+        if self.format == "json":
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as error:
+                raise rule((field,), f"format json but not valid JSON: {error}") from None
+        if not text.strip():
+            raise rule((field,), "document text is empty")
+        self._text = text
+        return self
+
+    @property
+    def text(self) -> str:
+        """The indexed text: inline content, the file at content_path, or canonical JSON."""
+        return self._text
+
+
+def _read_content(content_path: str, base_dir: Path | None) -> str:
+    loc = ("content_path",)
+    if base_dir is None:
+        raise rule(loc, "cannot be read: the suite was not loaded from a file (use load_suite)")
+    try:
+        return read_text(confined(base_dir, content_path))
+    except ValueError as exc:
+        raise rule(loc, str(exc)) from None
+
+
+class Query(_Model):
+    """A query and its graded judgments of documents or of chunks."""
+
+    id: Id
+    query: str = Field(description="may be empty only when query_type is edge")
+    intent: str = Field(min_length=1, description="free label, e.g. factual, procedural")
+    category: str | None = None
+    difficulty: Literal["easy", "medium", "hard"] | None = None
+    query_type: Literal["specific", "broad", "paraphrase", "edge"] = "specific"
+    description: str | None = None
+    judgments: dict[str, Grade] = Field(
+        default_factory=dict,
+        description="target (document id or chunk id, one level per query) -> grade 0..3",
+    )
+    primary: str | None = Field(None, description="the judgments target with the highest grade")
+    top_1_chunk: str | None = Field(None, description="the chunk that should rank first")
+
+    _ids: dict[str, str] = PrivateAttr(default_factory=dict)  # target as written -> resolved id
+    _top_1_chunk_id: str | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _rules(self) -> Query:
+        edge = self.query_type == "edge"
+        if not edge and not self.query.strip():
+            raise rule(("query",), "must not be empty unless query_type is edge")
+        if len({split_chunk_id(t) is None for t in self.judgments}) > 1:
+            raise rule(("judgments",), "mixes document and chunk targets; use one level")
+        best = max(self.judgments.values(), default=0)
+        if best == 0 and not edge:
+            raise rule(("judgments",), "needs a target with grade >= 1 unless query_type is edge")
+        if self.primary is None:
+            if best >= 1:
+                raise rule(("primary",), "field required when a target has grade >= 1")
+        elif best == 0:
+            raise rule(("primary",), "must be absent when no target has grade >= 1")
+        elif self.primary not in self.judgments:
+            raise rule(("primary",), f"{self.primary!r} is not a target in judgments")
+        elif self.judgments[self.primary] != best:
+            raise rule(
+                ("primary",),
+                f"{self.primary!r} has grade {self.judgments[self.primary]}, "
+                f"but the highest grade in judgments is {best}",
+            )
+        if self.top_1_chunk is not None and split_chunk_id(self.top_1_chunk) is None:
+            raise rule(("top_1_chunk",), "must be a chunk id '<document>:chunk:<n>'")
+        return self
+
+    def _resolve(self, chunk_counts: dict[str, int], mode: MatchMode, at: tuple[str, int]) -> None:
+        """Resolve every target to its canonical id; `at` is this query's place in the suite."""
+        named_by: dict[str, str] = {}
+        for target in self.judgments:
+            loc = (*at, "judgments", target)
+            try:
+                resolved, _ = resolve_target(target, chunk_counts, mode)
+            except TargetError as error:
+                raise rule(loc, str(error)) from None
+            if resolved in named_by:
+                raise rule(loc, f"names {resolved!r}, already judged as {named_by[resolved]!r}")
+            named_by[resolved] = target
+            self._ids[target] = resolved
+        if self.top_1_chunk is not None:
+            try:
+                self._top_1_chunk_id, _ = resolve_target(self.top_1_chunk, chunk_counts, mode)
+            except TargetError as error:
+                raise rule((*at, "top_1_chunk"), str(error)) from None
+
+    @property
+    def level(self) -> Level:
+        """Chunk level when the targets are chunk ids (all of them, by the rules), else document."""
+        chunked = any(split_chunk_id(t) is not None for t in self.judgments)
+        return "chunk" if chunked else "document"
+
+    @property
+    def qrels(self) -> list[tuple[str, int]]:
+        """(resolved id, grade) per judgment, in file order."""
+        return [(self._ids[target], grade) for target, grade in self.judgments.items()]
+
+    @property
+    def primary_id(self) -> str | None:
+        return self._ids[self.primary] if self.primary is not None else None
+
+    @property
+    def top_1_chunk_id(self) -> str | None:
+        return self._top_1_chunk_id
+
+
+class Suite(_Model):
+    """A golden suite, format 1.0: documents, queries and graded judgments."""
+
+    schema_: str | None = Field(
+        None, alias="$schema", description="optional: path or URL of suite.schema.json, for editors"
+    )
+    version: Literal["1.0"]
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="= the folder name")
+    description: str
+    created_at: datetime.date
+    chunking: ChunkingConfig = Field(
+        default_factory=ChunkingConfig,
+        description="reference chunking: chunk targets are numbered under it",
+    )
+    match: MatchMode = "exact"
+    documents: list[Document] = Field(min_length=1)
+    queries: list[Query] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_folder(cls, value: str, info: ValidationInfo) -> str:
+        folder = (info.context or {}).get("folder")
+        if folder is not None and value != folder:
+            raise ValueError(f"must equal the suite's folder name {folder!r}")
+        return value
+
+    @field_validator("chunking")
+    @classmethod
+    def _concrete_chunking(cls, value: ChunkingConfig) -> ChunkingConfig:
+        if value.strategy == "reference":
+            raise ValueError("a suite's chunking is the reference itself: name a concrete strategy")
+        return value
+
+    @model_validator(mode="after")
+    def _references(self) -> Suite:
+        for field, items in (("documents", self.documents), ("queries", self.queries)):
+            first: dict[str, int] = {}
+            for index, item in enumerate(items):
+                if item.id in first:
+                    raise rule(
+                        (field, index, "id"),
+                        f"duplicate id {item.id!r} (first at {field}[{first[item.id]}])",
+                    )
+                first[item.id] = index
+        chunk_counts = {d.id: len(split_text(d.text, self.chunking)) for d in self.documents}
+        for index, query in enumerate(self.queries):
+            query._resolve(chunk_counts, self.match, ("queries", index))
+        return self
+
+    @property
+    def judgment_count(self) -> int:
+        return sum(len(q.judgments) for q in self.queries)
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file, or the suite.json / suite.yaml in a folder."""
+    file = resolve_suite_file(Path(path))
+    document = parse(file)
+    raw = document.data
+    if not isinstance(raw, dict):
+        raise document.error((), "the top level must be an object")
+    if "version" not in raw:
+        raise document.error(("version",), "field required")
+    if raw["version"] != FORMAT_VERSION:
+        known = quote(FORMAT_VERSION)
+        problem = f"unknown suite format version {quote(raw['version'])} (known: {known})"
+        raise document.error(("version",), problem)
+    context = {
+        "base_dir": file.parent,
+        "folder": file.parent.name if file.name in SUITE_FILES else None,
+    }
+    return validate(document, Suite, context)
+
+
+def suite_json_schema() -> dict[str, Any]:
+    """JSON Schema of the suite file, generated from the models (committed as suite.schema.json)."""
+    schema = Suite.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def resolve_suite_file(path: Path) -> Path:
+    """The suite file `path` names: itself, or a folder's one suite file."""
+    if path.is_dir():
+        found = [path / name for name in SUITE_FILES if (path / name).is_file()]
+        if not found:
+            raise InputError(
+                path, f"no suite file in this folder (looked for {', '.join(SUITE_FILES)})"
+            )
+        if len(found) > 1:
+            names = " and ".join(f.name for f in found)
+            raise InputError(path, f"holds both {names}; keep one")
+        return found[0]
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--schema", action="store_true", required=True, help="print the suite JSON Schema"
+    )
+    parser.parse_args(argv)
+    print(json.dumps(suite_json_schema(), indent=2, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
