@@ -171,8 +171,8 @@ def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
     import dagster as dg
 
     from rageval_pipeline.core.storage.warehouse import Warehouse
-    from rageval_pipeline.dagster_defs.baseline_job import update_baseline
-    from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+    from rageval_pipeline.defs.baseline_job import update_baseline
+    from rageval_pipeline.defs.resources import Settings, WarehouseResource
     from tests.test_storage import _results, _run_row
 
     (tmp_path / "gate.yaml").write_text("version: 1\n")

@@ -18,11 +18,11 @@ import pytest
 from rageval_pipeline.core.storage.warehouse import Warehouse
 from rageval_pipeline.core.suites import chunking
 from rageval_pipeline.core.systems import load_systems
-from rageval_pipeline.dagster_defs import failures
-from rageval_pipeline.dagster_defs.assets import gate as gate_module
-from rageval_pipeline.dagster_defs.resources import Settings
-from rageval_pipeline.dagster_defs.schedules import NIGHTLY_ENV
-from rageval_pipeline.definitions import build_definitions
+from rageval_pipeline.defs import failures
+from rageval_pipeline.defs.assets import gate as gate_module
+from rageval_pipeline.defs.definitions import build_definitions
+from rageval_pipeline.defs.resources import Settings
+from rageval_pipeline.defs.schedules import NIGHTLY_ENV
 
 INGEST = {"beir_archive", "corpus", "queries", "qrels"}
 

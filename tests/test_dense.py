@@ -18,7 +18,7 @@ from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.dense import DenseIndex, load_model, model_key
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.systems import DenseSystem
-from rageval_pipeline.definitions import build_definitions
+from rageval_pipeline.defs.definitions import build_definitions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
 

@@ -35,6 +35,10 @@ def test_dg_check_defs_loads_the_project(dg_env):
     result = dg("check", "defs", env=dg_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All definitions loaded successfully" in result.stdout + result.stderr
+    # The definitions come from the `defs/` folder ([tool.dg.project] defs_module).
+    listed = dg("list", "defs", "--json", env=dg_env)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert '"bm25/metrics"' in listed.stdout and '"gate"' in listed.stdout
 
 
 def test_dg_check_defs_fails_on_a_malformed_systems_file(pipeline_home, dg_env):

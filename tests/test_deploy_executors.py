@@ -9,9 +9,9 @@ import dagster as dg
 import pytest
 import yaml
 
-from rageval_pipeline.dagster_defs.executors import EXECUTOR_ENV
-from rageval_pipeline.dagster_defs.resources import Settings
-from rageval_pipeline.definitions import build_definitions
+from rageval_pipeline.defs.definitions import build_definitions
+from rageval_pipeline.defs.executors import EXECUTOR_ENV
+from rageval_pipeline.defs.resources import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_CONFIG = REPO / "deploy" / "run_config"

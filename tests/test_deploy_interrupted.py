@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from rageval_pipeline.core.storage import locks
-from rageval_pipeline.dagster_defs.resources import WRITE_POOL
+from rageval_pipeline.defs.resources import WRITE_POOL
 from tests.dagster_ui import BIN, stop
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 - the fixture
 
@@ -102,7 +102,7 @@ def instance_env(pipeline_home, postgres_env, monkeypatch) -> Iterator[dict]:  #
     config["run_monitoring"] |= FAST_MONITORING
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, **postgres_env, "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
-    setup = [sys.executable, "-m", "rageval_pipeline.dagster_defs.instance_setup"]
+    setup = [sys.executable, "-m", "rageval_pipeline.defs.instance_setup"]
     procs = [
         subprocess.Popen(
             setup, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -105,7 +105,7 @@ def test_two_suites_at_once_on_postgres_with_multiprocess_steps(pipeline_home, p
     shutil.copy(REPO / "deploy" / "dagster-postgres.yaml", home / "dagster.yaml")
     env = {**os.environ, **postgres_env, "DAGSTER_HOME": str(home)}
     # The startup step of docs/deploy.md: the pool's row exists before two runs claim it.
-    setup = [sys.executable, "-m", "rageval_pipeline.dagster_defs.instance_setup"]
+    setup = [sys.executable, "-m", "rageval_pipeline.defs.instance_setup"]
     subprocess.run(setup, env={**env, "PYTHONPATH": str(REPO)}, check=True, timeout=300)
 
     procs = {suite: start_job(suite, env, pipeline_home) for suite in SUITES}

@@ -16,9 +16,9 @@ from dagster._core.test_utils import create_test_daemon_workspace_context, freez
 from dagster._core.workspace.load_target import PythonFileTarget
 from dagster._daemon.freshness import FreshnessDaemon
 
-from rageval_pipeline.dagster_defs.resources import Settings
-from rageval_pipeline.dagster_defs.schedules import BEIR_ENV, NIGHTLY_ENV
-from rageval_pipeline.definitions import build_definitions
+from rageval_pipeline.defs.definitions import build_definitions
+from rageval_pipeline.defs.resources import Settings
+from rageval_pipeline.defs.schedules import BEIR_ENV, NIGHTLY_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_nightly_schedule_covers_suites_and_configured_beir_datasets(pipeline_ho
 
 FRESHNESS_DEFS = """
 import dagster as dg
-from rageval_pipeline.dagster_defs.freshness import fresh_daily
+from rageval_pipeline.defs.freshness import fresh_daily
 
 @dg.asset(name="gate")
 def gate() -> None:

@@ -13,9 +13,9 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import correctness
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.storage.warehouse import Warehouse
-from rageval_pipeline.dagster_defs.assets import generation
-from rageval_pipeline.dagster_defs.assets.generation import GenerationSettings
-from rageval_pipeline.definitions import build_definitions
+from rageval_pipeline.defs.assets import generation
+from rageval_pipeline.defs.assets.generation import GenerationSettings
+from rageval_pipeline.defs.definitions import build_definitions
 from tests.llm_servers import FakeLLM, default_reply
 
 PARTITION = "beir-mini"  # generation set q01, q02

@@ -15,7 +15,7 @@ from dagster import AssetCheckKey, AssetKey, DagsterInstance
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from rageval_pipeline.core.gate import Verdict
-from rageval_pipeline.dagster_defs.job_summary import summary, verdict_line
+from rageval_pipeline.defs.job_summary import summary, verdict_line
 from tests.conftest import REPO
 from tests.test_cli_job import dagster_execute
 

@@ -13,7 +13,7 @@ import pytrec_eval
 
 from rageval_pipeline.core.gate import baseline_path, load_baseline
 from rageval_pipeline.core.storage.warehouse import Warehouse
-from rageval_pipeline.definitions import build_definitions
+from rageval_pipeline.defs.definitions import build_definitions
 
 PARTITION = "beir-mini"
 
@@ -249,7 +249,7 @@ def test_users_own_systems_run_file_and_entry_point(evaluated):
 
 def test_history_lists_every_evaluation_oldest_first(evaluated, capsys):
     from rageval_pipeline.cli import main
-    from rageval_pipeline.dagster_defs.resources import Settings
+    from rageval_pipeline.defs.resources import Settings
 
     defs, _, home = evaluated
     # Unforced, the unchanged evaluation would be reused: history keeps one row per evaluation.

@@ -14,7 +14,7 @@ import pytest
 
 from rageval_pipeline.core.storage.warehouse import Warehouse
 from rageval_pipeline.core.systems import RunInputs, load_systems
-from rageval_pipeline.definitions import build_definitions
+from rageval_pipeline.defs.definitions import build_definitions
 from tests.test_cli_job import dagster_execute
 
 CORPUS = pd.DataFrame(

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from rageval_pipeline.core.storage.warehouse import StorageError
-from rageval_pipeline.dagster_defs.resources import ParquetIOManager, Settings, StoredTable
+from rageval_pipeline.defs.resources import ParquetIOManager, Settings, StoredTable
 
 seen: list[tuple[StoredTable, str, int]] = []
 

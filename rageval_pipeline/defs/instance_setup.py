@@ -1,4 +1,4 @@
-"""`python -m rageval_pipeline.dagster_defs.instance_setup`: prepare the Dagster instance of
+"""`python -m rageval_pipeline.defs.instance_setup`: prepare the Dagster instance of
 $DAGSTER_HOME once at startup, before the daemon, the webserver or any run: create the
 `duckdb_write` pool (see `ensure_write_pool`). Idempotent, and safe when several processes
 run it at the same moment (Helm init containers, CI jobs)."""
@@ -7,7 +7,7 @@ import sys
 
 import dagster as dg
 
-from rageval_pipeline.dagster_defs.resources import WRITE_POOL, ensure_write_pool
+from rageval_pipeline.defs.resources import WRITE_POOL, ensure_write_pool
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ import dagster as dg
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.systems import load_systems
-from rageval_pipeline.dagster_defs.schedules import nightly_datasets
+from rageval_pipeline.defs.schedules import nightly_datasets
 
 
 def current_versions(systems_file: Path, names: list[str]) -> tuple[dict[str, str], list[str]]:

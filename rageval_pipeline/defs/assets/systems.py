@@ -40,17 +40,17 @@ from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
-from rageval_pipeline.dagster_defs.assets.beside import (
+from rageval_pipeline.defs.assets.beside import (
     baseline_of,
     baseline_system,
     index_stamp,
     open_beside,
     run_beside,
 )
-from rageval_pipeline.dagster_defs.checks import CHUNK_CHECKS, chunk_check_results
-from rageval_pipeline.dagster_defs.failures import one_line_errors
-from rageval_pipeline.dagster_defs.partitions import partitioned_check
-from rageval_pipeline.dagster_defs.resources import (
+from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
+from rageval_pipeline.defs.failures import one_line_errors
+from rageval_pipeline.defs.partitions import partitioned_check
+from rageval_pipeline.defs.resources import (
     CONTENT_KEY,
     Dataset,
     Settings,

@@ -25,11 +25,11 @@ from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, chunk_corpus, integrity
-from rageval_pipeline.dagster_defs.checks import measured_integrity
-from rageval_pipeline.dagster_defs.failures import one_line_errors
-from rageval_pipeline.dagster_defs.job_summary import verdict_line
-from rageval_pipeline.dagster_defs.partitions import partitioned_check
-from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource, stored_path
+from rageval_pipeline.defs.checks import measured_integrity
+from rageval_pipeline.defs.failures import one_line_errors
+from rageval_pipeline.defs.job_summary import verdict_line
+from rageval_pipeline.defs.partitions import partitioned_check
+from rageval_pipeline.defs.resources import Settings, WarehouseResource, stored_path
 
 GATE_CHECK = "verdict_passes"
 

@@ -1,7 +1,7 @@
 """What `scripts/evaluate` prints after its `dagster job execute`: the gate's summary, where
 things are, and as the last line the verdict, or the first line that says why the job failed.
 
-`python -m rageval_pipeline.dagster_defs.job_summary STORAGE DATASET LOG STATUS SINCE`: SINCE is
+`python -m rageval_pipeline.defs.job_summary STORAGE DATASET LOG STATUS SINCE`: SINCE is
 the job's start (Unix seconds); a `gate.json` older than that is a previous job's and not shown.
 """
 

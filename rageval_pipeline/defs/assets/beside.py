@@ -14,7 +14,7 @@ from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_s
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.core.systems import SystemConfig, indexed_system
-from rageval_pipeline.dagster_defs.resources import Settings
+from rageval_pipeline.defs.resources import Settings
 
 
 def index_stamp(index_dir: Path) -> Path:

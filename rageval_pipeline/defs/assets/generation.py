@@ -28,9 +28,8 @@ from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import chunk_corpus
-from rageval_pipeline.dagster_defs.assets.ingest import dataset_folder
-from rageval_pipeline.dagster_defs.executors import executor_from_env
-from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+from rageval_pipeline.defs.executors import executor_from_env
+from rageval_pipeline.defs.resources import Settings, WarehouseResource
 
 GROUP = "generation"
 JOB = "evaluate_generation"
@@ -139,7 +138,7 @@ def _stored_ground_truth(settings: Settings, dataset: str, version: str) -> list
     """Where a reference-answer version may live: committed with the suite, else in storage."""
     name = f"{version}.json"
     return [
-        dataset_folder(settings, dataset) / "ground_truth" / name,
+        settings.dataset_folder(dataset) / "ground_truth" / name,
         settings.storage / "ground_truth" / dataset / name,
     ]
 
@@ -166,9 +165,9 @@ def build_generation_assets(
         queries: pd.DataFrame,
         qrels: pd.DataFrame,
     ) -> pd.DataFrame:
-        dataset = context.partition_key
+        partition = settings.dataset(context)
+        dataset, folder = partition.name, partition.folder
         judged = qrels[qrels["split"] == settings.split]
-        folder = dataset_folder(settings, dataset)
         where = _queries_file(folder)
         query_ids, named = generation.query_ids(dataset)
         correctness.check_set(query_ids, queries, judged, where, named)
@@ -181,7 +180,7 @@ def build_generation_assets(
             truth = correctness.GroundTruth.model_validate_json(found.read_text("utf-8"))
             context.log.info(f"reference answers {version} read from {found}: no call made")
         else:
-            reference = loaders.reference_chunking(dataset_folder(settings, dataset))
+            reference = loaders.reference_chunking(folder)
             chunks = [chunk_corpus(corpus, reference, "")] if reference is not None else []
             texts = correctness.unit_texts(corpus, *chunks)
             truth = correctness.synthesize_ground_truth(llm, dataset, plan, texts)
@@ -279,7 +278,7 @@ def _system_assets(
         ground_truth: pd.DataFrame,
         metrics: pd.DataFrame,
     ) -> pd.DataFrame:
-        dataset = context.partition_key
+        dataset = settings.dataset(context).name
         llm = generation.llm(settings, "judge")
         judged = correctness.judge_answers(
             llm, answers, _references(ground_truth), generation.samples

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from rageval_pipeline.dagster_defs.executors import executor_from_env
+from rageval_pipeline.defs.executors import executor_from_env
 
 
 def build_jobs(system_names: list[str], datasets: dg.PartitionsDefinition) -> list:

@@ -10,7 +10,7 @@ import dagster as dg
 from rageval_pipeline.core.gate import load_policy
 from rageval_pipeline.core.gate.baselines import promote
 from rageval_pipeline.core.history.summaries import select_runs, summaries
-from rageval_pipeline.dagster_defs.resources import Settings, WarehouseResource
+from rageval_pipeline.defs.resources import Settings, WarehouseResource
 
 
 class UpdateBaselineConfig(dg.Config):

@@ -6,7 +6,6 @@ cost (events, input version lookups) once instead of four times.
 """
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -14,8 +13,8 @@ import pandas as pd
 from rageval_pipeline.core.io import beir
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, folder_key
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.dagster_defs.failures import one_line_errors
-from rageval_pipeline.dagster_defs.resources import CONTENT_KEY, Dataset, Settings
+from rageval_pipeline.defs.failures import one_line_errors
+from rageval_pipeline.defs.resources import CONTENT_KEY, Dataset, Settings
 
 INGEST = "ingest"
 ARCHIVE = "beir_archive"
@@ -24,11 +23,6 @@ TABLES = {
     "queries": "Queries with intent/category/difficulty/query_type attributes.",
     "qrels": "Graded judgments of every split; level is document or chunk.",
 }
-
-
-def dataset_folder(settings: Settings, name: str) -> Path:
-    """`Settings.dataset_folder`, where assets/generation.py imports it from."""
-    return settings.dataset_folder(name)
 
 
 def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:

@@ -18,7 +18,7 @@ from rageval_pipeline.core.storage.warehouse import (
     Warehouse,
     write_parquet,
 )
-from rageval_pipeline.dagster_defs.failures import one_line_errors
+from rageval_pipeline.defs.failures import one_line_errors
 
 # Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
 CONTENT_KEY = "content_key"
