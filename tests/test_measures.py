@@ -11,12 +11,12 @@ import pytest
 import pytrec_eval
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io import keys
 from rageval_pipeline.core.io.formats import read_keyed_qrels
 from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.measures import (
     FAMILIES,
     evaluate,
-    keys,
     parse_measure,
     to_document_level,
     unjudged_queries,
