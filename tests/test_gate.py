@@ -437,10 +437,17 @@ def test_latency_groups_outside_the_compared_attributes_are_not_gated():
 
 @pytest.mark.parametrize(
     ("stat", "timed", "blocks"),
-    [("p95", 19, False), ("p95", 20, True), ("p50", 10, True), ("p99", 99, False)],
+    [
+        ("p95", 19, False),
+        ("p95", 20, True),
+        ("p50", 10, True),
+        ("p50", 9, False),
+        ("p99", 99, False),
+    ],
 )
 def test_a_tail_percentile_of_too_few_queries_is_advisory(stat, timed, blocks):
-    # p95 needs 20 timings to be more than the slowest one or two; p99 needs 100.
+    # p95 needs 20 timings to be more than the slowest one or two; p99 needs 100; any
+    # percentile needs 10 (MIN_TIMINGS).
     slow = {"p50": 10.0, "p95": 30.0, "p99": 40.0} | {stat: 400.0}
     base = summary(GOOD, latency={"all": {"p50": 10.0, "p95": 30.0, "p99": 40.0}})
     run = summary(GOOD, latency={"all": slow}).model_copy(

@@ -55,17 +55,25 @@ def latency_max_checks(run: Evaluation) -> list[Check]:
     return checks
 
 
+# Fewer timings than this never block, whatever the percentile: with 23 beir-mini queries on a
+# loaded machine, an unchanged system's p50 over a 3-query intent bucket came out 2.25x the same
+# configuration's timed beside it (interleaved ABBA), which the whole run showed to be load.
+MIN_TIMINGS = 10
+
+
 def too_few_for(stat: str, n_queries: int | None) -> bool:
     """Whether `n_queries` timings are too few for percentile `stat` to block a release.
 
     The q-th percentile of fewer than 1 / (1 - q) values (20 for p95, 100 for p99) is
     interpolated between the largest values, so one slow query decides it: on an intent
-    bucket of ten queries, p95 is in effect the maximum. Such a comparison is reported as
-    advisory. Unknown counts (summaries stored before they were kept) stay blocking.
+    bucket of ten queries, p95 is in effect the maximum. Below MIN_TIMINGS, even the median is
+    one or two queries' scheduling. Such a comparison is reported as advisory. Unknown counts
+    (summaries stored before they were kept) stay blocking.
     """
     if n_queries is None or not stat.startswith("p"):
         return False
-    return n_queries < math.ceil(1 / (1 - float(stat[1:]) / 100) - EPS)
+    needed = max(math.ceil(1 / (1 - float(stat[1:]) / 100) - EPS), MIN_TIMINGS)
+    return n_queries < needed
 
 
 def _reference(run: Evaluation, baseline: Baseline) -> tuple[dict, str, bool]:
