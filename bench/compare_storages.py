@@ -22,7 +22,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 # Columns that legitimately differ between two replays of the same evaluation.
-VOLATILE = {"run_id", "dagster_run_id", "created_at", "ingested_at", "latency_ms"}
+VOLATILE = {
+    "run_id",
+    "dagster_run_id",
+    "created_at",
+    "ingested_at",
+    "latency_ms",
+    "baseline_latency_ms",
+}
 TABLES = ("runs", "run_metrics", "query_metrics", "group_metrics", "latency")
 ASSETS = ("run", "chunks", "metrics")
 
