@@ -50,7 +50,7 @@ def test_validate_loads_no_model_statistics_or_dagster(tmp_path):
     suite = REPO / "data" / "suites" / "beir-mini"
     result = loaded_after(["validate", str(suite)], tmp_path)
     assert result["code"] in (0, 2)
-    # pandas still comes with core.suites.golden' table builders; the rest must not.
+    # pandas still comes with the suites' table builders; the rest must not.
     assert set(result["heavy"]) <= {"pandas"}
 
 

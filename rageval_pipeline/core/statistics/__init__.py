@@ -1,9 +1,9 @@
 """Paired statistics on per-query values, the one home for the gate and `rageval compare`:
 bootstrap intervals, the paired randomization test, Holm's correction and the minimum
-detectable effect (`paired`), and run-against-run comparison (`compare`).
+detectable effect (`paired`), and run-against-run comparison (`compare`, imported on its own:
+it loads scipy, which the gate's models do not need).
 """
 
-from rageval_pipeline.core.statistics.compare import compare_runs
 from rageval_pipeline.core.statistics.paired import (
     PairedTest,
     bootstrap_ci,
@@ -17,7 +17,6 @@ from rageval_pipeline.core.statistics.paired import (
 __all__ = [
     "PairedTest",
     "bootstrap_ci",
-    "compare_runs",
     "holm",
     "minimum_detectable_effect",
     "paired_test",
