@@ -108,6 +108,6 @@ def check_sample(
     if uncovered := sorted(set(sample.frame) - llm_queries):
         raise InputError(
             llm_where,
-            f"{len(uncovered)} queries of the sampling frame have no LLM judgment (first: "
-            f"{uncovered[0]}); LLM qrels must cover the whole population",
+            f"{len(uncovered)} of the {len(sample.frame)} queries of the sampling frame have "
+            f"no LLM judgment (first: {uncovered[0]}); LLM qrels must cover the whole population",
         )
