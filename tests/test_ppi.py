@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+from scipy import stats
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.ppi import ppi_deltas, ppi_mean, ppi_means
+from rageval_pipeline.core.ppi import nested, ppi_deltas, ppi_mean, ppi_means
 from rageval_pipeline.core.sampling import HumanSample, check_sample, draw_sample
 from rageval_pipeline.core.statistics import minimum_detectable_effect
 
@@ -53,6 +54,9 @@ def test_effective_size_and_mde_follow_the_ratio_of_standard_errors():
     assert ours.effective_n == pytest.approx(80 * (human_width / width) ** 2)
     assert ours.mde == pytest.approx(ours.mde_human * width / human_width)
     assert ours.effective_n > 80 and ours.mde < ours.mde_human  # a good judge helps
+    assert ours.p_value == pytest.approx(
+        2 * stats.norm.sf(abs(ours.estimate) / (width / (2 * Z95))), rel=1e-9
+    )
 
 
 def test_a_constant_judge_leaves_the_human_mean():
@@ -64,11 +68,11 @@ def test_a_constant_judge_leaves_the_human_mean():
     )
 
 
-def _table(values: dict[str, float], measure: str = "nDCG@10") -> pd.DataFrame:
+def _table(values: dict[str, float], measure: str = "nDCG@10") -> dict[str, dict[str, float]]:
+    """Per-query values as the measures give them, rows shuffled: aligned by query id."""
     rows = [(q, measure, v) for q, v in values.items()]
-    return pd.DataFrame(rows, columns=["query_id", "measure", "value"]).sample(
-        frac=1, random_state=0
-    )
+    frame = pd.DataFrame(rows, columns=["query_id", "measure", "value"])
+    return nested(frame.sample(frac=1, random_state=0))
 
 
 def test_tables_are_aligned_by_query_id_and_a_query_without_relevant_documents_scores_zero():

@@ -18,7 +18,17 @@ if TYPE_CHECKING:
     from rageval_pipeline.core.sampling import HumanSample
 
 # What `--format json` prints of each estimate.
-FIELDS = ("estimate", "ci_low", "ci_high", "n_human", "n_llm", "effective_n", "mde", "mde_human")
+FIELDS = (
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "n_human",
+    "n_llm",
+    "effective_n",
+    "mde",
+    "mde_human",
+    "p_value",
+)
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -81,8 +91,9 @@ def compared(
     measures: list[str],
 ) -> dict[str, dict[str, PpiEstimate]]:
     """Per measure, the PPI++ means of A and B and their paired delta B - A."""
-    from rageval_pipeline.core.ppi import ppi_deltas, ppi_means
+    from rageval_pipeline.core.ppi import nested, ppi_deltas, ppi_means
 
-    a, b = (ppi_means(human[i], llm[i], sample, measures) for i in (0, 1))
-    delta = ppi_deltas(human, llm, sample, measures)
+    human_values, llm_values = (tuple(nested(t) for t in pair) for pair in (human, llm))
+    a, b = (ppi_means(human_values[i], llm_values[i], sample, measures) for i in (0, 1))
+    delta = ppi_deltas(human_values, llm_values, sample, measures)
     return {m: {"a": a[m], "b": b[m], "delta": delta[m]} for m in measures}

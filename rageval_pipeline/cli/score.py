@@ -246,11 +246,11 @@ def run_eval(args: argparse.Namespace) -> int:
     per_query = _score(qrels, args.qrels, run, args.run, measures)
     ppi = {}
     if population:
-        from rageval_pipeline.core.ppi import ppi_means
+        from rageval_pipeline.core.ppi import nested, ppi_means
 
         sample, llm = population
         by_llm = _score(llm, args.llm_qrels, run, args.run, measures)
-        ppi = ppi_means(per_query, by_llm, sample, measures)
+        ppi = ppi_means(nested(per_query), nested(by_llm), sample, measures)
     del run  # (its arrays are freed before the output is built)
 
     import pandas as pd

@@ -22,6 +22,7 @@ the human sample scaled by the ratio of standard errors.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from statistics import NormalDist
 
 import numpy as np
@@ -53,6 +54,7 @@ class PpiEstimate(BaseModel):
     effective_n: float  # human-judged queries that alone would give this interval's width
     mde: float  # minimum detectable effect with the LLM-judged queries
     mde_human: float  # ... and with the human sample alone
+    p_value: float  # two-sided z-test that the mean (delta) is 0, from the same estimate and SE
 
 
 def _z(alpha: float) -> float:
@@ -87,6 +89,7 @@ def ppi_mean(
     sd = float(np.std(y, ddof=1))
     mde_human = minimum_detectable_effect(sd, n, alpha=alpha, power=power)
     ratio = se / human_se if human_se > 0 else 1.0
+    p_value = 2 * (1 - NormalDist().cdf(abs(estimate) / se)) if se > 0 else float(estimate == 0)
     return PpiEstimate(
         estimate=estimate,
         ci_low=low,
@@ -99,15 +102,27 @@ def ppi_mean(
         effective_n=float(n / ratio**2) if ratio > 0 else float("inf"),
         mde=mde_human * ratio,
         mde_human=mde_human,
+        p_value=p_value,
     )
 
 
-def _by_query(per_query: pd.DataFrame, measure: str, queries: list[str]) -> np.ndarray:
+PerQuery = Mapping[str, Mapping[str, float]]  # query -> measure -> value (RunSummary.per_query)
+
+
+def nested(per_query: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """A per-query table (query_id, measure, value) as query -> measure -> value."""
+    out: dict[str, dict[str, float]] = {}
+    for query_id, measure, value in per_query[["query_id", "measure", "value"]].itertuples(
+        index=False
+    ):
+        out.setdefault(query_id, {})[measure] = float(value)
+    return out
+
+
+def _by_query(values: PerQuery, measure: str, queries: list[str]) -> np.ndarray:
     """A measure's values for `queries`, in order. A query the label source judged without a
-    relevant document is absent from the per-query table and scores 0 (as trec_eval -c)."""
-    part = per_query[per_query["measure"] == measure]
-    values = dict(zip(part["query_id"], part["value"], strict=True))
-    return np.array([values.get(q, 0.0) for q in queries], dtype=float)
+    relevant document has no value (the measures leave it out) and scores 0 (as trec_eval -c)."""
+    return np.array([values.get(q, {}).get(measure, 0.0) for q in queries], dtype=float)
 
 
 def _split(sample: HumanSample) -> tuple[list[str], list[str]]:
@@ -117,16 +132,16 @@ def _split(sample: HumanSample) -> tuple[list[str], list[str]]:
 
 
 def ppi_means(
-    human: pd.DataFrame,
-    llm: pd.DataFrame,
+    human: PerQuery,
+    llm: PerQuery,
     sample: HumanSample,
     measures: list[str],
     *,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
 ) -> dict[str, PpiEstimate]:
-    """Per measure, the PPI++ population mean from per-query tables (query_id, measure, value)
-    scored with the human qrels and with the LLM qrels (checked by `sampling.check_sample`)."""
+    """Per measure, the PPI++ population mean from per-query values scored with the human qrels
+    and with the LLM qrels (checked by `sampling.check_sample`)."""
     drawn, others = _split(sample)
     return {
         m: ppi_mean(
@@ -141,8 +156,8 @@ def ppi_means(
 
 
 def ppi_deltas(
-    human: tuple[pd.DataFrame, pd.DataFrame],
-    llm: tuple[pd.DataFrame, pd.DataFrame],
+    human: tuple[PerQuery, PerQuery],
+    llm: tuple[PerQuery, PerQuery],
     sample: HumanSample,
     measures: list[str],
     *,
@@ -150,10 +165,10 @@ def ppi_deltas(
     power: float = DEFAULT_POWER,
 ) -> dict[str, PpiEstimate]:
     """Per measure, the PPI++ paired delta B - A: PPI on the per-query differences. `human`
-    and `llm` are (A, B) pairs of per-query tables."""
+    and `llm` are (A, B) pairs of per-query values."""
     drawn, others = _split(sample)
 
-    def diff(pair: tuple[pd.DataFrame, pd.DataFrame], m: str, queries: list[str]) -> np.ndarray:
+    def diff(pair: tuple[PerQuery, PerQuery], m: str, queries: list[str]) -> np.ndarray:
         return _by_query(pair[1], m, queries) - _by_query(pair[0], m, queries)
 
     return {
@@ -175,6 +190,6 @@ def as_paired_test(delta: PpiEstimate) -> PairedTest:
         delta=delta.estimate,
         ci_low=delta.ci_low,
         ci_high=delta.ci_high,
-        p_value=None,
+        p_value=delta.p_value,
         mde=delta.mde,
     )
