@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rageval_pipeline.core.config import load_model
+from rageval_pipeline.core.config import load_model, rule
 from rageval_pipeline.core.errors import InputError
 
 SAMPLE_SUFFIX = ".sample.json"
@@ -40,9 +40,10 @@ class HumanSample(BaseModel):
     @model_validator(mode="after")
     def _frame_holds_the_draw(self) -> HumanSample:
         if len(set(self.frame)) != len(self.frame):
-            raise ValueError("frame lists a query id more than once")
-        if self.size > len(self.frame):
-            raise ValueError(f"size {self.size} is larger than the frame ({len(self.frame)})")
+            repeated = next(q for i, q in enumerate(self.frame) if q in self.frame[:i])
+            raise rule(("frame",), f"lists the query id {repeated!r} more than once")
+        if self.size >= len(self.frame):  # PPI needs queries that only the LLM judged
+            raise rule(("size",), f"{self.size} leaves no query of the {len(self.frame)} for PPI")
         return self
 
     def drawn(self) -> list[str]:
