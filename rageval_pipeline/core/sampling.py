@@ -39,9 +39,11 @@ class HumanSample(BaseModel):
 
     @model_validator(mode="after")
     def _frame_holds_the_draw(self) -> HumanSample:
-        if len(set(self.frame)) != len(self.frame):
-            repeated = next(q for i, q in enumerate(self.frame) if q in self.frame[:i])
-            raise rule(("frame",), f"lists the query id {repeated!r} more than once")
+        seen: set[str] = set()
+        for query in self.frame:
+            if query in seen:
+                raise rule(("frame",), f"lists the query id {query!r} more than once")
+            seen.add(query)
         if self.size >= len(self.frame):  # PPI needs queries that only the LLM judged
             raise rule(("size",), f"{self.size} leaves no query of the {len(self.frame)} for PPI")
         return self
