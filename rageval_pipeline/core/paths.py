@@ -1,24 +1,20 @@
-"""Where the project's folders are, from the environment, so the CLI, the Dagster layer and CI
-agree: RAGEVAL_STORAGE (everything the pipeline writes), RAGEVAL_DATA (committed inputs:
-suites, systems.yaml, gate.yaml) and RAGEVAL_BASELINES (baseline files)."""
+"""Where the project's folders are, from the environment (`settings.locations.Locations`), so
+the CLI, the Dagster layer and CI agree: RAGEVAL_STORAGE (everything the pipeline writes),
+RAGEVAL_DATA (committed inputs: suites, systems.yaml, gate.yaml) and RAGEVAL_BASELINES
+(baseline files). Read on each call."""
 
-import os
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _from_env(name: str, default: Path) -> Path:
-    return Path(os.environ.get(name) or default).resolve()
+from rageval_pipeline.core.settings.locations import Locations
 
 
 def data_dir() -> Path:
-    return _from_env("RAGEVAL_DATA", PROJECT_ROOT / "data")
+    return Locations.from_env().data_dir
 
 
 def storage_dir() -> Path:
-    return _from_env("RAGEVAL_STORAGE", PROJECT_ROOT / "data" / "storage")
+    return Locations.from_env().storage_dir
 
 
 def baselines_dir() -> Path:
-    return _from_env("RAGEVAL_BASELINES", data_dir() / "baselines")
+    return Locations.from_env().baselines_dir
