@@ -31,15 +31,17 @@ class Locations(EnvGroup):
     data: Path = Field(
         PROJECT_ROOT / "data",
         description="committed inputs: suites, systems.yaml, gate.yaml",
-        json_schema_extra={"shown": "data/"},
+        json_schema_extra={"shown": "`data/`"},
     )
     storage: Path | None = Field(
         None,
         description="everything the pipeline writes: Parquet, DuckDB, indexes, caches, reports",
-        json_schema_extra={"shown": "data/storage/"},
+        json_schema_extra={"shown": "`data/storage/`"},
     )
     baselines: Path | None = Field(
-        None, description="baseline files", json_schema_extra={"shown": "$RAGEVAL_DATA/baselines/"}
+        None,
+        description="baseline files",
+        json_schema_extra={"shown": "`$RAGEVAL_DATA/baselines/`"},
     )
     beir_mirror: str = Field(
         OFFICIAL_BEIR_URL, description="base URL BEIR archives are downloaded from"
