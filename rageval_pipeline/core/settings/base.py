@@ -8,11 +8,12 @@ applies at once. A value set in the environment wins over the defaults a caller 
 
 A bad value is one `InputError` naming the variable and pydantic's rule, e.g. `environment:
 RAGEVAL_MAX_DEPTH: Input should be greater than or equal to 1`; the value itself is never
-shown (keys are values too). Names match regardless of case, as pydantic-settings does.
+shown (keys are values too). Only the exact upper-case names are read.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, Self
@@ -24,7 +25,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.settings import environ
 
-# A mapping read in place of the process environment, for the length of one `from_env`.
+# The variables one `from_env` reads (those with the group's prefix), for the length of the call.
 _GIVEN: ContextVar[Mapping[str, str] | None] = ContextVar("rageval_settings_env", default=None)
 
 
@@ -49,7 +50,7 @@ class EnvGroup(BaseSettings):
         if not isinstance(env_settings, EnvSettingsSource) or not env_settings.env_prefix:
             return (init_settings,)
         given = _GIVEN.get()
-        if given is not None:
+        if given is not None:  # else (built directly) pydantic-settings reads the process
             env_settings.env_vars = parse_env_vars(
                 given,
                 env_settings.case_sensitive,
@@ -65,17 +66,29 @@ class EnvGroup(BaseSettings):
         """The group from `defaults`, each overridden by `{prefix}_{FIELD}` when set (`prefix`
         defaults to the group's own). `env` replaces the process environment (tests, code
         versions). A bad value is an `InputError` naming the variable."""
-        env_prefix = None if prefix is None else f"{prefix}_"
-        token = _GIVEN.set(env)
+        env_prefix = cls.model_config.get("env_prefix", "") if prefix is None else f"{prefix}_"
+        names = (f"{env_prefix}{name}".upper() for name in cls.model_fields)
+        given = environ.present(names, env) if env_prefix else ()
+        return cls._built(env_prefix, given, tuple(sorted(defaults.items())))
+
+    @classmethod
+    @functools.lru_cache(maxsize=256)
+    def _built(cls, env_prefix: str, given: tuple[tuple[str, str], ...], defaults: tuple) -> Self:
+        """The group for these variables and defaults: built once per distinct set, as
+        pydantic-settings takes milliseconds (a suite reads a file per document, each under
+        the file limits). Groups are frozen, so sharing one is safe."""
+        token = _GIVEN.set(dict(given))
         try:
-            return cls(_env_prefix=env_prefix, **defaults)
+            return cls(_env_prefix=env_prefix, **dict(defaults))
         except ValidationError as exc:
             first = exc.errors()[0]
             name = str(first["loc"][0])
-            chosen = cls.model_config.get("env_prefix", "") if env_prefix is None else env_prefix
-            variable = f"{chosen}{name}".upper()
-            source = variable if _is_set(variable, env, cls.model_config) else name
-            raise InputError("environment", first["msg"], field=source) from None
+            variable = f"{env_prefix}{name}".upper()
+            ignore_empty = cls.model_config.get("env_ignore_empty")
+            named = any(k == variable and (v or not ignore_empty) for k, v in given)
+            raise InputError(
+                "environment", first["msg"], field=variable if named else name
+            ) from None
         finally:
             _GIVEN.reset(token)
 
@@ -87,11 +100,3 @@ class EnvGroup(BaseSettings):
         """` (RAGEVAL_X_FIELD)`: where the user changes field `name`, for error messages."""
         variable = self.variable(name)
         return f" ({variable})" if variable else ""
-
-
-def _is_set(variable: str, env: Mapping[str, str] | None, config: Mapping[str, Any]) -> bool:
-    """Whether the environment (or `env`) gives `variable`, matched as pydantic-settings does."""
-    for name, value in (environ.variables() if env is None else env).items():
-        if name.upper() == variable and (value != "" or not config.get("env_ignore_empty")):
-            return True
-    return False

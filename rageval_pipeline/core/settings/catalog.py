@@ -124,7 +124,7 @@ this file is out of date. Every variable below is a typed field of one settings 
 
 - A bad value stops with one line naming the variable and the rule, never the value, e.g.
   `environment: RAGEVAL_MAX_DEPTH: Input should be greater than or equal to 1`.
-- Names are matched regardless of case. Where a group says so, an empty variable counts as unset.
+- Names are upper case, as written here. Where a group says so, an empty variable is unset.
 - Secrets (API keys) are held as `SecretStr`: never printed, logged or written to a report.
 - Nothing else in `rageval_pipeline/` reads the environment (a test checks it).
 """

@@ -9,13 +9,17 @@ at import. It imports no pydantic, so the CLI and the retrieval code may use it 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 
-def variables() -> Mapping[str, str]:
-    """The process environment, read-only for callers."""
-    return os.environ
+def present(
+    names: Iterable[str], env: Mapping[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
+    """`(name, value)` of each of `names` set in the process environment (or in `env`)."""
+    source = os.environ if env is None else env
+    values = ((name, source.get(name)) for name in names)
+    return tuple((name, value) for name, value in values if value is not None)
 
 
 def named(name: str) -> str | None:
