@@ -1,9 +1,10 @@
 """The process environment itself: the one module that touches `os.environ`.
 
-The settings groups (`base.EnvGroup` and its subclasses) read their variables through
-pydantic-settings; this module holds what a typed model cannot: variables whose names a user
-file gives (`headers_from_env` in systems.yaml) and variables set for libraries that read them
-at import. It imports no pydantic, so the CLI and the retrieval code may use it at no cost.
+The settings groups (`base.EnvGroup` and its subclasses) take their variables from `present`
+and type them with pydantic-settings; this module also holds what a typed model cannot hold:
+variables whose names a user file gives (`headers_from_env` in systems.yaml) and variables set
+for libraries that read them at import. It imports no pydantic, so the CLI and the retrieval
+code may use it at no cost.
 """
 
 from __future__ import annotations
