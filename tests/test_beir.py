@@ -12,10 +12,11 @@ import pytest
 
 from rageval_pipeline.core.errors import NetworkError
 from rageval_pipeline.core.io import beir
+from rageval_pipeline.core.settings.locations import OFFICIAL_BEIR_URL
 from tests.conftest import make_beir_zip
 from tests.loopback_http import reply, trickle
 
-PREFIX = beir.ARCHIVE_ENV_PREFIX
+PREFIX = "RAGEVAL_ARCHIVE"
 
 
 @pytest.fixture
@@ -75,9 +76,9 @@ def test_client_errors_are_final_and_name_the_url(loopback, tmp_path, status):
 
 
 def test_mirror_environment_variable_overrides_official_url(monkeypatch):
-    monkeypatch.delenv(beir.MIRROR_ENV, raising=False)
-    assert beir.archive_url("nfcorpus") == f"{beir.OFFICIAL_BASE_URL}/nfcorpus.zip"
-    monkeypatch.setenv(beir.MIRROR_ENV, "http://127.0.0.1:9/beir/")
+    monkeypatch.delenv("RAGEVAL_BEIR_MIRROR", raising=False)
+    assert beir.archive_url("nfcorpus") == f"{OFFICIAL_BEIR_URL}/nfcorpus.zip"
+    monkeypatch.setenv("RAGEVAL_BEIR_MIRROR", "http://127.0.0.1:9/beir/")
     assert beir.archive_url("nfcorpus") == "http://127.0.0.1:9/beir/nfcorpus.zip"
 
 

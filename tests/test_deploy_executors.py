@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.defs.definitions import build_definitions
 from rageval_pipeline.defs.executors import EXECUTOR_ENV
 from rageval_pipeline.defs.resources import Settings
@@ -74,8 +75,12 @@ def test_force_run_config_validates_and_sets_force(monkeypatch):
 
 
 def test_unknown_executor_name_is_refused(monkeypatch):
-    with pytest.raises(ValueError, match=f"{EXECUTOR_ENV}='ray'"):
+    """One line naming the variable, like every bad setting (docs/configuration.md)."""
+    with pytest.raises(InputError) as err:
         evaluate_dataset(monkeypatch, "ray")
+    assert str(err.value) == (
+        f"environment: {EXECUTOR_ENV}: Input should be 'local', 'k8s' or 'celery'"
+    )
 
 
 def test_helm_values_share_the_storage_folder_with_the_step_pods():

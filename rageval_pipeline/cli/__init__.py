@@ -13,6 +13,7 @@ import atexit
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rageval_pipeline.core.errors import InputError
@@ -24,10 +25,23 @@ def add_storage_option(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--storage",
-        type=Path,
-        default=paths.storage_dir(),
-        help="pipeline storage folder holding rageval.duckdb ($RAGEVAL_STORAGE)",
+        type=path_or("$RAGEVAL_STORAGE", paths.storage_dir),
+        default="$RAGEVAL_STORAGE",
+        help="pipeline storage folder holding rageval.duckdb (default: %(default)s)",
     )
+
+
+def path_or(placeholder: str, folder: Callable[[], Path]):
+    """An argparse type for a path whose default comes from the environment. argparse passes
+    a string default through the type only when the command runs without the option, so the
+    default is `placeholder` (shown by --help) and the settings are read then: building the
+    parser reads none (no pydantic before `eval` starts reading its run)."""
+
+    def parse(text: str) -> Path:
+        return folder() if text == placeholder else Path(text)
+
+    parse.__name__ = "path"
+    return parse
 
 
 def at_least(low: int):

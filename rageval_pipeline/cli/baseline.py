@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from rageval_pipeline.cli import add_storage_option
+from rageval_pipeline.cli import add_storage_option, path_or
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import paths
 
@@ -25,9 +24,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         add_storage_option(sub)
         sub.add_argument(
             "--baselines",
-            type=Path,
-            default=paths.baselines_dir(),
-            help="baseline folder ($RAGEVAL_BASELINES, default data/baselines)",
+            type=path_or("$RAGEVAL_BASELINES", paths.baselines_dir),
+            default="$RAGEVAL_BASELINES",
+            help="baseline folder (default: $RAGEVAL_BASELINES, else data/baselines)",
         )
         sub.set_defaults(func=_update if action == "update" else _show)
     update = actions.choices["update"]
@@ -37,9 +36,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     update.add_argument(
         "--policy",
-        type=Path,
-        default=paths.data_dir() / "gate.yaml",
-        help="the gate policy that judges whether the new baseline is worse",
+        type=path_or("$RAGEVAL_DATA/gate.yaml", lambda: paths.data_dir() / "gate.yaml"),
+        default="$RAGEVAL_DATA/gate.yaml",
+        help="the gate policy that judges whether the new baseline is worse (default: %(default)s)",
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    from rageval_pipeline.cli import path_or
     from rageval_pipeline.core.io import paths
 
     parser = subparsers.add_parser(
@@ -28,9 +29,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-k", "--depth", type=int, default=None, help="pool depth (default 20)")
     parser.add_argument(
         "--systems",
-        type=Path,
-        default=paths.data_dir() / "systems.yaml",
-        help="systems file (default: data/systems.yaml)",
+        type=path_or("$RAGEVAL_DATA/systems.yaml", lambda: paths.data_dir() / "systems.yaml"),
+        default="$RAGEVAL_DATA/systems.yaml",
+        help="systems file (default: %(default)s)",
     )
     parser.add_argument("--no-extra", action="store_true", help="pool only the configured systems")
     parser.add_argument(

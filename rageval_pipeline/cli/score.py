@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -93,13 +92,12 @@ def _numpy_without_blas_threads() -> None:
     """Import numpy with its OpenBLAS in one thread. At import it starts a worker a core, which
     spins for about 0.1 s of CPU that the run's parse needs; scoring makes no BLAS call. The
     setting only applies at that import, so the environment is left as it was."""
-    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+    if "numpy" in sys.modules:
         return
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    try:
+    from rageval_pipeline.core.settings import environ
+
+    with environ.default_during("OPENBLAS_NUM_THREADS", "1"):
         import numpy  # noqa: F401
-    finally:
-        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:

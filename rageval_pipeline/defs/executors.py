@@ -6,9 +6,9 @@ it, see deploy/helm-values.yaml): `local` (default), `k8s` (dagster-k8s's k8s_jo
 run config lives in deploy/run_config/.
 """
 
-import os
-
 import dagster as dg
+
+from rageval_pipeline.core.settings.locations import Deployment
 
 EXECUTOR_ENV = "RAGEVAL_EXECUTOR"
 
@@ -25,15 +25,13 @@ LOCAL = dg.multi_or_in_process_executor.configured(
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
-    name = os.environ.get(EXECUTOR_ENV, "local")
+    name = Deployment.from_env().executor
     if name == "local":
         return LOCAL
     if name == "k8s":
         from dagster_k8s import k8s_job_executor
 
         return k8s_job_executor
-    if name == "celery":
-        from dagster_celery import celery_executor
+    from dagster_celery import celery_executor  # "celery": the setting allows nothing else
 
-        return celery_executor
-    raise ValueError(f"${EXECUTOR_ENV}={name!r}: expected local, k8s or celery")
+    return celery_executor

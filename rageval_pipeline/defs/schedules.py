@@ -1,11 +1,11 @@
 """The nightly evaluation of the bundled suites and of the configured BEIR datasets."""
 
-import os
-
 import dagster as dg
 
+from rageval_pipeline.core.settings.locations import Deployment
+
 NIGHTLY_ENV = "RAGEVAL_NIGHTLY_DATASETS"
-DEFAULT_NIGHTLY = "techdocs,hotel"
+DEFAULT_NIGHTLY = ",".join(Deployment.model_fields["nightly_datasets"].default)
 # BEIR datasets evaluated nightly besides the suites, e.g. "nfcorpus,scifact" (none by default:
 # they download from BEIR's host or $RAGEVAL_BEIR_MIRROR).
 BEIR_ENV = "RAGEVAL_NIGHTLY_BEIR"
@@ -13,9 +13,8 @@ BEIR_ENV = "RAGEVAL_NIGHTLY_BEIR"
 
 def nightly_datasets() -> list[str]:
     """The datasets in $RAGEVAL_NIGHTLY_DATASETS, then those in $RAGEVAL_NIGHTLY_BEIR, once each."""
-    names = os.environ.get(NIGHTLY_ENV, DEFAULT_NIGHTLY).split(",")
-    names += os.environ.get(BEIR_ENV, "").split(",")
-    return list(dict.fromkeys(filter(None, (n.strip() for n in names))))
+    deployment = Deployment.from_env()
+    return list(dict.fromkeys(deployment.nightly_datasets + deployment.nightly_beir))
 
 
 def build_nightly(job) -> dg.ScheduleDefinition:

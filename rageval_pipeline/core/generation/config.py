@@ -8,36 +8,23 @@ refused with an error naming the variable, never showing the value.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
+
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.settings.providers import (
+    PROVIDERS,
+    SWITCHES,
+    Providers,
+    Role,
+    Sampling,
+)
 
 Provider = Literal["ollama", "anthropic", "openai"]
-Role = Literal["answer", "judge"]
-# How a verdict or grade is asked for: a JSON schema the provider enforces (OpenAI
-# `response_format` json_schema, Ollama `format` schema; Anthropic always uses a forced tool),
-# JSON mode only (`json_object`, `format: "json"`), or plain text for servers that refuse both.
-Structured = Literal["schema", "json", "off"]
-
-DEFAULTS: dict[str, dict[str, str]] = {
-    "ollama": {"base_url": "http://localhost:11434", "model": "llama3.1:8b"},
-    "anthropic": {"base_url": "https://api.anthropic.com", "model": "claude-3-5-sonnet-20241022"},
-    "openai": {"base_url": "http://localhost:8000/v1", "model": ""},
-}
-# Any of these set turns the generation group on (see `configured`).
-SWITCHES = (
-    "RAG_EVAL_PROVIDER",
-    "RAG_EVAL_OLLAMA_MODEL",
-    "RAG_EVAL_ANTHROPIC_MODEL",
-    "RAG_EVAL_OPENAI_MODEL",
-    "RAG_EVAL_JUDGE_PROVIDER",
-    "RAG_EVAL_JUDGE_MODEL",
-)
-# Settings read from `RAG_EVAL_<NAME>`, shared by the answering model and the judge.
-_TUNING = ("temperature", "seed", "max_tokens", "concurrency", "structured", "step_deadline_s")
+_SWITCH_FIELDS = tuple(name.removeprefix("RAG_EVAL_").lower() for name in SWITCHES)
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what an HTTP header value may hold
 
 
@@ -45,7 +32,7 @@ class GenerationError(RuntimeError):
     """A generation failure whose message is safe to log: it never holds a secret."""
 
 
-class ProviderConfig(BaseModel):
+class ProviderConfig(Sampling):
     """One model endpoint and the sampling parameters sent with every request."""
 
     model_config = ConfigDict(frozen=True)
@@ -55,16 +42,6 @@ class ProviderConfig(BaseModel):
     model: str = Field(min_length=1)
     api_key: SecretStr | None = Field(default=None, repr=False)
     key_variable: str | None = None  # the variable the key came from, for error messages
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    seed: int = 42
-    max_tokens: int = Field(512, gt=0)
-    stream: bool = False
-    structured: Structured = "schema"
-    concurrency: int = Field(2, ge=1)
-    # Total wall time of one step's calls (Dagster step or `rageval suggest`): past it, calls
-    # in flight are cancelled and the rest never start. Per-attempt limits alone add up to
-    # calls x attempts x deadline.
-    step_deadline_s: float = Field(1800.0, gt=0)
 
     def params(self) -> dict:
         """The parameters that change an answer: part of the cache key."""
@@ -84,54 +61,49 @@ class ProviderConfig(BaseModel):
 
 
 def configured(env: Mapping[str, str] | None = None) -> bool:
-    """True when any provider or model variable is set: the generation group is then built."""
-    env = os.environ if env is None else env
-    return any(env.get(name, "").strip() for name in SWITCHES)
-
-
-def _get(env: Mapping[str, str], role: Role, suffix: str) -> str | None:
-    """`RAG_EVAL_JUDGE_<suffix>` for the judge (falling back), `RAG_EVAL_<suffix>` otherwise."""
-    names = [f"RAG_EVAL_JUDGE_{suffix}"] if role == "judge" else []
-    for name in [*names, f"RAG_EVAL_{suffix}"]:
-        if env.get(name, "") != "":
-            return env[name]
-    return None
+    """True when any provider or model variable is set: the generation group is then built.
+    Also when a `RAG_EVAL_*` value is bad: the group's steps then report it in one line."""
+    try:
+        settings = Providers.from_env(env=env)
+    except InputError:
+        return True
+    return any(
+        str(getattr(settings, name)).strip()
+        for name in _SWITCH_FIELDS
+        if name in settings.model_fields_set
+    )
 
 
 def from_env(role: Role = "answer", env: Mapping[str, str] | None = None) -> ProviderConfig:
-    """The answering (`role="answer"`) or judging model's configuration."""
-    env = os.environ if env is None else env
-    provider = (_get(env, role, "PROVIDER") or "ollama").strip().lower()
-    if provider not in DEFAULTS:
+    """The answering (`role="answer"`) or judging model's configuration (`env` replaces the
+    process environment)."""
+    try:
+        settings = Providers.from_env(env=env)
+    except InputError as exc:  # names the variable and the rule, never the value
         raise GenerationError(
-            f"RAG_EVAL_{'JUDGE_' if role == 'judge' else ''}PROVIDER must be one of "
-            f"{sorted(DEFAULTS)}, got {provider!r}"
+            f"invalid generation setting for the {role} model: {exc.field}: {exc.problem}"
+        ) from None
+    judge = role == "judge"
+    provider = ((settings.judge_provider if judge else None) or settings.provider).strip().lower()
+    if provider not in PROVIDERS:
+        raise GenerationError(
+            f"RAG_EVAL_{'JUDGE_' if judge else ''}PROVIDER must be one of "
+            f"{sorted(PROVIDERS)}, got {provider!r}"
         )
     up = provider.upper()
     # The judge's model: RAG_EVAL_JUDGE_MODEL, else the provider's model variable.
-    model = (env.get("RAG_EVAL_JUDGE_MODEL") if role == "judge" else None) or _get(
-        env, role, f"{up}_MODEL"
-    )
-    key_name = f"RAG_EVAL_{up}_API_KEY"
-    if role == "judge" and f"RAG_EVAL_JUDGE_{up}_API_KEY" in env:
-        key_name = f"RAG_EVAL_JUDGE_{up}_API_KEY"
-    tuning = {
-        name: env[f"RAG_EVAL_{name.upper()}"]
-        for name in _TUNING
-        if env.get(f"RAG_EVAL_{name.upper()}")
-    }
-    stream = env.get("RAG_EVAL_STREAM", "").strip().lower() in ("1", "true", "yes")
+    model = (settings.judge_model if judge else None) or settings.setting(role, provider, "model")[
+        1
+    ]
+    key_name, key = settings.setting(role, provider, "api_key")
     try:
         return ProviderConfig(
             provider=provider,
-            base_url=(_get(env, role, f"{up}_BASE_URL") or DEFAULTS[provider]["base_url"]).rstrip(
-                "/"
-            ),
-            model=model or DEFAULTS[provider]["model"],
-            api_key=SecretStr(env[key_name]) if key_name in env else None,
+            base_url=str(settings.setting(role, provider, "base_url")[1]).rstrip("/"),
+            model=model,
+            api_key=key,
             key_variable=key_name,
-            stream=stream,
-            **tuning,
+            **{name: getattr(settings, name) for name in Sampling.model_fields},
         )
     except ValueError as exc:  # pydantic: name the variables, never echo input (keys are input)
         fields = [str(e["loc"][0]) for e in getattr(exc, "errors", list)()] or ["model"]

@@ -32,10 +32,9 @@ from rageval_pipeline.core.errors import NetworkError
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.verdicts import Structured
 from rageval_pipeline.core.io.net import HttpSession, NetLimits, Reply
+from rageval_pipeline.core.settings.limits import LLM, LLM_DEFAULTS
 
 ANTHROPIC_VERSION = "2023-06-01"
-# Generation is slow: a long answer from a local model on a CPU can take minutes.
-DEFAULT_LIMITS = dict(deadline_s=300.0, attempts=4, max_retry_after_s=120.0)
 # Anthropic's error events that may end a stream mid-way, the same conditions as HTTP 529/500.
 TRANSIENT_STREAM_ERRORS = frozenset({"overloaded_error", "api_error"})
 
@@ -59,7 +58,7 @@ class Client:
     def __init__(self, config: ProviderConfig, limits: NetLimits | None = None) -> None:
         self.config = config
         self.url = config.base_url + self.path
-        self.limits = limits or NetLimits.from_env("RAG_EVAL", **DEFAULT_LIMITS)
+        self.limits = limits or NetLimits.from_env(LLM, **LLM_DEFAULTS)
         self._session: HttpSession | None = None
         self._aborted = False
         self._lock = threading.Lock()

@@ -2,8 +2,9 @@
 
 - Files: `formats` (TREC runs, TREC/BEIR qrels, Parquet), `delimited` + `field_checks`
   (delimited text into checked Arrow columns), `config` (the one loader for every file a user
-  writes), `field_paths` (where a problem is, as people read files), `bounds` and `limits` (size,
-  nesting and path bounds on untrusted input), `paths` (the project's folders).
+  writes), `field_paths` (where a problem is, as people read files), `bounds` (size,
+  nesting and path bounds on untrusted input, within `core.settings`' limits), `paths` (the
+  project's folders).
 - Shapes: `tables` (the Arrow schemas passed between stages), `ranking` (trec_eval's ordering
   rule), `keys` (id fingerprints the readers and the measures share).
 - Network: `net` (the one home for outbound HTTP), `http_headers`, `content_encoding`, and

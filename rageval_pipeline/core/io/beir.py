@@ -15,15 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from pydantic import Field
-
 from rageval_pipeline.core.errors import ArchiveError
 from rageval_pipeline.core.io import net
-from rageval_pipeline.core.io.limits import EnvLimits
 from rageval_pipeline.core.io.net import NetLimits
-
-OFFICIAL_BASE_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
-MIRROR_ENV = "RAGEVAL_BEIR_MIRROR"
+from rageval_pipeline.core.settings.limits import (
+    BEIR_DOWNLOAD,
+    BEIR_DOWNLOAD_DEFAULTS,
+    ArchiveLimits,
+)
+from rageval_pipeline.core.settings.locations import Locations
 
 
 @dataclass(frozen=True)
@@ -67,22 +67,6 @@ def ignores_identical_ids(dataset: str) -> bool:
 
 
 _CHUNK = 1 << 20
-DOWNLOAD_ENV_PREFIX = "RAGEVAL_BEIR"  # RAGEVAL_BEIR_DEADLINE_S, ... (docs/limits.md)
-ARCHIVE_ENV_PREFIX = "RAGEVAL_ARCHIVE"  # RAGEVAL_ARCHIVE_MAX_MEMBERS, ...
-# The largest BEIR archives (msmarco, fever) are ~1.1 GB: an hour at 0.3 MB/s.
-DOWNLOAD_DEFAULTS = dict(
-    deadline_s=3600.0, connect_timeout_s=30.0, max_response_bytes=4 << 30, attempts=4, backoff_s=1.0
-)
-
-
-class ArchiveLimits(EnvLimits):
-    """Bounds on what extracting one archive may create (zip bombs); `RAGEVAL_ARCHIVE_*`."""
-
-    max_members: int = Field(10_000, ge=1, description="files and folders in the archive")
-    max_total_bytes: int = Field(32 << 30, ge=1, description="all members, extracted")
-    max_member_bytes: int = Field(16 << 30, ge=1, description="one member, extracted")
-    max_ratio: float = Field(200.0, gt=1, description="extracted / compressed size of a member")
-    ratio_min_bytes: int = Field(1 << 20, ge=0, description="members smaller skip the ratio")
 
 
 @dataclass(frozen=True)
@@ -97,7 +81,7 @@ class FetchResult:
 
 def base_url() -> str:
     """The mirror from RAGEVAL_BEIR_MIRROR when set, else BEIR's official host."""
-    return (os.environ.get(MIRROR_ENV) or OFFICIAL_BASE_URL).rstrip("/")
+    return Locations.from_env().beir_base_url
 
 
 def archive_url(name: str, base: str | None = None) -> str:
@@ -115,7 +99,7 @@ def md5_of(path: Path) -> str:
 def download_limits(**overrides: float | None) -> NetLimits:
     """BEIR's download limits: the defaults, then `overrides` not None, then the environment."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    return NetLimits.from_env(DOWNLOAD_ENV_PREFIX, **(DOWNLOAD_DEFAULTS | given))
+    return NetLimits.from_env(BEIR_DOWNLOAD, **(BEIR_DOWNLOAD_DEFAULTS | given))
 
 
 def fetch_archive(
@@ -195,7 +179,7 @@ def extract_archive(
     goes to a temp folder renamed into place: a half-extracted dataset is never visible, and an
     existing extraction is replaced only after the new one is complete.
     """
-    limits = limits or ArchiveLimits.from_env(ARCHIVE_ENV_PREFIX)
+    limits = limits or ArchiveLimits.from_env()
     dest_root.mkdir(parents=True, exist_ok=True)
     final = dest_root / name
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest_root))

@@ -1,6 +1,6 @@
-"""Bounds on untrusted input: the file limits (`limits.FileLimits`, `RAGEVAL_MAX_*`), quoting of
-user values in errors, reading a regular file within the size limit, a data file within the
-decompression limit, and `confined`, the one check for a path that a user file names.
+"""Bounds on untrusted input: the file limits (`settings.limits.FileLimits`, `RAGEVAL_MAX_*`),
+quoting of user values in errors, reading a regular file within the size limit, a data file
+within the decompression limit, and `confined`, the one check for a path that a user file names.
 Documented in docs/limits.md.
 
 Importing this module imports no pydantic (0.15 s): `rageval eval` starts reading its run with
@@ -20,18 +20,14 @@ from typing import TYPE_CHECKING, Any
 from rageval_pipeline.core.errors import InputError
 
 if TYPE_CHECKING:
-    from rageval_pipeline.core.io.limits import FileLimits
-
-# Largest decompressed input: RAGEVAL_MAX_DECOMPRESSED_BYTES overrides (default 8 GiB).
-MAX_DECOMPRESSED = int(os.environ.get("RAGEVAL_MAX_DECOMPRESSED_BYTES") or 8 << 30)
-FILE_ENV_PREFIX = "RAGEVAL_MAX"  # RAGEVAL_MAX_FILE_BYTES, RAGEVAL_MAX_DEPTH, ... (docs/limits.md)
+    from rageval_pipeline.core.settings.limits import FileLimits
 
 
 def file_limits() -> FileLimits:
     """The file limits, read from the environment on each call (so a change applies at once)."""
-    from rageval_pipeline.core.io.limits import FileLimits
+    from rageval_pipeline.core.settings.limits import FileLimits
 
-    return FileLimits.from_env(FILE_ENV_PREFIX)
+    return FileLimits.from_env()
 
 
 def quote(value: Any) -> str:
@@ -113,15 +109,16 @@ def input_bytes(path: str | Path) -> tuple[Path, bytes]:
         raise InputError(path, f"cannot be read ({exc.strerror})") from None
     if data[:2] != b"\x1f\x8b":
         return path, data
+    limits = file_limits()
+    most = limits.decompressed_bytes
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-            data = handle.read(MAX_DECOMPRESSED + 1)
+            data = handle.read(most + 1)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(path, f"is not a valid gzip file ({exc})") from None
-    if len(data) > MAX_DECOMPRESSED:
+    if len(data) > most:
         raise InputError(
-            path,
-            f"decompresses to more than {MAX_DECOMPRESSED} bytes (RAGEVAL_MAX_DECOMPRESSED_BYTES)",
+            path, f"decompresses to more than {most} bytes{limits.hint('decompressed_bytes')}"
         )
     return path, data
 

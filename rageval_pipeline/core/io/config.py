@@ -6,7 +6,7 @@ the first problem, in file order, into one `InputError` line:
 
     file:line: field.path[3].name: rule
 
-Limits (`limits.FileLimits`, docs/limits.md) come from the environment so that a large but
+Limits (`settings.limits.FileLimits`, docs/limits.md) come from the environment so that a large but
 honest file can still be read: RAGEVAL_MAX_FILE_BYTES, RAGEVAL_MAX_DEPTH,
 RAGEVAL_MAX_YAML_ALIAS_NODES and RAGEVAL_MAX_QUOTE_CHARS. `confined` is the one check for a
 path that a user file names.

@@ -5,13 +5,13 @@ values checked before they go on the wire (a bad one is named, never quoted), an
 from __future__ import annotations
 
 import email.utils
-import os
 import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.settings import environ
 
 if TYPE_CHECKING:
     import httpx
@@ -67,9 +67,10 @@ def headers_from_env(mapping: Mapping[str, str], where: str | None = None) -> di
         at = f"headers_from_env.{header}"
         if not _HEADER_NAME.match(header):
             raise InputError(where, "not a valid header name", field=f"headers_from_env.{header!r}")
-        if variable not in os.environ:
+        value = environ.named(variable)
+        if value is None:
             raise InputError(where, f"environment variable {variable} is not set", field=at)
-        problem = header_problem(os.environ[variable])
+        problem = header_problem(value)
         if problem:
             raise InputError(
                 where,
@@ -77,7 +78,7 @@ def headers_from_env(mapping: Mapping[str, str], where: str | None = None) -> di
                 f"{problem} (the value is not shown)",
                 field=at,
             )
-        out[header] = os.environ[variable]
+        out[header] = value
     return out
 
 

@@ -28,6 +28,7 @@ a bad one is an error naming the header and the variable, never the value.
 Use (e.g. an LLM client; `HttpSession` is thread-safe and pools connections):
 
     limits = NetLimits.from_env("RAGEVAL_LLM", deadline_s=120)   # RAGEVAL_LLM_* override
+                                      # (a new prefix: add it to core.settings.catalog)
     headers = headers_from_env({"x-api-key": "RAG_EVAL_ANTHROPIC_API_KEY"})
     with HttpSession(limits, headers) as session:
         reply = session.request("POST", url, json=body, headers={"anthropic-version": "..."})
@@ -47,34 +48,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import Field
-
 from rageval_pipeline.core.errors import NetworkError
 from rageval_pipeline.core.io.content_encoding import ACCEPT_ENCODING, BodyDecoder, DecodeError
 from rageval_pipeline.core.io.http_headers import check_headers, redact_url, retry_after_s
-from rageval_pipeline.core.io.http_headers import headers_from_env as headers_from_env  # re-export
-from rageval_pipeline.core.io.limits import EnvLimits
+from rageval_pipeline.core.io.http_headers import (
+    headers_from_env as headers_from_env,  # re-export  # re-export
+)
+from rageval_pipeline.core.settings.limits import NetLimits
 
 if TYPE_CHECKING:  # imported where a request is made: loading the pipeline needs no httpx
     import httpx
 
 T = TypeVar("T")
 RETRY_STATUS = frozenset({408, 425, 429, *range(500, 600)})  # every 5xx: 529 "overloaded" too
-
-
-class NetLimits(EnvLimits):
-    """Bounds of one kind of call; every field can be overridden by `{env_prefix}_{FIELD}`."""
-
-    deadline_s: float = Field(30.0, gt=0, description="total wall time of one attempt")
-    connect_timeout_s: float = Field(10.0, gt=0, description="TCP/TLS connect, per attempt")
-    max_response_bytes: int = Field(16 << 20, ge=1, description="decoded body size cap")
-    max_redirects: int = Field(5, ge=0)
-    attempts: int = Field(3, ge=1, description="attempts in all, the first included")
-    backoff_s: float = Field(0.5, ge=0, description="first wait; doubles per retry")
-    max_retry_after_s: float = Field(60.0, ge=0, description="longest Retry-After honoured")
-    allow_cross_origin_redirects: bool = Field(
-        False, description="follow a redirect to another origin that re-sends the request body"
-    )
 
 
 @dataclass(frozen=True)
@@ -276,8 +262,8 @@ class HttpSession:
                 follow.method not in ("GET", "HEAD")
                 and not self.limits.allow_cross_origin_redirects
             ):
-                name, prefix = "allow_cross_origin_redirects", self.limits.env_prefix
-                setting = f"{prefix}_{name.upper()}" if prefix else name
+                name = "allow_cross_origin_redirects"
+                setting = self.limits.variable(name) or name
                 raise NetworkError(
                     where,
                     f"HTTP {response.status_code} redirects this {follow.method} to another "

@@ -1,24 +1,31 @@
-"""Where the project's folders are, from the environment, so the CLI, the Dagster layer and CI
-agree: RAGEVAL_STORAGE (everything the pipeline writes), RAGEVAL_DATA (committed inputs:
-suites, systems.yaml, gate.yaml) and RAGEVAL_BASELINES (baseline files)."""
+"""Where the project's folders are, from the environment (`settings.locations.Locations`), so
+the CLI, the Dagster layer and CI agree: RAGEVAL_STORAGE (everything the pipeline writes),
+RAGEVAL_DATA (committed inputs: suites, systems.yaml, gate.yaml) and RAGEVAL_BASELINES
+(baseline files). Read on each call; importing this module imports no pydantic, so the CLI
+builds its parser without it."""
 
-import os
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
+if TYPE_CHECKING:
+    from rageval_pipeline.core.settings.locations import Locations
 
 
-def _from_env(name: str, default: Path) -> Path:
-    return Path(os.environ.get(name) or default).resolve()
+def _locations() -> Locations:
+    from rageval_pipeline.core.settings.locations import Locations
+
+    return Locations.from_env()
 
 
 def data_dir() -> Path:
-    return _from_env("RAGEVAL_DATA", PROJECT_ROOT / "data")
+    return _locations().data_dir
 
 
 def storage_dir() -> Path:
-    return _from_env("RAGEVAL_STORAGE", PROJECT_ROOT / "data" / "storage")
+    return _locations().storage_dir
 
 
 def baselines_dir() -> Path:
-    return _from_env("RAGEVAL_BASELINES", data_dir() / "baselines")
+    return _locations().baselines_dir

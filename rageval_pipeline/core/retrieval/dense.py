@@ -8,16 +8,11 @@ by id, so a ranking never depends on float noise in an ANN structure.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-# Must precede any Hugging Face import: nothing in this project may ever download weights.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 import pandas as pd
@@ -34,7 +29,13 @@ from rageval_pipeline.core.retrieval.embeddings import (
     text_key,
 )
 from rageval_pipeline.core.retrieval.encoders import Backend, OnnxEncoder, export_onnx
+from rageval_pipeline.core.settings import environ
 from rageval_pipeline.core.storage.warehouse import atomic_dir, verified_dir
+
+# Before any Hugging Face import (all are inside functions): nothing in this project may ever
+# download weights.
+environ.set_default("HF_HUB_OFFLINE", "1")
+environ.set_default("TRANSFORMERS_OFFLINE", "1")
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

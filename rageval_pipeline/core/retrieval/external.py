@@ -28,11 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import formats, net
 from rageval_pipeline.core.retrieval.base import Hit
+from rageval_pipeline.core.settings.limits import HTTP_SEARCH, HTTP_SEARCH_DEFAULTS
 from rageval_pipeline.core.suites.chunking import source_ids
 
 MAX_TOP_K = 100  # seed 003: an interactive query asks for 1..100 results
-HTTP_ENV_PREFIX = "RAGEVAL_HTTP"  # RAGEVAL_HTTP_MAX_RESPONSE_BYTES etc. (docs/limits.md)
-MAX_RESPONSE_BYTES = 8 << 20  # 100 results with content and metadata fit many times over
 _KNOWN_STATUS = {s.value for s in HTTPStatus}
 T = TypeVar("T")
 
@@ -143,11 +142,11 @@ class HttpRetriever:
         self.url = url
         self.where = net.redact_url(url)  # errors never show a query string (API keys hide there)
         limits = net.NetLimits.from_env(
-            HTTP_ENV_PREFIX,
+            HTTP_SEARCH,
+            **HTTP_SEARCH_DEFAULTS,
             deadline_s=timeout_s,
             attempts=attempts,
             backoff_s=backoff_s,
-            max_response_bytes=MAX_RESPONSE_BYTES,
         )
         values = net.check_headers(headers or {}, self.where)
         values |= net.headers_from_env(headers_from_env or {}, self.where)

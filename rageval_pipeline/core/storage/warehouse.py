@@ -40,10 +40,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import Field
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.limits import EnvLimits
+from rageval_pipeline.core.settings.limits import WarehouseLimits
 from rageval_pipeline.core.storage import locks
 from rageval_pipeline.core.storage.schema import RESULT_TABLES, SCHEMA
 
@@ -53,7 +52,6 @@ if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` n
 WAREHOUSE_FILE = "rageval.duckdb"
 
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
-WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
 _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
@@ -72,11 +70,6 @@ def _held() -> dict[Path, tuple[duckdb.DuckDBPyConnection, bool]]:
     if not hasattr(_OPEN, "connections"):
         _OPEN.connections = {}
     return _OPEN.connections
-
-
-class WarehouseLimits(EnvLimits):
-    read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
-    write_wait_s: float = Field(600.0, gt=0, description="a write waits this long for another")
 
 
 class StorageError(InputError):
@@ -248,7 +241,7 @@ class Warehouse:
                 raise RuntimeError(f"{self.path}: a write inside a read block; end the read first")
             yield con
             return
-        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        limits = WarehouseLimits.from_env()
         with ExitStack() as stack:
             with writable(self.path.parent):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -302,7 +295,7 @@ class Warehouse:
             return
         if not self.path.exists():
             raise StorageError(self.path, "no warehouse yet: run an evaluation first")
-        limits = WarehouseLimits.from_env(WAREHOUSE_ENV_PREFIX)
+        limits = WarehouseLimits.from_env()
         deadline = time.monotonic() + limits.read_wait_s
         while True:
             try:

@@ -11,7 +11,6 @@ generation set that names a query the dataset lacks ends the step with its one l
 """
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from rageval_pipeline.core import systems
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, prompts
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
+from rageval_pipeline.core.settings.providers import GenerationScope
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
@@ -93,7 +93,7 @@ def check_default_sets(suites_dir: Path) -> None:
 
 def selected_systems(catalog: dict[str, systems.SystemConfig]) -> list[str]:
     """`RAG_EVAL_SYSTEMS` (comma-separated) or every configured system."""
-    wanted = [s.strip() for s in os.environ.get("RAG_EVAL_SYSTEMS", "").split(",") if s.strip()]
+    wanted = GenerationScope.from_env().systems
     unknown = sorted(set(wanted) - set(catalog))
     if unknown:
         raise ValueError(f"RAG_EVAL_SYSTEMS names unknown system(s) {unknown}")

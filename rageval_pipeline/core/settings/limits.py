@@ -1,0 +1,76 @@
+"""The limits on everything that comes from outside (docs/limits.md): families of bounds, each
+overridden by `{PREFIX}_{FIELD}`. A family used under several prefixes (`NetLimits`: the BEIR
+download, the HTTP search adapter, the LLM clients) takes its per-use defaults from here, so
+docs/configuration.md shows the values in force."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from rageval_pipeline.core.settings.base import EnvGroup
+
+
+class FileLimits(EnvGroup):
+    """Bounds on a file a user writes and on quoting its values; `RAGEVAL_MAX_*`."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_MAX_")
+
+    file_bytes: int = Field(64 << 20, ge=1, description="bytes in one file a user writes")
+    depth: int = Field(64, ge=1, description="levels of nested objects and arrays")
+    yaml_alias_nodes: int = Field(10_000, ge=1, description="nodes YAML aliases expand to")
+    quote_chars: int = Field(200, ge=1, description="characters of a value quoted in an error")
+    decompressed_bytes: int = Field(
+        8 << 30, ge=1, description="bytes a gzipped data file (run, qrels) may decompress to"
+    )
+
+
+class ArchiveLimits(EnvGroup):
+    """Bounds on what extracting one archive may create (zip bombs); `RAGEVAL_ARCHIVE_*`."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_ARCHIVE_")
+
+    max_members: int = Field(10_000, ge=1, description="files and folders in the archive")
+    max_total_bytes: int = Field(32 << 30, ge=1, description="all members, extracted")
+    max_member_bytes: int = Field(16 << 30, ge=1, description="one member, extracted")
+    max_ratio: float = Field(200.0, gt=1, description="extracted / compressed size of a member")
+    ratio_min_bytes: int = Field(1 << 20, ge=0, description="members smaller skip the ratio")
+
+
+class WarehouseLimits(EnvGroup):
+    """How long a warehouse read or write waits for another process; `RAGEVAL_WAREHOUSE_*`."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_WAREHOUSE_")
+
+    read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
+    write_wait_s: float = Field(600.0, gt=0, description="a write waits this long for another")
+
+
+class NetLimits(EnvGroup):
+    """Bounds of one kind of network call; each field is overridden by `{prefix}_{FIELD}` for
+    the prefix it is read with (below)."""
+
+    deadline_s: float = Field(30.0, gt=0, description="total wall time of one attempt")
+    connect_timeout_s: float = Field(10.0, gt=0, description="TCP/TLS connect, per attempt")
+    max_response_bytes: int = Field(16 << 20, ge=1, description="decoded body size cap")
+    max_redirects: int = Field(5, ge=0, description="redirects followed")
+    attempts: int = Field(3, ge=1, description="attempts in all, the first included")
+    backoff_s: float = Field(0.5, ge=0, description="first wait; doubles per retry")
+    max_retry_after_s: float = Field(60.0, ge=0, description="longest Retry-After honoured")
+    allow_cross_origin_redirects: bool = Field(
+        False, description="follow a redirect to another origin that re-sends the request body"
+    )
+
+
+# The prefixes `NetLimits` is read with, and each one's defaults.
+BEIR_DOWNLOAD = "RAGEVAL_BEIR"
+# The largest BEIR archives (msmarco, fever) are ~1.1 GB: an hour at 0.3 MB/s.
+BEIR_DOWNLOAD_DEFAULTS = dict(
+    deadline_s=3600.0, connect_timeout_s=30.0, max_response_bytes=4 << 30, attempts=4, backoff_s=1.0
+)
+HTTP_SEARCH = "RAGEVAL_HTTP"  # deadline, attempts and backoff default to the systems.yaml entry's
+# 100 results with content and metadata fit many times over.
+HTTP_SEARCH_DEFAULTS = dict(max_response_bytes=8 << 20)
+LLM = "RAG_EVAL"  # seed 002's prefix, shared with the provider settings
+# Generation is slow: a long answer from a local model on a CPU can take minutes.
+LLM_DEFAULTS = dict(deadline_s=300.0, attempts=4, max_retry_after_s=120.0)

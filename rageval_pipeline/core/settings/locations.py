@@ -1,0 +1,85 @@
+"""Where things are and what runs: the project's folders, the BEIR host, the executor and the
+nightly datasets (`RAGEVAL_*`), so the CLI, the Dagster layer and CI agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from rageval_pipeline.core.settings.base import EnvGroup
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+OFFICIAL_BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+Names = Annotated[list[str], NoDecode]  # "a, b" in the environment: comma-separated, not JSON
+
+
+def _names(value: object) -> object:
+    """`"techdocs, hotel"` -> `["techdocs", "hotel"]`, blanks dropped, first of each kept."""
+    if isinstance(value, str):
+        return list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    return value
+
+
+class Locations(EnvGroup):
+    """Folders and hosts; an empty variable counts as unset."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_", env_ignore_empty=True)
+
+    data: Path = Field(
+        PROJECT_ROOT / "data",
+        description="committed inputs: suites, systems.yaml, gate.yaml",
+        json_schema_extra={"shown": "`data/`"},
+    )
+    storage: Path | None = Field(
+        None,
+        description="everything the pipeline writes: Parquet, DuckDB, indexes, caches, reports",
+        json_schema_extra={"shown": "`data/storage/`"},
+    )
+    baselines: Path | None = Field(
+        None,
+        description="baseline files",
+        json_schema_extra={"shown": "`$RAGEVAL_DATA/baselines/`"},
+    )
+    beir_mirror: str = Field(
+        OFFICIAL_BEIR_URL, description="base URL BEIR archives are downloaded from"
+    )
+
+    @property
+    def data_dir(self) -> Path:
+        return self.data.resolve()
+
+    @property
+    def storage_dir(self) -> Path:
+        return (self.storage or PROJECT_ROOT / "data" / "storage").resolve()
+
+    @property
+    def baselines_dir(self) -> Path:
+        return (self.baselines or self.data / "baselines").resolve()
+
+    @property
+    def beir_base_url(self) -> str:
+        return self.beir_mirror.rstrip("/")
+
+
+class Deployment(EnvGroup):
+    """How a deployment runs the jobs (docs/deploy.md); read when the definitions load."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_")
+
+    executor: Literal["local", "k8s", "celery"] = Field(
+        "local",
+        description="the steps' executor: this machine's processes, Kubernetes pods or Celery "
+        "workers (the last two need the `deploy` extra)",
+    )
+    nightly_datasets: Names = Field(
+        ["techdocs", "hotel"],
+        description="comma-separated datasets the `nightly` schedule evaluates (empty: none)",
+    )
+    nightly_beir: Names = Field(
+        [], description="comma-separated BEIR datasets evaluated nightly besides those"
+    )
+
+    _split = field_validator("nightly_datasets", "nightly_beir", mode="before")(_names)
