@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from rageval_pipeline.cli import main
 from rageval_pipeline.core.chunking import ChunkingConfig, split_text
-from rageval_pipeline.core.loaders import load_part, suite_spans, suite_tables
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.loaders import load_part, span_moves, suite_spans, suite_tables
 from rageval_pipeline.core.spans import chunk_extents
 from rageval_pipeline.core.suites import load_suite
 
@@ -140,8 +141,11 @@ def test_a_moved_span_is_re_anchored_and_reported(suite_dir, capsys):
         f"note: {suite_dir}: queries[0].spans[1]: query Q1, document 'guide', span 65-114 "
         "moved to 101-150 (`rageval spans convert` writes it)\n"
     )
-    spans = suite_spans(load_suite(suite_dir))
+    spans = load_part(suite_dir, "spans", dataset="spansuite")  # what ingestion stores
     assert spans[["start", "end"]].values.tolist() == [[58, 98], [101, 150]]
+    assert span_moves(suite_dir)[0] == (
+        "queries[0].spans[0]: query Q1, document 'guide', span 22-62 moved to 58-98"
+    )
     assert suite_tables(load_suite(suite_dir)).qrels["doc_id"].tolist() == [
         "guide:chunk:1",
         "guide:chunk:2",
@@ -169,6 +173,8 @@ def test_a_changed_span_is_refused_in_one_line(suite_dir, capsys):
         "'guide', span 22-62: the judged text changed (its SHA-256 matches nowhere in the "
         "document)\n"
     )
+    with pytest.raises(InputError, match="span 22-62: the judged text changed"):
+        load_part(suite_dir, "qrels", dataset="spansuite")  # ingestion stops too
 
 
 def test_a_span_whose_text_is_now_twice_in_the_document_is_refused(suite_dir, capsys):

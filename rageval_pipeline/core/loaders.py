@@ -97,6 +97,13 @@ def suite_spans(suite: Suite) -> pd.DataFrame:
     return _frame(rows, tables.SPANS)
 
 
+def span_moves(folder: Path) -> list[str]:
+    """One line per judged span of a suite folder whose text moved and was re-anchored (none
+    for BEIR): what ingestion reports beside the tables."""
+    path = suite_file(folder)
+    return [] if path is None else [m.describe() for m in load_suite(path).moves]
+
+
 def _frame(rows: list[dict[str, Any]], schema: pa.Schema) -> pd.DataFrame:
     return tables.conform(pd.DataFrame(rows, columns=schema.names), schema).to_pandas()
 
