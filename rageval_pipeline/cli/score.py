@@ -270,14 +270,17 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     _numpy_without_blas_threads()
-    from rageval_pipeline.core.compare import compare_runs
+    from rageval_pipeline.core.compare import compare_runs, mixed_levels, scored_level
 
     measures = _measures(args)
     dl = args.document_level
     qrels = _qrels(args.qrels, [args.run_a, args.run_b], dl)
+    run_a, run_b = _read_run(args.run_a, dl), _read_run(args.run_b, dl)
+    if why := mixed_levels(scored_level(run_a.doc_id), scored_level(run_b.doc_id)):
+        raise InputError(args.run_b, why)
     table = compare_runs(
-        _score(qrels, args.qrels, _read_run(args.run_a, dl), args.run_a, measures),
-        _score(qrels, args.qrels, _read_run(args.run_b, dl), args.run_b, measures),
+        _score(qrels, args.qrels, run_a, args.run_a, measures),
+        _score(qrels, args.qrels, run_b, args.run_b, measures),
         permutations=args.permutations,
         seed=args.seed,
     )
