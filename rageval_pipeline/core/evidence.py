@@ -7,7 +7,7 @@ format is described in docs/suite-format.md.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -68,6 +68,12 @@ class Evidence(NamedTuple):
     start: int
     end: int
     sha256: str
+
+
+def span_entry(evidence: Evidence, **fields: Any) -> dict[str, Any]:
+    """A span as the suite file writes it: doc, start, end, then `fields`, then sha256."""
+    doc, start, end, sha256 = evidence
+    return {"doc": doc, "start": start, "end": end, **fields, "sha256": sha256}
 
 
 class Move(NamedTuple):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rageval_pipeline.core.evidence import Evidence
+from rageval_pipeline.core.evidence import span_entry
 from rageval_pipeline.core.judging import rewrite_suite
 from rageval_pipeline.core.suites import Suite, load_suite
 
@@ -29,12 +29,6 @@ class Conversion(NamedTuple):
             f"{self.queries} queries' chunk-id judgments to {self.spans} spans, {self.top_1} "
             f"top_1_chunk to top_1_span, {self.moved} moved spans re-anchored"
         )
-
-
-def span_entry(evidence: Evidence, **fields: Any) -> dict[str, Any]:
-    """A span as the suite file writes it: doc, start, end, then `fields`, then sha256."""
-    doc, start, end, sha256 = evidence
-    return {"doc": doc, "start": start, "end": end, **fields, "sha256": sha256}
 
 
 def _rename(raw: dict[str, Any], old: str, new: str, value: Any) -> None:
