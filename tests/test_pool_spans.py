@@ -6,14 +6,17 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rageval_pipeline.cli import main
+from rageval_pipeline.core import pool
 from rageval_pipeline.core.loaders import suite_tables
 from rageval_pipeline.core.suites import load_suite
 from tests.test_generation_cli import ollama  # noqa: F401 (the loopback judge fixture)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pool"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -103,3 +106,20 @@ def test_a_sheet_row_whose_chunk_moved_is_refused(suite_dir, sheet, capsys):
         "document changed since the sheet was written; pool it again\n"
     )
     assert path.read_text() == before
+
+
+def test_difficulty_and_agreement_read_the_grades_of_spans(suite_dir, capsys):
+    ranks = pd.DataFrame(
+        [("Q1", "tokens:chunk:1", "a", 1), ("Q2", "limits:chunk:1", "a", 5)],
+        columns=["query_id", "target_id", "system", "rank"],
+    )
+    by_ids, by_spans = load_suite(FIXTURES / "poolsuite"), load_suite(suite_dir)
+    measured = pool.difficulty(by_spans, ranks, ["a"], 20)
+    assert measured == pool.difficulty(by_ids, ranks, ["a"], 20)
+    assert measured == {"Q1": "easy", "Q2": "hard", "Q3": "hard"}
+    techdocs = ROOT / "data" / "suites" / "techdocs"
+    second = techdocs / "agreement" / "second_pass.jsonl"
+    assert main(["pool", "agree", str(techdocs), str(second)]) == 0
+    assert capsys.readouterr().out.startswith(
+        "803 pairs graded twice: 21.0% of the suite's 3823 judged pairs\n"
+    )

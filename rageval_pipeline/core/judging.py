@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from rageval_pipeline.core.chunking import split_chunk_id, split_text
+from rageval_pipeline.core.chunking import split_chunk_id
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.evidence import span_entry
 from rageval_pipeline.core.loaders import jsonl_rows
@@ -166,10 +166,6 @@ class MergeResult(BaseModel):
     conflicts: list[Conflict] = []
 
 
-def _chunk_counts(suite: Suite) -> dict[str, int]:
-    return {d.id: len(split_text(d.text, suite.chunking)) for d in suite.documents}
-
-
 class GradedRow(BaseModel):
     """A checked row of a graded sheet: its line, query, resolved target and grade."""
 
@@ -184,7 +180,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
     query's level, no (query, target) graded twice, a grade 0-3 or empty. The first bad row
     raises one InputError naming sheet, line and field."""
     queries = {q.id: q for q in suite.queries}
-    counts = _chunk_counts(suite)
+    counts = suite.reference.chunk_counts
     default_level = suite_level(suite)  # for queries with no judgment yet
     seen: dict[tuple[str, str], int] = {}
     for line, row in _rows(sheet):
@@ -198,7 +194,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
             resolved, _ = resolve_target(target, counts, suite.match)
         except TargetError as error:
             raise InputError(sheet, str(error), line=line, field="target_id") from None
-        level = query.level if query.judgments else default_level
+        level = query.level if query.qrels else default_level
         if (split_chunk_id(resolved) is not None) != (level == "chunk"):
             problem = f"{target!r} is not a {level} id; query {query_id} is judged by {level}"
             raise InputError(sheet, problem, line=line, field="target_id")

@@ -251,7 +251,7 @@ def difficulty(suite: Suite, ranks: pd.DataFrame, systems: list[str], k: int) ->
     """
     out = {}
     for query in suite.queries:
-        best = max(query.judgments.values(), default=0)
+        best = max(query.grades, default=0)
         if best == 0:
             out[query.id] = "hard"
             continue
