@@ -240,3 +240,38 @@ def test_converting_the_chunk_id_suite_gives_the_shipped_one_and_the_same_tables
         assert getattr(after, table).equals(getattr(before, table)), table
     # A chunk-id judgment's span is its reference chunk's: what the conversion writes.
     assert suite_spans(load_suite(folder)).equals(suite_spans(chunk_ids))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda q: q["spans"].append(dict(q["spans"][0], grade=1, primary=False)),
+            "queries[0].spans[2]: names 'guide:chunk:1', already judged at spans[0]",
+        ),
+        (
+            lambda q: q["spans"][1].update(primary=True),
+            "queries[0].spans: 2 spans are marked primary: mark exactly one",
+        ),
+        (
+            lambda q: q["spans"][0].update(end=q["spans"][0]["start"]),
+            "queries[0].spans[0].end: must be greater than start (22)",
+        ),
+        (
+            lambda q: q.update(judgments={"guide": 1}),
+            "queries[0].spans: give judgments or spans, not both",
+        ),
+        (
+            lambda q: q["spans"][0].update(doc="manual"),
+            "queries[0].spans[0]: query Q1, document 'manual', span 22-62: unknown target",
+        ),
+    ],
+)
+def test_span_rules_are_one_line(suite_dir, capsys, change, message):
+    path = suite_dir / "suite.json"
+    raw = json.loads(path.read_text())
+    change(raw["queries"][0])
+    path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
+    assert main(["validate", str(suite_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err

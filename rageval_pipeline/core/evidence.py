@@ -99,15 +99,12 @@ class Reference:
     def __init__(self, texts: Mapping[str, str], chunking: ChunkingConfig, mode: MatchMode):
         self.texts, self.chunking, self.mode = dict(texts), chunking, mode
         self.extents = {doc: chunk_extents(text, chunking) for doc, text in self.texts.items()}
+        self.chunk_counts = {doc: len(extents) for doc, extents in self.extents.items()}
         self._chunk_at = {
             (doc, start, end): chunk_id(doc, n)
             for doc, extents in self.extents.items()
             for n, (start, end) in enumerate(extents)
         }
-
-    @property
-    def chunk_counts(self) -> dict[str, int]:
-        return {doc: len(extents) for doc, extents in self.extents.items()}
 
     def locate(self, span: Span) -> tuple[Evidence, bool]:
         """The span where its judged text is now, and whether it moved there. TargetError for

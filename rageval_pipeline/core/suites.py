@@ -39,7 +39,6 @@ from rageval_pipeline.core.evidence import (
     SpanJudgment,
     check_primary,
 )
-from rageval_pipeline.core.field_paths import render
 from rageval_pipeline.core.matching import (
     Level,
     MatchMode,
@@ -216,12 +215,14 @@ class Query(StrictModel):
                 raise rule(loc, f"names {resolved!r}, already judged as {named_by[resolved]!r}")
             named_by[resolved] = target
             self._ids[target] = resolved
-        for index, span in enumerate(self.spans):
-            loc = (*at, "spans", index)
-            resolved = self._place(reference, span, loc)
+        placed = [
+            reference.place(span, self.id, (*at, "spans", i)) for i, span in enumerate(self.spans)
+        ]
+        for index, (resolved, _, _) in enumerate(placed):
             if resolved in named_by:
-                raise rule(loc, f"names {resolved!r}, already judged at {named_by[resolved]}")
-            named_by[resolved] = render(loc)
+                problem = f"names {resolved!r}, already judged at {named_by[resolved]}"
+                raise rule((*at, "spans", index), problem)
+            named_by[resolved] = f"spans[{index}]"
             self._ids[str(index)] = resolved
         try:
             if self.top_1_chunk is not None:
@@ -230,15 +231,14 @@ class Query(StrictModel):
         except TargetError as error:
             raise rule((*at, "top_1_chunk"), str(error)) from None
         if self.top_1_span is not None:
-            self._top_1_chunk_id = self._place(reference, self.top_1_span, (*at, "top_1_span"))
-        if self.level == "chunk" and not self.spans:  # chunk-id judgments: their exact spans
+            placed_top = reference.place(self.top_1_span, self.id, (*at, "top_1_span"))
+            self._top_1_chunk_id = placed_top[0]
+            placed.append(placed_top)
+        self._moves = [move for _, _, move in placed if move is not None]
+        if self.spans:
+            self._evidence = [evidence for _, evidence, _ in placed[: len(self.spans)]]
+        elif self.level == "chunk":  # chunk-id judgments: their exact spans
             self._evidence = [reference.span_of(chunk) for chunk, _ in self.qrels]
-
-    def _place(self, reference: Reference, span: Span, loc: tuple) -> str:
-        chunk, evidence, move = reference.place(span, self.id, loc)
-        self._moves += [move] if move is not None else []
-        self._evidence += [evidence] if isinstance(span, SpanJudgment) else []
-        return chunk
 
     @property
     def level(self) -> Level:
