@@ -161,6 +161,9 @@ def test_an_edit_elsewhere_in_the_document_is_accepted(suite_dir, capsys):
     _edit(suite_dir, "a minute.\n", "a minute.\n\nA closing line added later.\n")
     assert main(["validate", str(suite_dir)]) == 0
     assert capsys.readouterr().err == ""
+    # The line joined the judged span's own section: the span still grades that chunk.
+    qrels = suite_tables(load_suite(suite_dir)).qrels
+    assert qrels["doc_id"].tolist() == ["guide:chunk:1", "guide:chunk:2"]
 
 
 def test_a_changed_span_is_refused_in_one_line(suite_dir, capsys):
