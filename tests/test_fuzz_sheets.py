@@ -49,7 +49,8 @@ def test_any_text_round_trips_and_no_cell_starts_as_a_formula(tmp_path, cells):
     assert not [c for c in written if c.startswith(FORMULA_STARTS)]
     back = [row for _, row in judging._rows(sheet)]
     assert back == [
-        {**{k: str(v) for k, v in e.model_dump().items()}, "grade": ""} for e in entries
+        {**{k: "" if v is None else str(v) for k, v in e.model_dump().items()}, "grade": ""}
+        for e in entries
     ]
 
 

@@ -1,12 +1,13 @@
 """Structural checks of golden suite 2 (hotel, seed 001), independent of the suite loader.
 
-The suite is read with json and the reference chunking (`split_text`, fixed windows of 200
-whitespace tokens sharing 40; JSON documents indexed as canonical `json.dumps`), so these tests
-keep guarding the data even if the loader changes.
+The suite is read with json and the reference chunking (fixed windows of 200 whitespace tokens
+sharing 40, as character extents `chunk_extents`; JSON documents indexed as canonical
+`json.dumps`), so these tests keep guarding the data even if the loader changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
+from rageval_pipeline.core.suites.spans import chunk_extents
 
 SUITE_DIR = Path(__file__).parents[1] / "data/suites/hotel"
 TYPES = {"knowledge_artifact", "communication_signal", "interaction_event"}
@@ -50,15 +52,20 @@ def texts(suite: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def chunks(suite: dict, texts: dict[str, str]) -> dict[str, str]:
-    """Every chunk id of the reference chunking -> its text."""
-    assert suite["chunking"] == {"strategy": "fixed", "size": 200, "overlap": 40}
+def top_1(suite: dict, texts: dict[str, str]) -> dict[str, str]:
+    """Query id -> the reference chunk its top_1_span is (its hash checked against the text)."""
     config = ChunkingConfig(strategy="fixed", size=200, overlap=40)
-    return {
-        f"{doc_id}:chunk:{index}": chunk
-        for doc_id, text in texts.items()
-        for index, chunk in enumerate(split_text(text, config))
-    }
+    out = {}
+    for q in suite["queries"]:
+        if (span := q.get("top_1_span")) is not None:
+            text = texts[span["doc"]]
+            piece = text[span["start"] : span["end"]].encode("utf-8")
+            assert hashlib.sha256(piece).hexdigest() == span["sha256"], q["id"]
+            extents = chunk_extents(text, config)
+            assert (span["start"], span["end"]) in extents, f"{q['id']}: not a reference chunk"
+            index = extents.index((span["start"], span["end"]))
+            out[q["id"]] = f"{span['doc']}:chunk:{index}"
+    return out
 
 
 def test_header(suite: dict) -> None:
@@ -145,13 +152,13 @@ def test_queries_count_ids_and_labels(suite: dict) -> None:
     assert {q["difficulty"] for q in queries} == DIFFICULTIES
 
 
-def test_seed_queries_present(suite: dict) -> None:
+def test_seed_queries_present(suite: dict, top_1: dict[str, str]) -> None:
     by_id = {q["id"]: q for q in suite["queries"]}
     for qid, (text, primary) in SEED_QUERIES.items():
         assert by_id[qid]["query"] == text
         assert by_id[qid]["primary"] == primary
         assert by_id[qid]["judgments"][primary] == 3
-        assert by_id[qid]["top_1_chunk"] == f"{primary}:chunk:0"
+        assert top_1[qid] == f"{primary}:chunk:0"
     assert by_id["q001"]["judgments"]["entity-terms-of-service"] == 1
 
 
@@ -162,7 +169,7 @@ def test_edge_queries_have_no_answer(suite: dict) -> None:
     assert sum(q["query"].strip() != "" for q in edge) >= 2, "needs out-of-scope queries"
     for q in edge:
         assert all(g == 0 for g in q["judgments"].values()), q["id"]
-        assert "primary" not in q and "top_1_chunk" not in q, q["id"]
+        assert "primary" not in q and "top_1_span" not in q, q["id"]
 
 
 def test_grades_are_integers_0_to_3(suite: dict) -> None:
@@ -187,12 +194,12 @@ def test_primary_is_judged_with_the_maximal_grade(suite: dict) -> None:
         assert judgments[q["primary"]] >= 2, f"{q['id']}: primary should at least be relevant"
 
 
-def test_top_1_chunk_exists_and_belongs_to_primary(suite: dict, chunks: dict[str, str]) -> None:
+def test_top_1_chunk_exists_and_belongs_to_primary(suite: dict, top_1: dict[str, str]) -> None:
+    assert not [q["id"] for q in suite["queries"] if "top_1_chunk" in q]  # converted to spans
     for q in _answerable(suite):
-        chunk = q["top_1_chunk"]
+        chunk = top_1[q["id"]]
         match = CHUNK_ID.match(chunk)
         assert match, f"{q['id']}: {chunk!r} is not a chunk id"
-        assert chunk in chunks, f"{q['id']}: {chunk!r} does not exist under the reference chunking"
         assert match["doc"] == q["primary"], f"{q['id']}: top_1_chunk is not in the primary"
 
 
@@ -206,12 +213,14 @@ def test_relevance_is_spread_and_distractors_are_judged(suite: dict) -> None:
     assert with_zero >= len(queries) / 2, "most queries should judge a tempting distractor 0"
 
 
-def test_long_documents_hold_some_answers(suite: dict, texts: dict[str, str]) -> None:
+def test_long_documents_hold_some_answers(
+    suite: dict, texts: dict[str, str], top_1: dict[str, str]
+) -> None:
     """Hard queries include answers buried in long entities (top_1_chunk past chunk 0)."""
     long_ids = {doc_id for doc_id, text in texts.items() if len(text.split()) >= 2000}
     buried = [
         q["id"]
         for q in _answerable(suite)
-        if q["primary"] in long_ids and int(CHUNK_ID.match(q["top_1_chunk"])["n"]) > 0
+        if q["primary"] in long_ids and int(CHUNK_ID.match(top_1[q["id"]])["n"]) > 0
     ]
     assert len(buried) >= 2, buried

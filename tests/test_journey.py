@@ -176,7 +176,7 @@ def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run(hom
     assert update.returncode == 0, update.stderr
     suite = root / "data" / "suites" / DATASET / "suite.json"
     data = json.loads(suite.read_text())
-    judged = [i for i, q in enumerate(data["queries"]) if q.get("judgments")]
+    judged = [i for i, q in enumerate(data["queries"]) if q.get("spans")]
     dropped = data["queries"].pop(judged[-1])  # a judged query (and its judgments) leaves
     suite.write_text(json.dumps(data))
     done = _run(root, env)

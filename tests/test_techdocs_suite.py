@@ -1,11 +1,14 @@
 """Structural checks of golden suite 1 (techdocs, seed 000), independent of the suite loader.
 
 The suite is read with json and the reference chunking (`split_text` with markdown_headers),
-so these tests keep guarding the data even if the loader changes.
+so these tests keep guarding the data even if the loader changes. Its judgments are evidence
+spans: each is checked against its document's text by hash, and named by the reference chunk
+whose extent it is (`chunk_extents`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -14,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.suites.spans import chunk_extents
 
 SUITE_DIR = Path(__file__).parents[1] / "data/suites/techdocs"
 # Seed 000's sample queries; their difficulty is measured (`rageval pool difficulty`), not the
@@ -50,6 +54,45 @@ def chunks(suite: dict) -> dict[str, str]:
         for index, chunk in enumerate(split_text(text, config)):
             out[f"{doc['id']}:chunk:{index}"] = chunk
     return out
+
+
+@pytest.fixture(scope="module")
+def judged(suite: dict) -> dict[str, dict[str, int]]:
+    """Query id -> the reference chunk each span is (its hash checked) -> grade; a span that is
+    no reference chunk is named `doc@start-end`."""
+    config = ChunkingConfig(strategy="markdown_headers")
+    extents = {}
+    for doc in suite["documents"]:
+        text = (SUITE_DIR / doc["content_path"]).read_text(encoding="utf-8")
+        extents[doc["id"]] = (text, chunk_extents(text, config))
+    out = {}
+    for q in suite["queries"]:
+        out[q["id"]] = {}
+        for span in q.get("spans", []):
+            text, chunks = extents[span["doc"]]
+            piece = text[span["start"] : span["end"]].encode("utf-8")
+            assert hashlib.sha256(piece).hexdigest() == span["sha256"], (q["id"], span)
+            place = (span["start"], span["end"])
+            name = f"{span['doc']}@{place[0]}-{place[1]}"
+            if place in chunks:
+                name = f"{span['doc']}:chunk:{chunks.index(place)}"
+            out[q["id"]][name] = span["grade"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def primary(suite: dict, judged: dict[str, dict[str, int]]) -> dict[str, str]:
+    """Query id -> the reference chunk of its span marked primary."""
+    return {
+        q["id"]: list(judged[q["id"]])[i]
+        for q in suite["queries"]
+        for i, span in enumerate(q.get("spans", []))
+        if span.get("primary")
+    }
+
+
+def test_judgments_are_spans(suite: dict) -> None:
+    assert not [q["id"] for q in suite["queries"] if "judgments" in q or "primary" in q]
 
 
 def test_header(suite: dict) -> None:
@@ -110,54 +153,58 @@ def test_seed_sample_queries_are_present(suite: dict) -> None:
         assert (q["query"], q["category"]) == (text, category)
 
 
-def test_edge_queries_have_no_answer(suite: dict) -> None:
+def test_edge_queries_have_no_answer(suite: dict, judged: dict[str, dict[str, int]]) -> None:
     """Seed 003: `edge` is for empty, nonsensical or out-of-scope queries, nothing else."""
     edge = [q for q in suite["queries"] if q["query_type"] == "edge"]
     assert len(edge) >= 2 and any(not q["query"].strip() for q in edge)
     for q in edge:
-        assert all(g == 0 for g in q.get("judgments", {}).values()), q["id"]
+        assert all(g == 0 for g in judged[q["id"]].values()), q["id"]
 
 
-def test_grades_are_integers_0_to_3(suite: dict) -> None:
+def test_grades_are_integers_0_to_3(suite: dict, judged: dict[str, dict[str, int]]) -> None:
     for q in suite["queries"]:
-        for target, grade in q.get("judgments", {}).items():
+        for target, grade in judged[q["id"]].items():
             assert type(grade) is int and 0 <= grade <= 3, (q["id"], target, grade)
 
 
-def test_every_query_has_two_relevant_targets_and_a_maximal_primary(suite: dict) -> None:
+def test_every_query_has_two_relevant_targets_and_a_maximal_primary(
+    suite: dict, judged: dict[str, dict[str, int]], primary: dict[str, str]
+) -> None:
     for q in suite["queries"]:
         if q["query_type"] == "edge":
             continue
-        judgments = q["judgments"]
+        judgments = judged[q["id"]]
         relevant = [t for t, g in judgments.items() if g >= 1]
         assert len(relevant) >= 2, f"{q['id']}: only {len(relevant)} targets with grade >= 1"
-        assert q["primary"] in judgments, f"{q['id']}: primary is not judged"
-        assert judgments[q["primary"]] == max(judgments.values()), f"{q['id']}: primary not max"
-        assert judgments[q["primary"]] >= 2, f"{q['id']}: primary should at least be relevant"
+        best = primary[q["id"]]
+        assert judgments[best] == max(judgments.values()), f"{q['id']}: primary not max"
+        assert judgments[best] >= 2, f"{q['id']}: primary should at least be relevant"
 
 
-def test_every_judged_chunk_exists_under_reference_chunking(
-    suite: dict, chunks: dict[str, str]
+def test_every_judged_span_is_a_chunk_under_reference_chunking(
+    judged: dict[str, dict[str, int]], chunks: dict[str, str]
 ) -> None:
     pattern = re.compile(r"^[a-z0-9-]+:chunk:\d+$")
     missing = [
-        (q["id"], target)
-        for q in suite["queries"]
-        for target in q.get("judgments", {})
+        (query, target)
+        for query, judgments in judged.items()
+        for target in judgments
         if not pattern.match(target) or target not in chunks
     ]
-    assert not missing, f"judged ids that are not chunks: {missing}"
+    assert not missing, f"judged spans that are not chunks: {missing}"
 
 
-def test_judged_chunks_are_sections_not_bare_titles(suite: dict, chunks: dict[str, str]) -> None:
+def test_judged_chunks_are_sections_not_bare_titles(
+    judged: dict[str, dict[str, int]], chunks: dict[str, str]
+) -> None:
     """Relevant targets should be real sections; a '# Title' chunk judged 3 would be a slip."""
-    for q in suite["queries"]:
-        for target, grade in q.get("judgments", {}).items():
+    for query, judgments in judged.items():
+        for target, grade in judgments.items():
             if grade == 3:
-                assert chunks[target].startswith("## "), (q["id"], target)
+                assert chunks[target].startswith("## "), (query, target)
 
 
-def test_some_distractors_are_judged_zero(suite: dict) -> None:
-    grades = [q.get("judgments", {}).values() for q in suite["queries"]]
+def test_some_distractors_are_judged_zero(judged: dict[str, dict[str, int]]) -> None:
+    grades = [judgments.values() for judgments in judged.values()]
     assert sum(g == 0 for judged in grades for g in judged) >= 50
     assert sum(any(g == 0 for g in judged) for judged in grades) >= 40

@@ -61,11 +61,20 @@ def at_least(low: int):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rageval_pipeline.cli import baseline, experiments, history, pool, score, suggest, validate
+    from rageval_pipeline.cli import (
+        baseline,
+        experiments,
+        history,
+        pool,
+        score,
+        spans,
+        suggest,
+        validate,
+    )
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (score, validate, baseline, history, suggest, pool, experiments):
+    for module in (score, validate, spans, baseline, history, suggest, pool, experiments):
         module.add_parsers(subparsers)
     return parser
 

@@ -283,7 +283,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     _numpy_without_blas_threads()
-    from rageval_pipeline.core.statistics.compare import compare_runs
+    from rageval_pipeline.core.statistics.compare import compare_runs, mixed_levels, scored_level
 
     measures = _measures(args)
     dl = args.document_level
@@ -292,13 +292,17 @@ def run_compare(args: argparse.Namespace) -> int:
         args, qrels, lambda path: _qrels(path, [args.run_a, args.run_b], dl)
     )
     llm = population[1] if population else None
+    run_a, run_b = _read_run(args.run_a, dl), _read_run(args.run_b, dl)
+    if why := mixed_levels(scored_level(run_a.doc_id), scored_level(run_b.doc_id)):
+        raise InputError(args.run_b, why)
 
-    def scores(path: str) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-        run = _read_run(path, dl)  # scored with both qrels, then freed
+    def scores(
+        run: RankedRun | pd.DataFrame, path: str
+    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         by_llm = None if llm is None else _score(llm, args.llm_qrels, run, path, measures)
         return _score(qrels, args.qrels, run, path, measures), by_llm
 
-    (human_a, llm_a), (human_b, llm_b) = scores(args.run_a), scores(args.run_b)
+    (human_a, llm_a), (human_b, llm_b) = scores(run_a, args.run_a), scores(run_b, args.run_b)
     table = compare_runs(human_a, human_b, permutations=args.permutations, seed=args.seed)
     ppi = {}
     if population:

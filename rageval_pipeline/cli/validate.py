@@ -59,6 +59,10 @@ def _check(path: Path) -> str:
     if path.name in _SYSTEMS_FILES:
         return f"{len(load_systems(path))} system(s)"
     suite = load_suite(path)
+    for move in suite.moves:  # judged text found at other offsets: accepted where it is now
+        print(
+            f"note: {path}: {move.describe()} (`rageval spans convert` writes it)", file=sys.stderr
+        )
     if found := inconsistencies(suite):  # near-duplicate targets graded differently
         for item in found[:-1]:
             print(f"error: {path}: {item.field}: {item.problem}", file=sys.stderr)

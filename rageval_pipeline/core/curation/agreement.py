@@ -126,7 +126,7 @@ def compare(suite: Suite, sheet: Path, rule: Rule = "lower") -> Report:
     _keep_valid(suite, disagreements)
     return Report(
         pairs=len(second_pass),
-        suite_pairs=sum(len(q.judgments) for q in suite.queries),
+        suite_pairs=sum(len(q.qrels) for q in suite.queries),
         agree=sum(a == b for a, b in zip(first, second, strict=True)),
         kappa_linear=kappa(first, second, "linear"),
         kappa_quadratic=kappa(first, second, "quadratic"),

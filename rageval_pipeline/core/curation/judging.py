@@ -1,11 +1,17 @@
 """Judging sheets: the pool written out for a judge, and the graded sheet merged back.
 
 A sheet is CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per (query, target):
-query_id, query, target_id, target_text, systems, best_rank, grade. The judge fills `grade`
-(0-3) from the query and the target text alone; `systems` and `best_rank` say where the row came
-from and are not to be looked at while grading. Merging checks every row before anything is
-written (one line naming sheet, line and field on the first bad row), never replaces an existing
-judgment unless asked, validates the merged suite, then replaces the suite file atomically.
+query_id, query, target_id, doc_id, start, end, target_text, systems, best_rank, grade. The judge
+fills `grade` (0-3) from the query and the target text alone; `systems` and `best_rank` say where
+the row came from and are not to be looked at while grading. `start`/`end` are the chunk's
+character offsets in document `doc_id` (empty for a whole-document target): merging refuses a
+row whose offsets are no longer the chunk's (its document changed since the sheet was written),
+and stores the grade as that evidence span in a query judged by spans, and in a query without
+judgments of a suite judged by spans (docs/suite-format.md); a query still written with chunk-id
+judgments keeps them (`rageval spans convert` converts it).
+Merging checks every row before anything is written (one line naming sheet, line and field on
+the first bad row), never replaces an existing judgment unless asked, validates the merged
+suite, then replaces the suite file atomically.
 
 A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
 cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
@@ -33,12 +39,24 @@ from pydantic import BaseModel
 from rageval_pipeline.core.curation.pool import PoolEntry, suite_level
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.warehouse import write_text
-from rageval_pipeline.core.suites.chunking import split_chunk_id, split_text
+from rageval_pipeline.core.suites.chunking import split_chunk_id
+from rageval_pipeline.core.suites.evidence import span_entry
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 from rageval_pipeline.core.suites.matching import TargetError, resolve_target
 
-COLUMNS = ("query_id", "query", "target_id", "target_text", "systems", "best_rank", "grade")
+COLUMNS = (
+    "query_id",
+    "query",
+    "target_id",
+    "doc_id",
+    "start",
+    "end",
+    "target_text",
+    "systems",
+    "best_rank",
+    "grade",
+)
 SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
@@ -68,6 +86,8 @@ def _sheet_kind(path: Path) -> str:
 def write_sheet(entries: list[PoolEntry], path: Path) -> None:
     """The pool as a judging sheet, grade left empty."""
     rows = [{**e.model_dump(), "grade": ""} for e in entries]
+    if _sheet_kind(path) == ".csv":  # an empty cell, not "None", for a document's offsets
+        rows = [{k: "" if v is None else v for k, v in row.items()} for row in rows]
     if _sheet_kind(path) == ".jsonl":
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     else:
@@ -146,10 +166,6 @@ class MergeResult(BaseModel):
     conflicts: list[Conflict] = []
 
 
-def _chunk_counts(suite: Suite) -> dict[str, int]:
-    return {d.id: len(split_text(d.text, suite.chunking)) for d in suite.documents}
-
-
 class GradedRow(BaseModel):
     """A checked row of a graded sheet: its line, query, resolved target and grade."""
 
@@ -164,7 +180,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
     query's level, no (query, target) graded twice, a grade 0-3 or empty. The first bad row
     raises one InputError naming sheet, line and field."""
     queries = {q.id: q for q in suite.queries}
-    counts = _chunk_counts(suite)
+    counts = suite.reference.chunk_counts
     default_level = suite_level(suite)  # for queries with no judgment yet
     seen: dict[tuple[str, str], int] = {}
     for line, row in _rows(sheet):
@@ -178,7 +194,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
             resolved, _ = resolve_target(target, counts, suite.match)
         except TargetError as error:
             raise InputError(sheet, str(error), line=line, field="target_id") from None
-        level = query.level if query.judgments else default_level
+        level = query.level if query.qrels else default_level
         if (split_chunk_id(resolved) is not None) != (level == "chunk"):
             problem = f"{target!r} is not a {level} id; query {query_id} is judged by {level}"
             raise InputError(sheet, problem, line=line, field="target_id")
@@ -187,8 +203,30 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
             problem = f"{query_id} {resolved} is graded again (first at line {seen[key]})"
             raise InputError(sheet, problem, line=line, field="target_id")
         seen[key] = line
+        _check_offsets(suite, row, resolved, sheet, line)
         grade = _grade(row.get("grade"), sheet, line)
         yield GradedRow(line=line, query_id=query_id, target_id=resolved, grade=grade)
+
+
+def _check_offsets(suite: Suite, row: dict[str, Any], chunk: str, sheet: Path, line: int) -> None:
+    """A row's `start`/`end`, when given, must still be its chunk's offsets in the text."""
+    given = [row.get(field) for field in ("start", "end")]
+    if all(v is None or (isinstance(v, str) and not v.strip()) for v in given):
+        return  # a whole-document target, or a sheet written before offsets
+    if split_chunk_id(chunk) is None:
+        raise InputError(sheet, "a document target has no offsets", line=line, field="start")
+    span = suite.reference.span_of(chunk)
+    try:
+        start, end = (int(v) for v in given)
+    except (TypeError, ValueError):
+        problem = f"offsets must be integers (got {json.dumps(given[0])}, {json.dumps(given[1])})"
+        raise InputError(sheet, problem, line=line, field="start") from None
+    if (start, end) != (span.start, span.end):
+        problem = (
+            f"offsets {start}-{end} are not {chunk}'s ({span.start}-{span.end}): its document "
+            "changed since the sheet was written; pool it again"
+        )
+        raise InputError(sheet, problem, line=line, field="start")
 
 
 def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], MergeResult]:
@@ -246,13 +284,22 @@ def write_grades(suite_file: Path, suite: Suite, grades: dict[tuple[str, str], i
     if not grades:
         return
     queries = {q.id: q for q in suite.queries}
+    by_spans = any(q.spans for q in suite.queries)  # a query not judged yet follows the suite
 
     def edit(raw_queries: dict[str, dict[str, Any]]) -> None:
         for (query_id, resolved), grade in grades.items():
-            query = queries[query_id]
+            query, raw = queries[query_id], raw_queries[query_id]
+            if query.spans or (by_spans and not query.judgments):
+                judged = [chunk for chunk, _ in query.qrels]
+                spans = raw.setdefault("spans", [])
+                if resolved in judged:
+                    spans[judged.index(resolved)]["grade"] = grade
+                else:
+                    spans.append(span_entry(suite.reference.span_of(resolved), grade=grade))
+                continue
             # Keep the spelling of an existing target (a suffix-matched id stays as written).
             written = {r: t for t, (r, _) in zip(query.judgments, query.qrels, strict=True)}
-            judgments = raw_queries[query_id].setdefault("judgments", {})
+            judgments = raw.setdefault("judgments", {})
             judgments[written.get(resolved, resolved)] = grade
 
     rewrite_suite(suite_file, edit)

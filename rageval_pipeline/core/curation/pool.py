@@ -3,7 +3,8 @@
 A suite is only as good as its judgments: a system that finds a relevant chunk nobody judged is
 scored as if it had found nothing. Pooling (as TREC does) runs a set of diverse systems, takes
 the union of their top k per query, and hands every target without a judgment to a human
-judge (`core.curation.judging` writes and merges the sheet).
+judge (`core.curation.judging` writes and merges the sheet). Each chunk target carries its span, the
+reference chunk's character offsets in its document, so that a grade is stored as that span.
 
 Targets are what the suite judges: for a chunk-level suite, chunk ids under the suite's
 reference chunking; for a document-level (entity) suite, document ids. A system on another
@@ -66,8 +67,8 @@ def extra_systems() -> dict[str, SystemConfig]:
 
 
 def suite_level(suite: Suite) -> Level:
-    """The level the suite judges at: chunk when any judged query uses chunk targets."""
-    return "chunk" if any(q.judgments and q.level == "chunk" for q in suite.queries) else "document"
+    """The level the suite judges at: chunk when any query judges chunks or spans."""
+    return "chunk" if any(q.level == "chunk" for q in suite.queries) else "document"
 
 
 def run_systems(
@@ -204,6 +205,11 @@ class PoolEntry(BaseModel):
     query_id: str
     query: str
     target_id: str
+    # The target's span: the reference chunk's characters [start, end) in document doc_id (a
+    # grade merged back is stored as that span); no offsets for a whole-document target.
+    doc_id: str | None = None
+    start: int | None = None
+    end: int | None = None
     target_text: str
     systems: str  # "bm25@3 dense@1", by system name
     best_rank: int
@@ -212,6 +218,7 @@ class PoolEntry(BaseModel):
 def unjudged(suite: Suite, ranks: pd.DataFrame) -> list[PoolEntry]:
     """Every pooled target without a judgment, by query (file order) then best rank, id."""
     judged = {(q.id, t) for q in suite.queries for t, _ in q.qrels}
+    level = suite_level(suite)
     order = {q.id: i for i, q in enumerate(suite.queries)}
     text_of = {q.id: q.query for q in suite.queries}
     out = []
@@ -219,11 +226,15 @@ def unjudged(suite: Suite, ranks: pd.DataFrame) -> list[PoolEntry]:
         if (query_id, target_id) in judged:
             continue
         group = group.sort_values(["rank", "system"])
+        span = suite.reference.span_of(target_id) if level == "chunk" else None
         out.append(
             PoolEntry(
                 query_id=query_id,
                 query=text_of[query_id],
                 target_id=target_id,
+                doc_id=target_id if span is None else span.doc_id,
+                start=None if span is None else span.start,
+                end=None if span is None else span.end,
                 target_text=target_text(suite, target_id),
                 systems=" ".join(
                     f"{s}@{r}" for s, r in zip(group["system"], group["rank"], strict=True)
@@ -245,7 +256,7 @@ def difficulty(suite: Suite, ranks: pd.DataFrame, systems: list[str], k: int) ->
     """
     out = {}
     for query in suite.queries:
-        best = max(query.judgments.values(), default=0)
+        best = max(query.grades, default=0)
         if best == 0:
             out[query.id] = "hard"
             continue

@@ -36,9 +36,15 @@ def suite_changed(summary: RunSummary, baseline: Baseline) -> bool:
     return None not in (summary.suite, baseline.suite) and summary.suite != baseline.suite
 
 
+def level_changed(summary: RunSummary, baseline: Baseline) -> bool:
+    """Whether run and baseline were scored at different levels (document vs chunk): then no
+    measure of one is comparable with the other's. A level not recorded says nothing."""
+    return None not in (summary.level, baseline.level) and summary.level != baseline.level
+
+
 def run_change(summary: RunSummary, baseline: Baseline | None) -> RunChange:
     """The configuration diff and suite status of `summary` against `baseline`."""
-    if baseline is None or baseline.split != summary.split:
+    if baseline is None or baseline.split != summary.split or level_changed(summary, baseline):
         return RunChange(
             dataset=summary.dataset,
             split=summary.split,

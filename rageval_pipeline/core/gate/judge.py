@@ -6,7 +6,7 @@ paired statistics), `coverage` (unjudged documents), `latency`; `context` is wha
 
 from __future__ import annotations
 
-from rageval_pipeline.core.gate.changes import describe, rerun_baseline, run_change
+from rageval_pipeline.core.gate.changes import describe, level_changed, rerun_baseline, run_change
 from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
@@ -80,6 +80,17 @@ def _baseline_status(
     A changed configuration is judged exactly like an unchanged one (judging changes is the
     gate's purpose); only a changed suite makes the baseline's numbers incomparable."""
     s = run.summary
+    if baseline is not None and level_changed(s, baseline):
+        check = run.check(
+            kind="level",
+            passed=False,
+            blocking=True,
+            message=f"{run.label} was scored at {s.level} level and its baseline at "
+            f"{baseline.level} level: the gate refuses to compare them ({s.level}-level measures "
+            f"rank other units than {baseline.level}-level ones). Review the run and re-record "
+            f"the baseline: {_update_hint(s)}",
+        )
+        return [check], None
     if change.compared_with == "thresholds" and not change.suite_changed:
         where = "" if baseline is None else f" (the baseline is for split {baseline.split})"
         check = run.check(

@@ -23,6 +23,7 @@ CheckKind = Literal[
     "latency_baseline",  # latency statistic of one group against the baseline
     "configuration",  # informational: the run's configuration differs from the baseline's
     "suite",  # the suite (queries, judgments, judged ids) changed: baseline not comparable
+    "level",  # run and baseline scored at different levels (document vs chunk): refused
     "missing_baseline",  # no baseline for this run: only absolute limits apply
     "watched",  # a measure outside `compare` against the baseline: a warning when it moved
     "value",  # informational: a measure with nothing to compare against, shown in reports
@@ -81,6 +82,9 @@ class _SummaryFields(_Strict):
         None, description="digest of the judged queries, judgments and target ids measured on"
     )
     machine: str | None = Field(None, description="digest of the hardware latency was timed on")
+    level: Literal["document", "chunk"] | None = Field(
+        None, description="what the judgments ranked: documents or chunks (None: not recorded)"
+    )
     # What a person reads (absent from summaries and baselines stored before them):
     k: int | None = Field(None, ge=1, description="the depth each query was retrieved to")
     config: dict | None = Field(None, description="the system's configuration as run")

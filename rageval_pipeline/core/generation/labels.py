@@ -1,7 +1,8 @@
 """LLM-suggested relevance labels for a judging sheet, and their agreement with human grades.
 
 A judging sheet (`rageval pool`) is JSONL, one (query, target) pair a line: `query_id`,
-`query`, `target_id`, `target_text`, `systems` (the systems that retrieved it, with ranks),
+`query`, `target_id`, `doc_id`/`start`/`end` (the chunk's span), `target_text`, `systems` (the
+systems that retrieved it, with ranks),
 `grade` (the human grade, empty until judged); other columns are kept as they are.
 `suggest` adds `suggested_grade` (0-3, null when the output was unparseable), `suggested_by`
 (provider:model), `suggested_raw` and `suggested_agreement`; it never writes `grade`: a
@@ -39,6 +40,11 @@ class SheetRow(BaseModel):
     query: str
     target_id: str
     target_text: str
+    # The target's span as `rageval pool` writes it: the chunk's characters [start, end) of
+    # document doc_id (offsets None for a whole document); a suggestion grades that span.
+    doc_id: str | None = None
+    start: int | None = Field(None, ge=0)
+    end: int | None = Field(None, ge=0)
     systems: str | list[str] = ""  # `rageval pool` writes "bm25@3 dense@1"
     grade: int | None = Field(None, ge=0, le=3)
     suggested_grade: int | None = Field(None, ge=0, le=3)

@@ -169,6 +169,7 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 baseline_latency=baseline_latency,
                 suite=_text(run, "suite"),
                 machine=_text(run, "machine"),
+                level=_text(run, "level"),
                 baseline_rerun=None
                 if (rerun := _text(run, "baseline_rerun")) is None
                 else Rerun.model_validate_json(rerun),

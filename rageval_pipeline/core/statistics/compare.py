@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import stats
 
 from rageval_pipeline.core.statistics.paired import holm, paired_test
+from rageval_pipeline.core.suites.chunking import is_chunk_id
+from rageval_pipeline.core.suites.matching import Level
 
 COLUMNS = [
     "measure",
@@ -28,6 +32,24 @@ COLUMNS = [
     "p_ttest_holm",
     "p_randomization_holm",
 ]
+
+
+def scored_level(retrieved: pa.Array | pd.Series) -> Level:
+    """The level a run is scored at: chunk when every retrieved id is a chunk id
+    (`doc:chunk:n`), as for qrels (never a guess from some of the ids), else document."""
+    ids = pc.unique(pa.array(retrieved)).drop_null().to_pandas()
+    return "chunk" if len(ids) and is_chunk_id(ids).all() else "document"
+
+
+def mixed_levels(level_a: Level, level_b: Level) -> str | None:
+    """Why two runs scored at these levels cannot be compared; None when they can."""
+    if level_a == level_b:
+        return None
+    return (
+        f"run A is scored at {level_a} level and run B at {level_b} level: their measures rank "
+        "different units (documents vs chunks) and are not comparable; compare runs of one "
+        "level (--document-level ranks a pipeline run's documents by their best chunk)"
+    )
 
 
 def _paired(a: np.ndarray, b: np.ndarray, permutations: int, seed: int) -> dict:

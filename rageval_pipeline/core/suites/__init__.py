@@ -1,7 +1,8 @@
 """Datasets as the pipeline sees them: golden suites (`golden`), BEIR folders and suites loaded
 into tables (`loaders`), chunking with stable ids (`chunking`), how a judgment names a document
 or chunk (`matching`), comparability conventions (`conventions`) and judgment consistency
-(`consistency`).
+(`consistency`); evidence spans, their anchoring against drift and the reference chunking's
+extents (`spans`, `evidence`), and the field types every suite model shares (`fields`).
 """
 
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus

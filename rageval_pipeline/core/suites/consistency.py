@@ -72,7 +72,7 @@ def near_duplicate(a: str, b: str) -> str | None:
 class Inconsistency(BaseModel):
     query_index: int
     query_id: str
-    target: str  # as written in the file
+    target: str  # as written in the file (a span: `spans[3]`)
     other: str
     grade: int
     other_grade: int
@@ -80,6 +80,8 @@ class Inconsistency(BaseModel):
 
     @property
     def field(self) -> str:
+        if self.target.startswith("spans["):
+            return f"queries[{self.query_index}].{self.target}"
         return f'queries[{self.query_index}].judgments["{self.target}"]'
 
     @property
@@ -94,9 +96,10 @@ def inconsistencies(suite: Suite) -> list[Inconsistency]:
     """Every pair of near-duplicate targets of one query with different grades, file order."""
     found = []
     for index, query in enumerate(suite.queries):
+        written = [f"spans[{i}]" for i in range(len(query.spans))] or list(query.judgments)
         judged = [
             (target, resolved, grade)
-            for target, (resolved, grade) in zip(query.judgments, query.qrels, strict=True)
+            for target, (resolved, grade) in zip(written, query.qrels, strict=True)
         ]
         texts = {resolved: target_text(suite, resolved) for _, resolved, _ in judged}
         for (t1, r1, g1), (t2, r2, g2) in combinations(judged, 2):

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     JsonValue,
     PlainValidator,
@@ -32,7 +30,16 @@ from pydantic import (
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import confined, quote, read_text
 from rageval_pipeline.core.io.config import parse, rule, validate
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, split_text
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
+from rageval_pipeline.core.suites.evidence import (
+    Evidence,
+    Move,
+    Reference,
+    Span,
+    SpanJudgment,
+    check_primary,
+)
+from rageval_pipeline.core.suites.fields import Grade, Id, StrictModel
 from rageval_pipeline.core.suites.matching import (
     Level,
     MatchMode,
@@ -46,38 +53,20 @@ SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
 _RESERVED_METADATA = ("type", "format", "tags")  # corpus metadata puts these beside the free keys
 
 
-def _grade(value: Any) -> int:
-    # type() rather than isinstance: JSON true must not pass as grade 1.
-    if type(value) is int and 0 <= value <= 3:
-        return value
-    raise ValueError("grade must be 0, 1, 2 or 3")
-
-
 def _content(value: JsonValue) -> JsonValue:
     if isinstance(value, str | dict | list):
         return value
     raise ValueError("must be a string (or, for format json, an object or array)")
 
 
-Grade = Annotated[
-    int,
-    PlainValidator(_grade),
-    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": 3}),
-]
 Content = Annotated[
     JsonValue,
     PlainValidator(_content),
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}]}),
 ]
-# Ids are written to whitespace-separated TREC qrels and run files.
-Id = Annotated[str, Field(pattern=r"^\S+$")]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Document(_Model):
+class Document(StrictModel):
     """One document; its text is `content` or the file at `content_path`."""
 
     id: Id
@@ -147,8 +136,8 @@ def _read_content(content_path: str, base_dir: Path | None) -> str:
         raise rule(loc, str(exc)) from None
 
 
-class Query(_Model):
-    """A query and its graded judgments of documents or of chunks."""
+class Query(StrictModel):
+    """A query and its graded judgments of documents or of chunks, or its evidence spans."""
 
     id: Id
     query: str = Field(description="may be empty only when query_type is edge")
@@ -161,11 +150,18 @@ class Query(_Model):
         default_factory=dict,
         description="target (document id or chunk id, one level per query) -> grade 0..3",
     )
+    spans: list[SpanJudgment] = Field(
+        default_factory=list,
+        description="graded evidence spans (instead of judgments): chunk level",
+    )
     primary: str | None = Field(None, description="the judgments target with the highest grade")
     top_1_chunk: str | None = Field(None, description="the chunk that should rank first")
+    top_1_span: Span | None = Field(None, description="the span that should rank first")
 
     _ids: dict[str, str] = PrivateAttr(default_factory=dict)  # target as written -> resolved id
     _top_1_chunk_id: str | None = PrivateAttr(None)
+    _evidence: list[Evidence] = PrivateAttr(default_factory=list)  # per span, where it is now
+    _moves: list[Move] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _rules(self) -> Query:
@@ -174,10 +170,17 @@ class Query(_Model):
             raise rule(("query",), "must not be empty unless query_type is edge")
         if len({split_chunk_id(t) is None for t in self.judgments}) > 1:
             raise rule(("judgments",), "mixes document and chunk targets; use one level")
-        best = max(self.judgments.values(), default=0)
+        if self.judgments and self.spans:
+            raise rule(("spans",), "give judgments or spans, not both")
+        if self.top_1_chunk is not None and self.top_1_span is not None:
+            raise rule(("top_1_span",), "give top_1_chunk or top_1_span, not both")
+        best = max(self.grades, default=0)
         if best == 0 and not edge:
-            raise rule(("judgments",), "needs a target with grade >= 1 unless query_type is edge")
-        if self.primary is None:
+            field = "spans" if self.spans else "judgments"
+            raise rule((field,), "needs a target with grade >= 1 unless query_type is edge")
+        if self.spans:
+            check_primary(self.spans, self.primary, best)
+        elif self.primary is None:
             if best >= 1:
                 raise rule(("primary",), "field required when a target has grade >= 1")
         elif best == 0:
@@ -194,38 +197,77 @@ class Query(_Model):
             raise rule(("top_1_chunk",), "must be a chunk id '<document>:chunk:<n>'")
         return self
 
-    def _resolve(self, chunk_counts: dict[str, int], mode: MatchMode, at: tuple[str, int]) -> None:
-        """Resolve every target to its canonical id; `at` is this query's place in the suite."""
+    @property
+    def grades(self) -> list[int]:
+        return [s.grade for s in self.spans] or list(self.judgments.values())
+
+    def _resolve(self, reference: Reference, at: tuple[str, int]) -> None:
+        """Resolve every target to its canonical id, and place every span in the text as it is
+        now (re-anchored when it moved); `at` is this query's place in the suite."""
         named_by: dict[str, str] = {}
         for target in self.judgments:
             loc = (*at, "judgments", target)
             try:
-                resolved, _ = resolve_target(target, chunk_counts, mode)
+                resolved, _ = resolve_target(target, reference.chunk_counts, reference.mode)
             except TargetError as error:
                 raise rule(loc, str(error)) from None
             if resolved in named_by:
                 raise rule(loc, f"names {resolved!r}, already judged as {named_by[resolved]!r}")
             named_by[resolved] = target
             self._ids[target] = resolved
-        if self.top_1_chunk is not None:
-            try:
-                self._top_1_chunk_id, _ = resolve_target(self.top_1_chunk, chunk_counts, mode)
-            except TargetError as error:
-                raise rule((*at, "top_1_chunk"), str(error)) from None
+        placed = [
+            reference.place(span, self.id, (*at, "spans", i)) for i, span in enumerate(self.spans)
+        ]
+        for index, (resolved, _, _) in enumerate(placed):
+            if resolved in named_by:
+                problem = f"names {resolved!r}, already judged at {named_by[resolved]}"
+                raise rule((*at, "spans", index), problem)
+            named_by[resolved] = f"spans[{index}]"
+            self._ids[str(index)] = resolved
+        try:
+            if self.top_1_chunk is not None:
+                top = resolve_target(self.top_1_chunk, reference.chunk_counts, reference.mode)
+                self._top_1_chunk_id = top[0]
+        except TargetError as error:
+            raise rule((*at, "top_1_chunk"), str(error)) from None
+        if self.top_1_span is not None:
+            placed_top = reference.place(self.top_1_span, self.id, (*at, "top_1_span"))
+            self._top_1_chunk_id = placed_top[0]
+            placed.append(placed_top)
+        self._moves = [move for _, _, move in placed if move is not None]
+        if self.spans:
+            self._evidence = [evidence for _, evidence, _ in placed[: len(self.spans)]]
+        elif self.level == "chunk":  # chunk-id judgments: their exact spans
+            self._evidence = [reference.span_of(chunk) for chunk, _ in self.qrels]
 
     @property
     def level(self) -> Level:
-        """Chunk level when the targets are chunk ids (all of them, by the rules), else document."""
+        """Chunk level when the targets are spans or chunk ids (all of them, by the rules), else
+        document."""
         chunked = any(split_chunk_id(t) is not None for t in self.judgments)
-        return "chunk" if chunked else "document"
+        return "chunk" if chunked or self.spans else "document"
 
     @property
     def qrels(self) -> list[tuple[str, int]]:
-        """(resolved id, grade) per judgment, in file order."""
+        """(resolved id, grade) per judgment or span, in file order; a span's id is the
+        reference chunk it is."""
+        if self.spans:
+            return [(self._ids[str(i)], s.grade) for i, s in enumerate(self.spans)]
         return [(self._ids[target], grade) for target, grade in self.judgments.items()]
 
     @property
+    def evidence(self) -> list[tuple[Evidence, int]]:
+        """(span as it is now, grade) of each chunk-level judgment, in file order: the spans
+        themselves, or the exact spans of judged reference chunks. Document-level judgments
+        name no excerpt and have none."""
+        grades = [grade for _, grade in self.qrels] if self._evidence else []
+        return list(zip(self._evidence, grades, strict=True))
+
+    @property
     def primary_id(self) -> str | None:
+        if self.spans:
+            marked = [i for i, span in enumerate(self.spans) if span.primary]
+            return self._ids[str(marked[0])] if marked else None
         return self._ids[self.primary] if self.primary is not None else None
 
     @property
@@ -233,7 +275,7 @@ class Query(_Model):
         return self._top_1_chunk_id
 
 
-class Suite(_Model):
+class Suite(StrictModel):
     """A golden suite, format 1.0: documents, queries and graded judgments."""
 
     schema_: str | None = Field(
@@ -250,6 +292,8 @@ class Suite(_Model):
     match: MatchMode = "exact"
     documents: list[Document] = Field(min_length=1)
     queries: list[Query] = Field(min_length=1)
+
+    _reference: Reference | None = PrivateAttr(None)
 
     @field_validator("name")
     @classmethod
@@ -277,14 +321,27 @@ class Suite(_Model):
                         f"duplicate id {item.id!r} (first at {field}[{first[item.id]}])",
                     )
                 first[item.id] = index
-        chunk_counts = {d.id: len(split_text(d.text, self.chunking)) for d in self.documents}
+        self._reference = Reference(
+            {d.id: d.text for d in self.documents}, self.chunking, self.match
+        )
         for index, query in enumerate(self.queries):
-            query._resolve(chunk_counts, self.match, ("queries", index))
+            query._resolve(self._reference, ("queries", index))
         return self
 
     @property
+    def reference(self) -> Reference:
+        """The documents under the reference chunking: chunk extents, spans, re-anchoring."""
+        assert self._reference is not None  # set by validation
+        return self._reference
+
+    @property
     def judgment_count(self) -> int:
-        return sum(len(q.judgments) for q in self.queries)
+        return sum(len(q.grades) for q in self.queries)
+
+    @property
+    def moves(self) -> list[Move]:
+        """Judged spans whose text moved, re-anchored where it is now (file order)."""
+        return [move for query in self.queries for move in query._moves]
 
 
 def load_suite(path: str | Path) -> Suite:

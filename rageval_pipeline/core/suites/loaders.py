@@ -84,6 +84,26 @@ def suite_tables(suite: Suite) -> SuiteTables:
     )
 
 
+def suite_spans(suite: Suite) -> pd.DataFrame:
+    """The SPANS table of a suite (split "test", rows in file order): every chunk-level
+    judgment as the span of text it judges. A span judgment is where its text is now
+    (re-anchored when it moved: `Suite.moves`), a chunk-id judgment is its reference chunk's
+    exact span; document-level judgments name no excerpt and have none."""
+    rows = [
+        dict(split="test", query_id=q.id, relevance=grade, **span._asdict())
+        for q in suite.queries
+        for span, grade in q.evidence
+    ]
+    return _frame(rows, tables.SPANS)
+
+
+def span_moves(folder: Path) -> list[str]:
+    """One line per judged span of a suite folder whose text moved and was re-anchored (none
+    for BEIR): what ingestion reports beside the tables."""
+    path = suite_file(folder)
+    return [] if path is None else [m.describe() for m in load_suite(path).moves]
+
+
 def _frame(rows: list[dict[str, Any]], schema: pa.Schema) -> pd.DataFrame:
     return tables.conform(pd.DataFrame(rows, columns=schema.names), schema).to_pandas()
 
@@ -111,11 +131,15 @@ def load_dataset(folder: Path) -> Dataset:
 
 
 def load_part(folder: Path, part: str, *, dataset: str) -> pd.DataFrame:
-    """One of `corpus`, `queries`, `qrels` of a dataset folder (a BEIR part reads one file).
+    """One of `corpus`, `queries`, `qrels`, `spans` of a dataset folder (a BEIR part reads one
+    file; BEIR judges no spans).
 
     Documents without a URL get `rageval://{dataset}/{doc_id}`, so every chunk carries a
     resolvable source (seed 003 counts a missing url as incomplete metadata).
     """
+    if part == "spans":
+        path = suite_file(folder)
+        return tables.empty(tables.SPANS) if path is None else suite_spans(load_suite(path))
     if suite_file(folder) is not None:
         df = getattr(load_dataset(folder), part)
     elif part == "corpus":

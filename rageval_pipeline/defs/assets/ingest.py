@@ -63,7 +63,7 @@ def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefi
             yield dg.Output(None, output_name=ARCHIVE, metadata=meta)
         for name in TABLES:
             if name in selected:
-                yield _table(settings, dataset, name)
+                yield _table(context, settings, dataset, name)
 
     return [ingest]
 
@@ -88,8 +88,12 @@ def _archive(context: dg.AssetExecutionContext, settings: Settings, dataset: Dat
     }
 
 
-def _table(settings: Settings, dataset: Dataset, name: str) -> dg.Output:
-    """Read again only when a file of the dataset folder or the loaders changed."""
+def _table(
+    context: dg.AssetExecutionContext, settings: Settings, dataset: Dataset, name: str
+) -> dg.Output:
+    """Read again only when a file of the dataset folder or the loaders changed. Reading a
+    suite checks its judged spans against the text (a changed one stops ingestion); the qrels
+    report the spans whose text moved, re-anchored where it is now."""
     key = content_key(loaders.LOADER_VERSION, name, dataset.name, folder_key(dataset.folder))
     cache = FrameCache(settings.cache_dir(INGEST, name, dataset.name))
     df = None if settings.force else cache.get(key)
@@ -98,6 +102,10 @@ def _table(settings: Settings, dataset: Dataset, name: str) -> dg.Output:
         df = loaders.load_part(dataset.folder, name, dataset=dataset.name)
         cache.put(key, df)
     meta = _summary(name, df) | {"reused": reused, CONTENT_KEY: key}
+    if name == "qrels" and not reused and (moves := loaders.span_moves(dataset.folder)):
+        for line in moves:
+            context.log.warning(f"{dataset.name}: {line}")
+        meta["spans_moved"] = dg.MetadataValue.md("\n".join(f"- {m}" for m in moves))
     return dg.Output(df, output_name=name, metadata=meta)
 
 

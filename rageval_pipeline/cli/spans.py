@@ -1,0 +1,36 @@
+"""`rageval spans convert SUITE...`: rewrite chunk-id judgments as the exact evidence spans of
+the suite's reference chunking (docs/suite-format.md), in place."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "spans",
+        help="evidence spans of golden suites: `spans convert` rewrites chunk-id judgments",
+        description="Evidence spans of golden suites.",
+    )
+    commands = parser.add_subparsers(dest="spans_command", required=True, metavar="COMMAND")
+    convert = commands.add_parser(
+        "convert",
+        help="rewrite chunk-id judgments and top_1_chunk as spans, in place",
+        description="Rewrite each chunk-id judgment as the exact span of its chunk under the "
+        "suite's reference chunking (and top_1_chunk as top_1_span), and write the new "
+        "offsets of spans whose text moved. The chunk-level qrels stay exactly as they were. "
+        "The suite file is replaced only when the result validates.",
+    )
+    convert.add_argument("suites", nargs="+", type=Path, metavar="SUITE", help="file or folder")
+    convert.set_defaults(func=run_convert)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.curation.span_conversion import convert_suite
+    from rageval_pipeline.core.suites.golden import resolve_suite_file
+
+    for path in args.suites:
+        suite_file = resolve_suite_file(path)
+        print(f"{suite_file}: {convert_suite(suite_file).describe()}")
+    return 0
