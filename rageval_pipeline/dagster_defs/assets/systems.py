@@ -58,7 +58,7 @@ from rageval_pipeline.dagster_defs.resources import (
 )
 
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
-CHUNKS_VERSION = "1"
+CHUNKS_VERSION = "2"  # 2: chunks carry their extent (start, end)
 RUN_VERSION = "2"  # 2: the baseline configuration timed beside the system
 
 
