@@ -34,7 +34,8 @@ from rageval_pipeline.core.bounds import quote
 from rageval_pipeline.core.errors import InputError
 
 Cutoff = Literal["required", "optional", "none"]
-Family = Literal["recall", "ranking", "diversity", "coverage"]
+# budget: what retrieving costs (tokens), watched rather than compared by default.
+Family = Literal["recall", "ranking", "diversity", "coverage", "budget"]
 # The gate's regression taxonomy (docs/gate.md); a measure's drop is one of the first four.
 Category = Literal[
     "diversity_collapse",
@@ -60,6 +61,7 @@ class Measure(BaseModel):
     PARAMS: ClassVar[frozenset[str]] = frozenset({"rel", "judged"})
     USES_QRELS: ClassVar[bool] = True
     USES_SOURCE: ClassVar[bool] = False
+    USES_SPANS: ClassVar[bool] = False  # computed from evidence spans (`span_names`)
 
     k: int | None = Field(default=None, ge=1, description="rank cutoff")
     rel: int = Field(default=1, ge=1, description="minimum label that counts as relevant")
@@ -256,6 +258,15 @@ FAMILIES: dict[str, type[Measure]] = {
 _ALIASES: dict[str, type[Measure]] = {
     alias: cls for cls in FAMILIES.values() for alias in (cls.NAME.lower(), *cls.ALIASES)
 }
+
+
+def register(*families: type[Measure]) -> None:
+    """Add measure families defined in another module (`span_names`) to the parser."""
+    for cls in families:
+        FAMILIES[cls.NAME] = cls
+        _ALIASES.update({alias: cls for alias in (cls.NAME.lower(), *cls.ALIASES)})
+
+
 # trec_eval writes the cutoff after "_" or ".": ndcg_cut_10, P.5, recall_100, success_5.
 _TREC_EVAL = re.compile(r"^(?P<family>[A-Za-z][A-Za-z_-]*?)[_.](?P<k>\d+)$")
 
@@ -379,3 +390,6 @@ def _one_spelling_each(value: Any) -> Any:
 MeasureName = Annotated[str, AfterValidator(_canonical_field)]
 # Mappings and lists of measure names, where two spellings of one measure are an error.
 OneSpellingEach = BeforeValidator(_one_spelling_each)
+
+# The span measures subclass Measure in their own module, which registers them on import.
+from rageval_pipeline.core.measures import span_names  # noqa: E402, F401
