@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rageval_pipeline.core.chunking import content_hash
+from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus, content_hash
 
 # The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
 # grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
@@ -150,3 +150,19 @@ class Evidence:
                 columns={"chunk_id": "id"}
             )
         return cls(spans, Tokens.of(corpus), units, chunks is not None)
+
+
+def suite_evidence(
+    qrels: pd.DataFrame,
+    corpus: pd.DataFrame,
+    reference: ChunkingConfig | None,
+    chunking: ChunkingConfig | None,
+) -> Evidence | None:
+    """The evidence a run on a golden suite is judged against; None without chunk judgments
+    (BEIR). `chunking`: the run's (`SystemConfig.run_chunking`; None: it returns documents).
+    The spans are the suite's chunk judgments as extents of its reference chunking."""
+    if reference is None or not (qrels["level"] == "chunk").any():
+        return None
+    spans = reference_spans(qrels, chunk_corpus(corpus, reference, ""), corpus)
+    chunks = None if chunking is None else chunk_corpus(corpus, chunking, "")
+    return Evidence.of(spans, corpus, chunks)

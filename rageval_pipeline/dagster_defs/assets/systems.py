@@ -25,6 +25,7 @@ import pandas as pd
 from rageval_pipeline.core import beir, loaders, tables
 from rageval_pipeline.core.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.conventions import conventions_note, qrels_coverage
+from rageval_pipeline.core.evidence import suite_evidence
 from rageval_pipeline.core.gate import Baseline
 from rageval_pipeline.core.machine import machine_digest
 from rageval_pipeline.core.numbers import round_metric
@@ -248,6 +249,7 @@ def build_system_assets(
                 queries,
                 chunk_level=of.chunk_level(reference),
                 ignore_identical_ids=beir.ignores_identical_ids(dataset),
+                evidence=suite_evidence(judged, corpus, reference, of.run_chunking(reference)),
             )
 
         results = measured(run, system)
