@@ -162,16 +162,24 @@ def test_reference_chunking_scores_are_unchanged_by_evidence_and_gain_span_measu
     pd.testing.assert_frame_equal(before.top, after.top)
 
 
+def dense_run(chunks: pd.DataFrame, queries: pd.DataFrame, cache: Path) -> pd.DataFrame:
+    from rageval_pipeline.core.retrieval.base import execute
+    from rageval_pipeline.core.retrieval.dense import DenseIndex
+
+    return execute(DenseIndex.build(chunks, cache).search, queries, 100)
+
+
+@pytest.mark.parametrize("retriever", ["bm25", "dense"])
 @pytest.mark.parametrize(
     "chunking",
     [ChunkingConfig(strategy="fixed", size=128, overlap=32), ChunkingConfig(strategy="sentence")],
     ids=["fixed", "sentence"],
 )
-def test_another_chunking_is_judged_at_chunk_level_by_derived_qrels(chunking):
+def test_another_chunking_is_judged_at_chunk_level_by_derived_qrels(chunking, retriever, tmp_path):
     docs, queries, qrels, reference = techdocs()
     spans = reference_spans(qrels, chunk_corpus(docs, reference, "t"), docs)
     chunks = chunk_corpus(docs, chunking, "t")
-    run = bm25_run(chunks, queries)
+    run = bm25_run(chunks, queries) if retriever == "bm25" else dense_run(chunks, queries, tmp_path)
     plain = measure_run(run, qrels, queries, chunk_level=False)
     assert plain.level == "document"  # without spans: today's fallback
     results = measure_run(
@@ -180,5 +188,6 @@ def test_another_chunking_is_judged_at_chunk_level_by_derived_qrels(chunking):
     assert results.level == "chunk"
     assert set(results.top["doc_id"]) <= set(chunks["chunk_id"])
     means = dict(zip(results.means["measure"], results.means["value"], strict=True))
+    # Every chunk overlapping a judged span is judged, and techdocs judges densely.
     assert means["Judged@10"] >= 0.95
     assert 0 < means["EvidenceRecall@10"] <= 1 and 0 < means["TokenIoU@10"] < 1
