@@ -15,6 +15,7 @@ from rageval_pipeline.core.evidence import Evidence, Tokens
 from rageval_pipeline.core.measures import evaluate
 from rageval_pipeline.core.measures.names import parse_measure
 from rageval_pipeline.core.measures.spans import evaluate_spans
+from rageval_pipeline.core.results import measure_run
 from tests.test_evidence import DOCS, SPANS, WINDOWS, corpus
 
 MEASURES = ["EvidenceRecall", "TokenPrecision", "TokenIoU", "Tokens"]
@@ -142,3 +143,20 @@ def test_span_measures_are_named_like_every_measure_and_refused_without_spans():
     )
     with pytest.raises(InputError, match="evidence spans"):
         evaluate(qrels, run({"q": ["a"]}), ["TokenIoU@10"])
+
+
+def test_a_run_of_whole_documents_is_measured_on_whole_documents():
+    # An external system's run: document ids of unknown chunking, judged at document level.
+    qrels = pd.DataFrame(
+        [dict(split="test", query_id="q1", doc_id="a", relevance=3, level="document")]
+    )
+    queries = pd.DataFrame([dict(query_id="q1", text="x")])
+    ranked = run({"q1": ["b", "a"]}).assign(source_id=lambda r: r["doc_id"], latency_ms=1.0)
+    evidence = Evidence.of(SPANS, corpus(), None)
+    results = measure_run(ranked, qrels, queries, chunk_level=False, evidence=evidence)
+    assert results.level == "document"
+    got = values(results.per_query)
+    # b (6 tokens) then a (10): q1's 18 evidence tokens, of which a holds 8.
+    assert got[("q1", "Tokens@10")] == 16
+    assert got[("q1", "EvidenceRecall@10")] == pytest.approx(8 / 18)
+    assert got[("q1", "TokenPrecision@10")] == pytest.approx(8 / 16)
