@@ -44,7 +44,7 @@ def test_systems_and_gate_files_are_validated_by_name(tmp_path, capsys):
     assert err == (
         f'error: {bad}:4: datasets["default"].thresholds["nDGC@10"]: unknown measure '
         '"nDGC@10" (known: P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, '
-        "Clustering)\n"
+        "Clustering, EvidenceRecall, TokenPrecision, TokenIoU, Tokens)\n"
     )
 
 

@@ -25,11 +25,13 @@ from rageval_pipeline.core.statistics.paired import PairedTest, paired_test, wit
 
 def compared_measures(run: Evaluation, baseline: Baseline) -> list[str]:
     """`compare` when set, else every measure in both run and baseline except coverage
-    (Judged@k), which the unjudged check compares instead."""
+    (Judged@k), which the unjudged check compares instead, and budget (Tokens@k): a chunking
+    that pays more context for better recall is a trade-off to watch, not a failure."""
     if run.rules.compare is not None:
         return list(run.rules.compare)
     shared = set(run.summary.measures) & set(baseline.measures)
-    return sorted((m for m in shared if parse_measure(m).family != "coverage"), key=sort_key)
+    kept = (m for m in shared if parse_measure(m).family not in ("coverage", "budget"))
+    return sorted(kept, key=sort_key)
 
 
 def watched_measures(run: Evaluation, baseline: Baseline, compared: list[str]) -> list[str]:

@@ -73,6 +73,9 @@ CHUNKS = pa.schema(
         ("text", pa.string()),
         ("content_hash", pa.string()),  # SHA-256 hex of `text`
         ("ingested_at", pa.string()),  # ISO-8601, UTC
+        # The chunk's extent in its document's text: character offsets, end exclusive.
+        ("start", pa.int64()),
+        ("end", pa.int64()),
     ]
 )
 

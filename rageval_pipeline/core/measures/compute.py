@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.keys import arrow_strings
 from rageval_pipeline.core.io.ranking import RankedRun
 from rageval_pipeline.core.measures import names
@@ -42,6 +43,13 @@ def evaluate(
     made it ahead (while the run was read).
     """
     wanted = list(dict.fromkeys(names.parse_measure(m) for m in measures))
+    for measure in wanted:
+        if measure.USES_SPANS:
+            raise InputError(
+                None,
+                f"{measure} is computed from evidence spans, which these judgments lack",
+                field="measure",
+            )
     data = prepare(qrels, run, judgments)
     # Condensed variants rank the judged documents only; the judged queries are the same.
     condensed = None

@@ -18,101 +18,23 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
-    Field,
     ValidationError,
-    model_validator,
 )
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import quote
-
-Cutoff = Literal["required", "optional", "none"]
-Family = Literal["recall", "ranking", "diversity", "coverage"]
-# The gate's regression taxonomy (docs/gate.md); a measure's drop is one of the first four.
-Category = Literal[
-    "diversity_collapse",
-    "latency_regression",
-    "ranking_shift",
-    "recall_drop",
-    "semantic_degraded_spike",
-    "unjudged_spike",
-]
-
-
-class Measure(BaseModel):
-    """Base of every measure family; subclasses set the class-level description fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    NAME: ClassVar[str]
-    ALIASES: ClassVar[tuple[str, ...]] = ()  # lower-case spellings besides NAME
-    FAMILY: ClassVar[Family]
-    CATEGORY: ClassVar[Category | None]  # how a drop is reported; None: not a regression
-    HIGHER_IS_BETTER: ClassVar[bool] = True
-    CUTOFF: ClassVar[Cutoff] = "required"
-    PARAMS: ClassVar[frozenset[str]] = frozenset({"rel", "judged"})
-    USES_QRELS: ClassVar[bool] = True
-    USES_SOURCE: ClassVar[bool] = False
-
-    k: int | None = Field(default=None, ge=1, description="rank cutoff")
-    rel: int = Field(default=1, ge=1, description="minimum label that counts as relevant")
-    gain: Literal["lin", "exp"] = Field(
-        default="lin", description="nDCG gain: label (trec_eval) or 2^label - 1 (Burges)"
-    )
-    judged: bool = Field(
-        default=False,
-        description="condensed: unjudged documents removed before ranking (trec_eval -J, Sakai)",
-    )
-
-    @model_validator(mode="after")
-    def _check_family_rules(self) -> Measure:
-        if self.CUTOFF == "required" and self.k is None:
-            raise ValueError(f"{self.NAME} needs a cutoff, e.g. {self.NAME}@10")
-        if self.CUTOFF == "none" and self.k is not None:
-            raise ValueError(f"{self.NAME} takes no cutoff")
-        for param in ("rel", "gain", "judged"):
-            default = type(self).model_fields[param].default
-            if param not in self.PARAMS and getattr(self, param) != default:
-                raise ValueError(f"{self.NAME} takes no parameter {param!r}")
-        return self
-
-    def params(self) -> dict[str, int | str | bool]:
-        """The parameters that differ from their defaults, by name."""
-        out: dict[str, int | str | bool] = {}
-        for param in sorted(self.PARAMS):
-            value = getattr(self, param)
-            if value != type(self).model_fields[param].default:
-                out[param] = value
-        return out
-
-    @property
-    def family(self) -> Family:
-        return self.FAMILY
-
-    @property
-    def category(self) -> Category | None:
-        return self.CATEGORY
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self.HIGHER_IS_BETTER
-
-    def __str__(self) -> str:
-        params = self.params()
-        text = self.NAME
-        if params:
-            shown = (key if value is True else f"{key}={value}" for key, value in params.items())
-            text += "(" + ",".join(shown) + ")"
-        if self.k is not None:
-            text += f"@{self.k}"
-        return text
+from rageval_pipeline.core.measures.measure import (  # noqa: F401 - Category, Family re-exported
+    Category,
+    Cutoff,
+    Family,
+    Measure,
+)
+from rageval_pipeline.core.measures.span_names import SPAN_FAMILIES
 
 
 class P(Measure):
@@ -249,13 +171,18 @@ class Clustering(Measure):
 
 FAMILIES: dict[str, type[Measure]] = {
     cls.NAME: cls
-    for cls in (P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering)
+    for cls in (
+        *(P, R, F1, RR, nDCG, AP, Success, Rprec, Judged, ER, Diversity, Clustering),
+        *SPAN_FAMILIES,
+    )
 }
 
 # Lower-case spellings people write, mapped to a family.
 _ALIASES: dict[str, type[Measure]] = {
     alias: cls for cls in FAMILIES.values() for alias in (cls.NAME.lower(), *cls.ALIASES)
 }
+
+
 # trec_eval writes the cutoff after "_" or ".": ndcg_cut_10, P.5, recall_100, success_5.
 _TREC_EVAL = re.compile(r"^(?P<family>[A-Za-z][A-Za-z_-]*?)[_.](?P<k>\d+)$")
 

@@ -2,9 +2,10 @@
 where it is stored (`store_results`).
 
 The level rule: chunk-level judgments are used only when the system chunks documents exactly as
-the suite's reference chunking does (otherwise its chunk ids mean something else); in every
-other case a run is evaluated at document level, each document ranked by its best chunk and
-judged by its best-graded chunk.
+the suite's reference chunking does (otherwise its chunk ids mean something else). A system
+with another chunking, on a suite with evidence spans, is judged at chunk level too, by qrels
+derived from the spans (`core.suites.derived`). In every other case a run is evaluated at document
+level, each document ranked by its best chunk and judged by its best-graded chunk.
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ from rageval_pipeline.core.measures.aggregate import (
     mean_table,
     quality_report,
 )
+from rageval_pipeline.core.measures.spans import evaluate_spans
 from rageval_pipeline.core.storage.warehouse import Warehouse, write_parquet, write_text
 from rageval_pipeline.core.suites.chunking import source_ids
 from rageval_pipeline.core.suites.conventions import drop_identical_ids
+from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
-METRICS_VERSION = "2"  # 2: coverage counted at the judged level; suite, machine, timed latency
+# 2: coverage counted at the judged level; suite, machine, timed latency. 3: span measures, and
+# qrels derived from evidence spans for other chunkings.
+METRICS_VERSION = "3"
 # What the pipeline measures on every run.
 PIPELINE_MEASURES = (
     "nDCG@10",
@@ -56,6 +61,12 @@ PIPELINE_MEASURES = (
     "Judged@10",
     "nDCG(judged)@10",
     "P(judged)@10",
+    # Span measures (suites with evidence spans only): each evidence token counted once, and
+    # the context the top 10 cost.
+    "EvidenceRecall@10",
+    "TokenPrecision@10",
+    "TokenIoU@10",
+    "Tokens@10",
 )
 
 
@@ -102,31 +113,35 @@ def measure_run(
     chunk_level: bool,
     measures: tuple[str, ...] = PIPELINE_MEASURES,
     ignore_identical_ids: bool = False,
+    evidence: EvidenceSet | None = None,
 ) -> RunResults:
     """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule.
 
     `ignore_identical_ids` (the dataset's convention, `core.io.beir`) first drops retrieved
-    documents whose id is the query's id (`core.suites.conventions`)."""
+    documents whose id is the query's id (`core.suites.conventions`). `evidence`: the suite's spans
+    and the run's units, when it has spans; the span measures are computed only then."""
     dropped = 0
     if ignore_identical_ids:
         run, dropped = drop_identical_ids(run)
     documents = document_qrels(qrels)
     if chunk_level and (qrels["level"] == "chunk").any():
         level, judged, ranked = "chunk", qrels, run
+    elif evidence is not None and evidence.chunked:
+        derived = derive_qrels(evidence.spans, evidence.units, evidence.tokens)
+        level, judged, ranked = "chunk", derived, run
     else:
         level, judged, ranked = "document", documents, to_document_level(run)
     parsed = [parse_measure(m) for m in measures]
     # Measures over source documents (ER, Diversity, Clustering) read the run as retrieved:
     # on a document-level run every document appears once and Diversity would always be 1.
     by_source = [m for m in parsed if m.USES_SOURCE]
-    ranked_measures = [m for m in parsed if not m.USES_SOURCE]
-    per_query = pd.concat(
-        [
-            evaluate(judged, ranked, ranked_measures),
-            evaluate(documents, run, by_source),
-        ],
-        ignore_index=True,
-    )
+    by_span = [m for m in parsed if m.USES_SPANS]
+    ranked_measures = [m for m in parsed if not (m.USES_SOURCE or m.USES_SPANS)]
+    parts = [evaluate(judged, ranked, ranked_measures), evaluate(documents, run, by_source)]
+    if evidence is not None and by_span:
+        spans, units, tokens = evidence.spans, evidence.units, evidence.tokens
+        parts.append(evaluate_spans(ranked, spans, units, tokens, by_span))
+    per_query = pd.concat(parts, ignore_index=True)
     return RunResults(
         level=level,
         per_query=per_query,

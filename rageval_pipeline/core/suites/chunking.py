@@ -8,43 +8,64 @@ Strategies (`ChunkingConfig.strategy`):
 - `paragraph`: split on blank lines.
 - `markdown_headers`: a new chunk starts at every line `#`..`######` followed by a space that
   is not inside a ``` fence; text before the first header is a chunk of its own.
+- `token`, `sentence`, `recursive`: chonkie's TokenChunker (windows of `size` words sharing
+  `overlap`), SentenceChunker (whole sentences up to `size` words, `overlap` words carried over)
+  and RecursiveChunker (paragraphs, then sentences, then words, up to `size` words), all with
+  chonkie's built-in `word` tokenizer, so nothing is downloaded (`core.suites.chunk_library`).
 - `reference`: the dataset's own reference chunking (a golden suite's, under which its
   chunk-level judgments are numbered), or `document` for datasets without one (BEIR). Resolve
   it with `ChunkingConfig.resolve` before splitting.
 
 Every strategy drops chunks that are empty after stripping, numbers the rest from 0
 (`chunk_index`) and names them `{doc_id}:chunk:{chunk_index}`, so ids are stable as long as the
-document and the configuration are.
+document and the configuration are. Each chunk also records its extent in the document text
+(`start`, `end`: character offsets, end exclusive), what evidence spans are matched against
+(`core.suites.derived`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rageval_pipeline.core.io import tables
 
-Strategy = Literal["document", "fixed", "paragraph", "markdown_headers", "reference"]
+Strategy = Literal[
+    "document",
+    "fixed",
+    "paragraph",
+    "markdown_headers",
+    "token",
+    "sentence",
+    "recursive",
+    "reference",
+]
+# Strategies whose `overlap` is shared by consecutive windows.
+_OVERLAPPING = ("fixed", "token", "sentence")
 
 _HEADER = re.compile(r"^#{1,6} ")
 _FENCE = re.compile(r"^\s*```")
 _BLANK_LINES = re.compile(r"\n\s*\n")
+# A whitespace token: what `str.split()` returns, with its place in the text.
+_TOKEN = re.compile(r"\S+")
 
 
 class ChunkingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: Strategy = "document"
-    size: int = Field(256, gt=0, description="window size in whitespace tokens (fixed only)")
-    overlap: int = Field(32, ge=0, description="tokens shared by consecutive windows (fixed)")
+    size: int = Field(
+        256, gt=0, description="chunk size in tokens (fixed, token, sentence, recursive)"
+    )
+    overlap: int = Field(32, ge=0, description="tokens shared by consecutive windows")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
-        if self.strategy == "fixed" and self.overlap >= self.size:
+        if self.strategy in _OVERLAPPING and self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
         return self
 
@@ -83,42 +104,94 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class Piece(NamedTuple):
+    """One chunk of a document: its text and the extent it was cut from, as character offsets
+    into the document text (`end` exclusive). The text is the extent stripped, except that fixed
+    windows join their tokens with one space and markdown sections their lines with "\\n"."""
+
+    text: str
+    start: int
+    end: int
+
+
 def split_text(text: str, config: ChunkingConfig) -> list[str]:
     """The chunk texts of one document, in order, empty ones dropped."""
+    return [piece.text for piece in split_pieces(text, config)]
+
+
+def split_pieces(text: str, config: ChunkingConfig) -> list[Piece]:
+    """The chunks of one document with their extents, in order, empty ones dropped."""
     match config.strategy:
         case "document":
+            raw = [(0, len(text))]
             parts = [text]
         case "fixed":
-            parts = _windows(text.split(), config.size, config.overlap)
+            return _windows(text, config.size, config.overlap)
         case "paragraph":
-            parts = _BLANK_LINES.split(text)
+            raw = _between(text, _BLANK_LINES)
+            parts = [text[a:b] for a, b in raw]
         case "markdown_headers":
-            parts = _markdown_sections(text)
+            raw, parts = _markdown_sections(text)
         case "reference":
             raise ValueError("resolve the `reference` chunking for a dataset before splitting")
-    return [p.strip() for p in parts if p.strip()]
+        case "token" | "sentence" | "recursive":
+            from rageval_pipeline.core.suites.chunk_library import library_extents  # chonkie: 0.2 s
+
+            raw = library_extents(text, config.strategy, config.size, config.overlap)
+            parts = [text[a:b] for a, b in raw]
+    return [
+        _stripped(text, part, a, b) for part, (a, b) in zip(parts, raw, strict=True) if part.strip()
+    ]
 
 
-def _windows(tokens: list[str], size: int, overlap: int) -> list[str]:
+def _stripped(text: str, part: str, start: int, end: int) -> Piece:
+    """`part` stripped, with the extent `text[start:end]` it came from stripped the same way."""
+    extent = text[start:end]
+    start += len(extent) - len(extent.lstrip())
+    end -= len(extent) - len(extent.rstrip())
+    return Piece(part.strip(), start, end)
+
+
+def _between(text: str, separator: re.Pattern[str]) -> list[tuple[int, int]]:
+    """The extents of `text` between the matches of `separator` (as `separator.split`)."""
+    extents, cursor = [], 0
+    for found in separator.finditer(text):
+        extents.append((cursor, found.start()))
+        cursor = found.end()
+    return [*extents, (cursor, len(text))]
+
+
+def _windows(text: str, size: int, overlap: int) -> list[Piece]:
+    """Windows of `size` whitespace tokens (`\\S+`, the tokens of `str.split`)."""
+    tokens = list(_TOKEN.finditer(text))
     step = size - overlap
     out = []
-    for start in range(0, max(len(tokens), 1), step):
-        out.append(" ".join(tokens[start : start + size]))
+    for start in range(0, len(tokens), step):
+        window = tokens[start : start + size]
+        joined = " ".join(token.group() for token in window)
+        out.append(Piece(joined, window[0].start(), window[-1].end()))
         if start + size >= len(tokens):
             break
     return out
 
 
-def _markdown_sections(text: str) -> list[str]:
+def _markdown_sections(text: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """(extents, texts) of the header sections; a text joins its lines with "\\n"."""
     sections: list[list[str]] = [[]]
+    extents = [[0, 0]]
     in_fence = False
-    for line in text.splitlines():
+    cursor = 0
+    # Both splittings cut at the same line boundaries; keepends gives each line's length.
+    for line, kept in zip(text.splitlines(), text.splitlines(keepends=True), strict=True):
         if _FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence and _HEADER.match(line):
             sections.append([])
+            extents.append([cursor, cursor])
         sections[-1].append(line)
-    return ["\n".join(s) for s in sections]
+        extents[-1][1] = cursor + len(line)
+        cursor += len(kept)
+    return [(a, b) for a, b in extents], ["\n".join(s) for s in sections]
 
 
 def _str(value: object) -> str:
@@ -130,7 +203,7 @@ def chunk_corpus(corpus: pd.DataFrame, config: ChunkingConfig, ingested_at: str)
     """A CHUNKS table for every document of a CORPUS table, in corpus order."""
     rows = []
     for doc in corpus.itertuples(index=False):
-        for index, text in enumerate(split_text(_str(doc.text), config)):
+        for index, piece in enumerate(split_pieces(_str(doc.text), config)):
             rows.append(
                 dict(
                     chunk_id=chunk_id(doc.doc_id, index),
@@ -138,9 +211,11 @@ def chunk_corpus(corpus: pd.DataFrame, config: ChunkingConfig, ingested_at: str)
                     chunk_index=index,
                     title=_str(doc.title),
                     url=_str(doc.url),
-                    text=text,
-                    content_hash=content_hash(text),
+                    text=piece.text,
+                    content_hash=content_hash(piece.text),
                     ingested_at=ingested_at,
+                    start=piece.start,
+                    end=piece.end,
                 )
             )
     if not rows:

@@ -80,6 +80,11 @@ class _System(BaseModel, ABC):
         reference chunking (see core.results.store)."""
         return False
 
+    def run_chunking(self, reference: ChunkingConfig | None) -> ChunkingConfig | None:
+        """The chunking whose chunk ids the run returns, which evidence spans judge
+        (core.suites.derived); None when it returns documents or ids of unknown extent."""
+        return None
+
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:
         """The configuration stored with a run."""
         return self.model_dump(mode="json")

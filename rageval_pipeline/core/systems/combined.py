@@ -24,6 +24,11 @@ class _Fusion(_System):
     def chunk_level(self, reference: ChunkingConfig | None) -> bool:
         return all(self.member(m).chunk_level(reference) for m in self.members)
 
+    def run_chunking(self, reference: ChunkingConfig | None) -> ChunkingConfig | None:
+        """The members' one chunking when fused at chunk level (else ids would be ambiguous)."""
+        chunkings = {self.member(m).run_chunking(reference) for m in self.members}
+        return chunkings.pop() if self.level == "chunk" and len(chunkings) == 1 else None
+
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:
         """Each member's configuration as run, under its name (with its weight, if weighted),
         so that a change to a member shows in the fused system's recorded changes too."""
@@ -93,6 +98,9 @@ class RerankSystem(_System):
 
     def chunk_level(self, reference: ChunkingConfig | None) -> bool:
         return self.member(self.candidates).chunk_level(reference)
+
+    def run_chunking(self, reference: ChunkingConfig | None) -> ChunkingConfig | None:
+        return self.member(self.candidates).run_chunking(reference)
 
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:
         below = self.member(self.candidates).recorded_config(reference)

@@ -29,6 +29,9 @@ class _Indexed(_System):
     def chunk_level(self, reference: ChunkingConfig | None) -> bool:
         return reference is not None and self.chunking.resolve(reference) == reference
 
+    def run_chunking(self, reference: ChunkingConfig | None) -> ChunkingConfig | None:
+        return self.chunking.resolve(reference)
+
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:
         config = self.model_dump(mode="json")
         config["chunking"] = self.chunking.resolve(reference).model_dump(mode="json")

@@ -39,6 +39,7 @@ from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_st
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
+from rageval_pipeline.core.suites.derived import suite_evidence
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.defs.assets.beside import (
     baseline_of,
@@ -59,7 +60,7 @@ from rageval_pipeline.defs.resources import (
 )
 
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
-CHUNKS_VERSION = "1"
+CHUNKS_VERSION = "2"  # 2: chunks carry their extent (start, end)
 RUN_VERSION = "2"  # 2: the baseline configuration timed beside the system
 
 
@@ -241,6 +242,8 @@ def build_system_assets(
         When the suite changed since the baseline, the baseline's configuration (a built-in
         one) is run and measured on this suite too: what the gate then judges the run against."""
         dataset, reference = partition.name, reference_of(partition)
+        spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
+        spans = spans[spans["split"] == settings.split]
 
         def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
             return measure_run(
@@ -249,6 +252,7 @@ def build_system_assets(
                 queries,
                 chunk_level=of.chunk_level(reference),
                 ignore_identical_ids=beir.ignores_identical_ids(dataset),
+                evidence=suite_evidence(spans, corpus, of.run_chunking(reference)),
             )
 
         results = measured(run, system)

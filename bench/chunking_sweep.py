@@ -1,0 +1,84 @@
+"""Chunking sweep on techdocs: BM25 and dense under several chunkings, judged by evidence spans.
+
+Each system is scored at chunk level: under the reference chunking by the suite's own chunk
+judgments, under any other by the qrels derived from the spans (`suites.derived`). The spans are
+the reference chunking's judged chunk extents (`evidence.reference_spans`). Means come with
+their 95% bootstrap intervals (`aggregate.mean_table`). Embeddings go to the pipeline's cache.
+
+    nice .venv/bin/python bench/chunking_sweep.py [--storage DIR] [--bm25-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from rageval_pipeline.core.measures.aggregate import mean_table
+from rageval_pipeline.core.results.store import measure_run
+from rageval_pipeline.core.retrieval.base import execute
+from rageval_pipeline.core.retrieval.bm25 import BM25Index
+from rageval_pipeline.core.retrieval.dense import DenseIndex
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.derived import EvidenceSet, reference_spans
+from rageval_pipeline.core.suites.loaders import load_dataset
+
+SUITE = Path(__file__).resolve().parents[1] / "data" / "suites" / "techdocs"
+DEPTH = 100  # the pipeline's top k
+CHUNKINGS = {
+    "reference": ChunkingConfig(strategy="reference"),
+    "fixed 128/32": ChunkingConfig(strategy="fixed", size=128, overlap=32),
+    "fixed 256/64": ChunkingConfig(strategy="fixed", size=256, overlap=64),
+    "fixed 512/128": ChunkingConfig(strategy="fixed", size=512, overlap=128),
+    "sentence 128/0": ChunkingConfig(strategy="sentence", size=128, overlap=0),
+    "recursive 128": ChunkingConfig(strategy="recursive", size=128),
+}
+COLUMNS = ("nDCG@10", "EvidenceRecall@10", "TokenIoU@10", "Tokens@10", "Judged@10")
+
+
+def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:
+    data = load_dataset(SUITE)
+    qrels = data.qrels[data.qrels["split"] == "test"]
+    queries = data.queries[data.queries["query_id"].isin(qrels["query_id"])]
+    reference = data.reference_chunking
+    spans = reference_spans(qrels, chunk_corpus(data.corpus, reference, ""), data.corpus)
+    rows = []
+    for label, config in CHUNKINGS.items():
+        chunking = config.resolve(reference)
+        chunks = chunk_corpus(data.corpus, chunking, ingested_at="1970-01-01T00:00:00Z")
+        evidence = EvidenceSet.of(spans, data.corpus, chunks)
+        indexes = {"bm25": BM25Index.build(chunks)}
+        if dense:
+            indexes["dense"] = DenseIndex.build(chunks, storage / "embeddings")
+        for system, index in indexes.items():
+            run = execute(index.search, queries, DEPTH)
+            results = measure_run(
+                run, qrels, queries, chunk_level=chunking == reference, evidence=evidence
+            )
+            means = mean_table(results.per_query).set_index("measure")
+            row = {"system": system, "chunking": label, "chunks": len(chunks)}
+            for measure in COLUMNS:
+                value, low, high = means.loc[measure, ["value", "ci_low", "ci_high"]]
+                row[measure] = f"{value:.3f} [{low:.3f}, {high:.3f}]"
+                if measure == "Tokens@10":
+                    row[measure] = f"{value:.0f} [{low:.0f}, {high:.0f}]"
+            rows.append(row)
+            print(row, flush=True)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--storage", type=Path, default=Path(os.environ.get("RAGEVAL_STORAGE", "data/storage"))
+    )
+    parser.add_argument("--bm25-only", action="store_true", help="skip the dense system")
+    args = parser.parse_args()
+    table = sweep(args.storage, dense=not args.bm25_only)
+    print(table.to_markdown(index=False))
+
+
+if __name__ == "__main__":
+    main()

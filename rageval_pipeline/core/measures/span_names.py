@@ -1,0 +1,64 @@
+"""The span measures (issue 25): named like every other measure, computed from evidence spans
+and the retrieved chunks' extents rather than from qrels (`core.measures.spans`).
+
+Each counts every evidence token once, so overlapping or duplicated chunks that hold the same
+span earn nothing twice; `rel` is the lowest span grade that counts as evidence. Tokens are the
+whitespace tokens of `core.suites.derived`. Definitions: docs/measures.md.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rageval_pipeline.core.measures.measure import Measure
+
+
+class _Span(Measure):
+    PARAMS: ClassVar[frozenset[str]] = frozenset({"rel"})
+    USES_QRELS: ClassVar[bool] = False
+    USES_SPANS: ClassVar[bool] = True
+
+
+class EvidenceRecall(_Span):
+    """Evidence recall@k: the judged span tokens held by the top k chunks, divided by all judged
+    span tokens of the query (each token counted once)."""
+
+    NAME = "EvidenceRecall"
+    ALIASES = ("evidence_recall",)
+    FAMILY = "recall"
+    CATEGORY = "recall_drop"
+
+
+class TokenPrecision(_Span):
+    """Token precision@k (Smith & Troynikov 2024): the evidence tokens the top k chunks hold,
+    divided by the tokens of the top k chunks summed, so a token retrieved twice costs twice."""
+
+    NAME = "TokenPrecision"
+    ALIASES = ("token_precision",)
+    FAMILY = "ranking"
+    CATEGORY = "ranking_shift"
+
+
+class TokenIoU(_Span):
+    """Token IoU@k (Smith & Troynikov 2024): the evidence tokens the top k chunks hold, divided
+    by the tokens of the top k chunks summed plus the evidence tokens they miss."""
+
+    NAME = "TokenIoU"
+    ALIASES = ("token_iou", "iou")
+    FAMILY = "ranking"
+    CATEGORY = "ranking_shift"
+
+
+class Tokens(_Span):
+    """Tokens retrieved@k: the tokens of the top k chunks summed, the context a RAG prompt pays
+    for (overlapping chunks pay twice). Not a regression when it grows: it is watched."""
+
+    NAME = "Tokens"
+    ALIASES = ("tokens_retrieved", "tokensretrieved")
+    FAMILY = "budget"
+    CATEGORY = None
+    HIGHER_IS_BETTER = False
+    PARAMS = frozenset()
+
+
+SPAN_FAMILIES = (EvidenceRecall, TokenPrecision, TokenIoU, Tokens)

@@ -1,0 +1,167 @@
+"""Evidence spans against any chunking: tokens, and the chunk grades derived from spans.
+
+A token is a whitespace token of a document's text: a maximal run of non-whitespace
+characters (`\\S+`, the tokens of `str.split()`), identified by its position in the document.
+An extent (a chunk's or a span's `start`..`end`, characters, end exclusive) holds the tokens it
+shares at least one character with, so a boundary that cuts a word keeps the word on both sides.
+Counting tokens rather than characters keeps the numbers independent of whitespace and
+formatting, and judges of a suite can count them by hand.
+
+The derivation rule (docs/suite-format.md): a chunk that shares a token with a judged span of a
+query is judged for that query. Its grade is the highest grade of the spans it *matches*: it
+shares at least `MATCH` (half) of the span's tokens, or the span fills at least half of the
+chunk's tokens. Any other overlap grades it 0. The first arm credits a large chunk that holds
+most of a short answer; the second a small chunk inside a long relevant section, which the first
+would never credit. Under the reference chunking each span is one chunk's exact extent and
+the extents do not share tokens, so the derived grades are the judged ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
+
+# The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
+# grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
+MATCH = 0.5
+
+_TOKEN = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The whitespace tokens of every document: character starts and ends, by document id."""
+
+    starts: dict[str, np.ndarray]
+    ends: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, corpus: pd.DataFrame) -> Tokens:
+        starts, ends = {}, {}
+        for doc_id, text in zip(corpus["doc_id"], corpus["text"], strict=True):
+            found = [m.span() for m in _TOKEN.finditer(text if isinstance(text, str) else "")]
+            bounds = np.array(found, dtype=np.int64).reshape(-1, 2)
+            starts[doc_id], ends[doc_id] = bounds[:, 0], bounds[:, 1]
+        return cls(starts, ends)
+
+    def ranges(self, extents: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """(first, stop): the token positions [first, stop) each row's doc_id/start/end holds;
+        an unknown document holds none."""
+        first = np.zeros(len(extents), dtype=np.int64)
+        stop = np.zeros(len(extents), dtype=np.int64)
+        rows = extents[["doc_id", "start", "end"]].reset_index(drop=True)
+        for doc_id, group in rows.groupby("doc_id", sort=False):
+            if doc_id not in self.starts:
+                continue
+            index = group.index.to_numpy()
+            # Tokens ending after the extent starts and starting before it ends.
+            first[index] = np.searchsorted(self.ends[doc_id], group["start"], side="right")
+            stop[index] = np.searchsorted(self.starts[doc_id], group["end"], side="left")
+        return first, np.maximum(first, stop)
+
+
+def derive_qrels(spans: pd.DataFrame, units: pd.DataFrame, tokens: Tokens) -> pd.DataFrame:
+    """Chunk-level QRELS for `units` (id, doc_id, start, end: the chunks of any chunking) from
+    judged SPANS, by the module's rule: every chunk sharing a token with a query's span is
+    judged for that query."""
+    span_first, span_stop = tokens.ranges(spans)
+    chunk_first, chunk_stop = tokens.ranges(units)
+    left = spans.assign(s_first=span_first, s_stop=span_stop)[
+        ["split", "query_id", "doc_id", "relevance", "s_first", "s_stop"]
+    ]
+    right = units.assign(c_first=chunk_first, c_stop=chunk_stop)[
+        ["id", "doc_id", "c_first", "c_stop"]
+    ]
+    pairs = left.merge(right, on="doc_id")
+    shared = np.minimum(pairs["s_stop"], pairs["c_stop"]) - np.maximum(
+        pairs["s_first"], pairs["c_first"]
+    )
+    pairs = pairs[shared > 0].assign(shared=shared[shared > 0])
+    matched = (pairs["shared"] >= MATCH * (pairs["s_stop"] - pairs["s_first"])) | (
+        pairs["shared"] >= MATCH * (pairs["c_stop"] - pairs["c_first"])
+    )
+    pairs = pairs.assign(relevance=pairs["relevance"].where(matched, 0))
+    keys = ["split", "query_id", "id"]
+    graded = pairs.groupby(keys, as_index=False, sort=True)["relevance"].max()
+    return pd.DataFrame(
+        {
+            "split": graded["split"].astype(str),
+            "query_id": graded["query_id"].astype(str),
+            "doc_id": graded["id"].astype(str),
+            "relevance": graded["relevance"].astype("int32"),
+            "level": "chunk",
+        }
+    )
+
+
+def reference_spans(
+    qrels: pd.DataFrame, reference_chunks: pd.DataFrame, corpus: pd.DataFrame
+) -> pd.DataFrame:
+    """Chunk-level judgments as SPANS: each judged chunk's extent under the reference chunking
+    (`reference_chunks`), hashed from the document text. Document-level judgments and ones
+    naming an absent chunk are left out."""
+    judged = qrels[qrels["level"] == "chunk"]
+    extents = reference_chunks[["chunk_id", "doc_id", "start", "end"]].rename(
+        columns={"chunk_id": "target", "doc_id": "document"}
+    )
+    spans = judged.merge(extents, left_on="doc_id", right_on="target")
+    spans = spans.drop(columns="doc_id").rename(columns={"document": "doc_id"})
+    texts = dict(zip(corpus["doc_id"], corpus["text"], strict=True))
+    excerpts = [
+        texts[d][a:b] for d, a, b in zip(spans["doc_id"], spans["start"], spans["end"], strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "split": spans["split"].astype(str),
+            "query_id": spans["query_id"].astype(str),
+            "doc_id": spans["doc_id"].astype(str),
+            "start": spans["start"].astype("int64"),
+            "end": spans["end"].astype("int64"),
+            "relevance": spans["relevance"].astype("int32"),
+            "sha256": [content_hash(e) for e in excerpts],
+        }
+    )
+
+
+@dataclass(frozen=True)
+class EvidenceSet:
+    """What a run is judged against when its suite has evidence spans."""
+
+    spans: pd.DataFrame  # SPANS of the evaluated split
+    tokens: Tokens
+    units: pd.DataFrame  # id, doc_id, start, end of every id the run can retrieve
+    chunked: bool  # the ids are chunks (judged by derived qrels), not whole documents
+
+    @classmethod
+    def of(
+        cls, spans: pd.DataFrame, corpus: pd.DataFrame, chunks: pd.DataFrame | None
+    ) -> EvidenceSet:
+        """`chunks`: the CHUNKS table of the run's chunking; None when it retrieves documents."""
+        if chunks is None:
+            lengths = corpus["text"].fillna("").astype(str).str.len()
+            units = pd.DataFrame(
+                {"id": corpus["doc_id"], "doc_id": corpus["doc_id"], "start": 0, "end": lengths}
+            )
+        else:
+            units = chunks[["chunk_id", "doc_id", "start", "end"]].rename(
+                columns={"chunk_id": "id"}
+            )
+        return cls(spans, Tokens.of(corpus), units, chunks is not None)
+
+
+def suite_evidence(
+    spans: pd.DataFrame, corpus: pd.DataFrame, chunking: ChunkingConfig | None
+) -> EvidenceSet | None:
+    """The evidence a run on a golden suite is judged against: the suite's SPANS of the
+    evaluated split (`loaders.load_part(folder, "spans")`); None when it has none (BEIR,
+    document-level suites). `chunking`: the run's (`SystemConfig.run_chunking`; None: it
+    returns documents)."""
+    if spans.empty:
+        return None
+    chunks = None if chunking is None else chunk_corpus(corpus, chunking, "")
+    return EvidenceSet.of(spans, corpus, chunks)
