@@ -26,8 +26,19 @@ CheckKind = Literal[
     "watched",  # a measure outside `compare` against the baseline: a warning when it moved
     "value",  # informational: a measure with nothing to compare against, shown in reports
 ]
+# Kinds whose `measure` is a measure compared with a limit or a baseline (not a statistic).
+MEASURE_KINDS = frozenset({"threshold", "target", "baseline", "watched"})
+# The check kinds of the policy's rule kinds beyond those above: `core/gate/rules.py` adds each
+# as it defines the rule, so a new rule kind needs no edit here.
+RULE_CHECK_KINDS: set[str] = set()
 BASELINE_VERSION = "1"
 OVERALL = "all"  # the latency group key covering every query
+
+
+def _known_kind(kind: str) -> str:
+    if kind not in get_args(CheckKind) and kind not in RULE_CHECK_KINDS:
+        raise ValueError(f"unknown check kind {kind!r}")
+    return kind
 
 
 def _check_timestamp(value: str) -> str:
@@ -133,7 +144,7 @@ class Check(BaseModel):
     dataset: str
     split: str
     system: str
-    kind: CheckKind
+    kind: Annotated[str, AfterValidator(_known_kind)]  # a CheckKind or a rule's (RULE_CHECK_KINDS)
     measure: str | None = None  # a measure name, or a latency statistic for latency kinds
     group: str | None = None  # latency group ("all", "intent=factual") for latency kinds
     value: float | None = None

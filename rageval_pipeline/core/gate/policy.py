@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from rageval_pipeline.core.config import load_model
 from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, MeasureValues, _Strict
+from rageval_pipeline.core.gate.rules import Integrity, LatencyBelow, QueryShare, Rule, Threshold
 from rageval_pipeline.core.measures.names import MeasureName, OneSpellingEach
 from rageval_pipeline.core.statistics import (
     DEFAULT_ALPHA,
@@ -111,6 +112,10 @@ class UnjudgedSpike(_Strict):
     blocking: bool = False
 
 
+# Every rule kind `rules` and `validation` accept, told apart by their `kind` (core/gate/rules.py).
+AnyRule = Annotated[Threshold | QueryShare | LatencyBelow | Integrity, Field(discriminator="kind")]
+
+
 class GateRules(_Strict):
     """The rules of one dataset (or dataset pattern)."""
 
@@ -123,6 +128,21 @@ class GateRules(_Strict):
     spike: Spike = Field(default_factory=Spike)
     statistics: Statistics = Field(default_factory=Statistics)
     unjudged: UnjudgedSpike = Field(default_factory=UnjudgedSpike)
+    rules: list[AnyRule] = Field(
+        default_factory=list, description="more pass/fail rules of the release, of any kind"
+    )
+    validation: list[AnyRule] = Field(
+        default_factory=list,
+        description="seed 003's criteria: they decide its validation report, not the release",
+    )
+
+    def limits(self) -> list[Rule]:
+        """The absolute rules of the release: `thresholds`, `targets`, then `rules`."""
+        return [
+            *(Threshold(measure=m, min=v) for m, v in self.thresholds.items()),
+            *(Threshold(measure=m, min=v, blocking=False) for m, v in self.targets.items()),
+            *self.rules,
+        ]
 
 
 DEFAULT_RULES_KEY = "default"

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rageval_pipeline.core.gate.evaluation import (
-    EPS,
-    Evaluation,
-    deltas,
-    per_query_pairs,
-    worsening,
-)
+from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
+from rageval_pipeline.core.gate.run import deltas
 from rageval_pipeline.core.measures.names import parse_measure, sort_key
 from rageval_pipeline.core.statistics import PairedTest, paired_test, with_holm
 
