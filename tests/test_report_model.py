@@ -177,6 +177,34 @@ def test_worst_regressions_list_only_queries_that_got_worse(context):
     assert "+0.0000" not in worst and "-0.0000" not in worst and "| q3 |" not in worst
 
 
+def test_the_report_explains_the_measure_the_gate_judged(context):
+    """One primary-measure rule: with `spike.measure: P@5` the gate judges P@5, and the report's
+    explanations, per-query plot and one-line summary follow it (they followed nDCG@10)."""
+    from rageval_pipeline.core.report import short_summary
+
+    report, new = context
+    old = report.verdict  # judged with the default policy: nDCG@10, as before
+    assert [w.measure for w in old.worst_queries] == ["nDCG@10", "nDCG@10"]
+    policy = GatePolicy.model_validate({"datasets": {"default": {"spike": {"measure": "P@5"}}}})
+    baselines = {
+        ("hotel", "bm25"): baseline_from_summary(
+            run("bm25", [0.9, 0.8, 0.5, 0.5, 0.5, 0.5, 0.5, 0.2], 0.6, 0.8, BEFORE, "1")
+        )
+    }
+    verdict = judge([new], baselines, policy)
+    assert {w.measure for w in verdict.worst_queries} == {"P@5"}
+    judged = build_report(verdict, [new], baselines)
+    assert {c.measure for c in judged.runs[0].lost} == {"P@5"}
+    assert [c.query_id for c in judged.runs[0].lost] == ["q2", "q4", "q6", "q8"]
+    per_query = next(f for f in judged.figures if f.kind == "per_query")
+    assert per_query.data["measure"] == "P@5"
+    assert (
+        short_summary(verdict, Path("r"))
+        .splitlines()[1]
+        .endswith(", P@5 0.4000 (-0.2000 vs baseline)")
+    )
+
+
 def _seed_report(summary: RunSummary, policy: Path, queries=None, integrity=None):
     criteria = judge_validation(summary, load_policy(policy), integrity=integrity)
     stamp = datetime(2026, 1, 2, tzinfo=UTC)

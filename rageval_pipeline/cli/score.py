@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from rageval_pipeline.cli import at_least
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.measures.defaults import EVAL_MEASURES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 
     Qrels = tuple[pd.DataFrame, Judgments]  # a qrels table and its side of the join
 
-# trec_eval's usual figures: what `eval` and `compare` print when no -m is given.
-EVAL_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 FORMATS = ("table", "json", "csv")
 
 

@@ -22,36 +22,12 @@ from rageval_pipeline.core.aggregate import breakdown, latency_stats, mean_table
 from rageval_pipeline.core.chunking import source_ids
 from rageval_pipeline.core.conventions import drop_identical_ids
 from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
+from rageval_pipeline.core.measures.defaults import DEFAULT_MEASURES
 from rageval_pipeline.core.ranking import order_run
 from rageval_pipeline.core.storage import Warehouse, write_parquet, write_text
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
 METRICS_VERSION = "2"  # 2: coverage counted at the judged level; suite, machine, timed latency
-# What the pipeline measures on every run.
-PIPELINE_MEASURES = (
-    "nDCG@10",
-    "nDCG@5",
-    "P@5",
-    "P@10",
-    "P(rel=2)@5",
-    "R@5",
-    "R@10",
-    "R@100",
-    "RR",
-    # MRR counting only grade >= 2 (an answer, not context): on the golden suites, where each
-    # query has many grade-1 targets, plain RR sits near its ceiling and moves little.
-    "RR(rel=2)",
-    "AP",
-    "Success@10",
-    "ER@5",
-    "Diversity@10",
-    "Clustering@10",
-    # Judgment coverage, and condensed (judged-only) variants beside the standard measures: a
-    # drop in the standard measure but not its condensed one points at missing judgments.
-    "Judged@10",
-    "nDCG(judged)@10",
-    "P(judged)@10",
-)
 
 
 class RunResults(NamedTuple):
@@ -93,7 +69,7 @@ def measure_run(
     queries: pd.DataFrame,
     *,
     chunk_level: bool,
-    measures: tuple[str, ...] = PIPELINE_MEASURES,
+    measures: tuple[str, ...] = DEFAULT_MEASURES,
     ignore_identical_ids: bool = False,
 ) -> RunResults:
     """Evaluate a RUN against one split's QRELS; `chunk_level` per the module's level rule.

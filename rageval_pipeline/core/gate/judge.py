@@ -27,7 +27,6 @@ from rageval_pipeline.core.gate.quality import (
     baseline_check,
     compared_measures,
     paired_tests,
-    primary_measure,
     spike_check,
     watched_check,
     watched_measures,
@@ -35,6 +34,7 @@ from rageval_pipeline.core.gate.quality import (
 )
 from rageval_pipeline.core.gate.rules import Rule
 from rageval_pipeline.core.gate.run import Run
+from rageval_pipeline.core.measures.defaults import primary_measure
 
 
 def _update_hint(summary: RunSummary) -> str:
@@ -101,7 +101,7 @@ def _judge_run(
         compared = compared_measures(run, baseline)
         tests = paired_tests(run, baseline, compared)
         quality = [baseline_check(run, m, baseline, tests.get(m)) for m in compared]
-        primary = primary_measure(run, compared)
+        primary = primary_measure(compared, run.rules.spike.measure)
         if primary is not None:
             quality.append(spike_check(run, baseline, primary))
             worst = worst_queries(run, baseline, primary, worst_limit)

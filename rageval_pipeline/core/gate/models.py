@@ -234,6 +234,18 @@ class Verdict(BaseModel):
         """Measures that got better beyond tolerance, established by the statistics."""
         return [c for c in self.checks if c.improved]
 
+    def judged_by(self, key: tuple[str, str, str]) -> str | None:
+        """The primary measure the run `key` (dataset, split, system) was judged by: its spike
+        check's; None when the gate compared no measure of it with a baseline."""
+        return next(
+            (
+                c.measure
+                for c in self.checks
+                if c.kind == "spike" and (c.dataset, c.split, c.system) == key
+            ),
+            None,
+        )
+
     @property
     def runs(self) -> list[tuple[str, str, str]]:
         """(dataset, split, system) of every judged run, in check order."""

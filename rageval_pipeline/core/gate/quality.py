@@ -34,14 +34,6 @@ def watched_measures(run: Evaluation, baseline: Baseline, compared: list[str]) -
     return sorted((m for m in shared if parse_measure(m).family != "coverage"), key=sort_key)
 
 
-def primary_measure(run: Evaluation, compared: list[str]) -> str | None:
-    if run.rules.spike.measure:
-        return run.rules.spike.measure
-    if "nDCG@10" in compared:
-        return "nDCG@10"
-    return compared[0] if compared else None
-
-
 def paired_tests(run: Evaluation, baseline: Baseline, measures: list[str]) -> dict[str, PairedTest]:
     """Run against baseline per measure on the queries both measured, Holm-adjusted together."""
     stats = run.rules.statistics
