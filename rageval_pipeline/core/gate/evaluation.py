@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rageval_pipeline.core.gate.models import Baseline
 from rageval_pipeline.core.gate.policy import GateRules
 from rageval_pipeline.core.gate.run import Run
-from rageval_pipeline.core.measures.names import parse_measure
+from rageval_pipeline.core.measures.names import Measure
 
 # Values read back from 6-decimal baselines must not fail a comparison that sits on the boundary.
 EPS = 1e-9
@@ -21,16 +21,16 @@ class Evaluation(Run):
 
 
 def per_query_pairs(
-    run: Evaluation, baseline: Baseline, measure: str
+    run: Evaluation, baseline: Baseline, measure: Measure
 ) -> list[tuple[str, float, float]]:
     """(query_id, baseline value, run value) for queries measured in both, by query id."""
-    ours = run.summary.per_query
+    ours, name = run.summary.per_query, str(measure)
     return [
-        (qid, values[measure], ours[qid][measure])
+        (qid, values[name], ours[qid][name])
         for qid, values in sorted(baseline.per_query.items())
-        if measure in values and measure in ours.get(qid, {})
+        if name in values and name in ours.get(qid, {})
     ]
 
 
-def worsening(measure: str, reference: float, value: float) -> float:
-    return reference - value if parse_measure(measure).higher_is_better else value - reference
+def worsening(measure: Measure, reference: float, value: float) -> float:
+    return reference - value if measure.higher_is_better else value - reference

@@ -21,7 +21,7 @@ from rageval_pipeline.core.gate.models import (
     _Strict,
 )
 from rageval_pipeline.core.gate.run import Run
-from rageval_pipeline.core.measures.names import MeasureName, parse_measure
+from rageval_pipeline.core.measures.names import Measure, MeasureField
 
 IntegrityRate = Literal["metadata_completeness", "hash_validation"]
 INTEGRITY_RATES: tuple[IntegrityRate, ...] = ("metadata_completeness", "hash_validation")
@@ -42,34 +42,33 @@ class Rule(_Strict):
         raise NotImplementedError
 
 
-def measure_limit(run: Run, measure: str, limit: float, blocking: bool) -> Check:
+def measure_limit(run: Run, measure: Measure, limit: float, blocking: bool) -> Check:
     """`measure` against an absolute minimum (maximum when lower is better): a blocking
     `threshold`, else an advisory `target`. A measure the run did not compute fails."""
-    kind = "threshold" if blocking else "target"
-    value = run.summary.measures.get(measure)
+    kind, name = "threshold" if blocking else "target", str(measure)
+    value = run.summary.measures.get(name)
     if value is None:
         return run.check(
             kind=kind,
-            measure=measure,
+            measure=name,
             reference=limit,
             passed=False,
             blocking=blocking,
             message=f"{run.label} {measure} was not computed by this run but the policy has a "
             f"{kind} for it",
         )
-    parsed = parse_measure(measure)
-    higher = parsed.higher_is_better
+    higher = measure.higher_is_better
     passed = value >= limit if higher else value <= limit
     relation = (">=" if passed else "<") if higher else ("<=" if passed else ">")
     check = run.compared(
         kind=kind,
-        measure=measure,
+        measure=name,
         value=value,
         reference=limit,
         passed=passed,
         blocking=blocking,
         # A missed advisory target is not a regression: it carries no taxonomy label.
-        category=parsed.category if blocking else None,
+        category=measure.category if blocking else None,
         message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f}",
     )
     if blocking or passed:
@@ -82,7 +81,7 @@ class Threshold(Rule):
     `thresholds` are blocking ones, its `targets` advisory ones."""
 
     kind: Literal["threshold"] = "threshold"
-    measure: MeasureName
+    measure: MeasureField
     min: FiniteFloat
 
     def check(self, run: Run) -> Check:
@@ -95,31 +94,32 @@ class QueryShare(Rule):
     P@5 >= 0.80."""
 
     kind: Literal["query_share"] = "query_share"
-    measure: MeasureName
+    measure: MeasureField
     min: FiniteFloat
     share: float = Field(ge=0, le=1)
 
     @property
     def relation(self) -> str:
         """How a query's value must compare with `min`."""
-        return ">=" if parse_measure(self.measure).higher_is_better else "<="
+        return ">=" if self.measure.higher_is_better else "<="
 
     def check(self, run: Run) -> Check:
-        values = [q.get(self.measure) for q in run.summary.per_query.values()]
+        name = str(self.measure)
+        values = [q.get(name) for q in run.summary.per_query.values()]
         at_least = self.relation == ">="
         good = sum(v is not None and (v >= self.min if at_least else v <= self.min) for v in values)
         share = good / len(values) if values else 0.0
         passed = share >= self.share
         return run.compared(
             kind=self.kind,
-            measure=self.measure,
+            measure=name,
             value=share,
             reference=self.share,
             ci_low=None,
             ci_high=None,
             passed=passed,
             blocking=self.blocking,
-            category=parse_measure(self.measure).category if self.blocking else None,
+            category=self.measure.category if self.blocking else None,
             message=f"{run.label} {good}/{len(values)} queries ({share:.0%}) have "
             f"{self.measure} {self.relation} {self.min:g}, "
             f"{'>=' if passed else '<'} {self.share:.0%} required",

@@ -7,6 +7,9 @@ importing pydantic (`names`, 0.15 s).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
+
+_M = TypeVar("_M")  # a Measure or its canonical name
 
 # The measure a run is summarised by when it has it: in the gate's spike check and worst
 # queries, the report's explanations and per-query plot, `scripts/evaluate`'s line per run and
@@ -45,13 +48,11 @@ DEFAULT_MEASURES = (
 EVAL_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 
 
-def primary_measure(candidates: Iterable[str], chosen: str | None = None) -> str | None:
+def primary_measure(candidates: Iterable[_M], chosen: _M | None = None) -> _M | None:
     """The one measure a run is judged and explained by: `chosen` (the policy's
     `spike.measure`) when set, else PRIMARY_MEASURE when among `candidates`, else the first
-    candidate (None when there is none)."""
+    candidate (None when there is none). Candidates are measures or their canonical names."""
     if chosen:
         return chosen
     ordered = list(candidates)
-    if PRIMARY_MEASURE in ordered:
-        return PRIMARY_MEASURE
-    return ordered[0] if ordered else None
+    return next((m for m in ordered if str(m) == PRIMARY_MEASURE), ordered[0] if ordered else None)

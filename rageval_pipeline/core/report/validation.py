@@ -73,13 +73,13 @@ def _said(rule: Rule, check: Check, total: int) -> tuple[str | None, str | None]
     """(its sentence of the summary line, its issue) of one criterion, in the seed's words."""
     if isinstance(rule, QueryShare):
         share = check.value or 0.0
-        reach = f"{_spoken(rule.measure)} {rule.relation} {rule.min:.2f}"
+        reach = f"{_spoken(str(rule.measure))} {rule.relation} {rule.min:.2f}"
         said = f"{round(share * total)}/{total} queries ({share:.0%}) achieved {reach}."
         issue = f"only {share:.0%} of queries reach {reach} (need {rule.share:.0%})"
         return said, None if check.passed else issue
     if isinstance(rule, Threshold):
         value, verb = check.value or 0.0, "meets" if check.passed else "is below"
-        return f"{_spoken(rule.measure)} {value:.2f} {verb} target {rule.min:.2f}.", None
+        return f"{_spoken(str(rule.measure))} {value:.2f} {verb} target {rule.min:.2f}.", None
     if isinstance(rule, Integrity):
         name = rule.rate.replace("_", " ")
         if check.value is None:
