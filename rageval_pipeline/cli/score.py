@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from rageval_pipeline.core.measures.join import Judgments
+    from rageval_pipeline.core.measures.names import Measure
     from rageval_pipeline.core.ranking import RankedRun
 
     Qrels = tuple[pd.DataFrame, Judgments]  # a qrels table and its side of the join
@@ -72,19 +73,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_compare, refuse=parser.error)
 
 
-def _measures(args: argparse.Namespace) -> list[str]:
-    """The canonical names of the measures asked for; a bad one exits 2, as argparse would.
-    Named here rather than while parsing arguments: naming a measure imports pydantic
+def _measures(args: argparse.Namespace) -> list[Measure]:
+    """The measures asked for, parsed once here; a bad one exits 2, as argparse would.
+    Parsed here rather than while parsing arguments: naming a measure imports pydantic
     (0.15 s), which `eval` spends while its run is read."""
     from rageval_pipeline.core.measures import parse_measure
 
-    names = []
+    measures = []
     for text in args.measures or EVAL_MEASURES:
         try:
-            names.append(str(parse_measure(text)))
+            measures.append(parse_measure(text))
         except InputError as exc:
             args.refuse(f"argument -m/--measure: {exc.problem}")
-    return names
+    return measures
 
 
 def _numpy_without_blas_threads() -> None:
@@ -199,7 +200,7 @@ def _score(
     qrels_path: str,
     run: RankedRun | pd.DataFrame,
     path: str,
-    measures: list[str],
+    measures: list[Measure],
 ) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.compute as pc
