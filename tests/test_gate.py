@@ -21,6 +21,7 @@ from rageval_pipeline.core.gate import (
     load_policy,
     write_baseline,
 )
+from rageval_pipeline.core.measures import parse_measure
 from rageval_pipeline.core.report import to_markdown
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gate"
@@ -511,7 +512,9 @@ def test_duplicate_runs_are_rejected():
 
 def test_policy_rules_exact_name_then_first_matching_pattern():
     policy = load_policy(FIXTURES / "policy.yaml")
-    assert policy.rules_for("nfcorpus").thresholds == {"nDCG@10": 0.30}
+    # The policy holds measure objects, parsed once on load; they dump as their names.
+    assert policy.rules_for("nfcorpus").thresholds == {parse_measure("nDCG@10"): 0.30}
+    assert policy.rules_for("nfcorpus").model_dump()["thresholds"] == {"nDCG@10": 0.30}
     # "cqa*" comes before "cqadupstack-*", so it wins for cqadupstack-android.
     cqa = policy.rules_for("cqadupstack-android").tolerance
     assert (cqa.relative, cqa.absolute) == (None, 0.02)
@@ -530,7 +533,7 @@ def test_dataset_entry_only_replaces_the_fields_it_writes():
         }
     )
     rules = policy.rules_for("scifact")
-    assert rules.thresholds == {"nDCG@10": 0.6}
+    assert rules.model_dump()["thresholds"] == {"nDCG@10": 0.6}
     assert rules.tolerance.relative == 0.1
     assert rules.latency_tolerance.floor_ms == 9
 
@@ -545,11 +548,12 @@ def test_repository_policy_has_the_documented_default():
     for suite in ("techdocs", "hotel"):
         rules = load_policy(REPO_POLICY).rules_for(suite)
         assert rules.thresholds == {}
-        assert rules.compare == ["RR(rel=2)", "nDCG@10"]
+        assert rules.model_dump()["compare"] == ["RR(rel=2)", "nDCG@10"]
         assert rules.unjudged.blocking
-        assert rules.targets["RR"] == 0.70
-    assert load_policy(REPO_POLICY).rules_for("techdocs").targets["P@5"] == 0.70
-    assert load_policy(REPO_POLICY).rules_for("hotel").targets["P(rel=2)@5"] == 0.60
+        assert rules.targets[parse_measure("RR")] == 0.70
+    assert load_policy(REPO_POLICY).rules_for("techdocs").targets[parse_measure("P@5")] == 0.70
+    hotel = load_policy(REPO_POLICY).rules_for("hotel")
+    assert hotel.targets[parse_measure("P(rel=2)@5")] == 0.60
 
 
 @pytest.mark.parametrize(

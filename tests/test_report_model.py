@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, judge
+from rageval_pipeline.core.gate import (
+    GatePolicy,
+    RunSummary,
+    baseline_from_summary,
+    judge,
+    judge_validation,
+    load_policy,
+)
 from rageval_pipeline.core.report import build_report, to_html, to_markdown, write_reports
 from rageval_pipeline.core.report.plots import render, render_cached
-from rageval_pipeline.core.report.seed003 import validation_report
+from rageval_pipeline.core.report.validation import validation_report
+
+GATE_YAML = Path(__file__).parent.parent / "data" / "gate.yaml"
+SEED_P5 = "{kind: query_share, measure: P@5, min: 0.80, share: 0.80}"
 
 QUERIES = [f"q{i}" for i in range(1, 9)]
 
@@ -166,24 +177,93 @@ def test_worst_regressions_list_only_queries_that_got_worse(context):
     assert "+0.0000" not in worst and "-0.0000" not in worst and "| q3 |" not in worst
 
 
+def test_the_report_explains_the_measure_the_gate_judged(context):
+    """One primary-measure rule: with `spike.measure: P@5` the gate judges P@5, and the report's
+    explanations, per-query plot and one-line summary follow it (they followed nDCG@10)."""
+    from rageval_pipeline.core.report import short_summary
+
+    report, new = context
+    old = report.verdict  # judged with the default policy: nDCG@10, as before
+    assert [w.measure for w in old.worst_queries] == ["nDCG@10", "nDCG@10"]
+    policy = GatePolicy.model_validate({"datasets": {"default": {"spike": {"measure": "P@5"}}}})
+    baselines = {
+        ("hotel", "bm25"): baseline_from_summary(
+            run("bm25", [0.9, 0.8, 0.5, 0.5, 0.5, 0.5, 0.5, 0.2], 0.6, 0.8, BEFORE, "1")
+        )
+    }
+    verdict = judge([new], baselines, policy)
+    assert {w.measure for w in verdict.worst_queries} == {"P@5"}
+    judged = build_report(verdict, [new], baselines)
+    assert {c.measure for c in judged.runs[0].lost} == {"P@5"}
+    assert [c.query_id for c in judged.runs[0].lost] == ["q2", "q4", "q6", "q8"]
+    per_query = next(f for f in judged.figures if f.kind == "per_query")
+    assert per_query.data["measure"] == "P@5"
+    assert (
+        short_summary(verdict, Path("r"))
+        .splitlines()[1]
+        .endswith(", P@5 0.4000 (-0.2000 vs baseline)")
+    )
+
+
+def _seed_report(summary: RunSummary, policy: Path, queries=None, integrity=None):
+    criteria = judge_validation(summary, load_policy(policy), integrity=integrity)
+    stamp = datetime(2026, 1, 2, tzinfo=UTC)
+    return validation_report(summary, queries or {}, criteria, timestamp=stamp, integrity=integrity)
+
+
 def test_seed_003_report_fields_and_pass_fail_rule(context):
     _, summary = context
     queries = {"q1": {"text": "late checkout?", "query_type": "specific"}}
-    report = validation_report(summary, queries, timestamp=datetime(2026, 1, 2, tzinfo=UTC))
+    report = _seed_report(summary, GATE_YAML, queries)
     assert report.total_queries == 8 == len(report.test_cases)
     q1 = report.test_cases[0]
     assert q1.query.text == "late checkout?" and q1.query.top_k == 10
     assert q1.relevance_labels == [0, 0, 3] and q1.rank_of_best == 3
     assert [r.judged for r in q1.actual_results] == [False, True, True]
     # Half the queries have P@5 = 1.0, half 0.4: 50% < 80%, so FAIL, and the issue says why.
-    assert report.summary.startswith("FAIL: 4/8 queries (50%)")
-    assert any("need 80%" in issue for issue in report.issues)
+    assert report.summary == (
+        "FAIL: 4/8 queries (50%) achieved precision@5 >= 0.80. MRR 0.75 meets target 0.70."
+    )
+    assert report.issues[:2] == [
+        "metadata completeness not measured for this run (no chunks): not judged",
+        "hash validation not measured for this run (no chunks): not judged",
+    ]
+    assert "only 50% of queries reach precision@5 >= 0.80 (need 80%)" in report.issues
     assert report.metadata_completeness_rate is None
     passing = summary.model_copy(update={"per_query": {q: {"P@5": 1.0} for q in summary.per_query}})
-    ok = validation_report(
-        passing, {}, timestamp=datetime(2026, 1, 2, tzinfo=UTC), integrity=(1.0, 1.0)
-    )
+    rates = {"metadata_completeness": 1.0, "hash_validation": 1.0}
+    ok = _seed_report(passing, GATE_YAML, integrity=rates)
     assert ok.summary.startswith("PASS: 8/8 queries (100%)") and ok.mrr == 0.75
+    assert ok.metadata_completeness_rate == 1.0
+    assert all(issue.endswith("returned no relevant result") for issue in ok.issues)
+    broken = _seed_report(passing, GATE_YAML, integrity=rates | {"hash_validation": 0.5})
+    assert broken.summary.startswith("FAIL: 8/8")
+    assert broken.issues[0] == "hash validation rate 50.00% < 100%"
+
+
+def test_seed_003_verdict_follows_its_criterion_in_gate_yaml(context, tmp_path):
+    """The validation report's PASS/FAIL is the gate's judgement of the policy's `validation`
+    rules: changing seed 003's P@5 criterion in gate.yaml changes the report's verdict."""
+    _, summary = context
+    shipped = GATE_YAML.read_text(encoding="utf-8")
+    assert shipped.count(SEED_P5) == 1
+    assert _seed_report(summary, GATE_YAML).summary.startswith("FAIL: 4/8 queries (50%)")
+    for criterion, expected in [
+        ("min: 0.40, share: 0.80", "PASS: 8/8 queries (100%) achieved precision@5 >= 0.40."),
+        ("min: 0.80, share: 0.50", "PASS: 4/8 queries (50%) achieved precision@5 >= 0.80."),
+        ("min: 0.80, share: 0.50, blocking: false", "PASS: 4/8"),
+    ]:
+        policy = tmp_path / "gate.yaml"
+        policy.write_text(
+            shipped.replace(SEED_P5, SEED_P5.replace("min: 0.80, share: 0.80", criterion))
+        )
+        assert _seed_report(summary, policy).summary.startswith(expected)
+    # The criterion's measure comes from the policy too: P@10 is not computed, so no query
+    # reaches it.
+    policy.write_text(shipped.replace(SEED_P5, SEED_P5.replace("P@5", "P@10")))
+    assert _seed_report(summary, policy).summary.startswith(
+        "FAIL: 0/8 queries (0%) achieved precision@10 >= 0.80."
+    )
 
 
 def test_short_summary_is_the_verdict_one_line_per_system_and_where(context, tmp_path):

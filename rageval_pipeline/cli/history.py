@@ -6,6 +6,7 @@ import argparse
 
 from rageval_pipeline.cli import add_storage_option, at_least
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.measures.defaults import PRIMARY_MEASURE
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +17,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--system", help="one system (default: all)")
-    parser.add_argument("-m", "--measure", default="nDCG@10")
+    parser.add_argument("-m", "--measure", default=PRIMARY_MEASURE)
     parser.add_argument("--limit", type=at_least(1), default=20, help="most recent N evaluations")
     add_storage_option(parser)
     parser.set_defaults(func=run_history)

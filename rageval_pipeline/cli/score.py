@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 
 from rageval_pipeline.cli import at_least, ppi_scores
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.measures.defaults import EVAL_MEASURES
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from rageval_pipeline.core.io.ranking import RankedRun
     from rageval_pipeline.core.measures.join import Judgments
+    from rageval_pipeline.core.measures.names import Measure
 
     Qrels = tuple[pd.DataFrame, Judgments]  # a qrels table and its side of the join
 
-# trec_eval's usual figures: what `eval` and `compare` print when no -m is given.
-EVAL_MEASURES = ("nDCG@10", "RR", "P@5", "P@10", "R@10", "R@100", "AP")
 FORMATS = ("table", "json", "csv")
 
 
@@ -73,19 +73,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_compare, refuse=parser.error)
 
 
-def _measures(args: argparse.Namespace) -> list[str]:
-    """The canonical names of the measures asked for; a bad one exits 2, as argparse would.
-    Named here rather than while parsing arguments: naming a measure imports pydantic
+def _measures(args: argparse.Namespace) -> list[Measure]:
+    """The measures asked for, parsed once here; a bad one exits 2, as argparse would.
+    Parsed here rather than while parsing arguments: naming a measure imports pydantic
     (0.15 s), which `eval` spends while its run is read."""
     from rageval_pipeline.core.measures import parse_measure
 
-    names = []
+    measures = []
     for text in args.measures or EVAL_MEASURES:
         try:
-            names.append(str(parse_measure(text)))
+            measures.append(parse_measure(text))
         except InputError as exc:
             args.refuse(f"argument -m/--measure: {exc.problem}")
-    return names
+    return measures
 
 
 def _numpy_without_blas_threads() -> None:
@@ -199,7 +199,7 @@ def _score(
     qrels_path: str,
     run: RankedRun | pd.DataFrame,
     path: str,
-    measures: list[str],
+    measures: list[Measure],
 ) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -250,7 +250,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
         sample, llm = population
         by_llm = _score(llm, args.llm_qrels, run, args.run, measures)
-        ppi = ppi_means(nested(per_query), nested(by_llm), sample, measures)
+        ppi = ppi_means(nested(per_query), nested(by_llm), sample, [str(m) for m in measures])
     del run  # (its arrays are freed before the output is built)
 
     import pandas as pd
@@ -306,7 +306,8 @@ def run_compare(args: argparse.Namespace) -> int:
     table = compare_runs(human_a, human_b, permutations=args.permutations, seed=args.seed)
     ppi = {}
     if population:
-        ppi = ppi_scores.compared((human_a, human_b), (llm_a, llm_b), population[0], measures)
+        named = [str(m) for m in measures]
+        ppi = ppi_scores.compared((human_a, human_b), (llm_a, llm_b), population[0], named)
     if args.format == "json" and ppi:
         records = json.loads(table.to_json(orient="records", double_precision=15))
         for record in records:

@@ -13,11 +13,12 @@ from rageval_pipeline.core.gate.baselines import (
     load_baselines,
     write_baseline,
 )
-from rageval_pipeline.core.gate.judge import judge
+from rageval_pipeline.core.gate.judge import judge, judge_validation
 from rageval_pipeline.core.gate.models import (
     BASELINE_VERSION,
     CATEGORIES,
     LATENCY_STATS,
+    MEASURE_KINDS,
     OVERALL,
     Baseline,
     Category,
@@ -43,12 +44,15 @@ from rageval_pipeline.core.gate.policy import (
     UnjudgedSpike,
     load_policy,
 )
+from rageval_pipeline.core.gate.rules import INTEGRITY_RATES, Rule
 
 __all__ = [
     "BASELINE_VERSION",
     "CATEGORIES",
     "DEFAULT_RULES_KEY",
+    "INTEGRITY_RATES",
     "LATENCY_STATS",
+    "MEASURE_KINDS",
     "OVERALL",
     "Band",
     "Baseline",
@@ -62,6 +66,7 @@ __all__ = [
     "LatencyTolerance",
     "QueryRegression",
     "Rerun",
+    "Rule",
     "RunChange",
     "RunSummary",
     "Spike",
@@ -72,6 +77,7 @@ __all__ = [
     "baseline_from_summary",
     "baseline_path",
     "judge",
+    "judge_validation",
     "load_baseline",
     "load_baselines",
     "load_policy",

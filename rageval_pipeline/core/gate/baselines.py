@@ -144,7 +144,7 @@ def worse_measures(new: RunSummary, old: Baseline, policy: GatePolicy) -> list[s
     every later run is then judged against the lower value. Compared as the file stores it."""
     lines = []
     for measure in compared_measures(Evaluation(new, policy.rules_for(new.dataset)), old):
-        before, after = old.measures.get(measure), new.measures.get(measure)
+        before, after = old.measures.get(str(measure)), new.measures.get(str(measure))
         if before is None or after is None:
             continue
         before, after = round_metric(before), round_metric(after)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check
-from rageval_pipeline.core.measures.names import parse_measure, try_parse
+from rageval_pipeline.core.measures.names import try_parse
 
 _HINT = (
     "the drops below may be missing judgments rather than worse retrieval: judge the new "
@@ -23,16 +23,17 @@ _HINT = (
 def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
     """The share of unjudged documents in the run's top k, against the baseline's share."""
     spec = run.rules.unjudged
-    judged = run.summary.measures.get(spec.measure)
+    name = str(spec.measure)
+    judged = run.summary.measures.get(name)
     if judged is None:
         return None
     share = 1.0 - judged
-    text = f"{run.label} unjudged documents in the top {parse_measure(spec.measure).k}: {share:.1%}"
-    reference = None if baseline is None else baseline.measures.get(spec.measure)
+    text = f"{run.label} unjudged documents in the top {spec.measure.k}: {share:.1%}"
+    reference = None if baseline is None else baseline.measures.get(name)
     if reference is None:
         return run.check(
             kind="unjudged",
-            measure=spec.measure,
+            measure=name,
             value=share,
             passed=True,
             blocking=False,
@@ -50,7 +51,7 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
     )
     return run.check(
         kind="unjudged",
-        measure=spec.measure,
+        measure=name,
         value=share,
         reference=before,
         delta=rise,

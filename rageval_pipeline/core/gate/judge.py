@@ -1,19 +1,22 @@
 """Judging: every run against its policy rules and baseline, giving checks and a verdict.
 
-The checks themselves live beside this module: `quality` (measures against the baseline, with
-paired statistics), `coverage` (unjudged documents), `latency`; `context` is what they share.
+The checks themselves live beside this module: `rules` (the policy's absolute rule kinds:
+thresholds, targets, shares of queries, ...), `quality` (measures against the baseline, with
+paired statistics), `coverage` (unjudged documents), `latency`; `evaluation` is what they share.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from rageval_pipeline.core.gate.changes import describe, level_changed, rerun_baseline, run_change
 from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
 from rageval_pipeline.core.gate.models import (
+    MEASURE_KINDS,
     Baseline,
     Check,
-    CheckKind,
     QueryRegression,
     RunChange,
     RunSummary,
@@ -25,47 +28,14 @@ from rageval_pipeline.core.gate.quality import (
     baseline_check,
     compared_measures,
     paired_tests,
-    primary_measure,
     spike_check,
     watched_check,
     watched_measures,
     worst_queries,
 )
-from rageval_pipeline.core.measures.names import parse_measure
-
-_MEASURE_KINDS = frozenset({"threshold", "target", "baseline", "watched"})
-
-
-def _absolute_check(run: Evaluation, measure: str, limit: float, kind: CheckKind) -> Check:
-    blocking = kind == "threshold"
-    value = run.summary.measures.get(measure)
-    if value is None:
-        return run.check(
-            kind=kind,
-            measure=measure,
-            reference=limit,
-            passed=False,
-            blocking=blocking,
-            message=f"{run.label} {measure} was not computed by this run but the policy has a "
-            f"{kind} for it",
-        )
-    higher = parse_measure(measure).higher_is_better
-    passed = value >= limit if higher else value <= limit
-    relation = (">=" if passed else "<") if higher else ("<=" if passed else ">")
-    check = run.compared(
-        kind=kind,
-        measure=measure,
-        value=value,
-        reference=limit,
-        passed=passed,
-        blocking=blocking,
-        # A missed advisory target is not a regression: it carries no taxonomy label.
-        category=parse_measure(measure).category if blocking else None,
-        message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f}",
-    )
-    if blocking or passed:
-        return check
-    return check.model_copy(update={"message": check.message + " (advisory)"})
+from rageval_pipeline.core.gate.rules import Rule
+from rageval_pipeline.core.gate.run import Run
+from rageval_pipeline.core.measures.defaults import primary_measure
 
 
 def _update_hint(summary: RunSummary) -> str:
@@ -136,8 +106,7 @@ def _judge_run(
 ) -> tuple[list[Check], list[QueryRegression], RunChange]:
     change = run_change(run.summary, baseline)
     checks, baseline = _baseline_status(run, baseline, change)
-    checks += [_absolute_check(run, m, v, "threshold") for m, v in run.rules.thresholds.items()]
-    checks += [_absolute_check(run, m, v, "target") for m, v in run.rules.targets.items()]
+    checks += [rule.check(run) for rule in run.rules.limits()]
     worst: list[QueryRegression] = []
     coverage = unjudged_check(run, baseline)
     refused = None
@@ -148,7 +117,7 @@ def _judge_run(
         compared = compared_measures(run, baseline)
         tests = paired_tests(run, baseline, compared)
         quality = [baseline_check(run, m, baseline, tests.get(m)) for m in compared]
-        primary = primary_measure(run, compared)
+        primary = primary_measure(compared, run.rules.spike.measure)
         if primary is not None:
             quality.append(spike_check(run, baseline, primary))
             worst = worst_queries(run, baseline, primary, worst_limit)
@@ -161,7 +130,7 @@ def _judge_run(
     checks += latency_max_checks(run)
     if baseline is not None:
         checks += latency_baseline_checks(run, baseline)
-    shown = {c.measure for c in checks if c.kind in _MEASURE_KINDS}
+    shown = {c.measure for c in checks if c.kind in MEASURE_KINDS}
     checks += [_value_check(run, m, v) for m, v in run.summary.measures.items() if m not in shown]
     return checks, worst, change
 
@@ -209,3 +178,13 @@ def judge(
     # Run stamps are UTC ISO-8601 strings, so string order is time order.
     stamp = created_at or max((s.created_at for s in runs), default="")
     return Verdict(created_at=stamp, checks=checks, worst_queries=worst, changes=changes)
+
+
+def judge_validation(
+    summary: RunSummary, policy: GatePolicy, *, integrity: Mapping[str, float] | None = None
+) -> list[tuple[Rule, Check]]:
+    """Seed 003's criteria (the `validation` rules of the run's dataset), each with its check of
+    the run; `integrity` is its chunks' rates (core.gate.rules.INTEGRITY_RATES) when measured.
+    They decide the validation report's PASS/FAIL, never the release."""
+    run = Run(summary, integrity=integrity)
+    return [(rule, rule.check(run)) for rule in policy.rules_for(summary.dataset).validation]

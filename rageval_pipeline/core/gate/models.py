@@ -28,8 +28,19 @@ CheckKind = Literal[
     "watched",  # a measure outside `compare` against the baseline: a warning when it moved
     "value",  # informational: a measure with nothing to compare against, shown in reports
 ]
+# Kinds whose `measure` is a measure compared with a limit or a baseline (not a statistic).
+MEASURE_KINDS = frozenset({"threshold", "target", "baseline", "watched"})
+# The check kinds of the policy's rule kinds beyond those above: `core/gate/rules.py` adds each
+# as it defines the rule, so a new rule kind needs no edit here.
+RULE_CHECK_KINDS: set[str] = set()
 BASELINE_VERSION = "1"
 OVERALL = "all"  # the latency group key covering every query
+
+
+def _known_kind(kind: str) -> str:
+    if kind not in get_args(CheckKind) and kind not in RULE_CHECK_KINDS:
+        raise ValueError(f"unknown check kind {kind!r}")
+    return kind
 
 
 def _check_timestamp(value: str) -> str:
@@ -146,7 +157,7 @@ class Check(BaseModel):
     dataset: str
     split: str
     system: str
-    kind: CheckKind
+    kind: Annotated[str, AfterValidator(_known_kind)]  # a CheckKind or a rule's (RULE_CHECK_KINDS)
     measure: str | None = None  # a measure name, or a latency statistic for latency kinds
     group: str | None = None  # latency group ("all", "intent=factual") for latency kinds
     value: float | None = None
@@ -235,6 +246,18 @@ class Verdict(BaseModel):
     def improvements(self) -> list[Check]:
         """Measures that got better beyond tolerance, established by the statistics."""
         return [c for c in self.checks if c.improved]
+
+    def judged_by(self, key: tuple[str, str, str]) -> str | None:
+        """The primary measure the run `key` (dataset, split, system) was judged by: its spike
+        check's; None when the gate compared no measure of it with a baseline."""
+        return next(
+            (
+                c.measure
+                for c in self.checks
+                if c.kind == "spike" and (c.dataset, c.split, c.system) == key
+            ),
+            None,
+        )
 
     @property
     def runs(self) -> list[tuple[str, str, str]]:

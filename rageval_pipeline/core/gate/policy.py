@@ -6,11 +6,12 @@ import fnmatch
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, FiniteFloat
 
-from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, MeasureValues, _Strict
+from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, _Strict
+from rageval_pipeline.core.gate.rules import Integrity, LatencyBelow, QueryShare, Rule, Threshold
 from rageval_pipeline.core.io.config import load_model
-from rageval_pipeline.core.measures.names import MeasureName, OneSpellingEach
+from rageval_pipeline.core.measures.names import Measure, MeasureField, OneSpellingEach
 from rageval_pipeline.core.statistics.paired import (
     DEFAULT_ALPHA,
     DEFAULT_POWER,
@@ -19,6 +20,7 @@ from rageval_pipeline.core.statistics.paired import (
 )
 
 _M = TypeVar("_M", bound=BaseModel)
+MeasureLimits = Annotated[dict[MeasureField, FiniteFloat], OneSpellingEach]
 
 
 class Band(_Strict):
@@ -49,9 +51,9 @@ def _overlay(base: _M, override: BaseModel) -> _M:
 class Tolerance(Band):
     """The default band plus per-measure overrides, which inherit the fields they leave out."""
 
-    per_measure: Annotated[dict[MeasureName, Band], OneSpellingEach] = Field(default_factory=dict)
+    per_measure: Annotated[dict[MeasureField, Band], OneSpellingEach] = Field(default_factory=dict)
 
-    def for_measure(self, measure: str) -> Band:
+    def for_measure(self, measure: Measure) -> Band:
         band = Band(relative=self.relative, absolute=self.absolute)
         override = self.per_measure.get(measure)
         return band if override is None else _overlay(band, override)
@@ -79,7 +81,7 @@ class LatencyTolerance(_Strict):
 class Spike(_Strict):
     """semantic_degraded_spike: more than `share` of queries lost more than `drop` of `measure`."""
 
-    measure: MeasureName | None = Field(
+    measure: MeasureField | None = Field(
         default=None, description="default nDCG@10, else first compared"
     )
     drop: float = Field(default=0.2, gt=0)
@@ -108,23 +110,42 @@ class UnjudgedSpike(_Strict):
     """unjudged_spike: `measure` (a Judged@k) fell by more than `drop` against the baseline, so
     the run retrieves documents nobody judged; its drops may be missing judgments."""
 
-    measure: MeasureName = "Judged@10"
+    measure: MeasureField = Field(default="Judged@10", validate_default=True)
     drop: float = Field(default=0.1, gt=0, le=1)
     blocking: bool = False
+
+
+# Every rule kind `rules` and `validation` accept, told apart by their `kind` (core/gate/rules.py).
+AnyRule = Annotated[Threshold | QueryShare | LatencyBelow | Integrity, Field(discriminator="kind")]
 
 
 class GateRules(_Strict):
     """The rules of one dataset (or dataset pattern)."""
 
-    thresholds: MeasureValues = Field(default_factory=dict)
-    targets: MeasureValues = Field(default_factory=dict)
+    thresholds: MeasureLimits = Field(default_factory=dict)
+    targets: MeasureLimits = Field(default_factory=dict)
     latency_max_ms: dict[LatencyStat, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     tolerance: Tolerance = Field(default_factory=Tolerance)
     latency_tolerance: LatencyTolerance = Field(default_factory=LatencyTolerance)
-    compare: Annotated[list[MeasureName], OneSpellingEach] | None = None
+    compare: Annotated[list[MeasureField], OneSpellingEach] | None = None
     spike: Spike = Field(default_factory=Spike)
     statistics: Statistics = Field(default_factory=Statistics)
     unjudged: UnjudgedSpike = Field(default_factory=UnjudgedSpike)
+    rules: list[AnyRule] = Field(
+        default_factory=list, description="more pass/fail rules of the release, of any kind"
+    )
+    validation: list[AnyRule] = Field(
+        default_factory=list,
+        description="seed 003's criteria: they decide its validation report, not the release",
+    )
+
+    def limits(self) -> list[Rule]:
+        """The absolute rules of the release: `thresholds`, `targets`, then `rules`."""
+        return [
+            *(Threshold(measure=m, min=v) for m, v in self.thresholds.items()),
+            *(Threshold(measure=m, min=v, blocking=False) for m, v in self.targets.items()),
+            *self.rules,
+        ]
 
 
 DEFAULT_RULES_KEY = "default"

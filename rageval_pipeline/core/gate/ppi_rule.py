@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check
+from rageval_pipeline.core.measures.measure import Measure
 from rageval_pipeline.core.statistics.paired import PairedTest, with_holm
 
 
@@ -37,7 +38,9 @@ def refusal(run: Evaluation, baseline: Baseline) -> Check | None:
     )
 
 
-def ppi_tests(run: Evaluation, baseline: Baseline, measures: list[str]) -> dict[str, PairedTest]:
+def ppi_tests(
+    run: Evaluation, baseline: Baseline, measures: list[Measure]
+) -> dict[Measure, PairedTest]:
     """Per measure, the PPI++ paired delta run - baseline as a PairedTest, Holm-adjusted
     together (`refusal` has passed)."""
     from rageval_pipeline.core.statistics.ppi import as_paired_test, ppi_deltas

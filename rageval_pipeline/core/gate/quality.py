@@ -10,47 +10,43 @@ from __future__ import annotations
 
 import numpy as np
 
-from rageval_pipeline.core.gate.evaluation import (
-    EPS,
-    Evaluation,
-    deltas,
-    per_query_pairs,
-    worsening,
-)
+from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.gate.ppi_rule import ppi_tests
-from rageval_pipeline.core.measures.names import parse_measure, sort_key
+from rageval_pipeline.core.gate.run import deltas
+from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
 from rageval_pipeline.core.statistics.paired import PairedTest, paired_test, with_holm
 
 
-def compared_measures(run: Evaluation, baseline: Baseline) -> list[str]:
+def _shared(
+    run: Evaluation, baseline: Baseline, besides: list[Measure], skip: tuple[str, ...]
+) -> list[Measure]:
+    """The measures both stored (names parsed here, once) but `besides`, in name order, with
+    the families in `skip` left out."""
+    names = set(run.summary.measures) & set(baseline.measures) - {str(m) for m in besides}
+    parsed = (parse_measure(name) for name in sorted(names, key=sort_key))
+    return [m for m in parsed if m.family not in skip]
+
+
+def compared_measures(run: Evaluation, baseline: Baseline) -> list[Measure]:
     """`compare` when set, else every measure in both run and baseline except coverage
     (Judged@k), which the unjudged check compares instead, and budget (Tokens@k): a chunking
     that pays more context for better recall is a trade-off to watch, not a failure."""
     if run.rules.compare is not None:
         return list(run.rules.compare)
-    shared = set(run.summary.measures) & set(baseline.measures)
-    kept = (m for m in shared if parse_measure(m).family not in ("coverage", "budget"))
-    return sorted(kept, key=sort_key)
+    return _shared(run, baseline, [], skip=("coverage", "budget"))
 
 
-def watched_measures(run: Evaluation, baseline: Baseline, compared: list[str]) -> list[str]:
+def watched_measures(run: Evaluation, baseline: Baseline, compared: list[Measure]) -> list[Measure]:
     """Every other measure both have (coverage aside): each is watched, and a drop that the
     statistics establish is a warning under its own category, so a collapse of R@100 is seen
     even when the policy blocks on nDCG@10 alone."""
-    shared = set(run.summary.measures) & set(baseline.measures) - set(compared)
-    return sorted((m for m in shared if parse_measure(m).family != "coverage"), key=sort_key)
+    return _shared(run, baseline, compared, skip=("coverage",))
 
 
-def primary_measure(run: Evaluation, compared: list[str]) -> str | None:
-    if run.rules.spike.measure:
-        return run.rules.spike.measure
-    if "nDCG@10" in compared:
-        return "nDCG@10"
-    return compared[0] if compared else None
-
-
-def paired_tests(run: Evaluation, baseline: Baseline, measures: list[str]) -> dict[str, PairedTest]:
+def paired_tests(
+    run: Evaluation, baseline: Baseline, measures: list[Measure]
+) -> dict[Measure, PairedTest]:
     """Run against baseline per measure on the queries both measured, Holm-adjusted together;
     under rule `ppi`, the PPI++ paired deltas on the whole population instead."""
     stats = run.rules.statistics
@@ -73,14 +69,14 @@ def paired_tests(run: Evaluation, baseline: Baseline, measures: list[str]) -> di
     return with_holm(tests)
 
 
-def _proven(run: Evaluation, measure: str, allowed: float, test: PairedTest | None) -> bool:
+def _proven(run: Evaluation, measure: Measure, allowed: float, test: PairedTest | None) -> bool:
     """Whether a drop beyond the band is established under the policy's rule."""
     stats = run.rules.statistics
     if test is None or stats.rule == "point" or test.ci_low is None or test.ci_high is None:
         return True
     if stats.rule == "significance":
         return test.p_holm is not None and test.p_holm < stats.alpha
-    if parse_measure(measure).higher_is_better:
+    if measure.higher_is_better:
         return test.ci_high < -allowed - EPS
     return test.ci_low > allowed + EPS
 
@@ -104,7 +100,7 @@ def _stats_text(run: Evaluation, test: PairedTest | None, allowed: float) -> str
     return text
 
 
-def _improved(run: Evaluation, measure: str, allowed: float, test: PairedTest | None) -> bool:
+def _improved(run: Evaluation, measure: Measure, allowed: float, test: PairedTest | None) -> bool:
     """Whether the run is better beyond the band, established as a drop would be: the whole
     interval beyond it (`interval`), a significant test (`significance`), or the mean alone."""
     stats = run.rules.statistics
@@ -113,26 +109,27 @@ def _improved(run: Evaluation, measure: str, allowed: float, test: PairedTest | 
     if stats.rule == "significance":
         better = test.delta * _sign(measure) > allowed + EPS
         return better and test.p_holm is not None and test.p_holm < stats.alpha
-    if parse_measure(measure).higher_is_better:
+    if measure.higher_is_better:
         return test.ci_low > allowed + EPS
     return test.ci_high < -allowed - EPS
 
 
-def _sign(measure: str) -> float:
-    return 1.0 if parse_measure(measure).higher_is_better else -1.0
+def _sign(measure: Measure) -> float:
+    return 1.0 if measure.higher_is_better else -1.0
 
 
 def baseline_check(
-    run: Evaluation, measure: str, baseline: Baseline, test: PairedTest | None
+    run: Evaluation, measure: Measure, baseline: Baseline, test: PairedTest | None
 ) -> Check:
-    value = run.summary.measures.get(measure)
-    reference = baseline.measures.get(measure)
+    name = str(measure)
+    value = run.summary.measures.get(name)
+    reference = baseline.measures.get(name)
     if value is None or reference is None:
         # A measure the run lacks can hide a regression; one the baseline lacks cannot.
         missing_in_run = value is None
         return run.check(
             kind="baseline",
-            measure=measure,
+            measure=str(measure),
             value=value,
             reference=reference,
             passed=False,
@@ -144,7 +141,7 @@ def baseline_check(
         )
     band = run.rules.tolerance.for_measure(measure)
     allowed = band.allowed(reference)
-    higher = parse_measure(measure).higher_is_better
+    higher = measure.higher_is_better
     beyond = worsening(measure, reference, value) > allowed + EPS
     failed = beyond and _proven(run, measure, allowed, test)
     unsure = beyond and not failed
@@ -153,12 +150,12 @@ def baseline_check(
     prefix = "inconclusive: " if unsure else ""
     check = run.compared(
         kind="baseline",
-        measure=measure,
+        measure=str(measure),
         value=value,
         reference=reference,
         passed=not beyond,
         blocking=not unsure,
-        category=None if unsure else parse_measure(measure).category,
+        category=None if unsure else measure.category,
         message=f"{prefix}{run.label} {measure} = {value:.4f} {relation} {bound}",
         paired=test,
         inconclusive=unsure,
@@ -171,12 +168,13 @@ def baseline_check(
 
 
 def watched_check(
-    run: Evaluation, measure: str, baseline: Baseline, test: PairedTest | None
+    run: Evaluation, measure: Measure, baseline: Baseline, test: PairedTest | None
 ) -> Check:
     """A measure outside `compare`: a warning, under the measure's own category, when it fell
     beyond tolerance and the Holm-corrected paired test across the watched measures is
     significant; otherwise passed (and `improved` when it rose the same way)."""
-    value, reference = run.summary.measures[measure], baseline.measures[measure]
+    name = str(measure)
+    value, reference = run.summary.measures[name], baseline.measures[name]
     allowed = run.rules.tolerance.for_measure(measure).allowed(reference)
     alpha = run.rules.statistics.alpha
     significant = test is not None and test.p_holm is not None and test.p_holm < alpha
@@ -185,12 +183,12 @@ def watched_check(
     relation = "fell beyond" if fell else ("rose beyond" if rose else "within")
     check = run.compared(
         kind="watched",
-        measure=measure,
+        measure=str(measure),
         value=value,
         reference=reference,
         passed=not fell,
         blocking=False,
-        category=parse_measure(measure).category,
+        category=measure.category,
         message=f"{run.label} {measure} = {value:.4f} {relation} tolerance of the baseline "
         f"{reference:.4f} (watched, not blocking)",
         paired=test,
@@ -199,13 +197,13 @@ def watched_check(
     return check.model_copy(update={"message": check.message + _stats_text(run, test, allowed)})
 
 
-def spike_check(run: Evaluation, baseline: Baseline, measure: str) -> Check:
+def spike_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Check:
     spike = run.rules.spike
     pairs = per_query_pairs(run, baseline, measure)
     if not pairs:
         return run.check(
             kind="spike",
-            measure=measure,
+            measure=str(measure),
             passed=True,
             blocking=False,
             message=f"{run.label} {measure}: no per-query values in both the run and the "
@@ -218,7 +216,7 @@ def spike_check(run: Evaluation, baseline: Baseline, measure: str) -> Check:
     delta, relative = deltas(share, spike.share)
     return run.check(
         kind="spike",
-        measure=measure,
+        measure=str(measure),
         value=share,
         reference=spike.share,
         delta=delta,
@@ -234,7 +232,7 @@ def spike_check(run: Evaluation, baseline: Baseline, measure: str) -> Check:
 
 
 def worst_queries(
-    run: Evaluation, baseline: Baseline, measure: str, limit: int
+    run: Evaluation, baseline: Baseline, measure: Measure, limit: int
 ) -> list[QueryRegression]:
     worse = [
         (worsening(measure, ref, val), qid, ref, val)
@@ -248,7 +246,7 @@ def worst_queries(
             split=s.split,
             system=s.system,
             query_id=qid,
-            measure=measure,
+            measure=str(measure),
             baseline=ref,
             value=val,
             delta=val - ref,

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    PlainSerializer,
     ValidationError,
 )
 
@@ -285,6 +286,17 @@ def _canonical_field(value: str) -> str:
         raise rule((), exc.problem) from None
 
 
+def _measure_field(value: Any) -> Measure:
+    if isinstance(value, Measure):
+        return value
+    try:
+        return parse_measure(value)
+    except InputError as exc:
+        from rageval_pipeline.core.io.config import rule
+
+        raise rule((), exc.problem) from None
+
+
 def _one_spelling_each(value: Any) -> Any:
     """Two spellings of one measure in one mapping or list would silently keep one of them."""
     if isinstance(value, dict | list):
@@ -304,5 +316,10 @@ def _one_spelling_each(value: Any) -> Any:
 
 # A measure name in a config file, stored canonical: "NDCG@10" and "ndcg_cut_10" become "nDCG@10".
 MeasureName = Annotated[str, AfterValidator(_canonical_field)]
+# A measure in a file people write, parsed once on load into its object (any spelling) and
+# written back as its canonical name: what the gate policy holds and passes on.
+MeasureField = Annotated[
+    Measure, BeforeValidator(_measure_field), PlainSerializer(str, return_type=str)
+]
 # Mappings and lists of measure names, where two spellings of one measure are an error.
 OneSpellingEach = BeforeValidator(_one_spelling_each)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rageval_pipeline.core.gate import Verdict
+from rageval_pipeline.core.gate import MEASURE_KINDS, Verdict
+from rageval_pipeline.core.measures.defaults import primary_measure
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.report import render
 from rageval_pipeline.core.report.index import write_index
@@ -24,6 +25,7 @@ from rageval_pipeline.core.report.summary import run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage.warehouse import atomic_path, write_text
 
+_VALUE_KINDS = MEASURE_KINDS | {"value"}  # checks whose value is the run's mean of a measure
 REPORT_FILES = {
     "json": "gate.json",
     "report": "report.json",
@@ -128,10 +130,9 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
     for key in verdict.runs:
         checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
         failed = [c for c in checks if c.blocking and not c.passed]
-        primary = next(
-            (c for c in checks if c.measure == "nDCG@10" and c.value is not None),
-            next((c for c in checks if c.value is not None and c.kind != "latency"), None),
-        )
+        valued = [c for c in checks if c.kind in _VALUE_KINDS and c.value is not None]
+        measure = verdict.judged_by(key) or primary_measure(c.measure or "" for c in valued)
+        primary = next((c for c in valued if c.measure == measure), None)
         shown = f"{primary.measure} {primary.value:.4f}" if primary else "no measure"
         if primary is not None and primary.delta is not None and primary.kind == "baseline":
             shown += f" ({primary.delta:+.4f} vs baseline)"

@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 from rageval_pipeline.core.gate import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.changes import flatten
 from rageval_pipeline.core.gate.models import Listed
+from rageval_pipeline.core.measures.defaults import primary_measure
+from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.report.texts import ReportTexts
 
 EPS = 1e-9  # a per-query change smaller than this is no change
@@ -48,13 +50,14 @@ class QueryChange(BaseModel):
         return [d for d in self.left if (d.grade or 0) > 0]
 
 
-def primary_measure(summary: RunSummary, baseline: Baseline | None) -> str | None:
-    """The measure per-query explanations follow: nDCG@10 when both have it, else the first
-    shared one."""
-    shared = sorted(set(summary.measures) & set(baseline.measures if baseline else {}))
-    if "nDCG@10" in shared:
-        return "nDCG@10"
-    return shared[0] if shared else None
+def explained_measure(
+    verdict: Verdict, summary: RunSummary, baseline: Baseline | None
+) -> str | None:
+    """The measure per-query explanations follow: the one the gate judged the run by, else
+    (the gate compared none) the primary measure among those run and baseline share."""
+    key = (summary.dataset, summary.split, summary.system)
+    shared = set(summary.measures) & set(baseline.measures if baseline else {})
+    return verdict.judged_by(key) or primary_measure(sorted(shared, key=sort_key))
 
 
 def query_deltas(summary: RunSummary, baseline: Baseline, measure: str) -> dict[str, float]:
@@ -98,11 +101,10 @@ def _change(
 
 
 def changed_queries(
-    summary: RunSummary, baseline: Baseline | None, texts: ReportTexts
+    summary: RunSummary, baseline: Baseline | None, measure: str | None, texts: ReportTexts
 ) -> tuple[list[QueryChange], list[QueryChange]]:
-    """(lost most, gained most): only queries that actually got worse / better, worst (best)
-    first, ties by query id."""
-    measure = primary_measure(summary, baseline)
+    """(lost most, gained most) on `measure`: only queries that actually got worse / better,
+    worst (best) first, ties by query id."""
     if baseline is None or measure is None:
         return [], []
     deltas = query_deltas(summary, baseline, measure)

@@ -16,7 +16,7 @@ from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.report.explain import (
     QueryChange,
     changed_queries,
-    primary_measure,
+    explained_measure,
     query_deltas,
     recommendations,
 )
@@ -112,7 +112,7 @@ def _stem(kind: str, key: RunKey) -> str:
 
 
 def _run_figures(
-    summary: RunSummary, baseline: Baseline | None, measures: list[str]
+    summary: RunSummary, baseline: Baseline | None, measures: list[str], measure: str | None
 ) -> list[Figure]:
     key = (summary.dataset, summary.split, summary.system)
     label = f"{summary.dataset}/{summary.system}"
@@ -131,7 +131,6 @@ def _run_figures(
             ),
         )
     ]
-    measure = primary_measure(summary, baseline)
     if baseline is not None and measure is not None:
         deltas = sorted(
             query_deltas(summary, baseline, measure).items(), key=lambda x: (x[1], x[0])
@@ -248,9 +247,10 @@ def build_report(
             baseline = baselines.get((key[0], key[2]))
             if baseline is not None and baseline.split != key[1]:
                 baseline = None
-            section.lost, section.gained = changed_queries(summary, baseline, texts)
+            explained = explained_measure(verdict, summary, baseline)
+            section.lost, section.gained = changed_queries(summary, baseline, explained, texts)
             section.recommendations = recommendations(summary, baseline, verdict)
-            figures = _run_figures(summary, baseline, measures)
+            figures = _run_figures(summary, baseline, measures, explained)
             section.figures = [f.name for f in figures]
             report.figures += figures
         report.runs.append(section)

@@ -6,7 +6,13 @@ One list of blocks (`core.report.blocks`) is rendered as Markdown and as HTML.
 
 from __future__ import annotations
 
-from rageval_pipeline.core.gate import LATENCY_STATS, OVERALL, Check, QueryRegression
+from rageval_pipeline.core.gate import (
+    LATENCY_STATS,
+    MEASURE_KINDS,
+    OVERALL,
+    Check,
+    QueryRegression,
+)
 from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.report import blocks
 from rageval_pipeline.core.report.blocks import (
@@ -30,8 +36,7 @@ from rageval_pipeline.core.report.summary import (
 )
 
 _LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "better": "IMPROVED"}
-_COMPARED_KINDS = frozenset({"threshold", "target", "baseline", "watched"})
-_TABLE_KINDS = _COMPARED_KINDS | LATENCY_KINDS | {"value"}
+_TABLE_KINDS = MEASURE_KINDS | LATENCY_KINDS | {"value"}
 
 
 def _tone(checks: list[Check]) -> Tone:
@@ -102,7 +107,7 @@ def _run_tables(checks: list[Check]) -> list[Block]:
     values: dict[str, list[Check]] = {}
     latency: dict[tuple[str, str], list[Check]] = {}
     for check in checks:
-        if check.kind in _COMPARED_KINDS and check.measure:
+        if check.kind in MEASURE_KINDS and check.measure:
             quality.setdefault(check.measure, []).append(check)
         elif check.kind == "value" and check.measure:
             values.setdefault(check.measure, []).append(check)

@@ -27,6 +27,7 @@ from rageval_pipeline.core.measures.aggregate import (
     mean_table,
     quality_report,
 )
+from rageval_pipeline.core.measures.defaults import DEFAULT_MEASURES
 from rageval_pipeline.core.measures.spans import evaluate_spans
 from rageval_pipeline.core.storage.warehouse import Warehouse, write_parquet, write_text
 from rageval_pipeline.core.suites.chunking import source_ids
@@ -37,37 +38,6 @@ from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
 # 2: coverage counted at the judged level; suite, machine, timed latency. 3: span measures, and
 # qrels derived from evidence spans for other chunkings.
 METRICS_VERSION = "3"
-# What the pipeline measures on every run.
-PIPELINE_MEASURES = (
-    "nDCG@10",
-    "nDCG@5",
-    "P@5",
-    "P@10",
-    "P(rel=2)@5",
-    "R@5",
-    "R@10",
-    "R@100",
-    "RR",
-    # MRR counting only grade >= 2 (an answer, not context): on the golden suites, where each
-    # query has many grade-1 targets, plain RR sits near its ceiling and moves little.
-    "RR(rel=2)",
-    "AP",
-    "Success@10",
-    "ER@5",
-    "Diversity@10",
-    "Clustering@10",
-    # Judgment coverage, and condensed (judged-only) variants beside the standard measures: a
-    # drop in the standard measure but not its condensed one points at missing judgments.
-    "Judged@10",
-    "nDCG(judged)@10",
-    "P(judged)@10",
-    # Span measures (suites with evidence spans only): each evidence token counted once, and
-    # the context the top 10 cost.
-    "EvidenceRecall@10",
-    "TokenPrecision@10",
-    "TokenIoU@10",
-    "Tokens@10",
-)
 
 
 class RunResults(NamedTuple):
@@ -111,7 +81,7 @@ def measure_run(
     queries: pd.DataFrame,
     *,
     chunk_level: bool,
-    measures: tuple[str, ...] = PIPELINE_MEASURES,
+    measures: tuple[str, ...] = DEFAULT_MEASURES,
     ignore_identical_ids: bool = False,
     evidence: EvidenceSet | None = None,
 ) -> RunResults:

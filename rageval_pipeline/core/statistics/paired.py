@@ -19,7 +19,9 @@ Everything is vectorised over resamples (in batches that bound memory), determin
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from statistics import NormalDist
+from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -28,6 +30,7 @@ DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 DEFAULT_ALPHA = 0.05
 DEFAULT_POWER = 0.8
+_K = TypeVar("_K", bound=Hashable)  # what tests are keyed by: a measure or its name
 # Resampled values held in memory at once (8 bytes each).
 _BATCH_VALUES = 1 << 22
 
@@ -172,7 +175,7 @@ def paired_test(
     )
 
 
-def with_holm(tests: dict[str, PairedTest]) -> dict[str, PairedTest]:
+def with_holm(tests: dict[_K, PairedTest]) -> dict[_K, PairedTest]:
     """The same tests with `p_holm` set, adjusted across all of them."""
     names = list(tests)
     raw = np.array([np.nan if tests[m].p_value is None else tests[m].p_value for m in names])

@@ -22,8 +22,9 @@ the human sample scaled by the ratio of standard errors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from statistics import NormalDist
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,8 @@ from rageval_pipeline.core.statistics.paired import (
     minimum_detectable_effect,
 )
 from rageval_pipeline.core.statistics.sampling import HumanSample
+
+_M = TypeVar("_M")  # a Measure or its canonical name
 
 
 class PpiEstimate(BaseModel):
@@ -136,19 +139,20 @@ def ppi_means(
     human: PerQuery,
     llm: PerQuery,
     sample: HumanSample,
-    measures: list[str],
+    measures: Sequence[_M],
     *,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
-) -> dict[str, PpiEstimate]:
-    """Per measure, the PPI++ population mean from per-query values scored with the human qrels
-    and with the LLM qrels (checked by `sampling.check_sample`)."""
+) -> dict[_M, PpiEstimate]:
+    """Per measure (a Measure or its name; values are found by its canonical name), the PPI++
+    population mean from per-query values scored with the human qrels and with the LLM qrels
+    (checked by `sampling.check_sample`)."""
     drawn, others = _split(sample)
     return {
         m: ppi_mean(
-            by_query(human, m, drawn),
-            by_query(llm, m, drawn),
-            by_query(llm, m, others),
+            by_query(human, str(m), drawn),
+            by_query(llm, str(m), drawn),
+            by_query(llm, str(m), others),
             alpha=alpha,
             power=power,
         )
@@ -160,13 +164,13 @@ def ppi_deltas(
     human: tuple[PerQuery, PerQuery],
     llm: tuple[PerQuery, PerQuery],
     sample: HumanSample,
-    measures: list[str],
+    measures: Sequence[_M],
     *,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
-) -> dict[str, PpiEstimate]:
-    """Per measure, the PPI++ paired delta B - A: PPI on the per-query differences. `human`
-    and `llm` are (A, B) pairs of per-query values."""
+) -> dict[_M, PpiEstimate]:
+    """Per measure (as in `ppi_means`), the PPI++ paired delta B - A: PPI on the per-query
+    differences. `human` and `llm` are (A, B) pairs of per-query values."""
     drawn, others = _split(sample)
 
     def diff(pair: tuple[PerQuery, PerQuery], m: str, queries: list[str]) -> np.ndarray:
@@ -174,9 +178,9 @@ def ppi_deltas(
 
     return {
         m: ppi_mean(
-            diff(human, m, drawn),
-            diff(llm, m, drawn),
-            diff(llm, m, others),
+            diff(human, str(m), drawn),
+            diff(llm, str(m), drawn),
+            diff(llm, str(m), others),
             alpha=alpha,
             power=power,
         )

@@ -17,10 +17,18 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core import report
-from rageval_pipeline.core.gate import RunSummary, judge, load_baselines, load_policy
+from rageval_pipeline.core.gate import (
+    INTEGRITY_RATES,
+    GatePolicy,
+    RunSummary,
+    judge,
+    judge_validation,
+    load_baselines,
+    load_policy,
+)
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.history.summaries import history, select_runs, summaries
-from rageval_pipeline.core.report.seed003 import validation_report
+from rageval_pipeline.core.report.validation import validation_report
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
@@ -61,11 +69,13 @@ def _texts(settings: Settings, dataset: str, ids: set[str]) -> report.ReportText
 def _write_validation_reports(
     settings: Settings,
     judged: list[RunSummary],
+    policy: GatePolicy,
     stamp: datetime,
     measured: dict[str, tuple[float, float]],
 ) -> None:
-    """Seed 003's report_YYYYMMDD_HHMMSS.json of each run, beside the gate reports; the chunks'
-    integrity as `measured` in this run, else measured on the stored chunks."""
+    """Seed 003's report_YYYYMMDD_HHMMSS.json of each run, beside the gate reports, judged by
+    the policy's `validation` rules; the chunks' integrity as `measured` in this run, else
+    measured on the stored chunks."""
     queries: dict[str, pd.DataFrame | None] = {}
     for summary in judged:
         if summary.dataset not in queries:
@@ -87,7 +97,9 @@ def _write_validation_reports(
                 settings, summary.system, "chunks", summary.dataset, columns=list(CHUNK_METADATA)
             )
             rates = integrity(chunks) if chunks is not None else None
-        seed = validation_report(summary, about, timestamp=stamp, integrity=rates)
+        named = dict(zip(INTEGRITY_RATES, rates, strict=True)) if rates is not None else None
+        criteria = judge_validation(summary, policy, integrity=named)
+        seed = validation_report(summary, about, criteria, timestamp=stamp, integrity=named)
         folder = settings.reports_dir / "validation" / summary.dataset / summary.system
         write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
 
@@ -132,7 +144,8 @@ def build_gate_asset(
             judged = summaries(store, runs)
             past = history(store, dataset)
         baselines = load_baselines(settings.baselines)
-        verdict = judge(judged, baselines, load_policy(settings.data / "gate.yaml"))
+        policy = load_policy(settings.data / "gate.yaml")
+        verdict = judge(judged, baselines, policy)
         stamp = datetime.now(UTC)
         folder = settings.reports_dir / dataset
         ids = report.listed_ids(judged, baselines.values()).get(dataset, set())
@@ -144,7 +157,7 @@ def build_gate_asset(
             plot_cache=settings.storage / "cache" / "plots",
         )
         report.write_index(settings.reports_dir)
-        _write_validation_reports(settings, judged, stamp, measured_integrity(context))
+        _write_validation_reports(settings, judged, policy, stamp, measured_integrity(context))
         with store.connect():  # one connection, one turn of the write lock, for every write
             logged = experiments.record(
                 store,
