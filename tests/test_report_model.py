@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, judge
+from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, decide
 from rageval_pipeline.core.report import build_report, to_html, to_markdown, write_reports
 from rageval_pipeline.core.report.plots import render, render_cached
 from rageval_pipeline.core.report.seed003 import validation_report
@@ -55,7 +55,7 @@ def context():
     new = run("bm25", [0.3, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.7], 0.4, 0.8, AFTER, "2")
     other = run("dense", [0.6] * 8, 0.5, 0.7, {}, "2")
     baselines = {("hotel", "bm25"): baseline_from_summary(old)}
-    verdict = judge([new, other], baselines, GatePolicy.model_validate({"version": 1}))
+    verdict = decide([new, other], baselines, GatePolicy.model_validate({"version": 1}))
     history = pd.DataFrame(
         [
             dict(

@@ -39,7 +39,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         type=Path,
         default=paths.data_dir() / "gate.yaml",
-        help="the gate policy that judges whether the new baseline is worse",
+        help="the gate policy that decides whether the new baseline is worse",
     )
 
 

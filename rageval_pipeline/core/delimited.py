@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pv
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.field_checks import checked, quote
+from rageval_pipeline.core.field_checks import checked, quote_repr
 from rageval_pipeline.core.measures.keys import arrow_strings, pair_keys, shared_keys
 
 PARQUET_MAGIC = b"PAR1"  # a Parquet file's first bytes
@@ -272,7 +272,9 @@ def _columns_by_line(
     if skip:
         if not len(lines) or lines[0].as_py() != fmt.header:
             first = lines[0].as_py() if len(lines) else ""
-            raise InputError(path, f"header {quote(first)} is not {quote(fmt.header)}", line=1)
+            raise InputError(
+                path, f"header {quote_repr(first)} is not {quote_repr(fmt.header)}", line=1
+            )
         lines = lines.slice(1)
     stripped = pc.utf8_trim(lines, characters=" \t")
     kept = np.flatnonzero(pc.greater(pc.utf8_length(stripped), 0).to_numpy(zero_copy_only=False))
@@ -328,7 +330,7 @@ def _refuse_mixed(
     after = len(re.split("[ \t]+", line[:space]))  # whitespace-split values before the space
     raise InputError(
         path,
-        f"ambiguous: the line separates fields by both tabs and spaces, so {quote(value)} may "
+        f"ambiguous: the line separates fields by both tabs and spaces, so {quote_repr(value)} may "
         f"be one value: {len(by_space)} whitespace-separated fields for {fmt.name}, "
         f"{len(by_tab)} tab-separated; refused rather than guessed; accepted: {accepted}",
         line=int(numbers[found[0]]),
@@ -347,7 +349,7 @@ def _duplicate(
         return None
     row, first = found
     problem = (
-        f"query {quote(query[row].as_py())} lists doc {quote(doc[row].as_py())} again "
+        f"query {quote_repr(query[row].as_py())} lists doc {quote_repr(doc[row].as_py())} again "
         f"(first on line {numbers[first]})"
     )
     return row, fmt.unique[1], problem

@@ -34,7 +34,7 @@ from rageval_pipeline.core.delimited import (
     table_pair_keys,
 )
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.field_checks import INT32, quote
+from rageval_pipeline.core.field_checks import INT32, quote_repr
 from rageval_pipeline.core.measures.keys import arrow_strings, id_block_starts, shared_keys
 from rageval_pipeline.core.ranking import TREC_SORT_KEYS, RankedRun, index_type, order_run
 
@@ -99,7 +99,9 @@ def _parquet(path: Path, data: bytes, spec: tuple[dict, dict], accepted: str) ->
         table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         detail = " ".join(str(exc).split())
-        raise InputError(path, f"is not a readable Parquet file ({quote(detail)[1:-1]})") from None
+        raise InputError(
+            path, f"is not a readable Parquet file ({quote_repr(detail)[1:-1]})"
+        ) from None
     try:
         names = [n for n in table.column_names if not _PANDAS_INDEX.fullmatch(n)]
     except UnicodeDecodeError:
@@ -125,7 +127,7 @@ def _bad_row(
     """Raise naming the first row (1-based) where `mask` is true, if any, and its value."""
     rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
     if rows.size:
-        shown = "" if values is None else f"{quote(values[int(rows[0])].as_py())} "
+        shown = "" if values is None else f"{quote_repr(values[int(rows[0])].as_py())} "
         raise InputError(path, f"row {rows[0] + 1}: {shown}{problem}", field=name)
 
 
@@ -183,8 +185,8 @@ def _repeat(path: Path, query: pa.Array, doc: pa.Array, rows: np.ndarray, verb: 
         row, first = (int(rows[i]) for i in found)
         raise InputError(
             path,
-            f"row {row + 1}: query {quote(query[row].as_py())} {verb} doc "
-            f"{quote(doc[row].as_py())} again (first on row {first + 1})",
+            f"row {row + 1}: query {quote_repr(query[row].as_py())} {verb} doc "
+            f"{quote_repr(doc[row].as_py())} again (first on row {first + 1})",
             field="doc_id",
         )
 

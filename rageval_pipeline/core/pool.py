@@ -3,7 +3,7 @@
 A suite is only as good as its judgments: a system that finds a relevant chunk nobody judged is
 scored as if it had found nothing. Pooling (as TREC does) runs a set of diverse systems, takes
 the union of their top k per query, and hands every target without a judgment to a human
-judge (`core.judging` writes and merges the sheet).
+assessor (`core.judging` writes and merges the sheet).
 
 Targets are what the suite judges: for a chunk-level suite, chunk ids under the suite's
 reference chunking; for a document-level (entity) suite, document ids. A system on another

@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from rageval_pipeline.core.bounds import confined, quote, read_text
+from rageval_pipeline.core.bounds import confined, quote_json, read_text
 from rageval_pipeline.core.chunking import ChunkingConfig, split_text
 from rageval_pipeline.core.config import parse, rule, validate
 from rageval_pipeline.core.errors import InputError
@@ -297,8 +297,8 @@ def load_suite(path: str | Path) -> Suite:
     if "version" not in raw:
         raise document.error(("version",), "field required")
     if raw["version"] != FORMAT_VERSION:
-        known = quote(FORMAT_VERSION)
-        problem = f"unknown suite format version {quote(raw['version'])} (known: {known})"
+        known = quote_json(FORMAT_VERSION)
+        problem = f"unknown suite format version {quote_json(raw['version'])} (known: {known})"
         raise document.error(("version",), problem)
     context = {
         "base_dir": file.parent,

@@ -1,7 +1,7 @@
-"""The release gate: judge a dataset's evaluated runs against thresholds and baselines, and
+"""The release gate: check a dataset's evaluated runs against thresholds and baselines, and
 write its reports.
 
-The gate is partitioned by dataset like the assets it judges, and so is its blocking ERROR check:
+The gate is partitioned by dataset like the assets it checks, and so is its blocking ERROR check:
 the asset and check pages show each dataset's latest verdict. It reads the warehouse rather than
 loading upstream partitions, so materializing it alone recomputes nothing. A failed verdict ends
 the step with a `dg.Failure` whose description is the verdict line: `dagster job execute` exits
@@ -18,7 +18,7 @@ import pandas as pd
 
 from rageval_pipeline.core import experiments, loaders, report
 from rageval_pipeline.core.chunking import CHUNK_METADATA, chunk_corpus, integrity
-from rageval_pipeline.core.gate import RunSummary, judge, load_baselines, load_policy
+from rageval_pipeline.core.gate import RunSummary, decide, load_baselines, load_policy
 from rageval_pipeline.core.report.seed003 import validation_report
 from rageval_pipeline.core.reuse import content_key
 from rageval_pipeline.core.storage import write_text
@@ -58,14 +58,14 @@ def _texts(settings: Settings, dataset: str, ids: set[str]) -> report.ReportText
 
 def _write_validation_reports(
     settings: Settings,
-    judged: list[RunSummary],
+    run_summaries: list[RunSummary],
     stamp: datetime,
     measured: dict[str, tuple[float, float]],
 ) -> None:
     """Seed 003's report_YYYYMMDD_HHMMSS.json of each run, beside the gate reports; the chunks'
     integrity as `measured` in this run, else measured on the stored chunks."""
     queries: dict[str, pd.DataFrame | None] = {}
-    for summary in judged:
+    for summary in run_summaries:
         if summary.dataset not in queries:
             queries[summary.dataset] = _asset_table(
                 settings, "queries", summary.dataset, columns=["query_id", "text", "query_type"]
@@ -127,14 +127,16 @@ def build_gate_asset(
             scope = "this run"
             if runs.empty:
                 runs, scope = select_runs(store, dataset=dataset), "latest evaluations"
-            judged = summaries(store, runs)
+            run_summaries = summaries(store, runs)
             past = history(store, dataset)
         baselines = load_baselines(settings.baselines)
-        verdict = judge(judged, baselines, load_policy(settings.data / "gate.yaml"))
+        verdict = decide(run_summaries, baselines, load_policy(settings.data / "gate.yaml"))
         stamp = datetime.now(UTC)
         folder = settings.reports_dir / dataset
-        ids = report.listed_ids(judged, baselines.values()).get(dataset, set())
-        full = report.build_report(verdict, judged, baselines, past, _texts(settings, dataset, ids))
+        ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
+        full = report.build_report(
+            verdict, run_summaries, baselines, past, _texts(settings, dataset, ids)
+        )
         paths = report.write_reports(
             full,
             folder / f"{stamp:%Y%m%dT%H%M%SZ}",
@@ -142,12 +144,12 @@ def build_gate_asset(
             plot_cache=settings.storage / "cache" / "plots",
         )
         report.write_index(settings.reports_dir)
-        _write_validation_reports(settings, judged, stamp, measured_integrity(context))
+        _write_validation_reports(settings, run_summaries, stamp, measured_integrity(context))
         with store.connect():  # one connection, one turn of the write lock, for every write
             logged = experiments.record(
                 store,
                 verdict,
-                judged,
+                run_summaries,
                 baselines,
                 description=context.run.tags.get(experiments.DESCRIPTION_TAG),
                 created_at=stamp,
