@@ -20,7 +20,6 @@ The rules, the same for every text format:
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,19 +154,13 @@ def _fast_columns(
     mixing tabs and spaces (pyarrow would split it at spaces and trim the tab).
     Else every column is read as text and checked. Whether text fields may hold whitespace
     is told from the parsed text columns' bytes: printable ASCII without the space needs no
-    check; text columns with other bytes than ASCII are then validated as UTF-8.
-
-    A large file's parse starts in a thread (numbers typed, as most files are) while the
-    bytes are scanned for those things: the scans hold the GIL and the parse does not."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ahead = pool.submit(_csv, data, fmt, skip, True) if _threaded(data) else None
-        if not fmt.tab and b"\t" in data:  # lines may mix tabs and spaces, which the line
-            return None  # pass refuses (pyarrow's number parsers would trim a tab)
-        if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
-            return None
-        hexed = _hexed(data)
-        typed = not (hexed or (fmt.tab and b" " in data))
-        table = ahead.result() if ahead is not None and typed else _csv(data, fmt, skip, typed)
+    check; text columns with other bytes than ASCII are then validated as UTF-8."""
+    if not fmt.tab and b"\t" in data:  # lines may mix tabs and spaces, which the line
+        return None  # pass refuses (pyarrow's number parsers would trim a tab)
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    hexed = _hexed(data)
+    table = _csv(data, fmt, skip, typed=not (hexed or (fmt.tab and b" " in data)))
     if table is None or (skip and first_line(data) != fmt.header.encode()):
         return None
     text = [c for c in table.columns if not pa.types.is_primitive(c.type)]

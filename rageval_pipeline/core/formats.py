@@ -10,7 +10,6 @@ where they lose nothing. Gzip-compressed files are read as their content.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -281,17 +280,13 @@ def read_ranked_run(path: str | Path | Fetched) -> RankedRun | pd.DataFrame:
         return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
     table = fast_table(data, TREC_RUN, ahead)
     if table is not None and table.num_rows:
-        # The pair keys (two threads) and the trec_eval order need nothing of each other; a
-        # run grouped by query has its repeated pairs looked for a half in each thread.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            ranking = pool.submit(_ranked, table)
-            keys = table_pair_keys(table, TREC_RUN)
-            run, moves = ranking.result()
-            if not shared_keys(keys, run.starts).size:
-                if moves is not None:  # the keys in trec_eval order, as the engine reads them
-                    positions, rows = moves
-                    keys[positions] = keys[rows]
-                return replace(run, pair_keys=keys)
+        keys = table_pair_keys(table, TREC_RUN)
+        if not shared_keys(keys).size:
+            run, moves = _ranked(table)
+            if moves is not None:  # the keys in trec_eval order, as the engine reads them
+                positions, rows = moves
+                keys[positions] = keys[rows]
+            return replace(run, pair_keys=keys)
     table = exact_table(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")
