@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -88,19 +87,6 @@ def _measures(args: argparse.Namespace) -> list[str]:
     return names
 
 
-def _numpy_without_blas_threads() -> None:
-    """Import numpy with its OpenBLAS in one thread. At import it starts a worker a core, which
-    spins for about 0.1 s of CPU that the run's parse needs; scoring makes no BLAS call. The
-    setting only applies at that import, so the environment is left as it was."""
-    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
-        return
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    try:
-        import numpy  # noqa: F401
-    finally:
-        del os.environ["OPENBLAS_NUM_THREADS"]
-
-
 def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
     from rageval_pipeline.core.formats import read_ranked_run, read_run
     from rageval_pipeline.core.ranking import to_document_level
@@ -109,12 +95,19 @@ def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
     return to_document_level(read_run(path)) if document_level else read_ranked_run(path)
 
 
-def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.DataFrame]:
-    """`eval`'s measures, qrels and run. The run is read in a thread, started first thing: its
+def _inputs_reading_the_run_ahead(
+    args: argparse.Namespace,
+) -> tuple[list[str], Qrels, RankedRun | pd.DataFrame]:
+    """`eval`'s measures, qrels and run, the run read in a thread started first thing: its
     bytes while numpy and pyarrow import, then its CSV parse, checks and trec_eval order (I/O
     and Arrow release the GIL) while this thread imports pandas and the measures engine
     (0.6 s), names the measures, reads the qrels and makes their side of the join. Those come
-    first, so their errors do; the thread is not waited for then."""
+    first, so their errors do; the thread is not waited for then.
+
+    The one speed trick kept in the CLI (bench/README.md, "Fast paths"): 8-10 alternating
+    pairs on a quiet machine (2026-11-23) gave medians of 1.71-1.82 s with it against
+    1.83-2.14 s without. Side by side on the shared machine (2026-11-26, load 10-11, six runs
+    each) it was 23.0 s against 24.5 s, within that load's noise: it needs an idle core."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rageval_pipeline.core.bounds import input_bytes  # (no pydantic: see `bounds`)
@@ -122,7 +115,6 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.
     pool = ThreadPoolExecutor(max_workers=1)  # one thread: the parse follows the read
     try:
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
-        _numpy_without_blas_threads()
         from rageval_pipeline.core.delimited import fetch
         from rageval_pipeline.core.formats import TREC_RUN, read_ranked_run
 
@@ -240,7 +232,7 @@ def _score(
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    measures, qrels, run = _inputs(args)
+    measures, qrels, run = _inputs_reading_the_run_ahead(args)
     per_query = _score(qrels, args.qrels, run, args.run, measures)
     del run  # (its arrays are freed before the output is built)
 
@@ -269,7 +261,6 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    _numpy_without_blas_threads()
     from rageval_pipeline.core.compare import compare_runs
 
     measures = _measures(args)
