@@ -104,10 +104,10 @@ def _inputs_reading_the_run_ahead(
     (0.6 s), names the measures, reads the qrels and makes their side of the join. Those come
     first, so their errors do; the thread is not waited for then.
 
-    The one speed trick kept in the CLI (bench/README.md, "Fast paths"): 8-10 alternating
-    pairs on a quiet machine (2026-11-23) gave medians of 1.71-1.82 s with it against
-    1.83-2.14 s without. Side by side on the shared machine (2026-11-26, load 10-11, six runs
-    each) it was 23.0 s against 24.5 s, within that load's noise: it needs an idle core."""
+    The one speed trick kept in the CLI (bench/README.md, "Issue 23"): `rageval eval` on the
+    5M-row bench files, side by side in one script run at load 2 (2026-11-26, 7 runs each),
+    took a median of 2.92 s with it against 4.05 s without. At load 10-11 it was 23.0 s against
+    24.5 s, within that load's noise: it needs an idle core."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rageval_pipeline.core.bounds import input_bytes  # (no pydantic: see `bounds`)
