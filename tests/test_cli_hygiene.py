@@ -155,8 +155,7 @@ def run_command(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_console_script_exits_as_main_returns(tmp_path, capsys):
-    # The script ends the process with os._exit once main() has returned: same output, same
-    # status, nothing lost in a buffer.
+    # The script exits with main()'s status: same output, same status, nothing lost in a buffer.
     qrels, run = many_queries_run(tmp_path)
     argv = ["eval", qrels, run, "-q", "-m", "RR"]
     assert main(argv) == 0
@@ -204,7 +203,7 @@ def test_reading_a_run_file_loads_no_pandas_or_pydantic(tmp_path):
 
 
 def test_console_script_waits_for_a_running_thread(tmp_path):
-    # os._exit would kill a non-daemon thread mid-way; the ordinary exit waits for it.
+    # The script's exit waits for a non-daemon thread (an os._exit would kill it mid-way).
     code = (
         "import sys, threading, time\n"
         "from pathlib import Path\n"

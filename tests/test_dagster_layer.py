@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -313,22 +311,3 @@ def test_a_live_service_is_asked_again_and_so_is_a_fusion_of_it(
     # The service is asked again; its answers (and latencies) may differ, so the fusion built
     # on them is made again too, while bm25's run is reused.
     assert reused() == {"bm25/run": True, "ours/run": False, "both/run": False}
-
-
-# Loads the definitions the way `dagster job execute -m rageval_pipeline` does, counting the
-# cyclic collector's passes meanwhile; then checks the collector's state is as it was.
-GC_DURING_LOAD = """
-import gc, rageval_pipeline
-passes = []
-gc.callbacks.append(lambda phase, info: phase == "start" and passes.append(info["generation"]))
-rageval_pipeline.defs
-assert passes == [] and gc.isenabled(), f"{len(passes)} collections"
-gc.disable()
-rageval_pipeline.defs
-assert not gc.isenabled()
-"""
-
-
-def test_the_collector_waits_while_the_definitions_load():
-    done = subprocess.run([sys.executable, "-c", GC_DURING_LOAD], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rageval_pipeline.core.gate import GatePolicy, baseline_from_summary, judge
+from rageval_pipeline.core.gate import GatePolicy, baseline_from_summary, decide
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.storage.warehouse import Warehouse
 from tests.test_baseline_cli import poor_run_file, rageval, summary
@@ -27,7 +27,7 @@ def test_experiments_record_number_and_export_in_seed_shape(tmp_path):
     when = datetime(2026, 1, 5, tzinfo=UTC)
     for ndcg, size in ((0.5, 256), (0.9, 128)):
         run = summary(ndcg, {"chunking": {"size": size}})
-        verdict = judge([run], baselines, policy)
+        verdict = decide([run], baselines, policy)
         experiments.record(store, verdict, [run], baselines, description=None, created_at=when)
     first, second = experiments.load(store)
     assert (first.id, first.verdict, second.id, second.verdict) == (

@@ -15,7 +15,7 @@ from rageval_pipeline.core.gate import (
     Verdict,
     baseline_from_summary,
     baseline_path,
-    judge,
+    decide,
     load_baseline,
     load_baselines,
     load_policy,
@@ -61,7 +61,7 @@ def compare(
     run: RunSummary, base: RunSummary, policy: GatePolicy | None = None, **kwargs: object
 ) -> Verdict:
     baselines = {(base.dataset, base.system): baseline_from_summary(base, **kwargs)}
-    return judge([run], baselines, policy or GatePolicy())
+    return decide([run], baselines, policy or GatePolicy())
 
 
 def only(verdict: Verdict, kind: str, measure: str | None = None):
@@ -219,7 +219,7 @@ def test_clustering_threshold_is_a_maximum(value, passed):
     policy = GatePolicy.model_validate(
         {"datasets": {"default": {"thresholds": {"Clustering@10": 0.25}}}}
     )
-    verdict = judge([summary({"Clustering@10": value})], {}, policy)
+    verdict = decide([summary({"Clustering@10": value})], {}, policy)
     assert only(verdict, "threshold").passed is passed
 
 
@@ -228,14 +228,14 @@ def test_clustering_threshold_is_a_maximum(value, passed):
 
 def test_threshold_blocks_and_target_only_warns():
     policy = load_policy(FIXTURES / "policy.yaml")  # nfcorpus: nDCG@10 >= 0.30, target R@100 0.80
-    verdict = judge([summary({"nDCG@10": 0.35, "R@100": 0.5})], {}, policy)
+    verdict = decide([summary({"nDCG@10": 0.35, "R@100": 0.5})], {}, policy)
     assert verdict.passed
     target = only(verdict, "target")
     assert not target.passed and not target.blocking
     assert "(advisory)" in target.message
     assert target.category is None  # a missed target is not a regression
 
-    failing = judge([summary({"nDCG@10": 0.25, "R@100": 0.9})], {}, policy)
+    failing = decide([summary({"nDCG@10": 0.25, "R@100": 0.9})], {}, policy)
     [failure] = failing.failures
     assert (failure.kind, failure.measure, failure.reference) == ("threshold", "nDCG@10", 0.30)
     assert "0.2500 < threshold 0.3000" in failure.message
@@ -244,7 +244,7 @@ def test_threshold_blocks_and_target_only_warns():
 
 def test_threshold_on_a_measure_the_run_lacks_blocks():
     policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"R@100": 0.5}}}})
-    verdict = judge([summary({"nDCG@10": 0.5})], {}, policy)
+    verdict = decide([summary({"nDCG@10": 0.5})], {}, policy)
     assert not verdict.passed
     assert "not computed" in verdict.failures[0].message
 
@@ -373,19 +373,19 @@ def test_latency_timed_on_another_machine_is_advisory():
 
 def test_missing_baseline_warns_and_thresholds_still_apply():
     policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"nDCG@10": 0.5}}}})
-    verdict = judge([summary({"nDCG@10": 0.6})], {}, policy)
+    verdict = decide([summary({"nDCG@10": 0.6})], {}, policy)
     assert verdict.passed
     missing = only(verdict, "missing_baseline")
     assert not missing.passed and not missing.blocking
     assert "no baseline" in missing.message
 
-    verdict = judge([summary({"nDCG@10": 0.4})], {}, policy)
+    verdict = decide([summary({"nDCG@10": 0.4})], {}, policy)
     assert [c.kind for c in verdict.failures] == ["threshold"]
 
 
 def test_measures_without_any_rule_are_reported_as_values():
     policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"nDCG@10": 0.5}}}})
-    verdict = judge([summary({"nDCG@10": 0.6, "RR": 0.75})], {}, policy)
+    verdict = decide([summary({"nDCG@10": 0.6, "RR": 0.75})], {}, policy)
     [value] = [c for c in verdict.checks if c.kind == "value"]
     assert (value.measure, value.value, value.passed, value.blocking) == ("RR", 0.75, True, False)
     assert "| RR | 0.7500 |" in to_markdown(verdict)
@@ -429,7 +429,7 @@ def test_latency_groups_outside_the_compared_attributes_are_not_gated():
     policy = GatePolicy.model_validate(
         {"datasets": {"default": {"latency_tolerance": {"attributes": ["intent", "difficulty"]}}}}
     )
-    verdict = judge([run], {("nfcorpus", "bm25"): baseline_from_summary(base)}, policy)
+    verdict = decide([run], {("nfcorpus", "bm25"): baseline_from_summary(base)}, policy)
     assert [(c.group, c.measure) for c in verdict.failures] == [
         ("difficulty=hard", "p50"),
         ("difficulty=hard", "p95"),
@@ -457,7 +457,7 @@ def test_a_tail_percentile_of_too_few_queries_is_advisory(stat, timed, blocks):
     policy = GatePolicy.model_validate(
         {"datasets": {"default": {"latency_tolerance": {"stats": [stat]}}}}
     )
-    verdict = judge([run], {("nfcorpus", "bm25"): baseline_from_summary(base)}, policy)
+    verdict = decide([run], {("nfcorpus", "bm25"): baseline_from_summary(base)}, policy)
     check = only(verdict, "latency_baseline", stat)
     assert not check.passed and (check.category == "latency_regression") is blocks
     assert check.blocking is blocks and verdict.passed is not blocks
@@ -474,14 +474,14 @@ def test_latency_jitter_below_the_floor_passes():
 def test_latency_max_applies_to_overall_statistics():
     policy = load_policy(FIXTURES / "policy.yaml")  # nfcorpus: p95 <= 500 ms
     run = summary({"nDCG@10": 0.5}, latency={"all": {"p50": 100.0, "p95": 612.0}})
-    verdict = judge([run], {}, policy)
+    verdict = decide([run], {}, policy)
     failure = only(verdict, "latency")
     assert not failure.passed and failure.blocking
     assert failure.category == "latency_regression"
     assert "612.0 ms > max 500.0 ms" in failure.message
 
 
-# ---------------------------------------------------------------------------- judge as a whole
+# --------------------------------------------------------------------------- decide as a whole
 
 
 def test_judge_is_deterministic_and_order_independent():
@@ -490,21 +490,21 @@ def test_judge_is_deterministic_and_order_independent():
         summary({"nDCG@10": 0.2}, system="bm25"),
     ]
     baselines = {("nfcorpus", "bm25"): baseline_from_summary(summary({"nDCG@10": 0.4}))}
-    first = judge(runs, baselines, GatePolicy())
-    second = judge(list(reversed(runs)), baselines, GatePolicy())
+    first = decide(runs, baselines, GatePolicy())
+    second = decide(list(reversed(runs)), baselines, GatePolicy())
     assert first.model_dump() == second.model_dump()
     assert first.runs == [("nfcorpus", "test", "bm25"), ("nfcorpus", "test", "dense")]
 
 
 def test_no_runs_fails_closed():
-    verdict = judge([], {}, GatePolicy())
+    verdict = decide([], {}, GatePolicy())
     assert not verdict.passed
     assert verdict.summary == "FAIL: no runs were judged"
 
 
 def test_duplicate_runs_are_rejected():
     with pytest.raises(ValueError, match="more than one summary"):
-        judge([summary({}), summary({})], {}, GatePolicy())
+        decide([summary({}), summary({})], {}, GatePolicy())
 
 
 # --------------------------------------------------------------------------------------- policy

@@ -13,7 +13,7 @@ from rageval_pipeline.core.gate import (
     RunSummary,
     Verdict,
     baseline_from_summary,
-    judge,
+    decide,
     load_baseline,
     write_baseline,
 )
@@ -62,7 +62,7 @@ def _verdict(run: RunSummary, base: RunSummary, rule: str) -> Verdict:
     policy = GatePolicy.model_validate(
         {"datasets": {"default": {"statistics": {"rule": rule}, "spike": {"share": 1.0}}}}
     )
-    return judge([run], {("synth", "ours"): baseline_from_summary(base)}, policy)
+    return decide([run], {("synth", "ours"): baseline_from_summary(base)}, policy)
 
 
 def _ndcg(verdict: Verdict):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.gate import RunSummary, Verdict, judge, judge_validation, load_policy
+from rageval_pipeline.core.gate import RunSummary, Verdict, decide, decide_validation, load_policy
 from rageval_pipeline.core.report import to_json
 
 
@@ -43,7 +43,7 @@ HALF = {"q1": 1.0, "q2": 1.0, "q3": 0.4, "q4": 0.4}
 
 def test_a_rule_in_rules_blocks_the_release_like_a_threshold(tmp_path):
     strict = policy(tmp_path, "      - {kind: query_share, measure: P@5, min: 0.8, share: 0.75}\n")
-    verdict = judge([summary(HALF)], {}, load_policy(strict))
+    verdict = decide([summary(HALF)], {}, load_policy(strict))
     check = ruled(verdict)
     assert (check.value, check.reference, check.passed, check.blocking) == (0.5, 0.75, False, True)
     assert check.message.startswith("techdocs/bm25 2/4 queries (50%) have P@5 >= 0.8, < 75%")
@@ -55,7 +55,7 @@ def test_a_rule_in_rules_blocks_the_release_like_a_threshold(tmp_path):
         tmp_path,
         "      - {kind: query_share, measure: P@5, min: 0.8, share: 0.75, blocking: false}\n",
     )
-    verdict = judge([summary(HALF)], {}, load_policy(advisory))
+    verdict = decide([summary(HALF)], {}, load_policy(advisory))
     assert verdict.passed and len(verdict.warnings) == 2  # the share and the missing baseline
 
 
@@ -64,7 +64,7 @@ def test_query_share_of_a_lower_is_better_measure_counts_queries_at_most_min(tmp
     run = summary(HALF).model_copy(
         update={"per_query": {"q1": {"Clustering@10": 0.2}, "q2": {"Clustering@10": 0.9}}}
     )
-    check = ruled(judge([run], {}, load_policy(policy(tmp_path, rules))))
+    check = ruled(decide([run], {}, load_policy(policy(tmp_path, rules))))
     assert check.kind == "query_share" and check.value == 0.5 and check.passed
     assert "have Clustering@10 <= 0.3" in check.message
 
@@ -75,7 +75,7 @@ def test_latency_below_is_strict_and_fails_unmeasured(tmp_path, p95, passed):
     if p95 is None:
         run = run.model_copy(update={"latency": {"all": {"p50": 1.0}}})
     rules = "      - {kind: latency_below, stat: p95, ms: 2000}\n"
-    check = ruled(judge([run], {}, load_policy(policy(tmp_path, rules))))
+    check = ruled(decide([run], {}, load_policy(policy(tmp_path, rules))))
     assert (check.kind, check.measure, check.passed, check.blocking) == (
         "latency",
         "p95",
@@ -90,13 +90,13 @@ def test_integrity_is_judged_only_when_measured(tmp_path):
     )
     (tmp_path / "gate.yaml").write_text(text)
     loaded = load_policy(tmp_path / "gate.yaml")
-    [(_, unmeasured)] = judge_validation(summary(HALF), loaded)
+    [(_, unmeasured)] = decide_validation(summary(HALF), loaded)
     assert unmeasured.passed and not unmeasured.blocking and unmeasured.value is None
     rates = {"metadata_completeness": 1.0, "hash_validation": 0.85}
-    [(_, damaged)] = judge_validation(summary(HALF), loaded, integrity=rates)
+    [(_, damaged)] = decide_validation(summary(HALF), loaded, integrity=rates)
     assert (damaged.value, damaged.passed, damaged.blocking) == (0.85, False, True)
     # Validation rules never enter the release verdict.
-    assert not any(c.kind == "integrity" for c in judge([summary(HALF)], {}, loaded).checks)
+    assert not any(c.kind == "integrity" for c in decide([summary(HALF)], {}, loaded).checks)
 
 
 @pytest.mark.parametrize(

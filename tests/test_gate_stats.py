@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from rageval_pipeline.core.gate import GatePolicy, RunSummary, Verdict, baseline_from_summary, judge
+from rageval_pipeline.core.gate import (
+    GatePolicy,
+    RunSummary,
+    Verdict,
+    baseline_from_summary,
+    decide,
+)
 from rageval_pipeline.core.report import plotted_values, to_json, to_markdown
 
 DROPPED = 1 / math.log2(5)  # nDCG@10 of one relevant document at rank 4
@@ -44,7 +50,7 @@ def suite(n: int, dropped_every: int | None = None, **extra: float) -> RunSummar
 
 def verdict(run: RunSummary, base: RunSummary, **rules: object) -> Verdict:
     policy = GatePolicy.model_validate({"datasets": {"default": rules}})
-    return judge([run], {("synth", "ours"): baseline_from_summary(base)}, policy)
+    return decide([run], {("synth", "ours"): baseline_from_summary(base)}, policy)
 
 
 def ndcg(v: Verdict):

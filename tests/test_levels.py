@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from rageval_pipeline.cli import main
-from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, judge
+from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, decide
 from rageval_pipeline.core.io import tables
 
 
@@ -77,7 +77,7 @@ def test_the_gate_refuses_to_judge_a_run_against_a_baseline_of_another_level():
     assert baseline.level == "chunk"  # recorded with the baseline
     baselines = {("techdocs", "bm25"): baseline}
     # Scored by document its nDCG@10 is higher, which says nothing about chunk retrieval.
-    verdict = judge([_summary("document", 0.70)], baselines, GatePolicy())
+    verdict = decide([_summary("document", 0.70)], baselines, GatePolicy())
     assert not verdict.passed
     [level] = [c for c in verdict.checks if c.kind == "level"]
     assert level.blocking and not level.passed
@@ -88,6 +88,6 @@ def test_the_gate_refuses_to_judge_a_run_against_a_baseline_of_another_level():
     assert not [c for c in verdict.checks if c.kind == "baseline"]
     assert verdict.changes[0].compared_with == "thresholds"
     # Same level, or a baseline recorded before levels were: compared as ever.
-    assert judge([_summary("chunk", 0.50)], baselines, GatePolicy()).passed
+    assert decide([_summary("chunk", 0.50)], baselines, GatePolicy()).passed
     old = {("techdocs", "bm25"): baseline.model_copy(update={"level": None})}
-    assert judge([_summary("document", 0.50)], old, GatePolicy()).passed
+    assert decide([_summary("document", 0.50)], old, GatePolicy()).passed

@@ -80,26 +80,22 @@ def test_agrees_with_pytrec_eval(rel, data):
 
 
 @settings(max_examples=40, deadline=None)
-@given(data=collections(), collide=st.booleans(), split=st.booleans())
-def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, data, collide, split):
+@given(data=collections(), collide=st.booleans())
+def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, data, collide):
     """A reader's RankedRun (checked, ordered, its pair keys reused by the engine) gives the
-    values of the same rows as a table, fingerprint collisions included, and with the work
-    the reader and the join split over two threads for millions of rows split here too."""
+    values of the same rows as a table, fingerprint collisions included."""
     qrels, run = data
     path = tmp_path_factory.mktemp("run") / "run.trec"
     path.write_text("".join(f"{q} Q0 {d} 1 {s!r} t\n" for q, d, s in run.itertuples(index=False)))
     measures = [*_ours_and_trec(1), "nDCG(judged)@5"]
     expected = evaluate(qrels, run, measures)
     with pytest.MonkeyPatch.context() as patch:
-        if split:
-            patch.setattr("rageval_pipeline.core.io.keys._PARALLEL_FROM", 2)
         if collide:  # every pair key equal: the reader keeps none, the engine joins exactly
             zeros = lambda query, doc, query_index=None: np.zeros(len(doc), dtype=np.uint64)  # noqa: E731
             patch.setattr("rageval_pipeline.core.io.delimited.pair_keys", zeros)
             patch.setattr("rageval_pipeline.core.measures.join.pair_keys", zeros)
         ranked = read_ranked_run(path)
         assert isinstance(ranked, RankedRun)
-        if not split:  # (split: equal keys in two halves are not looked for; the join checks)
-            assert (ranked.pair_keys is None) == (collide and len(run) > 1)
+        assert (ranked.pair_keys is None) == (collide and len(run) > 1)
         pd.testing.assert_frame_equal(evaluate(qrels, ranked, measures), expected)
     assert unjudged_queries(qrels, ranked) == unjudged_queries(qrels, run)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rageval_pipeline.core.gate import GatePolicy, baseline_from_summary, judge
+from rageval_pipeline.core.gate import GatePolicy, baseline_from_summary, decide
 from rageval_pipeline.core.history.summaries import summaries
 from rageval_pipeline.core.results.ppi_tables import ppi_tables
 from rageval_pipeline.core.results.store import RunRecord, measure_run, store_results
@@ -100,7 +100,7 @@ def test_the_gate_judges_stored_runs_with_the_ppi_rule(stored):
     policy = GatePolicy.model_validate(
         {"datasets": {"default": {"statistics": {"rule": "ppi"}, "compare": ["RR"]}}}
     )
-    verdict = judge([run], {("synth", "bm25"): baseline_from_summary(base)}, policy)
+    verdict = decide([run], {("synth", "bm25"): baseline_from_summary(base)}, policy)
     [check] = [c for c in verdict.checks if c.kind == "baseline"]
     expected = ppi_deltas(
         (values[1][0], values[2][0]), (values[1][1], values[2][1]), SAMPLE, ["RR"]

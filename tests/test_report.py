@@ -8,7 +8,13 @@ from html.parser import HTMLParser
 
 import pytest
 
-from rageval_pipeline.core.gate import GatePolicy, RunSummary, Verdict, baseline_from_summary, judge
+from rageval_pipeline.core.gate import (
+    GatePolicy,
+    RunSummary,
+    Verdict,
+    baseline_from_summary,
+    decide,
+)
 from rageval_pipeline.core.report import to_html, to_json, to_markdown, write_reports
 
 
@@ -40,7 +46,7 @@ def verdict_for(system: str, ndcg: float, query: str = "q1") -> Verdict:
             }
         }
     )
-    return judge([summary(system, ndcg, query)], {("nfcorpus", system): baseline}, policy)
+    return decide([summary(system, ndcg, query)], {("nfcorpus", system): baseline}, policy)
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from rageval_pipeline.core.gate import (
     GatePolicy,
     RunSummary,
     baseline_from_summary,
-    judge,
-    judge_validation,
+    decide,
+    decide_validation,
     load_policy,
 )
 from rageval_pipeline.core.report import build_report, to_html, to_markdown, write_reports
@@ -66,7 +66,7 @@ def context():
     new = run("bm25", [0.3, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.7], 0.4, 0.8, AFTER, "2")
     other = run("dense", [0.6] * 8, 0.5, 0.7, {}, "2")
     baselines = {("hotel", "bm25"): baseline_from_summary(old)}
-    verdict = judge([new, other], baselines, GatePolicy.model_validate({"version": 1}))
+    verdict = decide([new, other], baselines, GatePolicy.model_validate({"version": 1}))
     history = pd.DataFrame(
         [
             dict(
@@ -191,7 +191,7 @@ def test_the_report_explains_the_measure_the_gate_judged(context):
             run("bm25", [0.9, 0.8, 0.5, 0.5, 0.5, 0.5, 0.5, 0.2], 0.6, 0.8, BEFORE, "1")
         )
     }
-    verdict = judge([new], baselines, policy)
+    verdict = decide([new], baselines, policy)
     assert {w.measure for w in verdict.worst_queries} == {"P@5"}
     judged = build_report(verdict, [new], baselines)
     assert {c.measure for c in judged.runs[0].lost} == {"P@5"}
@@ -206,7 +206,7 @@ def test_the_report_explains_the_measure_the_gate_judged(context):
 
 
 def _seed_report(summary: RunSummary, policy: Path, queries=None, integrity=None):
-    criteria = judge_validation(summary, load_policy(policy), integrity=integrity)
+    criteria = decide_validation(summary, load_policy(policy), integrity=integrity)
     stamp = datetime(2026, 1, 2, tzinfo=UTC)
     return validation_report(summary, queries or {}, criteria, timestamp=stamp, integrity=integrity)
 

@@ -14,7 +14,7 @@ from rageval_pipeline.core.gate import (
     GatePolicy,
     RunSummary,
     baseline_from_summary,
-    judge,
+    decide,
 )
 from rageval_pipeline.core.gate.models import Listed
 from rageval_pipeline.core.report import build_report, to_html, to_markdown
@@ -68,7 +68,7 @@ def changed():
     hybrid = {"retriever": "rrf", "k": 60, "members": {"bm25": BM25}}
     old_hybrid, new_hybrid = run("hybrid", hybrid, 0.43, "20"), run("hybrid", hybrid, 1.0, "25")
     baselines = {("techdocs", s.system): baseline_from_summary(s) for s in (old_bm25, old_hybrid)}
-    verdict = judge([new_bm25, new_hybrid], baselines, POLICY)
+    verdict = decide([new_bm25, new_hybrid], baselines, POLICY)
     queries = pd.DataFrame({"query_id": QUERIES, "text": [HOSTILE] * N})
     chunks = pd.DataFrame(
         {"chunk_id": ["d1:chunk:0", "d9:chunk:2", "d5:chunk:0"], "text": [LONG] * 3}

@@ -38,7 +38,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         type=path_or("$RAGEVAL_DATA/gate.yaml", lambda: paths.data_dir() / "gate.yaml"),
         default="$RAGEVAL_DATA/gate.yaml",
-        help="the gate policy that judges whether the new baseline is worse (default: %(default)s)",
+        help="the gate policy that decides if the new baseline is worse (default: %(default)s)",
     )
 
 

@@ -88,18 +88,6 @@ def _measures(args: argparse.Namespace) -> list[Measure]:
     return measures
 
 
-def _numpy_without_blas_threads() -> None:
-    """Import numpy with its OpenBLAS in one thread. At import it starts a worker a core, which
-    spins for about 0.1 s of CPU that the run's parse needs; scoring makes no BLAS call. The
-    setting only applies at that import, so the environment is left as it was."""
-    if "numpy" in sys.modules:
-        return
-    from rageval_pipeline.core.settings import environ
-
-    with environ.default_during("OPENBLAS_NUM_THREADS", "1"):
-        import numpy  # noqa: F401
-
-
 def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
     from rageval_pipeline.core.io.formats import read_ranked_run, read_run
     from rageval_pipeline.core.io.ranking import to_document_level
@@ -108,12 +96,19 @@ def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
     return to_document_level(read_run(path)) if document_level else read_ranked_run(path)
 
 
-def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.DataFrame]:
-    """`eval`'s measures, qrels and run. The run is read in a thread, started first thing: its
+def _inputs_reading_the_run_ahead(
+    args: argparse.Namespace,
+) -> tuple[list[str], Qrels, RankedRun | pd.DataFrame]:
+    """`eval`'s measures, qrels and run, the run read in a thread started first thing: its
     bytes while numpy and pyarrow import, then its CSV parse, checks and trec_eval order (I/O
     and Arrow release the GIL) while this thread imports pandas and the measures engine
     (0.6 s), names the measures, reads the qrels and makes their side of the join. Those come
-    first, so their errors do; the thread is not waited for then."""
+    first, so their errors do; the thread is not waited for then.
+
+    The one speed trick kept in the CLI (bench/README.md, "Issue 23"): `rageval eval` on the
+    5M-row bench files, side by side in one script run at load 2 (2026-11-26, 7 runs each),
+    took a median of 2.92 s with it against 4.05 s without. At load 10-11 it was 23.0 s against
+    24.5 s, within that load's noise: it needs an idle core."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rageval_pipeline.core.io.bounds import input_bytes  # (no pydantic: see `bounds`)
@@ -121,7 +116,6 @@ def _inputs(args: argparse.Namespace) -> tuple[list[str], Qrels, RankedRun | pd.
     pool = ThreadPoolExecutor(max_workers=1)  # one thread: the parse follows the read
     try:
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
-        _numpy_without_blas_threads()
         from rageval_pipeline.core.io.delimited import fetch
         from rageval_pipeline.core.io.formats import TREC_RUN, read_ranked_run
 
@@ -239,7 +233,7 @@ def _score(
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    measures, qrels, run = _inputs(args)
+    measures, qrels, run = _inputs_reading_the_run_ahead(args)
     population = ppi_scores.population(
         args, qrels, lambda path: _qrels(path, [args.run], args.document_level)
     )
@@ -282,7 +276,6 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    _numpy_without_blas_threads()
     from rageval_pipeline.core.statistics.compare import compare_runs, mixed_levels, scored_level
 
     measures = _measures(args)

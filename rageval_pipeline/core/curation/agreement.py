@@ -1,13 +1,13 @@
-"""Agreement between a suite's grades and an independent second judging pass.
+"""Agreement between a suite's grades and an independent second assessor's pass.
 
-The second judge grades a sample of the suite's judged (query, target) pairs from the query and
+The second assessor grades a sample of the suite's judged (query, target) pairs from the query and
 the target text alone, never seeing the first grades; its sheet (CSV or JSONL, `query_id`,
 `target_id`, `grade`, read and checked by `core.curation.judging`) is compared with the suite: raw
 agreement, Cohen's kappa with linear and quadratic weights (scikit-learn), binary kappa at
 grade >= 1 and >= 2, and the 4x4 confusion table.
 
 Disagreements are resolved by a rule (`RULES`). The default, `lower`, keeps the lower of the two
-grades: a pair counts as relevant only as far as both judges agree it is, so no measure credits
+grades: a pair counts as relevant only as far as both assessors agree it is, so no measure credits
 a system for a target one careful reader found less useful. A resolution is not applied where it
 would break the suite's rules: the query's `primary` must keep the highest grade, so when the
 rule would leave it below another target (or at 0) it keeps the higher of its two grades; a

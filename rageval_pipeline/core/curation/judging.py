@@ -1,7 +1,7 @@
-"""Judging sheets: the pool written out for a judge, and the graded sheet merged back.
+"""Judging sheets: the pool written out for an assessor, and the graded sheet merged back.
 
 A sheet is CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per (query, target):
-query_id, query, target_id, doc_id, start, end, target_text, systems, best_rank, grade. The judge
+query_id, query, target_id, doc_id, start, end, target_text, systems, best_rank, grade. The assessor
 fills `grade` (0-3) from the query and the target text alone; `systems` and `best_rank` say where
 the row came from and are not to be looked at while grading. `start`/`end` are the chunk's
 character offsets in document `doc_id` (empty for a whole-document target): merging refuses a
@@ -15,7 +15,7 @@ suite, then replaces the suite file atomically.
 
 A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
 cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
-judge's machine. Such a cell is written with a `'` before it (OWASP's rule for CSV injection),
+assessor's machine. Such a cell is written with a `'` before it (OWASP's rule for CSV injection),
 and so is a cell that itself starts with `'`; reading a sheet back removes exactly that one
 quote, from cells that start with `'` and then one of those characters, so every text
 round-trips unchanged (`escape_cell`, `unescape_cell`).
@@ -134,7 +134,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _grade(value: Any, path: Path, line: int) -> int | None:
-    """The grade of a row; None when the judge left it empty."""
+    """The grade of a row; None when the assessor left it empty."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if type(value) is int and 0 <= value <= 3:
@@ -172,7 +172,7 @@ class GradedRow(BaseModel):
     line: int
     query_id: str
     target_id: str  # resolved
-    grade: int | None  # None when the judge left it empty
+    grade: int | None  # None when the assessor left it empty
 
 
 def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:

@@ -3,8 +3,9 @@
 A suite is only as good as its judgments: a system that finds a relevant chunk nobody judged is
 scored as if it had found nothing. Pooling (as TREC does) runs a set of diverse systems, takes
 the union of their top k per query, and hands every target without a judgment to a human
-judge (`core.curation.judging` writes and merges the sheet). Each chunk target carries its span, the
-reference chunk's character offsets in its document, so that a grade is stored as that span.
+assessor (`core.curation.judging` writes and merges the sheet). Each chunk target carries its
+span, the reference chunk's character offsets in its document, so that a grade is stored as
+that span.
 
 Targets are what the suite judges: for a chunk-level suite, chunk ids under the suite's
 reference chunking; for a document-level (entity) suite, document ids. A system on another

@@ -1,7 +1,7 @@
 """Release gate: run summaries, baselines, the gate policy, the verdict and its regression taxonomy.
 
 The Dagster layer reads run summaries from the warehouse and baselines from `data/baselines/`,
-calls `judge`, and fails its asset check when the verdict has not passed. Everything here is pure
+calls `decide`, and fails its asset check when the verdict has not passed. Everything here is pure
 and deterministic: the same summaries, baselines and policy always give the same verdict.
 Semantics are documented in docs/gate.md.
 """
@@ -13,7 +13,7 @@ from rageval_pipeline.core.gate.baselines import (
     load_baselines,
     write_baseline,
 )
-from rageval_pipeline.core.gate.judge import judge, judge_validation
+from rageval_pipeline.core.gate.decide import decide, decide_validation
 from rageval_pipeline.core.gate.models import (
     BASELINE_VERSION,
     CATEGORIES,
@@ -76,8 +76,8 @@ __all__ = [
     "Verdict",
     "baseline_from_summary",
     "baseline_path",
-    "judge",
-    "judge_validation",
+    "decide",
+    "decide_validation",
     "load_baseline",
     "load_baselines",
     "load_policy",

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.changes import config_changes
+from rageval_pipeline.core.gate.decide import decide
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, worsening
-from rageval_pipeline.core.gate.judge import judge
 from rageval_pipeline.core.gate.models import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.policy import GatePolicy
 from rageval_pipeline.core.gate.quality import compared_measures
@@ -71,7 +71,7 @@ def replacement_verdict(new: RunSummary, old: Baseline, policy: GatePolicy) -> V
     """Would the gate pass `new` against `old`? Judged by the gate's own rule: the measures
     (and latency) decide whether the new baseline is worse. A new configuration is the point
     of an update and never a reason on its own."""
-    return judge([new], {(old.dataset, old.system): old}, policy)
+    return decide([new], {(old.dataset, old.system): old}, policy)
 
 
 def _round_floats(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """What changed between a run and its baseline: the configuration diff and the suite.
 
-A changed configuration is what the gate exists to judge, so it is reported, never refused. Only
+A changed configuration is what the gate exists to check, so it is reported, never refused. Only
 a changed suite (other judged queries, judgments or judged targets) makes a baseline's numbers
 incomparable: then the run is judged on its absolute thresholds and the baseline must be
 re-recorded after review.

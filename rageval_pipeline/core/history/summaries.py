@@ -33,7 +33,7 @@ def select_runs(
     system: str | None = None,
     run_id: str | None = None,
 ) -> pd.DataFrame:
-    """Finished runs to judge: one explicit run, or those a Dagster run measured or reused, or
+    """Finished runs to check: one explicit run, or those a Dagster run measured or reused, or
     the latest of each (dataset, split, system); optionally narrowed to one dataset and/or
     system."""
     if run_id is not None:

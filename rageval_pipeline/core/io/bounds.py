@@ -30,8 +30,10 @@ def file_limits() -> FileLimits:
     return FileLimits.from_env()
 
 
-def quote(value: Any) -> str:
-    """A JSON rendering of a user value for error messages, cut to RAGEVAL_MAX_QUOTE_CHARS."""
+def quote_json(value: Any) -> str:
+    """A JSON rendering of a user value for error messages, cut to RAGEVAL_MAX_QUOTE_CHARS: for
+    values of structured files (YAML, JSON), shown as those files write them. A field of a
+    delimited text file is shown by `field_checks.quote_repr` instead."""
     text = json.dumps(value, ensure_ascii=False, default=str)
     most = file_limits().quote_chars
     return text if len(text) <= most else text[: max(most - 3, 0)] + "..."
@@ -129,19 +131,21 @@ def confined(folder: Path, name: str, *, exists: bool = True) -> Path:
     `exists=False` a file that is not there yet passes (it is checked again when read)."""
     if Path(name).is_absolute() or name.startswith("\\"):
         raise ValueError(
-            f"must be a path relative to the file's folder, not absolute (got {quote(name)})"
+            f"must be a path relative to the file's folder, not absolute (got {quote_json(name)})"
         )
     root = folder.resolve()
     lexical = Path(os.path.normpath(root / name))
     if not lexical.is_relative_to(root):
-        raise ValueError(f"leaves the file's folder through '..' (got {quote(name)})")
+        raise ValueError(f"leaves the file's folder through '..' (got {quote_json(name)})")
     target = lexical.resolve()
     if not target.is_relative_to(root):
-        raise ValueError(f"is a symlink to a file outside the file's folder (got {quote(name)})")
+        raise ValueError(
+            f"is a symlink to a file outside the file's folder (got {quote_json(name)})"
+        )
     if not exists and not target.exists():
         return target
     try:
         _regular_file(target)
     except ValueError as exc:
-        raise ValueError(f"{exc} (got {quote(name)})") from None
+        raise ValueError(f"{exc} (got {quote_json(name)})") from None
     return target

@@ -26,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import field_paths
-from rageval_pipeline.core.io.bounds import file_limits, quote, read_text
+from rageval_pipeline.core.io.bounds import file_limits, quote_json, read_text
 
 M = TypeVar("M", bound=BaseModel)
 Loc = tuple[str | int, ...]
@@ -78,7 +78,9 @@ def parse(path: Path) -> Document:
     kind = FORMATS.get(path.suffix.lower())
     if kind is None:
         known = ", ".join(FORMATS)
-        raise InputError(path, f"unknown file type {quote(path.suffix)}: expected one of {known}")
+        raise InputError(
+            path, f"unknown file type {quote_json(path.suffix)}: expected one of {known}"
+        )
     try:
         text = read_text(path)
     except InputError:  # a bad RAGEVAL_MAX_* value: its own error, not this file's
@@ -200,7 +202,7 @@ def _json_positions(text: str) -> dict[Loc, int]:
         if top is not None and top.kind == "{" and top.key is None:
             key = json.loads(token)
             if key in top.keys:
-                problem = f"duplicate key {quote(key)} (first on line {top.keys[key]})"
+                problem = f"duplicate key {quote_json(key)} (first on line {top.keys[key]})"
                 raise _Problem(line, top.loc, problem)
             top.keys[key] = line
             top.key = key
@@ -265,7 +267,7 @@ class _Loader(yaml.SafeLoader):
         try:
             return super().construct_object(node, deep=deep)
         except (ValueError, TypeError, AttributeError, OverflowError) as exc:
-            shown = f" {quote(node.value)}" if isinstance(node, yaml.ScalarNode) else ""
+            shown = f" {quote_json(node.value)}" if isinstance(node, yaml.ScalarNode) else ""
             why = exc if isinstance(exc, ValueError) else f"not a {node.tag.rsplit(':', 1)[-1]}"
             problem = f"invalid YAML value{shown}: {why}".splitlines()[0]
             raise _Problem(node.start_mark.line + 1, (), problem) from None
@@ -302,7 +304,9 @@ class _Loader(yaml.SafeLoader):
             line = key.start_mark.line + 1
             name = key.value if isinstance(key, yaml.ScalarNode) else "?"
             if (key.tag, name) in seen and name != "?":
-                problem = f"duplicate key {quote(name)} (first on line {seen[(key.tag, name)]})"
+                problem = (
+                    f"duplicate key {quote_json(name)} (first on line {seen[(key.tag, name)]})"
+                )
                 raise _Problem(line, tuple(self._loc), problem)
             seen[(key.tag, name)] = line
             self.positions[(*self._loc, name)] = line
@@ -322,7 +326,7 @@ def _parse_yaml(path: Path, text: str) -> Document:
             loader.dispose()
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
-        problem = f"invalid YAML: character {quote(chr(exc.character))} is not allowed"
+        problem = f"invalid YAML: character {quote_json(chr(exc.character))} is not allowed"
         raise _Problem(line, (), problem) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark

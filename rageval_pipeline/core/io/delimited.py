@@ -20,7 +20,6 @@ The rules, the same for every text format:
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pv
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.field_checks import TextFormat, checked, quote
+from rageval_pipeline.core.io.field_checks import TextFormat, checked, quote_repr
 from rageval_pipeline.core.io.keys import arrow_strings, pair_keys, shared_keys
 
 PARQUET_MAGIC = b"PAR1"  # a Parquet file's first bytes
@@ -139,19 +138,13 @@ def _fast_columns(
     mixing tabs and spaces (pyarrow would split it at spaces and trim the tab).
     Else every column is read as text and checked. Whether text fields may hold whitespace
     is told from the parsed text columns' bytes: printable ASCII without the space needs no
-    check; text columns with other bytes than ASCII are then validated as UTF-8.
-
-    A large file's parse starts in a thread (numbers typed, as most files are) while the
-    bytes are scanned for those things: the scans hold the GIL and the parse does not."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ahead = pool.submit(_csv, data, fmt, skip, True) if _threaded(data) else None
-        if not fmt.tab and b"\t" in data:  # lines may mix tabs and spaces, which the line
-            return None  # pass refuses (pyarrow's number parsers would trim a tab)
-        if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
-            return None
-        hexed = _hexed(data)
-        typed = not (hexed or (fmt.tab and b" " in data))
-        table = ahead.result() if ahead is not None and typed else _csv(data, fmt, skip, typed)
+    check; text columns with other bytes than ASCII are then validated as UTF-8."""
+    if not fmt.tab and b"\t" in data:  # lines may mix tabs and spaces, which the line
+        return None  # pass refuses (pyarrow's number parsers would trim a tab)
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    hexed = _hexed(data)
+    table = _csv(data, fmt, skip, typed=not (hexed or (fmt.tab and b" " in data)))
     if table is None or (skip and first_line(data) != fmt.header.encode()):
         return None
     text = [c for c in table.columns if not pa.types.is_primitive(c.type)]
@@ -256,7 +249,9 @@ def _columns_by_line(
     if skip:
         if not len(lines) or lines[0].as_py() != fmt.header:
             first = lines[0].as_py() if len(lines) else ""
-            raise InputError(path, f"header {quote(first)} is not {quote(fmt.header)}", line=1)
+            raise InputError(
+                path, f"header {quote_repr(first)} is not {quote_repr(fmt.header)}", line=1
+            )
         lines = lines.slice(1)
     stripped = pc.utf8_trim(lines, characters=" \t")
     kept = np.flatnonzero(pc.greater(pc.utf8_length(stripped), 0).to_numpy(zero_copy_only=False))
@@ -312,7 +307,7 @@ def _refuse_mixed(
     after = len(re.split("[ \t]+", line[:space]))  # whitespace-split values before the space
     raise InputError(
         path,
-        f"ambiguous: the line separates fields by both tabs and spaces, so {quote(value)} may "
+        f"ambiguous: the line separates fields by both tabs and spaces, so {quote_repr(value)} may "
         f"be one value: {len(by_space)} whitespace-separated fields for {fmt.name}, "
         f"{len(by_tab)} tab-separated; refused rather than guessed; accepted: {accepted}",
         line=int(numbers[found[0]]),
@@ -331,7 +326,7 @@ def _duplicate(
         return None
     row, first = found
     problem = (
-        f"query {quote(query[row].as_py())} lists doc {quote(doc[row].as_py())} again "
+        f"query {quote_repr(query[row].as_py())} lists doc {quote_repr(doc[row].as_py())} again "
         f"(first on line {numbers[first]})"
     )
     return row, fmt.unique[1], problem

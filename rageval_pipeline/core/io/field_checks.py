@@ -40,8 +40,10 @@ class TextFormat:
         return 1 if self.header is not None else 0
 
 
-def quote(value: object) -> str:
-    """repr of a value, cut to QUOTE_LIMIT characters."""
+def quote_repr(value: object) -> str:
+    """repr of a delimited file's field value, cut to QUOTE_LIMIT characters: Python's escapes
+    show the tabs, carriage returns and control bytes the line rules are about. Values of
+    structured files are shown as JSON by `bounds.quote_json`."""
     text = repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "...'"
 
@@ -80,18 +82,15 @@ def checked(
             continue
         if pa.types.is_floating(values.type):
             row = _first(pc.invert(pc.is_finite(values)))
-            report(
-                row,
-                name,
-                f"{quote(None if row is None else values[row].as_py())} is not a finite number",
-            )
+            shown = quote_repr(None if row is None else values[row].as_py())
+            report(row, name, f"{shown} is not a finite number")
             continue
         # (An equality bitmap: a length per row would be a 20-40 MB column to find none.)
         report(_first(pc.equal(values, pa.scalar("", values.type))), name, "is empty")
         if spaced:
             row = _first(pc.match_substring_regex(values, WHITESPACE))
             if row is not None:
-                report(row, name, f"{quote(values[row].as_py())} contains whitespace")
+                report(row, name, f"{quote_repr(values[row].as_py())} contains whitespace")
         if name in fmt.integers:
             typed[name] = _integers(values, name, report, hexed)
         elif name in fmt.reals:
@@ -119,7 +118,7 @@ def _integers(values: pa.Array, name: str, report, hexed: bool) -> pa.Array | No
     if numbers is None:
         row = _first(pc.invert(pc.match_substring_regex(values, INTEGER)))
         if row is not None:
-            report(row, name, f"{quote(values[row].as_py())} is not an integer")
+            report(row, name, f"{quote_repr(values[row].as_py())} is not an integer")
             return None
         # Well-formed but maybe past int64: more than 10 significant digits is past int32.
         digits = pc.utf8_ltrim(pc.utf8_ltrim(values, characters="-"), characters="0")
@@ -129,7 +128,7 @@ def _integers(values: pa.Array, name: str, report, hexed: bool) -> pa.Array | No
     low, high = INT32
     row = _first(pc.or_(pc.less(numbers, low), pc.greater(numbers, high)))
     if row is not None:
-        report(row, name, f"{quote(values[row].as_py())} is out of range ({low} to {high})")
+        report(row, name, f"{quote_repr(values[row].as_py())} is out of range ({low} to {high})")
         return None
     return pc.cast(numbers, pa.int32())
 
@@ -142,5 +141,5 @@ def _reals(values: pa.Array, name: str, report) -> pa.Array | None:
     bad = pc.invert(pc.match_substring_regex(values, REAL))
     row = _first(bad if infinite is None else pc.or_(bad, infinite))
     row = 0 if row is None else row  # (a cast refusing what the pattern accepts: say so too)
-    report(row, name, f"{quote(values[row].as_py())} is not a finite number")
+    report(row, name, f"{quote_repr(values[row].as_py())} is not a finite number")
     return None

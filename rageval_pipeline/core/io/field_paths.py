@@ -14,14 +14,14 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from rageval_pipeline.core.io.bounds import quote
+from rageval_pipeline.core.io.bounds import quote_json
 
 Loc = tuple[str | int, ...]
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _key(part: str) -> str:
-    return f"[{quote(part)}]"
+    return f"[{quote_json(part)}]"
 
 
 def _field(out: str, part: str) -> str:
@@ -147,4 +147,4 @@ def problem(item: Any) -> str:
         message = str(item["ctx"]["error"])
     else:
         message = re.sub(r"^(Input|String|List|Dictionary|Value) should", "must", item["msg"])
-    return f"{message} (got {quote(item['input'])})"
+    return f"{message} (got {quote_json(item['input'])})"

@@ -10,7 +10,6 @@ where they lose nothing. Gzip-compressed files are read as their content.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +32,7 @@ from rageval_pipeline.core.io.delimited import (
     read_text,
     table_pair_keys,
 )
-from rageval_pipeline.core.io.field_checks import INT32, TextFormat, quote
+from rageval_pipeline.core.io.field_checks import INT32, TextFormat, quote_repr
 from rageval_pipeline.core.io.keys import arrow_strings, id_block_starts, shared_keys
 from rageval_pipeline.core.io.ranking import TREC_SORT_KEYS, RankedRun, index_type, order_run
 
@@ -98,7 +97,9 @@ def _parquet(path: Path, data: bytes, spec: tuple[dict, dict], accepted: str) ->
         table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         detail = " ".join(str(exc).split())
-        raise InputError(path, f"is not a readable Parquet file ({quote(detail)[1:-1]})") from None
+        raise InputError(
+            path, f"is not a readable Parquet file ({quote_repr(detail)[1:-1]})"
+        ) from None
     try:
         names = [n for n in table.column_names if not _PANDAS_INDEX.fullmatch(n)]
     except UnicodeDecodeError:
@@ -124,7 +125,7 @@ def _bad_row(
     """Raise naming the first row (1-based) where `mask` is true, if any, and its value."""
     rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
     if rows.size:
-        shown = "" if values is None else f"{quote(values[int(rows[0])].as_py())} "
+        shown = "" if values is None else f"{quote_repr(values[int(rows[0])].as_py())} "
         raise InputError(path, f"row {rows[0] + 1}: {shown}{problem}", field=name)
 
 
@@ -182,8 +183,8 @@ def _repeat(path: Path, query: pa.Array, doc: pa.Array, rows: np.ndarray, verb: 
         row, first = (int(rows[i]) for i in found)
         raise InputError(
             path,
-            f"row {row + 1}: query {quote(query[row].as_py())} {verb} doc "
-            f"{quote(doc[row].as_py())} again (first on row {first + 1})",
+            f"row {row + 1}: query {quote_repr(query[row].as_py())} {verb} doc "
+            f"{quote_repr(doc[row].as_py())} again (first on row {first + 1})",
             field="doc_id",
         )
 
@@ -278,17 +279,13 @@ def read_ranked_run(path: str | Path | Fetched) -> RankedRun | pd.DataFrame:
         return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
     table = fast_table(data, TREC_RUN, ahead)
     if table is not None and table.num_rows:
-        # The pair keys (two threads) and the trec_eval order need nothing of each other; a
-        # run grouped by query has its repeated pairs looked for a half in each thread.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            ranking = pool.submit(_ranked, table)
-            keys = table_pair_keys(table, TREC_RUN)
-            run, moves = ranking.result()
-            if not shared_keys(keys, run.starts).size:
-                if moves is not None:  # the keys in trec_eval order, as the engine reads them
-                    positions, rows = moves
-                    keys[positions] = keys[rows]
-                return replace(run, pair_keys=keys)
+        keys = table_pair_keys(table, TREC_RUN)
+        if not shared_keys(keys).size:
+            run, moves = _ranked(table)
+            if moves is not None:  # the keys in trec_eval order, as the engine reads them
+                positions, rows = moves
+                keys[positions] = keys[rows]
+            return replace(run, pair_keys=keys)
     table = exact_table(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")

@@ -1,17 +1,14 @@
 """Fast 64-bit fingerprints of id strings, so joins and duplicate checks run on integers.
 
-Hashing millions of Python or Arrow strings into a hash table is the slowest step of evaluating
-a large run (about 1.5 s for 5M ids here); fingerprinting the Arrow buffer eight bytes at a time
-and sorting integers takes a fraction of that. Equal strings always get equal fingerprints; the
-callers verify every match on the real strings and fall back to exact codes on a collision, so
-results never depend on the hash.
+The one speed trick kept in the readers and the measures engine (bench/README.md, "Issue 23"):
+the libraries' ways to turn 5M Arrow string ids into integers are an order of magnitude slower.
+Equal strings always get equal fingerprints; the callers verify every match on the real strings
+and fall back to exact codes on a collision, so results never depend on the hash.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,7 +19,6 @@ if TYPE_CHECKING:  # (not at run time: see `formats`)
     import pandas as pd
 
 _PAD_ROWS = 1 << 18  # ids padded at once (a few MB of temporary copy)
-_PARALLEL_FROM = 1 << 20  # rows; below this, starting threads costs more than it saves
 _MUL1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64 constants
 _MUL2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -45,41 +41,6 @@ def _multipliers(count: int) -> np.ndarray:
     if count <= len(_WEIGHTS):
         return _WEIGHTS[:count]
     return np.random.default_rng(20240601).integers(1, 2**63, count, dtype=np.uint64) | 1
-
-
-def in_two(rows: int) -> bool:
-    """Whether work on this many rows is worth splitting over two threads (numpy and Arrow
-    release the GIL): millions of rows, two cores."""
-    return rows >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1
-
-
-def fingerprint(
-    values: pa.LargeStringArray,
-    salt: np.ndarray | None = None,
-    salt_index: np.ndarray | None = None,
-    salt_starts: np.ndarray | None = None,
-) -> np.ndarray:
-    """A uint64 per string; equal (string, salt) pairs give equal values. Row i's salt is
-    `salt[i]`; with `salt_index`, `salt[salt_index[i]]`; with `salt_starts` (ascending, from
-    0), `salt[j]` for the block of rows from `salt_starts[j]` to the next start. The last two
-    keep a per-query salt a per-query table, never spread over every row.
-
-    Large inputs are split over two threads (numpy and Arrow release the GIL); each id's value
-    depends on its own bytes only, so the split does not change the result.
-    """
-    n = len(values)
-    fill = _salt_filler(salt, salt_index, salt_starts)
-    if not in_two(n):
-        return _fingerprint(values, fill)
-    half = n // 2
-    out = np.empty(n, dtype=np.uint64)  # each thread fills its half: no concatenated copy
-
-    def part(start: int, stop: int) -> None:
-        _fingerprint(values.slice(start, stop - start), fill, start, out=out[start:stop])
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda bounds: part(*bounds), [(0, half), (half, n)]))
-    return out
 
 
 _SaltFiller = Callable[[int, int, np.ndarray], object]
@@ -105,21 +66,30 @@ def _salt_filler(
     return blocks
 
 
-def _fingerprint(
+def fingerprint(
     values: pa.LargeStringArray,
-    fill: _SaltFiller | None,
-    base: int = 0,
-    out: np.ndarray | None = None,
+    salt: np.ndarray | None = None,
+    salt_index: np.ndarray | None = None,
+    salt_starts: np.ndarray | None = None,
 ) -> np.ndarray:
-    """`fingerprint` in one thread, of rows `base`.. of the whole (`fill` counts from there).
+    """A uint64 per string; equal (string, salt) pairs give equal values. Row i's salt is
+    `salt[i]`; with `salt_index`, `salt[salt_index[i]]`; with `salt_starts` (ascending, from
+    0), `salt[j]` for the block of rows from `salt_starts[j]` to the next start. The last two
+    keep a per-query salt a per-query table, never spread over every row.
+
+    Why not a library's: on 5M ids of the metrics bench (`doc<n>`, 1M distinct), side by side in
+    one process (2026-11-26, load 4-5; best of 3): this 0.16 s, DuckDB's `hash()` over the same
+    Arrow column 0.42 s (and its import), `pyarrow.compute.dictionary_encode` 2.33 s,
+    `pandas.factorize` 3.4 s, `pandas.util.hash_array` 5.5 s (both through Python strings).
 
     The salt (e.g. each row's query id fingerprint) is mixed in, so one pass keys (query, doc)
     pairs. Each id is read as 8-byte words, zero-filled after its end, so its value depends on
     its own bytes only: Σ word_j · M_j + length · G (mod 2^64), then a splitmix64 finaliser.
     Nulls hash like "".
     """
+    fill = _salt_filler(salt, salt_index, salt_starts)
     n = len(values)
-    h = np.empty(n, dtype=np.uint64) if out is None else out
+    h = np.empty(n, dtype=np.uint64)
     _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64)[values.offset : values.offset + n + 1]
     # Everything runs a slice of _PAD_ROWS ids at a time, in place in `h`: temporaries stay a
@@ -144,7 +114,7 @@ def _fingerprint(
         part[:] = lengths
         part *= _GOLDEN
         if fill is not None:
-            fill(base + start, base + stop, scratch)
+            fill(start, stop, scratch)
             scratch *= _MUL2
             part += scratch
         if padded:
@@ -195,26 +165,8 @@ def pair_keys(
     return fingerprint(doc, fingerprint(query.take(pa.array(starts))), salt_starts=starts)
 
 
-def shared_keys(keys: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarray:
-    """The rows whose key another row also has, ascending (one sort).
-
-    `blocks`: the first row of each block of a table no pair of which is in two blocks (a run
-    grouped by query). The table is then cut in two at a block start and the halves sorted in
-    two threads, so a key shared across the cut is not found: that is two pairs whose
-    fingerprints collide, which every user of the keys checks on the real ids anyway.
-    """
-    n = len(keys)
-    cut = 0
-    if blocks is not None and len(blocks) and in_two(n):
-        cut = int(blocks[min(int(np.searchsorted(blocks, n // 2)), len(blocks) - 1)])
-    if not 0 < cut < n:
-        return _shared(keys)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        low, high = pool.map(_shared, (keys[:cut], keys[cut:]))
-    return np.r_[low, high + cut]
-
-
-def _shared(keys: np.ndarray) -> np.ndarray:
+def shared_keys(keys: np.ndarray) -> np.ndarray:
+    """The rows whose key another row also has, ascending (one sort)."""
     ordered = np.sort(keys)
     same = ordered[1:] == ordered[:-1]
     if not same.any():

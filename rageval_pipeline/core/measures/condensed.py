@@ -3,7 +3,7 @@
 trec_eval's `-J` and Sakai's condensed lists (Sakai 2007, "Alternatives to bpref") remove every
 retrieved document the qrels do not judge for that query (label 0 counts as judged) and close
 the gaps before ranking measures are computed. A system that retrieves many unjudged documents
-is then measured on what the judges saw, so the variant beside the standard measure tells a
+is then measured on what the assessors saw, so the variant beside the standard measure tells a
 drop caused by missing judgments from a drop caused by worse retrieval.
 """
 

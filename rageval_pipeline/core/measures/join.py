@@ -7,7 +7,6 @@ collision, or a repeated (query, doc) pair, reruns the join on exact integer cod
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,6 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.keys import (
     arrow_strings,
     exact_pair_keys,
-    in_two,
     pair_keys,
     shared_keys,
 )
@@ -195,21 +193,9 @@ def _no_repeat(run: OrderedRun, keys: np.ndarray, universe: np.ndarray) -> bool:
 
 
 def _matches(run_keys: np.ndarray, judgments: Judgments) -> tuple[np.ndarray, np.ndarray]:
-    """(run row, judgment row) of the run keys found among the judgments' (unique) keys; a
-    half of the run in each of two threads when it is large."""
-    n = len(run_keys)
-    if not len(judgments.keys) or not n:
+    """(run row, judgment row) of the run keys found among the judgments' (unique) keys."""
+    if not len(judgments.keys) or not len(run_keys):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    if not in_two(n):
-        return _found(run_keys, 0, judgments)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        halves = [(run_keys[: n // 2], 0), (run_keys[n // 2 :], n // 2)]
-        (rows_a, at_a), (rows_b, at_b) = pool.map(lambda h: _found(*h, judgments), halves)
-    return np.r_[rows_a, rows_b], np.r_[at_a, at_b]
-
-
-def _found(run_keys: np.ndarray, first: int, judgments: Judgments) -> tuple[np.ndarray, np.ndarray]:
-    """`_matches` of the run rows first.. whose keys these are."""
     # Probed as int64, numpy's index type: uint64 indexes would be copied to int64 first.
     signed, mask = run_keys.view(np.int64), (1 << judgments.bits) - 1
     parts = []
@@ -228,4 +214,4 @@ def _found(run_keys: np.ndarray, first: int, judgments: Judgments) -> tuple[np.n
     at[by_key] = np.searchsorted(judgments.sorted_keys, keys[by_key])
     np.minimum(at, len(judgments.sorted_keys) - 1, out=at)
     found = judgments.sorted_keys[at] == keys
-    return candidates[found] + first, judgments.order[at[found]]
+    return candidates[found], judgments.order[at[found]]

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.bounds import quote
+from rageval_pipeline.core.io.bounds import quote_json
 from rageval_pipeline.core.measures.measure import (  # noqa: F401 - Category, Family re-exported
     Category,
     Cutoff,
@@ -200,7 +200,9 @@ def parse_measure(name: str | Measure) -> Measure:
     if isinstance(name, Measure):
         return name
     if not isinstance(name, str):
-        raise InputError(None, f"a measure name is a string, not {quote(name)}", field="measure")
+        raise InputError(
+            None, f"a measure name is a string, not {quote_json(name)}", field="measure"
+        )
     return _parse(name)
 
 
@@ -237,13 +239,17 @@ def _parse(name: str) -> Measure:
         return _build(name, _ALIASES[trec["family"].lower()], {"k": int(trec["k"])})
     match = _SYNTAX.match(text)
     if match is None:
-        raise InputError(None, f"cannot parse measure {quote(name)}", field="measure")
+        raise InputError(None, f"cannot parse measure {quote_json(name)}", field="measure")
     family = _ALIASES.get(match["family"].lower())
     if family is None:
         known = ", ".join(FAMILIES)
-        raise InputError(None, f"unknown measure {quote(name)} (known: {known})", field="measure")
+        raise InputError(
+            None, f"unknown measure {quote_json(name)} (known: {known})", field="measure"
+        )
     if match["before"] is not None and match["after"] is not None:
-        raise InputError(None, f"measure {quote(name)} has two parameter lists", field="measure")
+        raise InputError(
+            None, f"measure {quote_json(name)} has two parameter lists", field="measure"
+        )
     fields: dict[str, object] = {}
     for item in filter(None, (match["before"] or match["after"] or "").split(",")):
         key, sep, value = item.partition("=")
@@ -252,7 +258,7 @@ def _parse(name: str) -> Measure:
         if not sep or key not in ("rel", "gain", "judged"):
             raise InputError(
                 None,
-                f"measure {quote(name)}: bad parameter {quote(item)} "
+                f"measure {quote_json(name)}: bad parameter {quote_json(item)} "
                 "(rel=N, gain=lin|exp or judged)",
                 field="measure",
             )
@@ -267,7 +273,7 @@ def _build(name: str, family: type[Measure], fields: dict[str, object]) -> Measu
         return family(**fields)
     except ValidationError as exc:
         problem = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
-        raise InputError(None, f"measure {quote(name)}: {problem}", field="measure") from None
+        raise InputError(None, f"measure {quote_json(name)}: {problem}", field="measure") from None
 
 
 # --------------------------------------------------------------------- names in files people write
@@ -309,7 +315,9 @@ def _one_spelling_each(value: Any) -> Any:
             if measure in seen:
                 from rageval_pipeline.core.io.config import rule
 
-                raise rule((), f"{quote(seen[measure])} and {quote(name)} both name {measure}")
+                raise rule(
+                    (), f"{quote_json(seen[measure])} and {quote_json(name)} both name {measure}"
+                )
             seen[measure] = name
     return value
 

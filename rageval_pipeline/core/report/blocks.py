@@ -12,7 +12,7 @@ import html
 import re
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import quote
+from urllib.parse import quote as quote_url
 
 Tone = Literal["pass", "fail", "warn", "better"]
 
@@ -119,7 +119,7 @@ def _md(block: Block) -> str:
     for row in block.rows:
         cells = [md_text(c, cell=True) for c in row]
         if block.link is not None:
-            cells[block.link] = f"[{cells[block.link]}]({quote(row[block.link])})"
+            cells[block.link] = f"[{cells[block.link]}]({quote_url(row[block.link])})"
         lines.append(tuple(cells))
     return "\n".join("| " + " | ".join(line) + " |" for line in lines)
 
@@ -183,7 +183,7 @@ def _html(block: Block, svgs: dict[str, str]) -> str:
     body = "".join(
         f"<tr{_attr(tone)}>"
         + "".join(
-            f'<td><a href="{html.escape(quote(c))}">{html.escape(c)}</a></td>'
+            f'<td><a href="{html.escape(quote_url(c))}">{html.escape(c)}</a></td>'
             if i == block.link
             else f"<td>{html.escape(c)}</td>"
             for i, c in enumerate(row)

@@ -34,7 +34,7 @@ class ReportTexts(BaseModel):
         return self.targets.get(dataset, {}).get(target_id)
 
     def merged(self, other: ReportTexts) -> ReportTexts:
-        """Both texts; `other` wins where both know an id (the gate judges several datasets)."""
+        """Both texts; `other` wins where both know an id (the gate checks several datasets)."""
 
         def merge(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]):
             return {d: a.get(d, {}) | b.get(d, {}) for d in sorted(set(a) | set(b))}

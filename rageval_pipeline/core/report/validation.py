@@ -3,7 +3,7 @@
 Fields are the seed's. Its PASS/FAIL is the gate's: the policy's `validation` rules (in
 data/gate.yaml, seed 003's: at least 80% of the queries reach precision@5 >= 0.80, MRR >= 0.70,
 metadata completeness and hash validation 100%, p95 latency < 2000 ms) judged by
-`core.gate.judge_validation`; this module only words the checks. Completeness and hash validity
+`core.gate.decide_validation`; this module only words the checks. Completeness and hash validity
 are measured on the chunks (the `chunks` asset's checks); a run without chunks (run files,
 services) reports them as null, says so in `issues`, and is judged on the other criteria.
 """
@@ -112,7 +112,7 @@ def validation_report(
 ) -> ValidationReport:
     """Seed 003's report of one run; `queries` maps query_id to its `text` and `query_type`,
     `criteria` are the gate's checks of the run against the policy's `validation` rules
-    (`core.gate.judge_validation`), `integrity` the rates of the run's chunks when measured."""
+    (`core.gate.decide_validation`), `integrity` the rates of the run's chunks when measured."""
     cases = []
     for query_id in sorted(summary.per_query):
         listed = summary.top.get(query_id, [])

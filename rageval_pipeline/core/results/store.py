@@ -127,7 +127,7 @@ def suite_digest(qrels: pd.DataFrame, queries: pd.DataFrame, target_ids: pd.Seri
     """A digest of what a run is measured on: the split's judgments, its judged queries' text
     and the corpus's ids. A baseline of another suite is not comparable (core.gate.changes).
     The corpus's text is left out on purpose: a pipeline that damages it (cut documents, lost
-    sections) has regressed, and the gate must judge that against the baseline."""
+    sections) has regressed, and the gate must check that against the baseline."""
     judged = qrels[["query_id", "doc_id", "relevance"]].astype(str).agg("\t".join, axis=1)
     asked = queries[queries["query_id"].isin(qrels["query_id"])]
     texts = asked["query_id"].astype(str) + "\t" + asked["text"].fillna("").astype(str)

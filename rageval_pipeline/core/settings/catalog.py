@@ -140,7 +140,6 @@ valid header value and never shown (docs/systems.md).
 | Variable | Value | Why |
 | --- | --- | --- |
 | `HF_HUB_OFFLINE`, `TRANSFORMERS_OFFLINE` | `1` unless set | weights are never downloaded |
-| `OPENBLAS_NUM_THREADS` | `1` while `rageval eval` imports numpy, unless set | see `cli/score.py` |
 """
 
 

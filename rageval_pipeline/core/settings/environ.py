@@ -10,8 +10,7 @@ code may use it at no cost.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 
 
 def present(
@@ -31,16 +30,3 @@ def named(name: str) -> str | None:
 def set_default(name: str, value: str) -> None:
     """Set `name` for this process and its children unless the user already set it."""
     os.environ.setdefault(name, value)
-
-
-@contextmanager
-def default_during(name: str, value: str) -> Iterator[None]:
-    """`name` set to `value` inside the block unless the user set it; removed after."""
-    if name in os.environ:
-        yield
-        return
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        del os.environ[name]

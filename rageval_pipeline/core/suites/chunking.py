@@ -4,7 +4,7 @@ Strategies (`ChunkingConfig.strategy`):
 - `document`: one chunk per document (title is kept in its own column, not in the text).
 - `fixed`: windows of `size` whitespace tokens, consecutive windows sharing `overlap` tokens;
   the last window ends at the last token. Whitespace tokens keep the rule model-agnostic and
-  reproducible by hand (judges of a suite can count them).
+  reproducible by hand (assessors of a suite can count them).
 - `paragraph`: split on blank lines.
 - `markdown_headers`: a new chunk starts at every line `#`..`######` followed by a space that
   is not inside a ``` fence; text before the first header is a chunk of its own.

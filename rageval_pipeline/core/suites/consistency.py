@@ -9,8 +9,8 @@ lowercases the text and keeps only runs of letters and digits as words, so Markd
 punctuation and spacing do not count. The next pair down in techdocs, `release-notes:chunk:5`
 and `upgrade-guide:chunk:5` (0.52), is deliberately below the line: the upgrade guide adds
 two facts (index generations, fusion replacing score mixing) that some queries ask about, so
-their grades may differ. Texts that say different things stay under 0.40 in both suites. A
-judge who reads the same text twice for one query must give it one grade; a difference is a
+their grades may differ. Texts that say different things stay under 0.40 in both suites. An
+assessor who reads the same text twice for one query must give it one grade; a difference is a
 judging slip, reported by `rageval validate` as an error.
 """
 
@@ -31,7 +31,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 
 def target_text(suite: Suite, target_id: str) -> str:
-    """The text a judge reads for a resolved target: the reference chunk or the document."""
+    """The text an assessor reads for a resolved target: the reference chunk or the document."""
     texts = {d.id: d.text for d in suite.documents}
     parsed = split_chunk_id(target_id)
     if parsed is None:

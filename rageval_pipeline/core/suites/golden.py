@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.bounds import confined, quote, read_text
+from rageval_pipeline.core.io.bounds import confined, quote_json, read_text
 from rageval_pipeline.core.io.config import parse, rule, validate
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.evidence import (
@@ -354,8 +354,8 @@ def load_suite(path: str | Path) -> Suite:
     if "version" not in raw:
         raise document.error(("version",), "field required")
     if raw["version"] != FORMAT_VERSION:
-        known = quote(FORMAT_VERSION)
-        problem = f"unknown suite format version {quote(raw['version'])} (known: {known})"
+        known = quote_json(FORMAT_VERSION)
+        problem = f"unknown suite format version {quote_json(raw['version'])} (known: {known})"
         raise document.error(("version",), problem)
     context = {
         "base_dir": file.parent,

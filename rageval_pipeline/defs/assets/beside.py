@@ -1,6 +1,6 @@
 """The baseline's configuration beside a built-in system: timed on the same queries in the same
 run (latency on one machine under one load), and re-run on a suite that changed since the
-baseline was recorded (what the gate then judges against; docs/gate.md)."""
+baseline was recorded (what the gate then checks against; docs/gate.md)."""
 
 from datetime import UTC, datetime
 from pathlib import Path

@@ -1,7 +1,7 @@
-"""The release gate: judge a dataset's evaluated runs against thresholds and baselines, and
+"""The release gate: check a dataset's evaluated runs against thresholds and baselines, and
 write its reports.
 
-The gate is partitioned by dataset like the assets it judges, and so is its blocking ERROR check:
+The gate is partitioned by dataset like the assets it checks, and so is its blocking ERROR check:
 the asset and check pages show each dataset's latest verdict. It reads the warehouse rather than
 loading upstream partitions, so materializing it alone recomputes nothing. A failed verdict ends
 the step with a `dg.Failure` whose description is the verdict line: `dagster job execute` exits
@@ -21,8 +21,8 @@ from rageval_pipeline.core.gate import (
     INTEGRITY_RATES,
     GatePolicy,
     RunSummary,
-    judge,
-    judge_validation,
+    decide,
+    decide_validation,
     load_baselines,
     load_policy,
 )
@@ -68,7 +68,7 @@ def _texts(settings: Settings, dataset: str, ids: set[str]) -> report.ReportText
 
 def _write_validation_reports(
     settings: Settings,
-    judged: list[RunSummary],
+    run_summaries: list[RunSummary],
     policy: GatePolicy,
     stamp: datetime,
     measured: dict[str, tuple[float, float]],
@@ -77,7 +77,7 @@ def _write_validation_reports(
     the policy's `validation` rules; the chunks' integrity as `measured` in this run, else
     measured on the stored chunks."""
     queries: dict[str, pd.DataFrame | None] = {}
-    for summary in judged:
+    for summary in run_summaries:
         if summary.dataset not in queries:
             queries[summary.dataset] = _asset_table(
                 settings, "queries", summary.dataset, columns=["query_id", "text", "query_type"]
@@ -98,7 +98,7 @@ def _write_validation_reports(
             )
             rates = integrity(chunks) if chunks is not None else None
         named = dict(zip(INTEGRITY_RATES, rates, strict=True)) if rates is not None else None
-        criteria = judge_validation(summary, policy, integrity=named)
+        criteria = decide_validation(summary, policy, integrity=named)
         seed = validation_report(summary, about, criteria, timestamp=stamp, integrity=named)
         folder = settings.reports_dir / "validation" / summary.dataset / summary.system
         write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
@@ -141,15 +141,17 @@ def build_gate_asset(
             scope = "this run"
             if runs.empty:
                 runs, scope = select_runs(store, dataset=dataset), "latest evaluations"
-            judged = summaries(store, runs)
+            run_summaries = summaries(store, runs)
             past = history(store, dataset)
         baselines = load_baselines(settings.baselines)
         policy = load_policy(settings.data / "gate.yaml")
-        verdict = judge(judged, baselines, policy)
+        verdict = decide(run_summaries, baselines, policy)
         stamp = datetime.now(UTC)
         folder = settings.reports_dir / dataset
-        ids = report.listed_ids(judged, baselines.values()).get(dataset, set())
-        full = report.build_report(verdict, judged, baselines, past, _texts(settings, dataset, ids))
+        ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
+        full = report.build_report(
+            verdict, run_summaries, baselines, past, _texts(settings, dataset, ids)
+        )
         paths = report.write_reports(
             full,
             folder / f"{stamp:%Y%m%dT%H%M%SZ}",
@@ -157,12 +159,14 @@ def build_gate_asset(
             plot_cache=settings.storage / "cache" / "plots",
         )
         report.write_index(settings.reports_dir)
-        _write_validation_reports(settings, judged, policy, stamp, measured_integrity(context))
+        _write_validation_reports(
+            settings, run_summaries, policy, stamp, measured_integrity(context)
+        )
         with store.connect():  # one connection, one turn of the write lock, for every write
             logged = experiments.record(
                 store,
                 verdict,
-                judged,
+                run_summaries,
                 baselines,
                 description=context.run.tags.get(experiments.DESCRIPTION_TAG),
                 created_at=stamp,

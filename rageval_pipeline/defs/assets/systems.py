@@ -13,7 +13,7 @@ in the metadata) unless `settings.force` is set. Their upstream tables are `deps
 `StoredTable`s: the key is a digest of the stored files, and the rows are read only when the
 stage recomputes (so a warm job loads no table, and logs no input events, to find it can reuse).
 A reused `metrics` adds no second copy of the same evaluation to the history: it notes in the
-warehouse that this job reused the stored run, which the gate (run on every job) then judges.
+warehouse that this job reused the stored run, which the gate (run on every job) then checks.
 """
 
 from datetime import UTC, datetime
@@ -240,7 +240,7 @@ def build_system_assets(
     ) -> tuple[pd.DataFrame, dict]:
         """Evaluate the run and store it: (per-query table with its run_id, metadata record).
         When the suite changed since the baseline, the baseline's configuration (a built-in
-        one) is run and measured on this suite too: what the gate then judges the run against."""
+        one) is run and measured on this suite too: what the gate then checks the run against."""
         dataset, reference = partition.name, reference_of(partition)
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]

@@ -1,4 +1,4 @@
-"""Judging: every run against its policy rules and baseline, giving checks and a verdict.
+"""Deciding: every run against its policy rules and baseline, giving checks and a verdict.
 
 The checks themselves live beside this module: `rules` (the policy's absolute rule kinds:
 thresholds, targets, shares of queries, ...), `quality` (measures against the baseline, with
@@ -47,7 +47,7 @@ def _baseline_status(
 ) -> tuple[list[Check], Baseline | None]:
     """What the run is compared with (None: absolute limits only), and the checks that say so.
 
-    A changed configuration is judged exactly like an unchanged one (judging changes is the
+    A changed configuration is checked exactly like an unchanged one (checking changes is the
     gate's purpose); only a changed suite makes the baseline's numbers incomparable."""
     s = run.summary
     if baseline is not None and level_changed(s, baseline):
@@ -101,7 +101,7 @@ def _baseline_status(
     return [check], baseline
 
 
-def _judge_run(
+def _decide_run(
     run: Evaluation, baseline: Baseline | None, worst_limit: int
 ) -> tuple[list[Check], list[QueryRegression], RunChange]:
     change = run_change(run.summary, baseline)
@@ -147,16 +147,16 @@ def _value_check(run: Evaluation, measure: str, value: float) -> Check:
     )
 
 
-def judge(
+def decide(
     summaries: list[RunSummary],
     baselines: dict[tuple[str, str], Baseline],
     policy: GatePolicy,
     *,
     created_at: str | None = None,
 ) -> Verdict:
-    """Judge every run against the policy and its (dataset, system) baseline.
+    """Check every run against the policy and its (dataset, system) baseline.
 
-    `created_at` defaults to the newest run's timestamp, so judging the same runs twice gives
+    `created_at` defaults to the newest run's timestamp, so deciding on the same runs twice gives
     byte-identical reports.
     """
     runs = sorted(summaries, key=lambda s: (s.dataset, s.split, s.system))
@@ -169,7 +169,7 @@ def judge(
     changes: list[RunChange] = []
     for summary in runs:
         run = Evaluation(summary, policy.rules_for(summary.dataset))
-        run_checks, run_worst, change = _judge_run(
+        run_checks, run_worst, change = _decide_run(
             run, baselines.get((summary.dataset, summary.system)), policy.worst_queries
         )
         checks += run_checks
@@ -180,7 +180,7 @@ def judge(
     return Verdict(created_at=stamp, checks=checks, worst_queries=worst, changes=changes)
 
 
-def judge_validation(
+def decide_validation(
     summary: RunSummary, policy: GatePolicy, *, integrity: Mapping[str, float] | None = None
 ) -> list[tuple[Rule, Check]]:
     """Seed 003's criteria (the `validation` rules of the run's dataset), each with its check of
