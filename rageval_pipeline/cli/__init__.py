@@ -47,11 +47,20 @@ def at_least(low: int):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rageval_pipeline.cli import baseline, experiments, history, pool, score, suggest, validate
+    from rageval_pipeline.cli import (
+        baseline,
+        experiments,
+        history,
+        pool,
+        score,
+        suggest,
+        synth,
+        validate,
+    )
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (score, validate, baseline, history, suggest, pool, experiments):
+    for module in (score, validate, baseline, history, suggest, synth, pool, experiments):
         module.add_parsers(subparsers)
     return parser
 

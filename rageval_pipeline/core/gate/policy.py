@@ -111,6 +111,13 @@ class UnjudgedSpike(_Strict):
     blocking: bool = False
 
 
+class Calibration(_Strict):
+    """The floor an LLM judge must reach on the human-judged pairs before its labels may be
+    used for gating (quadratic weighted kappa; docs/synthetic.md)."""
+
+    min_kappa: float = Field(default=0.4, ge=-1, le=1)
+
+
 class GateRules(_Strict):
     """The rules of one dataset (or dataset pattern)."""
 
@@ -123,6 +130,7 @@ class GateRules(_Strict):
     spike: Spike = Field(default_factory=Spike)
     statistics: Statistics = Field(default_factory=Statistics)
     unjudged: UnjudgedSpike = Field(default_factory=UnjudgedSpike)
+    calibration: Calibration = Field(default_factory=Calibration)
 
 
 DEFAULT_RULES_KEY = "default"

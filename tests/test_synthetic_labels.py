@@ -1,0 +1,168 @@
+"""`rageval synth` and `rageval label` on techdocs against a loopback OpenAI-compatible server
+whose replies follow from the prompt's content (tests/scripted_judge.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from rageval_pipeline.cli import main
+from rageval_pipeline.core.agreement import kappa
+from rageval_pipeline.core.generation import prompts, synthetic
+from rageval_pipeline.core.generation.config import SWITCHES
+from rageval_pipeline.core.generation.llm import prompt_hash
+from rageval_pipeline.core.suites import load_suite
+from tests.conftest import REPO
+from tests.llm_servers import FakeLLM
+from tests.scripted_judge import reply
+
+SUITE = REPO / "data" / "suites" / "techdocs"
+
+
+@pytest.fixture
+def judge(tmp_path, monkeypatch):
+    fake = FakeLLM("openai", reply=reply).start()
+    for name in SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
+    monkeypatch.setenv("RAG_EVAL_CONCURRENCY", "4")
+    monkeypatch.delenv("RAG_EVAL_SECOND_JUDGE_MODEL", raising=False)
+    yield fake
+    fake.stop()
+
+
+def _systems(tmp_path):
+    """Two BM25 variants, so that the calibration has two system rankings to compare."""
+    path = tmp_path / "systems.yaml"
+    reference = {"chunking": {"strategy": "reference"}, "retriever": "bm25"}
+    systems = {"bm25": reference, "bm25_flat": {**reference, "k1": 0.3, "b": 0.1}}
+    path.write_text(json.dumps({"systems": systems}))
+    return ["--systems", str(path), "--storage", str(tmp_path / "storage")]
+
+
+def _synth(tmp_path, capsys, *extra):
+    out = tmp_path / "synthetic"
+    args = ["synth", str(SUITE), "--n", "24", "--human-sample", "5", "--depth", "3"]
+    assert main([*args, "--out", str(out), *_systems(tmp_path), *extra]) == 0
+    return out, capsys.readouterr().out
+
+
+def test_synth_writes_a_marked_companion_set_a_recorded_sample_and_its_sheet(
+    judge, tmp_path, capsys
+):
+    before = hashlib.sha256((SUITE / "suite.json").read_bytes()).hexdigest()
+    out, printed = _synth(tmp_path, capsys)
+    assert len(judge.requests) == 24
+    rows = synthetic.read_companion(out / "techdocs.synthetic.jsonl")
+    assert 0 < len(rows) <= 24 and f"{len(rows)} synthetic queries kept of 24" in printed
+    suite = load_suite(SUITE)
+    chunks = {u.target_id: u.text for u in synthetic.units(suite)}
+    for row in rows:
+        assert row.synthetic and row.model == "openai:fake-1"
+        assert row.prompt_hash == prompt_hash(prompts.SYNTHETIC_QUERY)
+        assert row.query == reply(prompts.SYNTHETIC_QUERY.format(passage=chunks[row.source_id]))
+        assert row.round_trip and max(row.round_trip.values()) <= 20
+    # The suite's own file is untouched: the companion set lives beside it.
+    assert hashlib.sha256((SUITE / "suite.json").read_bytes()).hexdigest() == before
+    sample = json.loads((out / "sample.json").read_text())
+    assert sample["frame"] == [r.id for r in rows]
+    assert sample["frame_sha256"] == hashlib.sha256("\n".join(sample["frame"]).encode()).hexdigest()
+    assert len(sample["sample"]) == 5 and set(sample["sample"]) <= set(sample["frame"])
+    sheet = [json.loads(line) for line in (out / "techdocs.synthetic.sheet.jsonl").open()]
+    assert {r["query_id"] for r in sheet} == set(sample["sample"])
+    assert all(r["grade"] == "" and r["best_rank"] <= 3 for r in sheet)
+    # Same input, same output, and every reply from the cache.
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    _synth(tmp_path, capsys)
+    assert len(judge.requests) == 24
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+    # Another seed draws another sample from the same frame.
+    _synth(tmp_path, capsys, "--seed", "1")
+    assert json.loads((out / "sample.json").read_text())["sample"] != sample["sample"]
+
+
+def test_a_reply_is_a_query_only_when_it_is_one_clean_line():
+    assert synthetic.parse_query("  how do I rotate keys?  ") == "how do I rotate keys?"
+    assert synthetic.parse_query("Query: rotate keys\nThis asks about keys.") is None
+    assert synthetic.parse_query("12345") is None
+    assert synthetic.parse_query("x" * 301) is None
+
+
+def test_near_duplicates_of_suite_queries_and_of_each_other_are_dropped():
+    suite = load_suite(SUITE)
+    unit = synthetic.units(suite)[0]
+    human = suite.queries[0].query
+    rows = [
+        ("syn-1", human.upper() + "!", unit, 0),  # the suite's query, shouted
+        ("syn-2", "how to rotate an api key safely", unit, 0),
+        ("syn-3", "how to rotate an api key safely?", unit, 0),  # same tokens
+        ("syn-4", "how to safely rotate the api key", unit, 0),  # Jaccard 6/8 = 0.75: kept
+    ]
+    assert [r[0] for r in synthetic.without_duplicates(suite, rows)] == ["syn-2", "syn-4"]
+
+
+def _label(tmp_path, *extra):
+    args = [
+        "label",
+        str(SUITE),
+        "--synthetic",
+        str(tmp_path / "synthetic/techdocs.synthetic.jsonl"),
+    ]
+    return main(
+        [*args, "--depth", "3", "--out", str(tmp_path / "labels"), *_systems(tmp_path), *extra]
+    )
+
+
+def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys):
+    _synth(tmp_path, capsys)
+    synthesized = len(judge.requests)
+    assert _label(tmp_path, "--dry-run", "--price-in", "3", "--price-out", "15") == 0
+    dry = capsys.readouterr().out
+    assert len(judge.requests) == synthesized and not (tmp_path / "labels").exists()
+    calls = int(dry.split("would make ")[1].split(" ")[0])
+    tokens_in = int(dry.split("tokens in ")[1].split(",")[0])
+    tokens_out = int(dry.split("out ")[1].split(";")[0])
+    assert f"estimated cost {(tokens_in * 3 + tokens_out * 15) / 1e6:.4f}" in dry
+
+    gate = tmp_path / "gate.yaml"
+    gate.write_text("version: 1\ndatasets:\n  default:\n    calibration: {min_kappa: 0.99}\n")
+    assert _label(tmp_path, "--gate", str(gate)) == 0
+    printed = capsys.readouterr()
+    assert len(judge.requests) == synthesized + calls
+    labels = [json.loads(line) for line in (tmp_path / "labels/labels.jsonl").open()]
+    qrels = [line.split() for line in (tmp_path / "labels/llm.qrels").read_text().splitlines()]
+    # "webhook" queries get prose around their grade: unlabeled, and absent from the qrels.
+    unparseable = [r for r in labels if r["grade"] is None]
+    assert unparseable and all(
+        "webhook" in r["raw"] or r["raw"].startswith("I would") for r in unparseable
+    )
+    assert f"{len(labels)} label(s), {len(unparseable)} unparseable" in printed.out
+    parsed = {(r["query_id"], r["target_id"]): r["grade"] for r in labels if r["grade"] is not None}
+    assert {(q, t): int(g) for q, zero, t, g in qrels} == parsed
+    assert all(len(row) == 4 and row[1] == "0" for row in qrels)
+    assert {r["synthetic"] for r in labels} == {True, False}
+    # Calibration against the suite's human grades, recomputed here from the labels.
+    suite = load_suite(SUITE)
+    human = {(q.id, t): g for q in suite.queries for t, g in q.qrels}
+    both = [(human[k], g) for k, g in parsed.items() if k in human]
+    calibration = json.loads((tmp_path / "labels/calibration.json").read_text())
+    assert calibration["kappa_quadratic"] == pytest.approx(
+        kappa([a for a, _ in both], [b for _, b in both], "quadratic"), abs=1e-12
+    )
+    assert sum(map(sum, calibration["confusion"])) == len(both)
+    assert calibration["systems"] == ["bm25", "bm25_flat"]
+    assert calibration["kendall_tau"] in (-1.0, 1.0)
+    assert [c["name"] for c in calibration["checks"]] == [
+        "presentation:title",
+        "presentation:truncated",
+    ]
+    assert calibration["usable"] is False
+    assert "refused for gating" in printed.err and "below calibration.min_kappa 0.99" in printed.err
+    # A re-run asks nothing: every label comes from the cache.
+    assert _label(tmp_path, "--gate", str(gate)) == 0
+    assert len(judge.requests) == synthesized + calls
+    assert f"made 0 call(s), {calls} cached" in capsys.readouterr().out
