@@ -71,7 +71,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     label.add_argument("--gate", type=Path, help="gate policy for the kappa floor (data/gate.yaml)")
     label.add_argument("--check-sample", type=at_least(0), default=50, help="pairs per bias check")
-    label.add_argument("--out", type=Path, help="output folder (default $RAGEVAL_STORAGE/labels/S)")
+    label.add_argument("--out", type=Path, help="output folder (default $RAGEVAL_STORAGE/labels)")
     label.set_defaults(func=run_label)
 
 
@@ -147,36 +147,40 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_label(args: argparse.Namespace) -> int:
     from rageval_pipeline.core import paths
     from rageval_pipeline.core.gate.policy import load_policy
-    from rageval_pipeline.core.generation import config, labelling, synthetic
+    from rageval_pipeline.core.generation import config, judge_labels, labelling, synthetic
     from rageval_pipeline.core.generation.llm import LLM
 
+    folder = args.out or args.storage / "labels"
     try:
         suite, _, pooling, llm = _setup(args)
         companion = synthetic.read_companion(args.synthetic) if args.synthetic else []
         policy = load_policy(args.gate or paths.data_dir() / "gate.yaml")
         second = config.second_judge()
-        outcome = labelling.label(
-            suite,
-            companion,
+        pairs, ranks = labelling.pooled(suite, companion, pooling, args.depth)
+        labels = judge_labels.grade(llm, pairs)
+        if not args.dry_run:
+            qrels = labelling.write_labels(folder, labels)
+        result = labelling.calibrate(
             llm,
-            pooling,
-            args.out or args.storage / "labels" / suite.name,
-            depth=args.depth,
-            human=labelling.human_grades(suite, args.human),
+            pairs,
+            labels,
+            ranks,
+            labelling.human_grades(suite, args.human),
             min_kappa=policy.rules_for(suite.name).calibration.min_kappa,
             check_sample=args.check_sample,
             seed=args.seed,
             second=second and LLM(second, args.storage / "llm_cache", dry_run=args.dry_run),
+            folder=folder,
         )
     except config.GenerationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(_usage(llm, args))
-    if outcome.calibration is None:
+    if result is None:
         return 0
-    c = outcome.calibration
-    print(f"{outcome.qrels}: {outcome.labels} label(s), {outcome.unparseable} unparseable")
-    print(labelling.describe(c))
-    if c.refusal:
-        print(f"warning: {c.refusal}", file=sys.stderr)
+    unparseable = sum(lab.grade is None for lab in labels)
+    print(f"{qrels}: {len(labels)} label(s), {unparseable} unparseable")
+    print(labelling.describe(result))
+    if result.refusal:
+        print(f"warning: {result.refusal}", file=sys.stderr)
     return 0

@@ -111,64 +111,63 @@ def human_grades(suite: Suite, sheets: list[Path]) -> dict[calibration.Key, int]
     return grades
 
 
-class LabelOutcome(BaseModel):
-    labels: int
-    unparseable: int
-    calibration: calibration.Calibration | None
-    qrels: Path | None
-
-
-def label(
+def pooled(
     suite: Suite,
     companion: list[synthetic.SyntheticQuery],
-    llm: LLM,
     pooling: Pooling,
-    folder: Path,
-    *,
     depth: int,
-    human: Mapping[calibration.Key, int],
-    min_kappa: float,
-    check_sample: int = 50,
-    seed: int = 0,
-    second: LLM | None = None,
-) -> LabelOutcome:
-    """Grade the pooled pairs of every query; on a real run write the labels, the qrels and
-    the calibration (with its bias checks) into `folder`."""
+) -> tuple[list[judge_labels.Pair], pd.DataFrame]:
+    """The pairs to grade (the pooled top `depth` of the suite's and the companion queries)
+    and the pool's ranks."""
     queries = {q.id: (q.query, False) for q in suite.queries if q.query.strip()}
     queries |= {q.id: (q.query, True) for q in companion}
     ranks = pooling.ranks(suite, [(q, text) for q, (text, _) in queries.items()], depth)
     pooled = set(zip(ranks["query_id"], ranks["target_id"], strict=True))
     passages = {t: target_text(suite, t) for _, t in sorted(pooled)}
     titles = {d.id: d.title for d in suite.documents}
-    pairs = judge_labels.pooled_pairs(ranks, queries, passages, titles, depth)
-    judged = [p for p in pairs if (p.query_id, p.target_id) in human]
-    probe = set(
-        calibration.sample_keys([(p.query_id, p.target_id) for p in judged], check_sample, seed)
-    )
-    probed = [p for p in judged if (p.query_id, p.target_id) in probe]
-    labels = judge_labels.grade(llm, pairs)
+    return judge_labels.pooled_pairs(ranks, queries, passages, titles, depth), ranks
+
+
+def write_labels(folder: Path, labels: list[judge_labels.Label]) -> Path:
+    """`labels.jsonl` and the TREC `llm.qrels` (parsed labels only) into `folder`."""
+    write_text(folder / "labels.jsonl", "".join(lab.model_dump_json() + "\n" for lab in labels))
+    qrels = folder / "llm.qrels"
+    write_text(qrels, judge_labels.trec_qrels(labels))
+    return qrels
+
+
+def calibrate(
+    llm: LLM,
+    pairs: list[judge_labels.Pair],
+    labels: list[judge_labels.Label],
+    ranks: pd.DataFrame,
+    human: Mapping[calibration.Key, int],
+    *,
+    min_kappa: float,
+    check_sample: int = 50,
+    seed: int = 0,
+    second: LLM | None = None,
+    folder: Path | None = None,
+) -> calibration.Calibration | None:
+    """The judge's calibration on the human-graded pairs, with the bias checks on a seeded
+    sample of them (more calls); written to `folder` (`checks.jsonl`, `calibration.json`).
+    None on a dry run."""
+    judged = [(p.query_id, p.target_id) for p in pairs if (p.query_id, p.target_id) in human]
+    probe = set(calibration.sample_keys(judged, check_sample, seed))
+    probed = [p for p in pairs if (p.query_id, p.target_id) in probe]
     variants = {v: judge_labels.grade(llm, probed, v) for v in ("title", "truncated")}
     others = judge_labels.grade(second, probed) if second is not None else []
     if llm.dry_run:
-        return LabelOutcome(labels=len(labels), unparseable=0, calibration=None, qrels=None)
+        return None
     checks = [calibration.check(f"presentation:{v}", labels, rows) for v, rows in variants.items()]
     if second is not None:
         checks.append(calibration.check("second_judge", labels, others))
-    result = calibration.calibrate(labels, human, ranks[ranks["rank"] <= depth], min_kappa, checks)
-    folder.mkdir(parents=True, exist_ok=True)
-    everything = [*labels, *variants["title"], *variants["truncated"], *others]
-    write_text(folder / "labels.jsonl", "".join(lab.model_dump_json() + "\n" for lab in labels))
-    write_text(
-        folder / "checks.jsonl",
-        "".join(lab.model_dump_json() + "\n" for lab in everything[len(labels) :]),
-    )
-    qrels = folder / "llm.qrels"
-    write_text(qrels, judge_labels.trec_qrels(labels))
-    write_text(folder / "calibration.json", json.dumps(result.model_dump(), indent=1) + "\n")
-    unparseable = sum(lab.grade is None for lab in labels)
-    return LabelOutcome(
-        labels=len(labels), unparseable=unparseable, calibration=result, qrels=qrels
-    )
+    result = calibration.calibrate(labels, human, ranks, min_kappa, checks)
+    if folder is not None:
+        rows = [*variants["title"], *variants["truncated"], *others]
+        write_text(folder / "checks.jsonl", "".join(r.model_dump_json() + "\n" for r in rows))
+        write_text(folder / "calibration.json", json.dumps(result.model_dump(), indent=1) + "\n")
+    return result
 
 
 def describe(c: calibration.Calibration) -> str:
