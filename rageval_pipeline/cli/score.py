@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rageval_pipeline.cli import at_least
+from rageval_pipeline.cli import at_least, ppi_scores
 from rageval_pipeline.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "as the pipeline's <system>/run Parquet, against document qrels; refused when every "
         "judged id is a chunk id doc:chunk:n)",
     )
+    ppi_scores.add_options(common)
 
     parser = subparsers.add_parser(
         "eval",
@@ -241,7 +242,15 @@ def _score(
 
 def run_eval(args: argparse.Namespace) -> int:
     measures, qrels, run = _inputs(args)
+    population = ppi_scores.population(args, qrels)
     per_query = _score(qrels, args.qrels, run, args.run, measures)
+    ppi = {}
+    if population:
+        from rageval_pipeline.core.ppi import nested, ppi_means
+
+        sample, llm = population
+        by_llm = _score(llm, args.llm_qrels, run, args.run, measures)
+        ppi = ppi_means(nested(per_query), nested(by_llm), sample, measures)
     del run  # (its arrays are freed before the output is built)
 
     import pandas as pd
@@ -254,6 +263,8 @@ def run_eval(args: argparse.Namespace) -> int:
         for query_id, measure, value in per_query.itertuples(index=False):
             nested.setdefault(query_id, {})[measure] = value
         document = {"mean": dict(zip(means["measure"], means["value"], strict=True))}
+        if ppi:
+            document["ppi"] = {m: ppi_scores.as_json(e) for m, e in ppi.items()}
         print(json.dumps(document | {"per_query": nested}, indent=2))
         return 0
     rows = means.assign(query_id="all")[["measure", "query_id", "value"]]
@@ -265,6 +276,8 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         for measure, query_id, value in rows.itertuples(index=False):
             print(f"{measure:<12}\t{query_id}\t{value:.4f}")
+        for measure, estimate in ppi.items():
+            print(ppi_scores.line(measure, estimate))
     return 0
 
 
@@ -275,13 +288,25 @@ def run_compare(args: argparse.Namespace) -> int:
     measures = _measures(args)
     dl = args.document_level
     qrels = _qrels(args.qrels, [args.run_a, args.run_b], dl)
-    table = compare_runs(
-        _score(qrels, args.qrels, _read_run(args.run_a, dl), args.run_a, measures),
-        _score(qrels, args.qrels, _read_run(args.run_b, dl), args.run_b, measures),
-        permutations=args.permutations,
-        seed=args.seed,
-    )
-    if args.format == "json":
+    population = ppi_scores.population(args, qrels)
+    llm = population[1] if population else None
+
+    def scores(path: str) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        run = _read_run(path, dl)  # scored with both qrels, then freed
+        by_llm = None if llm is None else _score(llm, args.llm_qrels, run, path, measures)
+        return _score(qrels, args.qrels, run, path, measures), by_llm
+
+    (human_a, llm_a), (human_b, llm_b) = scores(args.run_a), scores(args.run_b)
+    table = compare_runs(human_a, human_b, permutations=args.permutations, seed=args.seed)
+    ppi = {}
+    if population:
+        ppi = ppi_scores.compared((human_a, human_b), (llm_a, llm_b), population[0], measures)
+    if args.format == "json" and ppi:
+        records = json.loads(table.to_json(orient="records", double_precision=15))
+        for record in records:
+            record["ppi"] = {k: ppi_scores.as_json(e) for k, e in ppi[record["measure"]].items()}
+        print(json.dumps(records, indent=2))
+    elif args.format == "json":
         print(table.to_json(orient="records", indent=2))
     elif args.format == "csv":
         print(table.to_csv(index=False, float_format="%.6f"), end="")
@@ -295,4 +320,6 @@ def run_compare(args: argparse.Namespace) -> int:
                 f"\t\t{r.p_randomization_holm:.4f}"
             )
         print("p-values are two-sided and Holm-corrected across the measures.")
+        for measure, estimates in ppi.items():
+            print(ppi_scores.line(f"{measure} B - A", estimates["delta"]))
     return 0

@@ -20,6 +20,7 @@ from rageval_pipeline.core.gate.models import (
     Verdict,
 )
 from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.gate.ppi_rule import refusal as ppi_refusal
 from rageval_pipeline.core.gate.quality import (
     baseline_check,
     compared_measures,
@@ -128,7 +129,11 @@ def _judge_run(
     checks += [_absolute_check(run, m, v, "target") for m, v in run.rules.targets.items()]
     worst: list[QueryRegression] = []
     coverage = unjudged_check(run, baseline)
-    if baseline is not None:
+    refused = None
+    if baseline is not None and run.rules.statistics.rule == "ppi":
+        refused = ppi_refusal(run, baseline)
+        checks += [refused] if refused else []
+    if baseline is not None and refused is None:
         compared = compared_measures(run, baseline)
         tests = paired_tests(run, baseline, compared)
         quality = [baseline_check(run, m, baseline, tests.get(m)) for m in compared]

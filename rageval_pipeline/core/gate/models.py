@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, 
 
 from rageval_pipeline.core.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
+from rageval_pipeline.core.sampling import HumanSample
 from rageval_pipeline.core.statistics import PairedTest
 
 CATEGORIES: tuple[Category, ...] = get_args(Category)
@@ -85,6 +86,14 @@ class _SummaryFields(_Strict):
     config: dict | None = Field(None, description="the system's configuration as run")
     top: dict[str, list[Listed]] = Field(
         default_factory=dict, description="query -> its first 10 ids with their grades"
+    )
+    # Prediction-powered inference (statistics.rule `ppi`, docs/statistics.md): `per_query`
+    # then holds the human-judged random sample, these the LLM-judged whole population.
+    llm_per_query: dict[str, MeasureValues] = Field(
+        default_factory=dict, description="query -> values with LLM qrels, every query"
+    )
+    human_sample: HumanSample | None = Field(
+        None, description="the recorded random draw of the human-judged queries"
     )
 
 

@@ -92,10 +92,12 @@ class Statistics(_Strict):
     `interval`: it fails when the whole (1 - alpha) paired bootstrap interval of the difference
     lies beyond the tolerance band; `significance`: when the paired randomization test is
     significant at `alpha` after Holm's correction across the run's compared measures; `point`:
-    on the mean alone (no statistics). Otherwise a drop beyond tolerance is `inconclusive`.
+    on the mean alone (no statistics); `ppi`: as `interval`, with the PPI++ interval of the
+    delta over LLM-judged queries corrected on a random human sample (refused without them;
+    docs/statistics.md). Otherwise a drop beyond tolerance is `inconclusive`.
     """
 
-    rule: Literal["interval", "significance", "point"] = "interval"
+    rule: Literal["interval", "significance", "point", "ppi"] = "interval"
     alpha: float = Field(default=DEFAULT_ALPHA, gt=0, lt=1)
     resamples: int = Field(default=DEFAULT_RESAMPLES, ge=100, le=1_000_000)
     seed: int = Field(default=DEFAULT_SEED, ge=0)

@@ -18,6 +18,7 @@ from rageval_pipeline.core.gate.evaluation import (
     worsening,
 )
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
+from rageval_pipeline.core.gate.ppi_rule import ppi_tests
 from rageval_pipeline.core.measures.names import parse_measure, sort_key
 from rageval_pipeline.core.statistics import PairedTest, paired_test, with_holm
 
@@ -48,8 +49,11 @@ def primary_measure(run: Evaluation, compared: list[str]) -> str | None:
 
 
 def paired_tests(run: Evaluation, baseline: Baseline, measures: list[str]) -> dict[str, PairedTest]:
-    """Run against baseline per measure on the queries both measured, Holm-adjusted together."""
+    """Run against baseline per measure on the queries both measured, Holm-adjusted together;
+    under rule `ppi`, the PPI++ paired deltas on the whole population instead."""
     stats = run.rules.statistics
+    if stats.rule == "ppi":
+        return ppi_tests(run, baseline, measures)
     tests = {}
     for measure in measures:
         pairs = per_query_pairs(run, baseline, measure)
@@ -83,7 +87,9 @@ def _stats_text(run: Evaluation, test: PairedTest | None, allowed: float) -> str
     if test is None:
         return ""
     level = 1 - run.rules.statistics.alpha
-    text = f"; paired delta {test.delta:+.4f} over {test.n} queries"
+    ppi = run.rules.statistics.rule == "ppi"
+    text = f"; {'PPI++ ' if ppi else ''}paired delta {test.delta:+.4f} over {test.n} queries"
+    text += " (LLM-judged, bias corrected on the random human sample)" if ppi else ""
     if test.ci_low is not None and test.ci_high is not None:
         text += f", {level:.0%} CI [{test.ci_low:+.4f}, {test.ci_high:+.4f}]"
     if test.p_holm is not None:

@@ -1,0 +1,99 @@
+"""`--llm-qrels` for `rageval eval` and `rageval compare`: PPI++ estimates (docs/statistics.md).
+
+QRELS are then the human judgments of a recorded random sample of the population
+(`--human-sample`, by default `<QRELS>.sample.json`), and the LLM qrels judge every query of
+that population. Anything else is refused in one line: PPI is only valid on a random sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from rageval_pipeline.cli.score import Qrels
+    from rageval_pipeline.core.ppi import PpiEstimate
+    from rageval_pipeline.core.sampling import HumanSample
+
+# What `--format json` prints of each estimate.
+FIELDS = (
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "n_human",
+    "n_llm",
+    "effective_n",
+    "mde",
+    "mde_human",
+    "p_value",
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--llm-qrels",
+        metavar="FILE",
+        help="LLM judgments of every query of the population; QRELS are then the human "
+        "judgments of its recorded random sample, and PPI++ estimates are printed too",
+    )
+    parser.add_argument(
+        "--human-sample",
+        metavar="FILE",
+        help="the sampling record (seed, size, frame) of the human-judged queries "
+        "(default: QRELS.sample.json)",
+    )
+
+
+def population(args: argparse.Namespace, human: Qrels) -> tuple[HumanSample, Qrels] | None:
+    """The checked sampling record and the LLM qrels when `--llm-qrels` is given, else None."""
+    if args.llm_qrels is None:
+        if args.human_sample is not None:
+            args.refuse("argument --human-sample: only with --llm-qrels")
+        return None
+    if args.format == "csv":
+        args.refuse("argument --llm-qrels: PPI estimates print with --format table or json")
+    from rageval_pipeline.cli.score import _qrels
+    from rageval_pipeline.core.sampling import check_sample, load_sample, sample_path
+
+    sample = load_sample(args.human_sample or sample_path(args.qrels))
+    runs = [getattr(args, name) for name in ("run", "run_a", "run_b") if hasattr(args, name)]
+    llm = _qrels(args.llm_qrels, runs, args.document_level)
+    check_sample(
+        sample,
+        set(human[0]["query_id"]),
+        set(llm[0]["query_id"]),
+        where=args.qrels,
+        llm_where=args.llm_qrels,
+    )
+    return sample, llm
+
+
+def as_json(estimate: PpiEstimate) -> dict:
+    return estimate.model_dump(include=set(FIELDS))
+
+
+def line(label: str, estimate: PpiEstimate) -> str:
+    """One table line: the estimate, its 95% interval, the sizes and the MDE gained."""
+    return (
+        f"{label:<12}\tppi\t{estimate.estimate:+.4f} [{estimate.ci_low:+.4f}, "
+        f"{estimate.ci_high:+.4f}]\tn_human {estimate.n_human}, n_llm {estimate.n_llm}, "
+        f"effective n {estimate.effective_n:.0f}, MDE {estimate.mde:.4f} "
+        f"(humans alone {estimate.mde_human:.4f})"
+    )
+
+
+def compared(
+    human: tuple[pd.DataFrame, pd.DataFrame],
+    llm: tuple[pd.DataFrame, pd.DataFrame],
+    sample: HumanSample,
+    measures: list[str],
+) -> dict[str, dict[str, PpiEstimate]]:
+    """Per measure, the PPI++ means of A and B and their paired delta B - A."""
+    from rageval_pipeline.core.ppi import nested, ppi_deltas, ppi_means
+
+    human_values, llm_values = (tuple(nested(t) for t in pair) for pair in (human, llm))
+    a, b = (ppi_means(human_values[i], llm_values[i], sample, measures) for i in (0, 1))
+    delta = ppi_deltas(human_values, llm_values, sample, measures)
+    return {m: {"a": a[m], "b": b[m], "delta": delta[m]} for m in measures}

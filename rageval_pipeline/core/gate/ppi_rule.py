@@ -1,0 +1,55 @@
+"""`statistics.rule: ppi`: the paired delta against the baseline judged by its PPI++ interval.
+
+Both the run and its baseline carry per-query values with human qrels on a recorded random
+sample (`per_query`) and with LLM qrels on every query of the population (`llm_per_query`),
+and the same sampling record (`human_sample`). The delta's PPI++ interval (core.ppi) then
+decides exactly as the bootstrap interval does under `interval`. Without those inputs the gate
+does not fall back to another rule: it refuses, in one line, to judge the run's measures.
+"""
+
+from __future__ import annotations
+
+from rageval_pipeline.core.gate.evaluation import Evaluation
+from rageval_pipeline.core.gate.models import Baseline, Check
+from rageval_pipeline.core.statistics import PairedTest, with_holm
+
+
+def refusal(run: Evaluation, baseline: Baseline) -> Check | None:
+    """The one blocking check that says why PPI cannot judge this run, or None when it can."""
+    s = run.summary
+    if not s.llm_per_query or s.human_sample is None:
+        why = (
+            "this run has no LLM-judged per-query values with a recorded human sample "
+            "(evaluate it with LLM qrels and the sampling record, docs/statistics.md)"
+        )
+    elif not baseline.llm_per_query or baseline.human_sample != s.human_sample:
+        why = (
+            "its baseline was not scored with LLM qrels on the same population and human "
+            "sample; re-record the baseline from such a run"
+        )
+    else:
+        return None
+    return run.check(
+        kind="baseline",
+        passed=False,
+        blocking=True,
+        message=f"{run.label}: refused: statistics.rule is ppi but {why}",
+    )
+
+
+def ppi_tests(run: Evaluation, baseline: Baseline, measures: list[str]) -> dict[str, PairedTest]:
+    """Per measure, the PPI++ paired delta run - baseline as a PairedTest, Holm-adjusted
+    together (`refusal` has passed)."""
+    from rageval_pipeline.core.ppi import as_paired_test, ppi_deltas
+
+    s, stats = run.summary, run.rules.statistics
+    assert s.human_sample is not None
+    deltas = ppi_deltas(
+        (baseline.per_query, s.per_query),
+        (baseline.llm_per_query, s.llm_per_query),
+        s.human_sample,
+        measures,
+        alpha=stats.alpha,
+        power=stats.power,
+    )
+    return with_holm({m: as_paired_test(d) for m, d in deltas.items()})

@@ -1,0 +1,131 @@
+"""`rageval eval` and `rageval compare` with `--llm-qrels`: PPI++ estimates through the real CLI,
+and the refusal of a human subset that is not the recorded random draw."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rageval_pipeline.cli import main
+from rageval_pipeline.core.ppi import ppi_mean
+from rageval_pipeline.core.sampling import draw_sample, sample_path, write_sample
+
+QUERIES, DOCS, HUMAN = 80, 6, 20
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> dict[str, str]:
+    """80 queries of 6 documents: true grades on a seeded draw of 20 (the human qrels, with
+    their sampling record beside them), a biased judge's grades on all 80, and two runs."""
+    rng = np.random.default_rng(26)
+    frame = [f"q{i:02d}" for i in range(QUERIES)]
+    sample = draw_sample(frame, HUMAN, seed=5)
+    truth = rng.choice(4, size=(QUERIES, DOCS), p=[0.5, 0.25, 0.15, 0.1])
+    llm = np.clip(truth + (rng.random(truth.shape) < 0.3), 0, 3)
+    paths = {name: tmp_path / f"{name}.trec" for name in ("human", "llm", "a", "b")}
+    drawn = set(sample.drawn())
+
+    def qrels(grades: np.ndarray, queries: set[str]) -> str:
+        return "".join(
+            f"{q} 0 d{d} {grades[i, d]}\n"
+            for i, q in enumerate(frame)
+            if q in queries
+            for d in range(DOCS)
+        )
+
+    paths["human"].write_text(qrels(truth, drawn))
+    paths["llm"].write_text(qrels(llm, set(frame)))
+    for name, noise in (("a", 1.5), ("b", 0.8)):
+        scores = truth + rng.normal(0, noise, truth.shape)
+        lines = [
+            f"{q} Q0 d{d} {rank + 1} {scores[i, d]:.6f} {name}\n"
+            for i, q in enumerate(frame)
+            for rank, d in enumerate(np.argsort(-scores[i], kind="stable"))
+        ]
+        paths[name].write_text("".join(lines))
+    write_sample(sample, sample_path(paths["human"]))
+    return {k: str(v) for k, v in paths.items()} | {"sample": str(sample_path(paths["human"]))}
+
+
+def _per_query(capsys, qrels: str, run: str, queries: list[str]) -> np.ndarray:
+    """nDCG@10 per query as `rageval eval` prints it; an unlisted query (no relevant
+    judgment) scores 0."""
+    assert main(["eval", qrels, run, "-m", "nDCG@10", "--format", "json"]) == 0
+    values = json.loads(capsys.readouterr().out)["per_query"]
+    return np.array([values.get(q, {}).get("nDCG@10", 0.0) for q in queries])
+
+
+def _split(suite: dict[str, str]) -> tuple[list[str], list[str]]:
+    drawn = json.loads(Path(suite["sample"]).read_text())
+    sampled = draw_sample(drawn["frame"], drawn["size"], drawn["seed"]).drawn()
+    return sampled, sorted(set(drawn["frame"]) - set(sampled))
+
+
+def test_eval_prints_the_ppi_estimate_of_each_measure(suite, capsys):
+    argv = ["eval", suite["human"], suite["b"], "-m", "nDCG@10", "-m", "P@5"]
+    assert main([*argv, "--llm-qrels", suite["llm"], "--format", "json"]) == 0
+    ppi = json.loads(capsys.readouterr().out)["ppi"]
+    assert set(ppi) == {"nDCG@10", "P@5"}
+    assert set(ppi["nDCG@10"]) >= {"estimate", "ci_low", "ci_high", "n_human", "n_llm"}
+    assert (ppi["nDCG@10"]["n_human"], ppi["nDCG@10"]["n_llm"]) == (HUMAN, QUERIES)
+
+    sampled, others = _split(suite)
+    human = _per_query(capsys, suite["human"], suite["b"], sampled)
+    llm = _per_query(capsys, suite["llm"], suite["b"], sampled + others)
+    expected = ppi_mean(human, llm[:HUMAN], llm[HUMAN:])
+    got = ppi["nDCG@10"]
+    assert (got["estimate"], got["ci_low"], got["ci_high"]) == pytest.approx(
+        (expected.estimate, expected.ci_low, expected.ci_high), abs=1e-12
+    )
+    assert main([*argv, "--llm-qrels", suite["llm"]]) == 0  # the table has a ppi line a measure
+    table = [line for line in capsys.readouterr().out.splitlines() if "\tppi\t" in line]
+    assert [line.split("\t")[0].strip() for line in table] == ["nDCG@10", "P@5"]
+
+
+def test_compare_prints_the_ppi_paired_delta(suite, capsys):
+    argv = ["compare", suite["human"], suite["a"], suite["b"], "-m", "nDCG@10"]
+    assert main([*argv, "--llm-qrels", suite["llm"], "--format", "json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    assert set(record["ppi"]) == {"a", "b", "delta"}
+    sampled, others = _split(suite)
+    every = sampled + others
+    human = _per_query(capsys, suite["human"], suite["b"], sampled) - _per_query(
+        capsys, suite["human"], suite["a"], sampled
+    )
+    llm = _per_query(capsys, suite["llm"], suite["b"], every) - _per_query(
+        capsys, suite["llm"], suite["a"], every
+    )
+    expected = ppi_mean(human, llm[:HUMAN], llm[HUMAN:])
+    delta = record["ppi"]["delta"]
+    assert (delta["estimate"], delta["ci_low"], delta["ci_high"]) == pytest.approx(
+        (expected.estimate, expected.ci_low, expected.ci_high), abs=1e-12
+    )
+    assert record["n_queries"] <= HUMAN and "p_randomization" in record  # human-only, as before
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    return err[0]
+
+
+def test_a_human_subset_that_is_not_the_recorded_draw_is_refused(suite, capsys):
+    record = json.loads(Path(suite["sample"]).read_text())
+    Path(suite["sample"]).write_text(json.dumps(record | {"seed": record["seed"] + 1}))
+    argv = ["eval", suite["human"], suite["b"], "--llm-qrels", suite["llm"]]
+    assert "not the recorded random draw" in _refused(capsys, argv)
+    Path(suite["sample"]).unlink()
+    assert "no sampling record" in _refused(capsys, argv)
+
+
+def test_llm_qrels_must_cover_the_frame_and_csv_is_refused(suite, capsys, tmp_path):
+    partial = tmp_path / "partial.trec"
+    partial.write_text("".join(Path(suite["llm"]).read_text().splitlines(True)[DOCS:]))
+    argv = ["eval", suite["human"], suite["b"]]
+    assert "no LLM judgment" in _refused(capsys, [*argv, "--llm-qrels", str(partial)])
+    with pytest.raises(SystemExit):
+        main([*argv, "--llm-qrels", suite["llm"], "--format", "csv"])
