@@ -6,13 +6,16 @@ that asks the server nothing."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from rageval_pipeline.core.generation import synthetic
+from rageval_pipeline.core.sampling import load_sample
 from tests.llm_servers import FakeLLM
-from tests.scripted_judge import reply
+from tests.scripted_judge import reply, words
 from tests.test_cli_job import BIN
 from tests.test_generation_job import base_env
 
@@ -35,19 +38,26 @@ def execute(job: str, env: dict, home) -> subprocess.CompletedProcess:
     )
 
 
-def test_label_dataset_synthesizes_labels_and_calibrates_then_reruns_from_the_cache(
-    pipeline_home,
-):
-    systems = {
-        "bm25": {"retriever": "bm25", "chunking": {"strategy": "reference"}},
-        "bm25_flat": {
-            "retriever": "bm25",
-            "k1": 0.3,
-            "b": 0.1,
-            "chunking": {"strategy": "reference"},
-        },
-    }
-    (pipeline_home / "data" / "systems.yaml").write_text(json.dumps({"systems": systems}))
+def grade_like_a_human(sheet) -> None:
+    """Fill the sheet's grades the way a (scripted) person would: from the share of the
+    query's words in the passage, with other cut-offs than the LLM's."""
+    rows = [json.loads(line) for line in sheet.open()]
+    for row in rows:
+        asked, passage = words(row["query"]), set(words(row["target_text"]))
+        share = sum(w in passage for w in asked) / max(len(asked), 1)
+        row["grade"] = 3 if share >= 0.7 else 2 if share >= 0.5 else 1 if share >= 0.25 else 0
+    sheet.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_label_dataset_synthesizes_labels_calibrates_and_gates_with_ppi(pipeline_home):
+    data = pipeline_home / "data"
+    reference = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
+    systems = {"bm25": reference, "bm25_flat": {**reference, "k1": 0.3, "b": 0.1}}
+    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
+    policy = yaml.safe_load((data / "gate.yaml").read_text())
+    policy["datasets"]["techdocs"]["statistics"] = {"rule": "ppi"}
+    policy["datasets"]["techdocs"]["calibration"] = {"min_kappa": 0.3}
+    (data / "gate.yaml").write_text(yaml.safe_dump(policy))
     fake = FakeLLM("openai", reply=reply).start()
     env = {
         **base_env(pipeline_home),
@@ -56,27 +66,48 @@ def test_label_dataset_synthesizes_labels_and_calibrates_then_reruns_from_the_ca
         "RAG_EVAL_OPENAI_MODEL": "fake-1",
         "RAG_EVAL_CONCURRENCY": "4",
     }
+    storage = pipeline_home / "storage"
+    made = storage / "synthetic/techdocs"
     try:
+        unjudged = execute("label_dataset", env, pipeline_home)
+        # The human sample is judged and committed beside the suite with its companion set.
+        grade_like_a_human(made / "techdocs.synthetic.sheet.jsonl")
+        for name in ("techdocs.synthetic.jsonl", "sample.json", "techdocs.synthetic.sheet.jsonl"):
+            shutil.copy(made / name, data / "suites/techdocs" / name)
         first = execute("label_dataset", env, pipeline_home)
         asked = len(fake.requests)
         again = execute("label_dataset", env, pipeline_home)
     finally:
         fake.stop()
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert asked > 16 and len(fake.requests) == asked  # the re-run: 0 requests
-    storage = pipeline_home / "storage"
-    companion = synthetic.read_companion(storage / "synthetic/techdocs/techdocs.synthetic.jsonl")
+    # Before the sample is judged, the PPI gate refuses in one line.
+    assert unjudged.returncode != 0
+    assert "are not the recorded random draw" in unjudged.stdout + unjudged.stderr
+    assert "drawn but not judged" in unjudged.stdout + unjudged.stderr
+    companion = synthetic.read_companion(made / "techdocs.synthetic.jsonl")
     assert 0 < len(companion) <= 16 and all(q.synthetic for q in companion)
-    sample = json.loads((storage / "synthetic/techdocs/sample.json").read_text())
-    assert sample["frame"] == [q.id for q in companion] and len(sample["sample"]) == 4
+    sample = load_sample(made / "sample.json")
+    assert sorted(sample.frame) == sorted(q.id for q in companion) and sample.size == 4
     qrels = (storage / "labels/techdocs/llm.qrels").read_text().split("\n")
     assert any(line.startswith("syn-") for line in qrels)  # synthetic queries labelled too
     labels = [json.loads(line) for line in (storage / "labels/techdocs/labels.jsonl").open()]
     assert len([line for line in qrels if line]) == sum(r["grade"] is not None for r in labels)
     calibration = json.loads((storage / "labels/techdocs/calibration.json").read_text())
     assert calibration["pairs"] > 0 and calibration["systems"] == ["bm25", "bm25_flat"]
-    assert calibration["min_kappa"] == 0.4  # the policy's default floor
-    assert calibration["usable"] == (calibration["kappa_quadratic"] >= 0.4)
+    assert calibration["min_kappa"] == 0.3 and calibration["usable"]
     log = first.stdout + first.stderr
     assert "weighted kappa (quadratic)" in log and "Kendall's tau of 2 system ranking(s)" in log
+    # The PPI verdict: bm25_flat against bm25 on the synthetic population.
+    verdict = json.loads((storage / "labels/techdocs/ppi_verdict.json").read_text())
+    checks = [(c["kind"], c["measure"], c["passed"], c["message"]) for c in verdict["checks"]]
+    [ndcg] = [c for c in verdict["checks"] if (c["kind"], c["measure"]) == ("baseline", "nDCG@10")]
+    assert ndcg["system"] == "bm25_flat" and "PPI++ paired delta" in ndcg["message"], checks
+    assert f"over {len(companion)} queries" in ndcg["message"]
+    assert "PPI techdocs: " in log
+    assert first.returncode == (0 if "PPI techdocs: PASS" in log else 1), log[-3000:]
+    # The re-run asks the server nothing and reaches the same verdict.
+    assert len(fake.requests) == asked
+    assert again.returncode == first.returncode
+    assert (
+        json.loads((storage / "labels/techdocs/ppi_verdict.json").read_text())["checks"]
+        == (verdict["checks"])
+    )

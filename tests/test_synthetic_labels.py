@@ -13,6 +13,7 @@ from rageval_pipeline.core.agreement import kappa
 from rageval_pipeline.core.generation import prompts, synthetic
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.generation.llm import prompt_hash
+from rageval_pipeline.core.sampling import load_sample
 from rageval_pipeline.core.suites import load_suite
 from tests.conftest import REPO
 from tests.llm_servers import FakeLLM
@@ -68,12 +69,10 @@ def test_synth_writes_a_marked_companion_set_a_recorded_sample_and_its_sheet(
         assert row.round_trip and max(row.round_trip.values()) <= 20
     # The suite's own file is untouched: the companion set lives beside it.
     assert hashlib.sha256((SUITE / "suite.json").read_bytes()).hexdigest() == before
-    sample = json.loads((out / "sample.json").read_text())
-    assert sample["frame"] == [r.id for r in rows]
-    assert sample["frame_sha256"] == hashlib.sha256("\n".join(sample["frame"]).encode()).hexdigest()
-    assert len(sample["sample"]) == 5 and set(sample["sample"]) <= set(sample["frame"])
+    sample = load_sample(out / "sample.json")  # the record the PPI gate checks
+    assert sorted(sample.frame) == sorted(r.id for r in rows) and sample.size == 5
     sheet = [json.loads(line) for line in (out / "techdocs.synthetic.sheet.jsonl").open()]
-    assert {r["query_id"] for r in sheet} == set(sample["sample"])
+    assert {r["query_id"] for r in sheet} == set(sample.drawn())
     assert all(r["grade"] == "" and r["best_rank"] <= 3 for r in sheet)
     # Same input, same output, and every reply from the cache.
     first = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -82,7 +81,7 @@ def test_synth_writes_a_marked_companion_set_a_recorded_sample_and_its_sheet(
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
     # Another seed draws another sample from the same frame.
     _synth(tmp_path, capsys, "--seed", "1")
-    assert json.loads((out / "sample.json").read_text())["sample"] != sample["sample"]
+    assert load_sample(out / "sample.json").drawn() != sample.drawn()
 
 
 def test_a_reply_is_a_query_only_when_it_is_one_clean_line():

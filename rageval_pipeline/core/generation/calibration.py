@@ -79,32 +79,40 @@ def check(name: str, plain: list[Label], other: list[Label]) -> Check:
     )
 
 
-def _mean_scores(
-    ranks: pd.DataFrame, grades: Mapping[Key, int], queries: list[str]
-) -> dict[str, float]:
-    """Each system's mean SCORE_MEASURE over `queries` (0 where no target is relevant)."""
+def per_query_values(
+    ranks: pd.DataFrame, grades: Mapping[Key, int], queries: list[str], measure: str
+) -> dict[str, dict[str, float]]:
+    """system -> query -> `measure` of its pooled ranking under `grades`, for every query in
+    `queries` (0 where no target of the query is relevant: the measure is then undefined, and
+    a system cannot be credited)."""
     qrels = pd.DataFrame(
-        [
-            dict(split="test", query_id=q, doc_id=t, relevance=g, level="")
-            for (q, t), g in grades.items()
-        ],
+        [dict(split="test", query_id=q, doc_id=t, relevance=g) for (q, t), g in grades.items()],
         columns=tables.QRELS.names,
     )
     qrels = tables.conform(qrels, tables.QRELS).to_pandas()
     out = {}
     for system, run in ranks[ranks["query_id"].isin(queries)].groupby("system", sort=True):
-        run = run.sort_values(["query_id", "rank", "target_id"]).assign(
-            doc_id=run["target_id"], source_id=None, score=-run["rank"].astype(float)
-        )
-        run = tables.conform(
-            run[["query_id", "doc_id", "source_id", "rank", "score"]].assign(
-                latency_ms=None, baseline_latency_ms=None
+        run = run.sort_values(["query_id", "rank", "target_id"])
+        run = pd.DataFrame(
+            dict(
+                query_id=run["query_id"],
+                doc_id=run["target_id"],
+                rank=run["rank"],
+                score=-run["rank"].astype(float),
             ),
-            tables.RUN,
-        ).to_pandas()
-        values = evaluate(qrels, run, [SCORE_MEASURE])
-        out[system] = float(values["value"].sum()) / len(queries)
+            columns=tables.RUN.names,
+        )
+        values = evaluate(qrels, tables.conform(run, tables.RUN).to_pandas(), [measure])
+        found = dict(zip(values["query_id"], values["value"], strict=True))
+        out[system] = {q: float(found.get(q, 0.0)) for q in queries}
     return out
+
+
+def _mean_scores(
+    ranks: pd.DataFrame, grades: Mapping[Key, int], queries: list[str]
+) -> dict[str, float]:
+    values = per_query_values(ranks, grades, queries, SCORE_MEASURE)
+    return {s: sum(v.values()) / len(queries) for s, v in values.items()}
 
 
 def calibrate(

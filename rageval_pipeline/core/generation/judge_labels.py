@@ -142,6 +142,13 @@ def labels_frame(labels: list[Label]) -> pd.DataFrame:
     return frame.astype({"grade": "Int64"})
 
 
+def parsed_grades(frame: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """(query, target) -> grade of a labels table's parsed labels (unparseable ones left out)."""
+    parsed = frame[frame["grade"].notna()]
+    keys = zip(parsed["query_id"], parsed["target_id"], strict=True)
+    return dict(zip(keys, parsed["grade"].astype(int), strict=True))
+
+
 def trec_qrels(labels: list[Label]) -> str:
     """TREC qrels (`query 0 target grade`) of the parsed labels; unparseable ones left out."""
     rows = sorted(

@@ -23,6 +23,7 @@ from rageval_pipeline.core.consistency import target_text
 from rageval_pipeline.core.generation import calibration, judge_labels, synthetic
 from rageval_pipeline.core.generation.labels import read_sheet
 from rageval_pipeline.core.generation.llm import LLM
+from rageval_pipeline.core.sampling import write_sample
 from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.core.suites import Suite
 from rageval_pipeline.core.systems import SystemConfig
@@ -84,10 +85,11 @@ def synthesize(
     synthetic.write_companion(companion, kept)
     sample_path = sheet = None
     if human_sample:
-        drawn = synthetic.human_sample(kept, human_sample, seed, companion.name)
+        drawn = synthetic.human_sample(kept, human_sample, seed)
         sample_path = folder / SAMPLE_FILE
-        synthetic.write_sample(sample_path, drawn)
-        text_of = {q.id: q.query for q in kept if q.id in set(drawn.sample)}
+        write_sample(drawn, sample_path)
+        chosen = set(drawn.drawn())
+        text_of = {q.id: q.query for q in kept if q.id in chosen}
         sheet = folder / f"{suite.name}.synthetic.sheet.jsonl"
         judging.write_sheet(pool.pool_entries(suite, ranks[ranks["rank"] <= depth], text_of), sheet)
     report = synthetic.SynthReport(

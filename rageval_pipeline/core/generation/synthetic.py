@@ -15,14 +15,13 @@ Kept are the queries that are
 
 The result is a companion query set beside the suite (`<suite>.synthetic.jsonl`), never the
 suite file: every row is marked `synthetic` and records its source, model and prompt hash.
-A seeded uniform sample of it, recorded with its frame in `sample.json`, is what humans judge
-(PPI needs the human-judged queries to be a random sample of the population estimated).
+A seeded uniform sample of it, recorded with its frame in `sample.json` (`core/sampling.py`:
+version, seed, size, frame), is what humans judge: PPI needs the human-judged queries to be a
+random sample of the population estimated.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import re
 import unicodedata
@@ -39,6 +38,7 @@ from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.loaders import jsonl_rows, suite_tables
 from rageval_pipeline.core.pool import suite_level
+from rageval_pipeline.core.sampling import HumanSample, draw_sample
 from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.core.suites import Suite
 
@@ -63,17 +63,6 @@ class SyntheticQuery(BaseModel):
     prompt_hash: str  # SHA-256 of the prompt template
     sample: int = Field(ge=0)  # the seed offset of the request
     round_trip: dict[str, int]  # system -> rank at which it retrieved the source
-
-
-class HumanSample(BaseModel):
-    """`sample.json`: the frame (every synthetic query id, in file order) and the seeded
-    uniform sample of it given to human judges."""
-
-    seed: int
-    frame_sha256: str
-    frame: list[str]
-    sample: list[str]
-    population: str  # the companion file the frame is
 
 
 class SynthReport(BaseModel):
@@ -196,19 +185,10 @@ def round_trip(
     ]
 
 
-def human_sample(queries: list[SyntheticQuery], size: int, seed: int, name: str) -> HumanSample:
-    """A seeded uniform sample of `size` query ids, in frame (file) order."""
-    frame = [q.id for q in queries]
-    if size > len(frame):
-        raise ValueError(f"a human sample of {size} from {len(frame)} synthetic queries")
-    chosen = set(random.Random(seed).sample(frame, size))
-    return HumanSample(
-        seed=seed,
-        frame_sha256=hashlib.sha256("\n".join(frame).encode("utf-8")).hexdigest(),
-        frame=frame,
-        sample=[q for q in frame if q in chosen],
-        population=name,
-    )
+def human_sample(queries: list[SyntheticQuery], size: int, seed: int) -> HumanSample:
+    """The recorded seeded uniform draw of `size` query ids (`core/sampling.py`, which the
+    PPI gate checks the human-judged queries against)."""
+    return draw_sample([q.id for q in queries], size, seed)
 
 
 def companion_path(folder: Path, suite: Suite) -> Path:
@@ -234,7 +214,3 @@ def read_companion(path: Path) -> list[SyntheticQuery]:
         seen.add(query.id)
         out.append(query)
     return out
-
-
-def write_sample(path: Path, sample: HumanSample) -> None:
-    write_text(path, json.dumps(sample.model_dump(), indent=1) + "\n")

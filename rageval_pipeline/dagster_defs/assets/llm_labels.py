@@ -10,15 +10,27 @@ instead of writing one. Every reply is cached, so a re-run makes no call. docs/s
 """
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core import loaders
 from rageval_pipeline.core.gate.policy import load_policy
-from rageval_pipeline.core.generation import config, judge_labels, labelling, prompts, synthetic
+from rageval_pipeline.core.generation import (
+    calibration,
+    config,
+    judge_labels,
+    labelling,
+    ppi_gate,
+    prompts,
+    synthetic,
+)
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.reuse import content_key
+from rageval_pipeline.core.sampling import load_sample
+from rageval_pipeline.core.storage import write_text
 from rageval_pipeline.core.suites import Suite, load_suite
 from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.dagster_defs.assets.generation import one_line
@@ -39,6 +51,8 @@ class LabelSettings(dg.ConfigurableResource):
     depth: int = 10  # pool depth labelled
     systems: list[str] | None = None  # pool and round-trip systems; default every system
     check_sample: int = 50  # pairs per bias check
+    reference: str | None = None  # the system the PPI gate compares the others with; default
+    # the first pooled system
     dry_run: bool = False
 
     def llm(self, settings: Settings) -> LLM:
@@ -64,6 +78,14 @@ def _suite(settings: Settings, dataset: str) -> Suite:
     if loaders.suite_file(folder) is None:
         raise dg.Failure(f"{dataset}: synthetic queries and LLM labels need a golden suite")
     return load_suite(folder)
+
+
+def _companion_folder(settings: Settings, dataset: str, suite: Suite) -> Path:
+    """Where the companion set and its sample live: committed beside the suite, else storage."""
+    committed = settings.dataset_folder(dataset)
+    if synthetic.companion_path(committed, suite).exists():
+        return committed
+    return settings.storage / "synthetic" / dataset
 
 
 def _usage(llm: LLM) -> dict:
@@ -198,7 +220,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
             )
             for r in llm_labels.to_dict("records")
         ]
-        sheet = settings.dataset_folder(dataset) / f"{suite.name}.synthetic.sheet.jsonl"
+        sheet = _companion_folder(settings, dataset, suite) / f"{suite.name}.synthetic.sheet.jsonl"
         second = config.second_judge()
         policy = load_policy(settings.data / "gate.yaml")
         result = labelling.calibrate(
@@ -231,7 +253,57 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
             }
         )
 
-    return [synthetic_queries, llm_labels, judge_calibration]
+    @dg.asset(
+        ins={"llm_labels": dg.AssetIn("llm_labels")},
+        deps=["judge_calibration"],
+        kinds={"json"},
+        description="statistics.rule ppi on the synthetic population: every pooled system "
+        "against the reference system, LLM labels corrected on the random human sample.",
+        code_version=FORMAT_VERSION,
+        **common,
+    )
+    @one_line()
+    def ppi_verdict(
+        context: dg.AssetExecutionContext,
+        settings: Settings,
+        labels: LabelSettings,
+        llm_labels: pd.DataFrame,
+    ) -> dg.MaterializeResult:
+        dataset = context.partition_key
+        suite = _suite(settings, dataset)
+        out = settings.storage / "labels" / dataset
+        judged = calibration.Calibration.model_validate_json(
+            (out / "calibration.json").read_text("utf-8")
+        )
+        folder = _companion_folder(settings, dataset, suite)
+        sheet = folder / f"{suite.name}.synthetic.sheet.jsonl"
+        companion = synthetic.read_companion(synthetic.companion_path(folder, suite))
+        pooling = labels.pooling(settings)
+        _, ranks = labelling.pooled(suite, companion, pooling, labels.depth)
+        policy = load_policy(settings.data / "gate.yaml")
+        runs = ppi_gate.summaries(
+            dataset,
+            ranks,
+            labelling.human_grades(suite, [sheet] if sheet.exists() else []),
+            judge_labels.parsed_grades(llm_labels),
+            load_sample(folder / labelling.SAMPLE_FILE),
+            where=str(sheet),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            measures=policy.rules_for(dataset).compare or ppi_gate.DEFAULT_MEASURES,
+        )
+        verdict = ppi_gate.verdict(
+            runs, labels.reference or next(iter(pooling.systems)), policy, judged
+        )
+        write_text(out / "ppi_verdict.json", verdict.model_dump_json(indent=1) + "\n")
+        for check in verdict.checks:
+            context.log.info(check.message)
+        line = f"PPI {dataset}: {verdict.summary}"
+        if not verdict.passed:
+            raise dg.Failure(description=line)
+        context.log.info(line)
+        return dg.MaterializeResult(metadata={"verdict": verdict.summary})
+
+    return [synthetic_queries, llm_labels, judge_calibration, ppi_verdict]
 
 
 def build_labels(datasets: dg.PartitionsDefinition) -> tuple[list, object, dict]:
