@@ -116,13 +116,16 @@ def _label(tmp_path, *extra):
     )
 
 
-def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys):
+def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RAG_EVAL_SECOND_JUDGE_MODEL", "fake-2")
     _synth(tmp_path, capsys)
     synthesized = len(judge.requests)
     assert _label(tmp_path, "--dry-run", "--price-in", "3", "--price-out", "15") == 0
     dry = capsys.readouterr().out
     assert len(judge.requests) == synthesized and not (tmp_path / "labels").exists()
-    calls = int(dry.split("would make ")[1].split(" ")[0])
+    first, second = (int(part.split(" ")[0]) for part in dry.split("would make ")[1:])
+    assert "second judge: would make" in dry
+    calls = first + second
     tokens_in = int(dry.split("tokens in ")[1].split(",")[0])
     tokens_out = int(dry.split("out ")[1].split(";")[0])
     assert f"estimated cost {(tokens_in * 3 + tokens_out * 15) / 1e6:.4f}" in dry
@@ -155,13 +158,58 @@ def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys)
     assert sum(map(sum, calibration["confusion"])) == len(both)
     assert calibration["systems"] == ["bm25", "bm25_flat"]
     assert calibration["kendall_tau"] in (-1.0, 1.0)
-    assert [c["name"] for c in calibration["checks"]] == [
-        "presentation:title",
-        "presentation:truncated",
-    ]
+    checks = {c["name"]: c for c in calibration["checks"]}
+    assert list(checks) == ["presentation:title", "presentation:truncated", "second_judge"]
+    # The scripted judge grades from content alone: another model name, the same grades.
+    assert checks["second_judge"]["judge"] == "openai:fake-2"
+    assert checks["second_judge"]["same"] == 1.0 and checks["second_judge"]["pairs"] > 0
+    assert any(r["body"]["model"] == "fake-2" for r in judge.requests)
     assert calibration["usable"] is False
     assert "refused for gating" in printed.err and "below calibration.min_kappa 0.99" in printed.err
     # A re-run asks nothing: every label comes from the cache.
     assert _label(tmp_path, "--gate", str(gate)) == 0
     assert len(judge.requests) == synthesized + calls
-    assert f"made 0 call(s), {calls} cached" in capsys.readouterr().out
+    rerun = capsys.readouterr().out
+    assert f"made 0 call(s), {first} cached" in rerun
+    assert f"second judge: made 0 call(s), {second} cached" in rerun
+
+
+def test_round_trip_keeps_only_queries_whose_source_comes_back_in_the_top_20(judge):
+    import pandas as pd
+
+    from rageval_pipeline.core.generation import config
+    from rageval_pipeline.core.generation.llm import LLM
+
+    unit = synthetic.Unit(target_id="doc:chunk:1", text="passage")
+    rows = [("syn-1", "found", unit, 0), ("syn-2", "too deep", unit, 0), ("syn-3", "lost", unit, 0)]
+    ranks = pd.DataFrame(
+        [
+            ("syn-1", "doc:chunk:1", "bm25", 20),
+            ("syn-1", "doc:chunk:1", "dense", 2),
+            ("syn-2", "doc:chunk:1", "bm25", 21),
+            ("syn-3", "doc:chunk:2", "bm25", 1),
+        ],
+        columns=["query_id", "target_id", "system", "rank"],
+    )
+    kept = synthetic.round_trip(rows, ranks, LLM(config.from_env("judge"), None))
+    assert [(q.id, q.round_trip) for q in kept] == [("syn-1", {"bm25": 20, "dense": 2})]
+
+
+def test_bad_input_is_one_line(judge, tmp_path, capsys):
+    bad = tmp_path / "techdocs.synthetic.jsonl"
+    row = dict(id="syn-1", query="ok", source_id="a", model="m", prompt_hash="h", sample=0)
+    bad.write_text(
+        json.dumps({**row, "round_trip": {}})
+        + "\n"
+        + json.dumps({**row, "id": "syn-2", "synthetic": False, "round_trip": {}})
+        + "\n"
+    )
+    args = ["label", str(SUITE), "--synthetic", str(bad), "--dry-run", *_systems(tmp_path)]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == f"error: {bad}:2: synthetic: Input should be True"
+    out = tmp_path / "synthetic"
+    args = ["synth", str(SUITE), "--n", "3", "--human-sample", "5", "--out", str(out)]
+    assert main([*args, *_systems(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: a human sample of 5 from ") and "\n" not in err
+    assert not out.exists()  # refused before anything was written

@@ -128,7 +128,7 @@ def run_synth(args: argparse.Namespace) -> int:
             human_sample=args.human_sample,
             depth=args.depth,
         )
-    except (config.GenerationError, ValueError) as exc:
+    except config.GenerationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(_usage(llm, args))
@@ -156,6 +156,8 @@ def run_label(args: argparse.Namespace) -> int:
         companion = synthetic.read_companion(args.synthetic) if args.synthetic else []
         policy = load_policy(args.gate or paths.data_dir() / "gate.yaml")
         second = config.second_judge()
+        if second is not None:
+            second = LLM(second, args.storage / "llm_cache", dry_run=args.dry_run)
         pairs, ranks = labelling.pooled(suite, companion, pooling, args.depth)
         labels = judge_labels.grade(llm, pairs)
         if not args.dry_run:
@@ -169,13 +171,15 @@ def run_label(args: argparse.Namespace) -> int:
             min_kappa=policy.rules_for(suite.name).calibration.min_kappa,
             check_sample=args.check_sample,
             seed=args.seed,
-            second=second and LLM(second, args.storage / "llm_cache", dry_run=args.dry_run),
+            second=second,
             folder=folder,
         )
     except config.GenerationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(_usage(llm, args))
+    if second is not None:
+        print(f"second judge: {_usage(second, args)}")
     if result is None:
         return 0
     unparseable = sum(lab.grade is None for lab in labels)

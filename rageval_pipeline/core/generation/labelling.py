@@ -81,11 +81,12 @@ def synthesize(
         suite, [(q, text) for q, text, _, _ in unique], synthetic.ROUND_TRIP_DEPTH
     )
     kept = synthetic.round_trip(unique, ranks, llm)
+    # Drawn before anything is written: a sample the kept queries cannot fill leaves no file.
+    drawn = synthetic.human_sample(kept, human_sample, seed) if human_sample else None
     companion = synthetic.companion_path(folder, suite)
     synthetic.write_companion(companion, kept)
     sample_path = sheet = None
-    if human_sample:
-        drawn = synthetic.human_sample(kept, human_sample, seed)
+    if drawn is not None:
         sample_path = folder / SAMPLE_FILE
         write_sample(drawn, sample_path)
         chosen = set(drawn.drawn())

@@ -35,6 +35,7 @@ from rageval_pipeline.core import tables
 from rageval_pipeline.core.chunking import chunk_corpus
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
+from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.loaders import jsonl_rows, suite_tables
 from rageval_pipeline.core.pool import suite_level
@@ -92,7 +93,9 @@ def units(suite: Suite) -> list[Unit]:
 def draws(pool: list[Unit], n: int, seed: int) -> list[tuple[Unit, int]]:
     """n (unit, sample number) draws: a seeded shuffle, cycled with the next sample number."""
     if not pool:
-        raise ValueError(f"no passage of at least {MIN_UNIT_WORDS} words to write queries from")
+        raise GenerationError(
+            f"no passage of at least {MIN_UNIT_WORDS} words to write queries from"
+        )
     order = list(pool)
     random.Random(seed).shuffle(order)
     return [(order[i % len(order)], i // len(order)) for i in range(n)]
@@ -188,6 +191,11 @@ def round_trip(
 def human_sample(queries: list[SyntheticQuery], size: int, seed: int) -> HumanSample:
     """The recorded seeded uniform draw of `size` query ids (`core/sampling.py`, which the
     PPI gate checks the human-judged queries against)."""
+    if not 2 <= size <= len(queries):
+        raise GenerationError(
+            f"a human sample of {size} from {len(queries)} kept synthetic queries: it needs "
+            "2 or more, at most all of them (draw more with --n, or sample fewer)"
+        )
     return draw_sample([q.id for q in queries], size, seed)
 
 
