@@ -3,10 +3,20 @@ established with 400 LLM-judged ones corrected on them; without LLM values it re
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from rageval_pipeline.core.gate import GatePolicy, RunSummary, Verdict, baseline_from_summary, judge
+from rageval_pipeline.core.gate import (
+    GatePolicy,
+    RunSummary,
+    Verdict,
+    baseline_from_summary,
+    judge,
+    load_baseline,
+    write_baseline,
+)
 from rageval_pipeline.core.ppi import ppi_deltas
 from rageval_pipeline.core.sampling import HumanSample, draw_sample
 
@@ -96,3 +106,16 @@ def test_without_llm_values_the_ppi_rule_refuses_in_one_blocking_line():
     verdict = _verdict(_summary(run, run_llm, sample), _summary(base, base_llm, other), "ppi")
     [refused] = [c for c in verdict.checks if c.kind == "baseline"]
     assert "same population and human sample" in refused.message
+
+
+def test_baselines_keep_the_ppi_fields_and_only_when_they_are_set(tmp_path):
+    base, _, base_llm, _, sample = _world()
+    with_ppi = baseline_from_summary(_summary(base, base_llm, sample))
+    write_baseline(with_ppi, tmp_path / "ppi.json")
+    loaded = load_baseline(tmp_path / "ppi.json")
+    assert loaded.human_sample == sample and set(loaded.llm_per_query) == set(sample.frame)
+    without = baseline_from_summary(_summary(base, None, sample))
+    write_baseline(without, tmp_path / "human.json")
+    assert not {"llm_per_query", "human_sample"} & set(
+        json.loads((tmp_path / "human.json").read_text())
+    )

@@ -3,6 +3,8 @@ recorded human sample, and a simulation with known truth (issue 26)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,7 +13,7 @@ from scipy import stats
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.ppi import nested, ppi_deltas, ppi_mean, ppi_means
-from rageval_pipeline.core.sampling import HumanSample, check_sample, draw_sample
+from rageval_pipeline.core.sampling import HumanSample, check_sample, draw_sample, load_sample
 from rageval_pipeline.core.statistics import minimum_detectable_effect
 
 Z95 = 1.959963984540054
@@ -127,9 +129,21 @@ def test_a_hand_picked_human_subset_is_refused_in_one_line():
         check_sample(sample, drawn, set(frame[1:]), where="h.tsv", llm_where="l.tsv")
 
 
-def test_a_frame_with_a_repeated_query_is_refused():
-    with pytest.raises(ValueError, match="more than once"):
-        HumanSample(seed=0, size=2, frame=["a", "b", "a"])
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        ({"seed": 0, "size": 2, "frame": ["a", "b", "a"]}, "frame: lists the query id 'a' more"),
+        ({"seed": 0, "size": 2, "frame": ["a", "b"]}, "size: 2 leaves no query of the 2 for PPI"),
+        ({"seed": -1, "size": 2, "frame": ["a", "b", "c"]}, "seed: must be greater than"),
+    ],
+)
+def test_a_bad_sampling_record_is_one_line_naming_file_and_field(tmp_path, record, expected):
+    path = tmp_path / "human.trec.sample.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError) as caught:
+        load_sample(path)
+    assert str(caught.value).startswith(f"{path}:1: ") and expected in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 # ----------------------------------------------------------------------- simulation, known truth

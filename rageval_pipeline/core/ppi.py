@@ -57,7 +57,8 @@ class PpiEstimate(BaseModel):
     p_value: float  # two-sided z-test that the mean (delta) is 0, from the same estimate and SE
 
 
-def _z(alpha: float) -> float:
+def z_value(alpha: float) -> float:
+    """The two-sided normal quantile of a (1 - alpha) interval."""
     return NormalDist().inv_cdf(1 - alpha / 2)
 
 
@@ -82,7 +83,7 @@ def ppi_mean(
     lam = 0.0 if np.ptp(np.concatenate([yhat, unlabeled])) == 0 else None
     estimate = float(ppi_mean_pointestimate(y, yhat, unlabeled, lam=lam)[0])
     low, high = (float(v[0]) for v in ppi_mean_ci(y, yhat, unlabeled, alpha=alpha, lam=lam))
-    z = _z(alpha)
+    z = z_value(alpha)
     # The same normal approximation without the LLM (ppi_py's lam=0, population SD).
     human_se = float(np.std(y) / np.sqrt(n))
     se = (high - low) / (2 * z)
@@ -119,7 +120,7 @@ def nested(per_query: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
-def _by_query(values: PerQuery, measure: str, queries: list[str]) -> np.ndarray:
+def by_query(values: PerQuery, measure: str, queries: list[str]) -> np.ndarray:
     """A measure's values for `queries`, in order. A query the label source judged without a
     relevant document has no value (the measures leave it out) and scores 0 (as trec_eval -c)."""
     return np.array([values.get(q, {}).get(measure, 0.0) for q in queries], dtype=float)
@@ -145,9 +146,9 @@ def ppi_means(
     drawn, others = _split(sample)
     return {
         m: ppi_mean(
-            _by_query(human, m, drawn),
-            _by_query(llm, m, drawn),
-            _by_query(llm, m, others),
+            by_query(human, m, drawn),
+            by_query(llm, m, drawn),
+            by_query(llm, m, others),
             alpha=alpha,
             power=power,
         )
@@ -169,7 +170,7 @@ def ppi_deltas(
     drawn, others = _split(sample)
 
     def diff(pair: tuple[PerQuery, PerQuery], m: str, queries: list[str]) -> np.ndarray:
-        return _by_query(pair[1], m, queries) - _by_query(pair[0], m, queries)
+        return by_query(pair[1], m, queries) - by_query(pair[0], m, queries)
 
     return {
         m: ppi_mean(

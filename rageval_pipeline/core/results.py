@@ -62,6 +62,8 @@ class RunResults(NamedTuple):
     latency: pd.DataFrame  # attribute, group, stat, value
     identical_ids_dropped: int = 0  # retrieved documents that were the query itself
     top: pd.DataFrame | None = None  # query_id, rank, doc_id, grade: the top LISTED, judged level
+    # PPI with LLM qrels: ppi_metrics and label_query_metrics rows (ppi_storage.ppi_tables).
+    ppi: dict[str, pd.DataFrame] | None = None
 
 
 LISTED = 10  # how deep each query's list is kept for baselines and reports
@@ -162,6 +164,9 @@ class RunRecord(BaseModel):
     machine: str | None = None  # digest of the hardware it was timed on (core.machine)
     # The baseline's configuration re-run on this suite (gate.Rerun as JSON), when it changed.
     baseline_rerun: str | None = None
+    # The recorded random draw of the human-judged queries (sampling.HumanSample as JSON),
+    # when the run is also scored with LLM qrels for PPI.
+    human_sample: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -189,14 +194,16 @@ def store_results(
     (`runs.finished`) only once all of them are written."""
     run_id, dataset, system = record.run_id, record.dataset, record.system
     keys = dict(run_id=run_id, dataset=dataset, split=record.split, system=system)
+    human = dict(label_source="human")  # (PPI's other label sources: ppi_storage)
     tables = {
-        "run_metrics": results.means.assign(**keys, created_at=record.created_at),
-        "query_metrics": results.per_query.assign(**keys),
+        "run_metrics": results.means.assign(**keys, created_at=record.created_at, **human),
+        "query_metrics": results.per_query.assign(**keys, **human),
         "group_metrics": results.groups.assign(**keys),
         "latency": results.latency.assign(**keys),
     }
     if results.top is not None:
         tables["rankings"] = results.top.assign(**keys)
+    tables |= {table: df.assign(**keys) for table, df in (results.ppi or {}).items()}
     row = record.model_dump(exclude={"config"}) | dict(
         run_id=run_id,
         level=results.level,

@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rageval_pipeline.core.config import load_model
+from rageval_pipeline.core.config import load_model, rule
 from rageval_pipeline.core.errors import InputError
 
 SAMPLE_SUFFIX = ".sample.json"
@@ -39,10 +39,13 @@ class HumanSample(BaseModel):
 
     @model_validator(mode="after")
     def _frame_holds_the_draw(self) -> HumanSample:
-        if len(set(self.frame)) != len(self.frame):
-            raise ValueError("frame lists a query id more than once")
-        if self.size > len(self.frame):
-            raise ValueError(f"size {self.size} is larger than the frame ({len(self.frame)})")
+        seen: set[str] = set()
+        for query in self.frame:
+            if query in seen:
+                raise rule(("frame",), f"lists the query id {query!r} more than once")
+            seen.add(query)
+        if self.size >= len(self.frame):  # PPI needs queries that only the LLM judged
+            raise rule(("size",), f"{self.size} leaves no query of the {len(self.frame)} for PPI")
         return self
 
     def drawn(self) -> list[str]:

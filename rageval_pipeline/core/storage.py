@@ -45,14 +45,13 @@ from pydantic import Field
 from rageval_pipeline.core import locks
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.limits import EnvLimits
-from rageval_pipeline.core.warehouse_schema import SCHEMA
+from rageval_pipeline.core.warehouse_schema import RESULT_TABLES, SCHEMA
 
 if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
     import duckdb
 
 WAREHOUSE_FILE = "rageval.duckdb"
 
-RESULT_TABLES = ("run_metrics", "query_metrics", "group_metrics", "latency", "rankings")
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
 WAREHOUSE_ENV_PREFIX = "RAGEVAL_WAREHOUSE"  # RAGEVAL_WAREHOUSE_READ_WAIT_S (docs/limits.md)
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it

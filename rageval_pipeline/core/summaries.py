@@ -11,6 +11,7 @@ from rageval_pipeline.core.aggregate import LATENCY_STATS
 from rageval_pipeline.core.gate import Rerun, RunSummary
 from rageval_pipeline.core.numbers import round_metrics
 from rageval_pipeline.core.results import RunResults
+from rageval_pipeline.core.sampling import HumanSample
 from rageval_pipeline.core.storage import Warehouse
 
 # Only finished runs (`runs.finished`): a step killed after its commit left the others.
@@ -107,9 +108,14 @@ def rerun(results: RunResults) -> Rerun:
     pq, means = results.per_query, results.means
     return Rerun(
         measures=dict(zip(means["measure"], round_metrics(means["value"]), strict=True)),
-        per_query=_nested(pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"]))),
+        per_query=_rounded(pq),
         intervals=_intervals(means),
     )
+
+
+def _rounded(pq: pd.DataFrame) -> dict[str, dict]:
+    """query -> measure -> value at the baselines' precision."""
+    return _nested(pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"])))
 
 
 def _text(run: tuple, column: str) -> str | None:
@@ -124,14 +130,15 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
         return []
     ids = runs["run_id"].tolist()
     where = f"WHERE run_id IN ({', '.join('?' * len(ids))})"
-    with warehouse.read() as con:  # one connection for the four reads
-        means, per_query, latency, rankings = (
-            con.execute(f"SELECT * FROM {table} {where} {order}", ids).df()
-            for table, order in (
+    with warehouse.read() as con:  # one connection for the five reads
+        means, per_query, latency, rankings, by_llm = (
+            con.execute(f"SELECT * FROM {table} {where} {tail}", ids).df()
+            for table, tail in (
                 ("run_metrics", ""),
                 ("query_metrics", ""),
                 ("latency", ""),
                 ("rankings", "ORDER BY query_id, rank"),
+                ("label_query_metrics", "AND label_source = 'llm'"),
             )
         )
     out = []
@@ -155,9 +162,7 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 measures=dict(
                     zip(run_means["measure"], round_metrics(run_means["value"]), strict=True)
                 ),
-                per_query=_nested(
-                    pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"]))
-                ),
+                per_query=_rounded(pq),
                 intervals=_intervals(run_means),
                 latency=latency_stats,
                 latency_queries=timed,
@@ -171,6 +176,10 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,
                 top=_top(rankings[rankings["run_id"] == run.run_id]),
+                llm_per_query=_rounded(by_llm[by_llm["run_id"] == run.run_id]),
+                human_sample=None
+                if (sample := _text(run, "human_sample")) is None
+                else HumanSample.model_validate_json(sample),
             )
         )
     return out

@@ -1,6 +1,17 @@
 """The warehouse's tables (`rageval.duckdb`), created or brought up to date when a process
 first writes it (`core.storage`)."""
 
+# The tables holding one run's results: replaced together when a run_id is recorded again.
+RESULT_TABLES = (
+    "run_metrics",
+    "query_metrics",
+    "group_metrics",
+    "latency",
+    "rankings",
+    "ppi_metrics",
+    "label_query_metrics",
+)
+
 # Long format (`measure`, `value`): a new measure needs no schema change.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -61,4 +72,22 @@ CREATE TABLE IF NOT EXISTS gate_results (
     passed BOOLEAN, categories VARCHAR, summary VARCHAR, report_json VARCHAR
 );
 ALTER TABLE gate_results ADD COLUMN IF NOT EXISTS finished BOOLEAN DEFAULT true;
+-- Prediction-powered inference (docs/statistics.md). run_metrics and query_metrics stay the
+-- human-judged numbers (label_source 'human', every row before the column existed too); beside
+-- them, per-query values with LLM qrels on the whole population (label_source 'llm'), and per
+-- measure the PPI++ estimate ('ppi') and the LLM labels taken as truth ('llm', for comparison),
+-- with the human sample they rest on (runs.human_sample, sampling.HumanSample as JSON).
+ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS label_source VARCHAR DEFAULT 'human';
+ALTER TABLE query_metrics ADD COLUMN IF NOT EXISTS label_source VARCHAR DEFAULT 'human';
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS human_sample VARCHAR;
+CREATE TABLE IF NOT EXISTS label_query_metrics (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    label_source VARCHAR, query_id VARCHAR, measure VARCHAR, value DOUBLE
+);
+CREATE TABLE IF NOT EXISTS ppi_metrics (
+    run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
+    label_source VARCHAR, measure VARCHAR, value DOUBLE, ci_low DOUBLE, ci_high DOUBLE,
+    n_human INTEGER, n_llm INTEGER, effective_n DOUBLE, mde DOUBLE, mde_human DOUBLE,
+    sample_seed INTEGER, frame_sha256 VARCHAR
+);
 """
