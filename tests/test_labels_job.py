@@ -15,7 +15,7 @@ import yaml
 from rageval_pipeline.core.generation import synthetic
 from rageval_pipeline.core.sampling import load_sample
 from tests.llm_servers import FakeLLM
-from tests.scripted_judge import reply, words
+from tests.scripted_judge import grade_like_a_human, reply
 from tests.test_cli_job import BIN
 from tests.test_generation_job import base_env
 
@@ -36,17 +36,6 @@ def execute(job: str, env: dict, home) -> subprocess.CompletedProcess:
         text=True,
         timeout=600,
     )
-
-
-def grade_like_a_human(sheet) -> None:
-    """Fill the sheet's grades the way a (scripted) person would: from the share of the
-    query's words in the passage, with other cut-offs than the LLM's."""
-    rows = [json.loads(line) for line in sheet.open()]
-    for row in rows:
-        asked, passage = words(row["query"]), set(words(row["target_text"]))
-        share = sum(w in passage for w in asked) / max(len(asked), 1)
-        row["grade"] = 3 if share >= 0.7 else 2 if share >= 0.5 else 1 if share >= 0.25 else 0
-    sheet.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def test_label_dataset_synthesizes_labels_calibrates_and_gates_with_ppi(pipeline_home):

@@ -17,7 +17,7 @@ from rageval_pipeline.core.sampling import load_sample
 from rageval_pipeline.core.suites import load_suite
 from tests.conftest import REPO
 from tests.llm_servers import FakeLLM
-from tests.scripted_judge import reply
+from tests.scripted_judge import grade_like_a_human, reply
 
 SUITE = REPO / "data" / "suites" / "techdocs"
 
@@ -132,7 +132,9 @@ def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys,
 
     gate = tmp_path / "gate.yaml"
     gate.write_text("version: 1\ndatasets:\n  default:\n    calibration: {min_kappa: 0.99}\n")
-    assert _label(tmp_path, "--gate", str(gate)) == 0
+    sheet = tmp_path / "synthetic/techdocs.synthetic.sheet.jsonl"
+    grade_like_a_human(sheet)  # the random sample, judged
+    assert _label(tmp_path, "--gate", str(gate), "--human", str(sheet)) == 0
     printed = capsys.readouterr()
     assert len(judge.requests) == synthesized + calls
     labels = [json.loads(line) for line in (tmp_path / "labels/labels.jsonl").open()]
@@ -149,7 +151,10 @@ def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys,
     assert {r["synthetic"] for r in labels} == {True, False}
     # Calibration against the suite's human grades, recomputed here from the labels.
     suite = load_suite(SUITE)
-    human = {(q.id, t): g for q in suite.queries for t, g in q.qrels}
+    judged = {(r["query_id"], r["target_id"]): r["grade"] for r in map(json.loads, sheet.open())}
+    sample_qrels = (tmp_path / "labels/human.qrels").read_text().splitlines()
+    assert {(q, t): int(g) for q, _, t, g in map(str.split, sample_qrels)} == judged
+    human = {(q.id, t): g for q in suite.queries for t, g in q.qrels} | judged
     both = [(human[k], g) for k, g in parsed.items() if k in human]
     calibration = json.loads((tmp_path / "labels/calibration.json").read_text())
     assert calibration["kappa_quadratic"] == pytest.approx(
@@ -167,7 +172,7 @@ def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys,
     assert calibration["usable"] is False
     assert "refused for gating" in printed.err and "below calibration.min_kappa 0.99" in printed.err
     # A re-run asks nothing: every label comes from the cache.
-    assert _label(tmp_path, "--gate", str(gate)) == 0
+    assert _label(tmp_path, "--gate", str(gate), "--human", str(sheet)) == 0
     assert len(judge.requests) == synthesized + calls
     rerun = capsys.readouterr().out
     assert f"made 0 call(s), {first} cached" in rerun

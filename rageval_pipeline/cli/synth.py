@@ -149,6 +149,7 @@ def run_label(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.gate.policy import load_policy
     from rageval_pipeline.core.generation import config, judge_labels, labelling, synthetic
     from rageval_pipeline.core.generation.llm import LLM
+    from rageval_pipeline.core.storage import write_text
 
     folder = args.out or args.storage / "labels"
     try:
@@ -162,6 +163,9 @@ def run_label(args: argparse.Namespace) -> int:
         labels = judge_labels.grade(llm, pairs)
         if not args.dry_run:
             qrels = labelling.write_labels(folder, labels)
+            if args.human:  # the sample's human qrels, for `rageval eval --llm-qrels`
+                human = labelling.trec(labelling.sheet_grades(args.human))
+                write_text(folder / "human.qrels", human)
         result = labelling.calibrate(
             llm,
             pairs,

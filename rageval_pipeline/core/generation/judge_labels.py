@@ -151,10 +151,8 @@ def parsed_grades(frame: pd.DataFrame) -> dict[tuple[str, str], int]:
 
 def trec_qrels(labels: list[Label]) -> str:
     """TREC qrels (`query 0 target grade`) of the parsed labels; unparseable ones left out."""
-    rows = sorted(
-        (lab.query_id, lab.target_id, lab.grade) for lab in labels if lab.grade is not None
-    )
-    return "".join(f"{q} 0 {t} {g}\n" for q, t, g in rows)
+    parsed = {(lab.query_id, lab.target_id): lab.grade for lab in labels if lab.grade is not None}
+    return "".join(f"{q} 0 {t} {g}\n" for (q, t), g in sorted(parsed.items()))
 
 
 def cost(usage: Usage, price_in: float, price_out: float) -> float:

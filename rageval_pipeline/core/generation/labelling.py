@@ -103,15 +103,23 @@ def synthesize(
     return SynthOutcome(report=report, companion=companion, sample=sample_path, sheet=sheet)
 
 
-def human_grades(suite: Suite, sheets: list[Path]) -> dict[calibration.Key, int]:
-    """The suite's judgments and the graded rows of judging sheets (JSONL, e.g. the synthetic
-    sample's sheet once judged)."""
-    grades = {(q.id, t): g for q in suite.queries for t, g in q.qrels}
+def sheet_grades(sheets: list[Path]) -> dict[calibration.Key, int]:
+    """The graded rows of judging sheets (JSONL, e.g. the synthetic sample's, once judged)."""
+    grades: dict[calibration.Key, int] = {}
     for sheet in sheets:
-        grades |= {
-            (r.query_id, r.target_id): r.grade for r in read_sheet(sheet) if r.grade is not None
-        }
+        rows = read_sheet(sheet)
+        grades |= {(r.query_id, r.target_id): r.grade for r in rows if r.grade is not None}
     return grades
+
+
+def human_grades(suite: Suite, sheets: list[Path]) -> dict[calibration.Key, int]:
+    """The suite's judgments and the graded rows of judging sheets."""
+    return {(q.id, t): g for q in suite.queries for t, g in q.qrels} | sheet_grades(sheets)
+
+
+def trec(grades: Mapping[calibration.Key, int]) -> str:
+    """TREC qrels lines (`query 0 target grade`), sorted."""
+    return "".join(f"{q} 0 {t} {g}\n" for (q, t), g in sorted(grades.items()))
 
 
 def pooled(
