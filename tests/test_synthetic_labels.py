@@ -218,3 +218,12 @@ def test_bad_input_is_one_line(judge, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: a human sample of 5 from ") and "\n" not in err
     assert not out.exists()  # refused before anything was written
+
+
+def test_synth_dry_run_counts_and_writes_nothing(judge, tmp_path, capsys):
+    out = tmp_path / "synthetic"
+    args = ["synth", str(SUITE), "--n", "30", "--dry-run", "--price-in", "1", "--out", str(out)]
+    assert main([*args, *_systems(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert judge.requests == [] and not out.exists()
+    assert printed.startswith("would make 30 call(s), 0 cached; tokens in ")
