@@ -19,7 +19,8 @@ from rageval_pipeline.defs.definitions import build_definitions
 from tests.llm_servers import FakeLLM, default_reply
 
 PARTITION = "beir-mini"  # generation set q01, q02
-RETRIEVAL = dg.AssetSelection.all() - dg.AssetSelection.groups("generation")
+# The LLM-label group (issue 26, tests/test_labels_job.py) is on with a provider too.
+RETRIEVAL = dg.AssetSelection.all() - dg.AssetSelection.groups("generation", "llm_labels")
 GENERATION = dg.AssetSelection.groups("generation")
 
 
@@ -68,7 +69,9 @@ def test_off_without_a_provider_and_retrieval_jobs_unchanged(pipeline_home, monk
     assert not any("answer" in key or key == "ground_truth" for key in selected(plain, names[0]))
     monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "llama3.1:8b")
     on = build_definitions()
-    assert sorted(j.name for j in on.jobs) == sorted([*names, "evaluate_generation"])
+    assert sorted(j.name for j in on.jobs) == sorted(
+        [*names, "evaluate_generation", "label_dataset"]
+    )
     for job in names:  # every retrieval job selects exactly what it did
         assert selected(on, job) == selected(plain, job)
     assert selected(on, "evaluate_generation") == {

@@ -41,6 +41,12 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
             catalog, datasets, settings.data / "suites"
         )
         assets, jobs = [*assets, *generation_assets], [*jobs, generation_job]
+        # Issue 26: synthetic queries, LLM labels and the judge's calibration.
+        from rageval_pipeline.defs.assets.llm_labels import build_labels
+
+        label_assets, label_job, label_resources = build_labels(datasets)
+        assets, jobs = [*assets, *label_assets], [*jobs, label_job]
+        extra |= label_resources
     return dg.Definitions(
         assets=assets,
         jobs=[*jobs, update_baseline],

@@ -11,8 +11,10 @@ def build_jobs(system_names: list[str], datasets: dg.PartitionsDefinition) -> li
     jobs = [
         dg.define_asset_job(
             "evaluate_dataset",
-            # The optional generation group (LLM calls) runs only in evaluate_generation.
-            selection=dg.AssetSelection.all() - dg.AssetSelection.groups("generation"),
+            # The optional LLM groups run only in their own jobs: generation in
+            # evaluate_generation, llm_labels (issue 26) in label_dataset.
+            selection=dg.AssetSelection.all()
+            - dg.AssetSelection.groups("generation", "llm_labels"),
             executor_def=executor,
             description="Ingest a dataset, run and measure every configured system, gate.",
         ),

@@ -79,13 +79,17 @@ def run_systems(
     *,
     embeddings_dir: Path,
     base_dir: Path,
+    queries: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """The RUN table of every system over every query of the suite (edge queries included).
+    """The RUN table of every system over every query of the suite (edge queries included),
+    or over `queries` (a QUERIES table, e.g. synthetic queries) on the suite's documents.
 
     Fusion members are run first whatever order `systems` is in; `base_dir` is the systems
     file's folder (for run files and Python entry points).
     """
     tables = suite_tables(suite)
+    if queries is not None:
+        tables = tables._replace(queries=queries)
     runs: dict[str, pd.DataFrame] = {}
     with tempfile.TemporaryDirectory(prefix="rageval-pool-") as work:
 
@@ -219,9 +223,20 @@ class PoolEntry(BaseModel):
 def unjudged(suite: Suite, ranks: pd.DataFrame) -> list[PoolEntry]:
     """Every pooled target without a judgment, by query (file order) then best rank, id."""
     judged = {(q.id, t) for q in suite.queries for t, _ in q.qrels}
+    return pool_entries(suite, ranks, {q.id: q.query for q in suite.queries}, judged)
+
+
+def pool_entries(
+    suite: Suite,
+    ranks: pd.DataFrame,
+    text_of: Mapping[str, str],
+    judged: set[tuple[str, str]] = frozenset(),
+) -> list[PoolEntry]:
+    """Sheet rows of the pooled targets of the queries in `text_of` (in its order) that are
+    not `judged`; the texts are the suite's (also for companion, e.g. synthetic, queries)."""
     level = suite_level(suite)
-    order = {q.id: i for i, q in enumerate(suite.queries)}
-    text_of = {q.id: q.query for q in suite.queries}
+    order = {q: i for i, q in enumerate(text_of)}
+    ranks = ranks[ranks["query_id"].isin(order)]
     out = []
     for (query_id, target_id), group in ranks.groupby(["query_id", "target_id"], sort=False):
         if (query_id, target_id) in judged:

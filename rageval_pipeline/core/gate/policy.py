@@ -119,6 +119,13 @@ class UnjudgedSpike(_Strict):
 AnyRule = Annotated[Threshold | QueryShare | LatencyBelow | Integrity, Field(discriminator="kind")]
 
 
+class Calibration(_Strict):
+    """The floor an LLM judge must reach on the human-judged pairs before its labels may be
+    used for gating (quadratic weighted kappa; docs/synthetic.md)."""
+
+    min_kappa: float = Field(default=0.4, ge=-1, le=1)
+
+
 class GateRules(_Strict):
     """The rules of one dataset (or dataset pattern)."""
 
@@ -146,6 +153,8 @@ class GateRules(_Strict):
             *(Threshold(measure=m, min=v, blocking=False) for m, v in self.targets.items()),
             *self.rules,
         ]
+
+    calibration: Calibration = Field(default_factory=Calibration)
 
 
 DEFAULT_RULES_KEY = "default"

@@ -113,3 +113,12 @@ def from_env(role: Role = "answer", env: Mapping[str, str] | None = None) -> Pro
         raise GenerationError(
             f"invalid or missing generation setting(s) for the {role} model: {', '.join(names)}"
         ) from None
+
+
+def second_judge(env: Mapping[str, str] | None = None) -> ProviderConfig | None:
+    """The judge's configuration with `RAG_EVAL_SECOND_JUDGE_MODEL` as its model, for the
+    calibration's second-judge bias check; None when that variable is unset."""
+    from rageval_pipeline.core.settings.providers import Labelling
+
+    model = (Labelling.from_env(env=env).second_judge_model or "").strip()
+    return from_env("judge", env).model_copy(update={"model": model}) if model else None

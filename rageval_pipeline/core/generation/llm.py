@@ -129,14 +129,22 @@ class LLM:
     def complete_all(
         self, prompts: list[str], samples: int = 1, output: Structured | None = None
     ) -> list[list[Completion]]:
-        """`samples` completions of each prompt, at most `concurrency` requests at a time.
-        The first failure, or the step's deadline, cancels the calls in flight and starts
+        """`samples` completions of each prompt (`complete_jobs`)."""
+        done = self.complete_jobs(
+            [(prompt, s) for prompt in prompts for s in range(samples)], output
+        )
+        return [done[i * samples : (i + 1) * samples] for i in range(len(prompts))]
+
+    def complete_jobs(
+        self, jobs: list[tuple[str, int]], output: Structured | None = None
+    ) -> list[Completion]:
+        """The completion of each (prompt, sample number), at most `concurrency` requests at a
+        time. The first failure, or the step's deadline, cancels the calls in flight and starts
         no other (a call's failure is raised before the deadline's line). The pool's threads
         are daemons: a call that a cancelled connection leaves sleeping in a retry back-off
         cannot hold the process open."""
-        jobs = [(prompt, s) for prompt in prompts for s in range(samples)]
         if not jobs:
-            return [[] for _ in prompts]
+            return []
         answered = []
         # Set by the first failure in the worker itself: a pool thread that finished a failing
         # call must not take the next job before the main thread has seen the failure.
@@ -179,5 +187,4 @@ class LLM:
                     f"(RAG_EVAL_STEP_DEADLINE_S) passed with {len(answered)} of {len(jobs)} "
                     "call(s) answered: the calls in flight were cancelled, the rest not started"
                 )
-        done = [f.result() for f in futures]
-        return [done[i * samples : (i + 1) * samples] for i in range(len(prompts))]
+        return [f.result() for f in futures]

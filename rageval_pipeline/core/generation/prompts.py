@@ -69,3 +69,13 @@ def documents_block(texts: list[tuple[str, str]]) -> str:
     return "\n\n".join(
         f"Document {i}:\nTitle: {title}\n{text}" for i, (title, text) in enumerate(texts, 1)
     )
+
+
+# InPars (Bonifacio et al. 2022) / Promptagator (Dai et al. 2022): a query written from a
+# sampled passage, which then counts as relevant to it only after the round-trip filter.
+SYNTHETIC_QUERY = """Here is a passage from a documentation collection.
+
+Passage: {passage}
+
+Write one search query that a user of this documentation would type and that this passage
+answers. Do not copy a sentence of the passage. Reply with the query only, on one line."""

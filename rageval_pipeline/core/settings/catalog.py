@@ -27,7 +27,7 @@ from rageval_pipeline.core.settings.limits import (
     WarehouseLimits,
 )
 from rageval_pipeline.core.settings.locations import Deployment, Locations
-from rageval_pipeline.core.settings.providers import GenerationScope, Providers
+from rageval_pipeline.core.settings.providers import GenerationScope, Labelling, Providers
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
@@ -106,6 +106,7 @@ FAMILIES: tuple[Family, ...] = (
         "turns the generation group on. Keys are secrets: never logged or shown.",
     ),
     Family(GenerationScope, "RAG_EVAL", "Generation scope", "Which systems answer."),
+    Family(Labelling, "RAG_EVAL", "LLM labels", "`rageval label` (docs/synthetic.md)."),
     Family(
         NetLimits,
         LLM,

@@ -130,6 +130,19 @@ class GenerationScope(EnvGroup):
     _split = field_validator("systems", mode="before")(_names)
 
 
+class Labelling(EnvGroup):
+    """LLM relevance labels (`rageval label`, docs/synthetic.md): a second judge for the bias
+    check, and token prices for the dry run's cost estimate."""
+
+    model_config = SettingsConfigDict(env_prefix="RAG_EVAL_", env_ignore_empty=True)
+
+    second_judge_model: str | None = Field(
+        None, description="a second judge model labelling a sample, for the agreement check"
+    )
+    price_in: float = Field(0.0, ge=0, description="price per million input tokens (0: local)")
+    price_out: float = Field(0.0, ge=0, description="price per million output tokens")
+
+
 # Any of these set turns the generation group on (`core.generation.config.configured`).
 SWITCHES = (
     "RAG_EVAL_PROVIDER",

@@ -1,0 +1,204 @@
+"""`rageval synth SUITE --n 400` (LLM-written queries as a companion set of the suite, with a
+seeded human sample) and `rageval label SUITE` (UMBRELA 0-3 labels of every query's pool, LLM
+qrels and the judge's calibration). Models come from RAG_EVAL_* (docs/generation.md); the
+population, the sample and the costs are described in docs/synthetic.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    from rageval_pipeline.cli import add_storage_option, at_least
+    from rageval_pipeline.core.io import paths
+
+    parser.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
+    parser.add_argument(
+        "--systems",
+        type=Path,
+        default=paths.data_dir() / "systems.yaml",
+        help="systems file (default: data/systems.yaml)",
+    )
+    parser.add_argument(
+        "--system", action="append", help="pool with this system only (repeatable; default all)"
+    )
+    parser.add_argument("--depth", type=at_least(1), default=10, help="pool depth (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    parser.add_argument("--concurrency", type=at_least(1), help="requests in flight at once")
+    parser.add_argument("--dry-run", action="store_true", help="count calls and tokens only")
+    parser.add_argument(
+        "--price-in",
+        type=float,
+        default=None,
+        help="price per million input tokens ($RAG_EVAL_PRICE_IN, default 0: a local model)",
+    )
+    parser.add_argument(
+        "--price-out",
+        type=float,
+        default=None,
+        help="price per million output tokens ($RAG_EVAL_PRICE_OUT, default 0)",
+    )
+    add_storage_option(parser)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    from rageval_pipeline.cli import at_least
+
+    synth = subparsers.add_parser(
+        "synth",
+        help="LLM-written queries from sampled passages, a companion set of the suite",
+        description=__doc__.splitlines()[0],
+    )
+    _common(synth)
+    synth.add_argument("--n", type=at_least(1), default=400, help="queries to draw (400)")
+    synth.add_argument(
+        "--human-sample", type=at_least(0), default=60, help="queries sampled for humans (60)"
+    )
+    synth.add_argument("--out", type=Path, help="folder for the files (default: the suite's)")
+    synth.set_defaults(func=run_synth)
+    label = subparsers.add_parser(
+        "label",
+        help="UMBRELA 0-3 LLM labels of every query's pool, LLM qrels and calibration",
+        description="Grade the pooled top k of the suite's and the synthetic queries.",
+    )
+    _common(label)
+    label.add_argument("--synthetic", type=Path, help="companion file (<suite>.synthetic.jsonl)")
+    label.add_argument(
+        "--human", type=Path, action="append", default=[], help="graded judging sheet (.jsonl)"
+    )
+    label.add_argument("--gate", type=Path, help="gate policy for the kappa floor (data/gate.yaml)")
+    label.add_argument("--check-sample", type=at_least(0), default=50, help="pairs per bias check")
+    label.add_argument("--out", type=Path, help="output folder (default $RAGEVAL_STORAGE/labels)")
+    label.set_defaults(func=run_label)
+
+
+def _setup(args: argparse.Namespace):
+    """(suite, its folder, pooling, judge LLM) from the arguments and the environment."""
+    from rageval_pipeline.core.generation import config
+    from rageval_pipeline.core.generation.labelling import Pooling
+    from rageval_pipeline.core.generation.llm import LLM
+    from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
+    from rageval_pipeline.core.systems import load_systems
+
+    suite = load_suite(args.suite)
+    catalog = load_systems(args.systems)
+    names = args.system or list(catalog)
+    unknown = sorted(set(names) - set(catalog))
+    if unknown:
+        raise config.GenerationError(f"--system names unknown system(s) {unknown}")
+    wanted = {n for n in names} | {m for n in names for m in catalog[n].member_names}
+    pooling = Pooling(
+        systems={n: s for n, s in catalog.items() if n in wanted},
+        embeddings_dir=args.storage / "embeddings",
+        base_dir=args.systems.parent,
+    )
+    model = config.from_env("judge")
+    if args.concurrency:
+        model = model.model_copy(update={"concurrency": args.concurrency})
+    llm = LLM(model, args.storage / "llm_cache", dry_run=args.dry_run)
+    return suite, resolve_suite_file(args.suite).parent, pooling, llm
+
+
+def _usage(llm, args: argparse.Namespace) -> str:
+    from rageval_pipeline.core.generation.judge_labels import cost
+
+    u = llm.usage
+    return (
+        f"{'would make' if args.dry_run else 'made'} {u.calls} call(s), {u.cached} cached; "
+        f"tokens in {u.input_tokens}, out {u.output_tokens}; estimated cost "
+        f"{cost(u, *_prices(args)):.4f} ({llm.label})"
+    )
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.generation import config, labelling
+
+    try:
+        suite, folder, pooling, llm = _setup(args)
+        outcome = labelling.synthesize(
+            suite,
+            llm,
+            pooling,
+            args.out or folder,
+            n=args.n,
+            seed=args.seed,
+            human_sample=args.human_sample,
+            depth=args.depth,
+        )
+    except config.GenerationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(_usage(llm, args))
+    if outcome is not None:
+        r = outcome.report
+        print(
+            f"{outcome.companion}: {r.kept} synthetic queries kept of {r.drawn} drawn "
+            f"({r.unparseable} unparseable, {r.duplicates} near-duplicates, "
+            f"{r.not_found_again} not found again in the top 20)"
+        )
+        if outcome.sample is not None:
+            print(f"human sample: {outcome.sample}; judging sheet: {outcome.sheet}")
+    return 0
+
+
+def run_label(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.gate.policy import load_policy
+    from rageval_pipeline.core.generation import config, judge_labels, labelling, synthetic
+    from rageval_pipeline.core.generation.llm import LLM
+    from rageval_pipeline.core.io import paths
+    from rageval_pipeline.core.storage.warehouse import write_text
+
+    folder = args.out or args.storage / "labels"
+    try:
+        suite, _, pooling, llm = _setup(args)
+        companion = synthetic.read_companion(args.synthetic) if args.synthetic else []
+        policy = load_policy(args.gate or paths.data_dir() / "gate.yaml")
+        second = config.second_judge()
+        if second is not None:
+            second = LLM(second, args.storage / "llm_cache", dry_run=args.dry_run)
+        pairs, ranks = labelling.pooled(suite, companion, pooling, args.depth)
+        labels = judge_labels.grade(llm, pairs)
+        if not args.dry_run:
+            qrels = labelling.write_labels(folder, labels)
+            if args.human:  # the sample's human qrels, for `rageval eval --llm-qrels`
+                human = labelling.trec(labelling.sheet_grades(args.human))
+                write_text(folder / "human.qrels", human)
+        result = labelling.calibrate(
+            llm,
+            pairs,
+            labels,
+            ranks,
+            labelling.human_grades(suite, args.human),
+            min_kappa=policy.rules_for(suite.name).calibration.min_kappa,
+            check_sample=args.check_sample,
+            seed=args.seed,
+            second=second,
+            folder=folder,
+        )
+    except config.GenerationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(_usage(llm, args))
+    if second is not None:
+        print(f"second judge: {_usage(second, args)}")
+    if result is None:
+        return 0
+    unparseable = sum(lab.grade is None for lab in labels)
+    print(f"{qrels}: {len(labels)} label(s), {unparseable} unparseable")
+    print(labelling.describe(result))
+    if result.refusal:
+        print(f"warning: {result.refusal}", file=sys.stderr)
+    return 0
+
+
+def _prices(args: argparse.Namespace) -> tuple[float, float]:
+    """Per million input and output tokens: the options, else $RAG_EVAL_PRICE_IN/_OUT."""
+    from rageval_pipeline.core.settings.providers import Labelling
+
+    prices = Labelling.from_env()
+    return (
+        prices.price_in if args.price_in is None else args.price_in,
+        prices.price_out if args.price_out is None else args.price_out,
+    )
