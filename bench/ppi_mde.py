@@ -5,12 +5,14 @@ which writes queries and grades passages from their content), through the real C
 `rageval synth` draws --n synthetic queries (round-trip and near-duplicate filtered) with a
 seeded human sample, the sample's sheet is graded by the scripted "human" (other cut-offs than
 the LLM's, as tests/test_labels_job.py does), and `rageval label` grades every pooled pair. The
-per-query nDCG@10 of the two pooling systems (BM25, and BM25 with k1 0.3, b 0.1: a perturbed
-BM25, no embedding model needed) is then computed through the core APIs, as the `ppi_verdict`
-asset does, and the paired delta's MDE is reported human-only (the sample) and PPI++ (the sample
-plus every synthetic query LLM-judged), with the hand-written suite's human-only MDE beside.
+per-query nDCG@10 of the two pooling systems (BM25 and, by --against, BM25 with k1 0.3, b 0.1,
+a perturbed BM25, or the packaged MiniLM dense retriever) is then computed through the core APIs,
+as the `ppi_verdict` asset does, and the paired delta's MDE is reported human-only (the sample)
+and PPI++ (the sample plus every synthetic query LLM-judged), with the hand-written suite's
+human-only MDE beside.
 
-    nice .venv/bin/python bench/ppi_mde.py [--n 400] [--human-sample 60] [--depth 10]
+    nice .venv/bin/python bench/ppi_mde.py [--n 400] [--human-sample 60] [--depth 10] \
+        [--against bm25_flat|dense]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rageval_pipeline.core.curation.agreement import kappa
 from rageval_pipeline.core.generation import labelling, synthetic
 from rageval_pipeline.core.generation.calibration import per_query_values
 from rageval_pipeline.core.generation.config import SWITCHES
@@ -42,7 +45,8 @@ SUITE = REPO / "data" / "suites" / "techdocs"
 RAGEVAL = Path(sys.executable).parent / "rageval"
 MEASURE = "nDCG@10"
 REFERENCE = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
-SYSTEMS = {"bm25": REFERENCE, "bm25_flat": {**REFERENCE, "k1": 0.3, "b": 0.1}}
+DENSE = {"retriever": "dense", "model": "all-MiniLM-L6-v2", "chunking": {"strategy": "reference"}}
+AGAINST = {"bm25_flat": {**REFERENCE, "k1": 0.3, "b": 0.1}, "dense": DENSE}
 
 
 def cli(env: dict, *args: str) -> str:
@@ -69,11 +73,13 @@ def main() -> None:
     parser.add_argument("--human-sample", type=int, default=60)
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--against", choices=sorted(AGAINST), default="bm25_flat")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}")
     home = Path(tempfile.mkdtemp(prefix="ppi_mde_"))
     systems_file, storage = home / "systems.yaml", home / "storage"
-    systems_file.write_text(json.dumps({"systems": SYSTEMS}))
+    systems = {"bm25": REFERENCE, args.against: AGAINST[args.against]}
+    systems_file.write_text(json.dumps({"systems": systems}))
     made, labels = home / "synthetic", home / "labels"
     common = ["--systems", str(systems_file), "--storage", str(storage), "--depth", str(args.depth)]
     fake = FakeLLM("openai", reply=reply).start()
@@ -105,17 +111,28 @@ def main() -> None:
     _, ranks = labelling.pooled(suite, companion, pooling, args.depth)
     sample = load_sample(made / "sample.json")
     drawn, frame = sample.drawn(), sorted(sample.frame)
-    human = per_query_values(ranks, labelling.sheet_grades([sheet]), drawn, MEASURE)
-    llm = per_query_values(ranks, llm_grades(labels / "llm.qrels"), frame, MEASURE)
+    sheet_grades, llm_labels = labelling.sheet_grades([sheet]), llm_grades(labels / "llm.qrels")
+    human = per_query_values(ranks, sheet_grades, drawn, MEASURE)
+    llm = per_query_values(ranks, llm_labels, frame, MEASURE)
+    # The judge against the scripted human on the sample's pairs (an unparseable verdict: 0).
+    pairs = sorted(sheet_grades)
+    by_human, by_llm = [sheet_grades[p] for p in pairs], [llm_labels.get(p, 0) for p in pairs]
+    print(
+        f"sample pairs {len(pairs)}: weighted kappa (quadratic) "
+        f"{kappa(by_human, by_llm, weights='quadratic'):.3f}, mean grade LLM - human "
+        f"{np.mean(by_llm) - np.mean(by_human):+.3f}, LLM higher on "
+        f"{np.mean(np.array(by_llm) > by_human):.1%}, lower on "
+        f"{np.mean(np.array(by_llm) < by_human):.1%}"
+    )
     [delta] = ppi_deltas(
-        (nested(human["bm25"]), nested(human["bm25_flat"])),
-        (nested(llm["bm25"]), nested(llm["bm25_flat"])),
+        (nested(human["bm25"]), nested(human[args.against])),
+        (nested(llm["bm25"]), nested(llm[args.against])),
         sample,
         [MEASURE],
     ).values()
     hand = [q.id for q in suite.queries if q.qrels]  # the answerable hand-written queries
     suite_values = per_query_values(ranks, labelling.human_grades(suite, []), hand, MEASURE)
-    a, b = (np.array([suite_values[s][q] for q in hand]) for s in ("bm25", "bm25_flat"))
+    a, b = (np.array([suite_values[s][q] for q in hand]) for s in ("bm25", args.against))
     suite_test = paired_test(a, b)
     # The gate's MDE takes the larger of SD(B - A) and SD(A) (paired_test); PPI's the former.
     suite_diff_mde = minimum_detectable_effect(float(np.std(b - a, ddof=1)), len(hand))
@@ -123,7 +140,7 @@ def main() -> None:
     print(f"synthetic queries kept: {len(companion)} of {args.n}; human sample {len(drawn)}")
     keys = ("kappa_quadratic", "pairs", "unparseable", "confusion", "kendall_tau", "checks")
     print(f"judge against the scripted human: {json.dumps({k: calibration[k] for k in keys})}")
-    print(f"| population | queries judged by | n | delta {MEASURE} (bm25_flat - bm25) | MDE |")
+    print(f"| population | queries judged by | n | delta {MEASURE} ({args.against} - bm25) | MDE |")
     print(
         f"| synthetic | humans only (sample) | {delta.n_human} | {delta.human_mean:+.4f} "
         f"[{delta.human_ci_low:+.4f}, {delta.human_ci_high:+.4f}] | {delta.mde_human:.4f} |"
