@@ -146,7 +146,7 @@ def main() -> None:
         f"[{delta.human_ci_low:+.4f}, {delta.human_ci_high:+.4f}] | {delta.mde_human:.4f} |"
     )
     print(
-        f"| synthetic | PPI++: sample + LLM on all | {delta.n_human} + {delta.n_llm} "
+        f"| synthetic | PPI++: sample + LLM on all | {delta.n_human} of {delta.n_llm} "
         f"(effective {delta.effective_n:.0f}) | {delta.estimate:+.4f} "
         f"[{delta.ci_low:+.4f}, {delta.ci_high:+.4f}] | {delta.mde:.4f} |"
     )
