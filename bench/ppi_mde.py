@@ -11,8 +11,8 @@ as the `ppi_verdict` asset does, and the paired delta's MDE is reported human-on
 and PPI++ (the sample plus every synthetic query LLM-judged), with the hand-written suite's
 human-only MDE beside.
 
-    nice .venv/bin/python bench/ppi_mde.py [--n 400] [--human-sample 60] [--depth 10] \
-        [--against bm25_flat|dense]
+    PYTHONPATH=$PWD nice .venv/bin/python bench/ppi_mde.py [--n 400] [--human-sample 60] \
+        [--depth 10] [--against bm25_flat|dense]
 """
 
 from __future__ import annotations
