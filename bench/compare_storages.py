@@ -8,7 +8,10 @@ disk. Rows are sorted on all compared columns, then compared exactly (values, dt
     .venv/bin/python bench/compare_storages.py BEFORE_STORAGE AFTER_STORAGE [--export DIR]
 
 `--export DIR` also writes BEFORE's DuckDB tables as Parquet under DIR (a snapshot that
-outlives the database file). Exit 0 when identical, 1 with the first difference otherwise.
+outlives the database file). `--added` compares what BEFORE has: columns only AFTER has, and
+rows of measures only AFTER computes, are listed as added and left out (a change that adds a
+measure or a column still shows every old value unchanged). Exit 0 when identical, 1 with the
+first difference otherwise.
 """
 
 from __future__ import annotations
@@ -60,7 +63,21 @@ def canonical(df: pd.DataFrame) -> pd.DataFrame:
     return df[cols].sort_values(cols, kind="stable", na_position="first").reset_index(drop=True)
 
 
-def compare(before: Path, after: Path) -> list[str]:
+def _without_additions(old: pd.DataFrame, new: pd.DataFrame, name: str) -> pd.DataFrame:
+    """`new` cut to `old`'s columns and, for measure tables, to `old`'s measures; prints what
+    was left out."""
+    extra = [c for c in new.columns if c not in old.columns]
+    new = new[[c for c in new.columns if c in old.columns]]
+    measures: list[str] = []
+    if "measure" in old.columns:
+        measures = sorted(set(new["measure"]) - set(old["measure"]))
+        new = new[new["measure"].isin(set(old["measure"]))]
+    if extra or measures:
+        print(f"added in {name}: columns {extra}, measures {measures}")
+    return new
+
+
+def compare(before: Path, after: Path, added: bool = False) -> list[str]:
     """Differences, one line each (empty when the two storages hold the same results)."""
     problems = []
     a = warehouse_tables(before) | asset_tables(before)
@@ -69,7 +86,8 @@ def compare(before: Path, after: Path) -> list[str]:
         if name not in a or name not in b:
             problems.append(f"{name}: only in {'after' if name in b else 'before'}")
             continue
-        left, right = canonical(a[name]), canonical(b[name])
+        after_table = _without_additions(a[name], b[name], name) if added else b[name]
+        left, right = canonical(a[name]), canonical(after_table)
         try:
             pd.testing.assert_frame_equal(left, right, check_exact=True)
         except AssertionError as exc:
@@ -84,6 +102,9 @@ def main() -> int:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path, nargs="?")
     parser.add_argument("--export", type=Path, help="write BEFORE's tables as Parquet here")
+    parser.add_argument(
+        "--added", action="store_true", help="leave out columns and measures only AFTER has"
+    )
     args = parser.parse_args()
     if args.export:
         args.export.mkdir(parents=True, exist_ok=True)
@@ -93,7 +114,7 @@ def main() -> int:
         con.close()
     if args.after is None:
         return 0
-    problems = compare(args.before, args.after)
+    problems = compare(args.before, args.after, added=args.added)
     for line in problems:
         print(f"DIFFERENT: {line}", file=sys.stderr)
     return 1 if problems else 0

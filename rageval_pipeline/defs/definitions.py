@@ -1,5 +1,5 @@
 """The project's definitions, loaded from this `defs/` folder by `dg` (`dg list defs`, `dg check
-defs`, `dg launch`) and by `dagster job execute -m rageval_pipeline`.
+defs`, `dg launch`) and by `dagster job execute -m rageval_pipeline` (as `code_location`).
 
 Assets are made per system of `data/systems.yaml` and per dataset partition, so one function
 builds them all (`build_definitions`); tests call it with their own `Settings`.
