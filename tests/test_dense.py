@@ -79,7 +79,7 @@ def test_loading_an_index_loads_and_warms_its_model_before_any_query(index, tmp_
     index.save(tmp_path / "idx")
     monkeypatch.setattr(dense, "_models", {})
     DenseIndex.load(tmp_path / "idx")
-    assert list(dense._models) == [(index.model_name, index.max_seq_length)]
+    assert list(dense._models) == [(index.model_name, index.max_seq_length, "cpu")]
 
 
 def test_save_load_round_trip_gives_identical_runs(index, tmp_path):
@@ -187,10 +187,11 @@ def test_backends_never_share_cached_vectors_and_torch_keeps_its_key():
 
 
 def test_the_default_backend_keeps_existing_fingerprints():
-    # Before backends existed, a dense fingerprint hashed every field but the batch size.
+    # Before backends (and devices) existed, a dense fingerprint hashed every field but the
+    # batch size.
     adapter = TypeAdapter(DenseSystem)
     torch_system = adapter.validate_python({"retriever": "dense", "backend": "torch"})
-    before = torch_system.model_dump(mode="json", exclude={"batch_size", "backend"})
+    before = torch_system.model_dump(mode="json", exclude={"batch_size", "backend", "device"})
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert torch_system.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()[:16]
     int8_system = adapter.validate_python({"retriever": "dense", "backend": "onnx-int8"})

@@ -105,3 +105,18 @@ def test_an_unreachable_mirror_is_one_line_without_a_trace(pipeline_home, monkey
     log.write_text(output)
     printed = summary(pipeline_home / "storage", "scifact", log, result.returncode, since=0)
     assert printed.splitlines()[-1] == f"FAIL scifact (before the gate): {message}"
+
+
+def test_bad_input_while_the_definitions_load_is_one_line(pipeline_home):
+    """Before any step: a bad systems.yaml is click's one `Error:` line and exit 2, not the
+    trace of Dagster's loader (defs/failures.py, LoadRefused)."""
+    systems = pipeline_home / "data" / "systems.yaml"
+    systems.write_text("systems: {bad: {retriever: nope}}\n")
+    result = dagster_execute(
+        "evaluate_bm25", "techdocs", _instance_env(pipeline_home), pipeline_home
+    )
+    assert result.returncode == 2
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output
+    [line] = [line for line in output.splitlines() if line.startswith("Error")]
+    assert line.startswith(f"Error: {systems}:1: systems[\"bad\"]: Input tag 'nope' found")

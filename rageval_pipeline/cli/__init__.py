@@ -15,6 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.settings.folders import url_problem
+
+
+class Refused(Exception):
+    """An `InputError` met while argparse converts an option (a URL given as a folder, or one in
+    the environment default): argparse would print a ValueError as `invalid path value`, so
+    it is carried past argparse to `main`, which prints it as any other."""
+
+    def __init__(self, error: InputError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
@@ -23,20 +34,45 @@ def add_storage_option(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--storage",
-        type=path_or("$RAGEVAL_STORAGE", paths.storage_dir),
+        type=path_or("$RAGEVAL_STORAGE", paths.storage_dir, "--storage"),
         default="$RAGEVAL_STORAGE",
         help="pipeline storage folder holding rageval.duckdb (default: %(default)s)",
     )
 
 
-def path_or(placeholder: str, folder: Callable[[], Path]):
-    """An argparse type for a path whose default comes from the environment. argparse passes
-    a string default through the type only when the command runs without the option, so the
-    default is `placeholder` (shown by --help) and the settings are read then: building the
-    parser reads none (no pydantic before `eval` starts reading its run)."""
+def add_systems_option(parser: argparse.ArgumentParser) -> None:
+    """`--systems`: the systems file, by default the data folder's systems.yaml."""
+    from rageval_pipeline.core.io import paths
+
+    parser.add_argument(
+        "--systems",
+        type=path_or(
+            "$RAGEVAL_DATA/systems.yaml",
+            lambda: paths.data_dir() / "systems.yaml",
+            "--systems",
+            "file",
+        ),
+        default="$RAGEVAL_DATA/systems.yaml",
+        help="systems file (default: %(default)s)",
+    )
+
+
+def path_or(placeholder: str, folder: Callable[[], Path], option: str, what: str = "folder"):
+    """An argparse type for a local path (a URL is refused, not taken for one) whose default
+    comes from the environment. argparse passes a string default through the type only when
+    the command runs without the option, so the default is `placeholder` (shown by --help)
+    and the settings are read then: building the parser reads none (no pydantic before `eval`
+    starts reading its run)."""
 
     def parse(text: str) -> Path:
-        return folder() if text == placeholder else Path(text)
+        try:
+            if text == placeholder:
+                return folder()
+            if problem := url_problem(text, what):
+                raise InputError(option, problem)
+            return Path(text)
+        except InputError as exc:
+            raise Refused(exc) from None
 
     parse.__name__ = "path"
     return parse
@@ -79,13 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
         return status
-    except InputError as exc:
-        print(f"error: {' '.join(exc.describe().split())}", file=sys.stderr)
+    except (InputError, Refused) as exc:
+        error = exc.error if isinstance(exc, Refused) else exc
+        print(f"error: {' '.join(error.describe().split())}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader stopped early (`rageval eval ... | head -1`): what it read is what it

@@ -24,7 +24,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         add_storage_option(sub)
         sub.add_argument(
             "--baselines",
-            type=path_or("$RAGEVAL_BASELINES", paths.baselines_dir),
+            type=path_or("$RAGEVAL_BASELINES", paths.baselines_dir, "--baselines"),
             default="$RAGEVAL_BASELINES",
             help="baseline folder (default: $RAGEVAL_BASELINES, else data/baselines)",
         )
@@ -36,7 +36,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     update.add_argument(
         "--policy",
-        type=path_or("$RAGEVAL_DATA/gate.yaml", lambda: paths.data_dir() / "gate.yaml"),
+        type=path_or(
+            "$RAGEVAL_DATA/gate.yaml", lambda: paths.data_dir() / "gate.yaml", "--policy", "file"
+        ),
         default="$RAGEVAL_DATA/gate.yaml",
         help="the gate policy that decides if the new baseline is worse (default: %(default)s)",
     )

@@ -12,8 +12,7 @@ from pathlib import Path
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    from rageval_pipeline.cli import path_or
-    from rageval_pipeline.core.io import paths
+    from rageval_pipeline.cli import add_systems_option
 
     parser = subparsers.add_parser(
         "pool",
@@ -27,12 +26,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("sheet_args", nargs="*", metavar="...", help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", type=Path, help="sheet path (.csv or .jsonl)")
     parser.add_argument("-k", "--depth", type=int, default=None, help="pool depth (default 20)")
-    parser.add_argument(
-        "--systems",
-        type=path_or("$RAGEVAL_DATA/systems.yaml", lambda: paths.data_dir() / "systems.yaml"),
-        default="$RAGEVAL_DATA/systems.yaml",
-        help="systems file (default: %(default)s)",
-    )
+    add_systems_option(parser)
     parser.add_argument("--no-extra", action="store_true", help="pool only the configured systems")
     parser.add_argument(
         "--overwrite", action="store_true", help="merge: replace judgments the sheet contradicts"

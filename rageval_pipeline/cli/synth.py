@@ -11,16 +11,10 @@ from pathlib import Path
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from rageval_pipeline.cli import add_storage_option, at_least
-    from rageval_pipeline.core.io import paths
+    from rageval_pipeline.cli import add_storage_option, add_systems_option, at_least
 
     parser.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
-    parser.add_argument(
-        "--systems",
-        type=Path,
-        default=paths.data_dir() / "systems.yaml",
-        help="systems file (default: data/systems.yaml)",
-    )
+    add_systems_option(parser)
     parser.add_argument(
         "--system", action="append", help="pool with this system only (repeatable; default all)"
     )

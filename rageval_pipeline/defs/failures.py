@@ -6,6 +6,9 @@ becomes a `dg.Failure` whose description is that line, not chained to the origin
 adds nothing and, for network errors, is what the line was made to keep out of logs). Dagster
 shows the description first on the run page and in `dagster job execute`. Retrying would meet
 the same input, so the failure bypasses retry policies. Anything else keeps its trace.
+
+Raised while the definitions load (a `RAGEVAL_*` folder that is a URL, a bad systems.yaml), it
+becomes a `LoadRefused` instead: no step runs, so there is no run page to show it on.
 """
 
 import functools
@@ -13,6 +16,7 @@ import inspect
 from collections.abc import Callable
 from typing import TypeVar
 
+import click
 import dagster as dg
 
 from rageval_pipeline.core.errors import InputError
@@ -51,3 +55,23 @@ def one_line_errors(fn: F) -> F:
         wrapped = call
     setattr(wrapped, MARK, True)
     return wrapped  # type: ignore[return-value]
+
+
+class LoadRefused(click.ClickException):
+    """An expected error met while the definitions load. Dagster's CLI is built on click, which
+    prints a `ClickException` as one `Error: <line>` line, without a trace, and exits with its
+    code (2, as the `rageval` CLI for bad input); a code server shows the line as the code
+    location's load error."""
+
+    exit_code = 2
+
+
+def load_refusal(exc: BaseException) -> LoadRefused | None:
+    """The `LoadRefused` for an expected error anywhere in `exc`'s chain (Dagster wraps what a
+    definitions function raises), None when the chain holds none."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, InputError):
+            return LoadRefused(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    return None

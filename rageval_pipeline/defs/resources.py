@@ -1,6 +1,6 @@
 """Resources: where things live (settings), the warehouse, and how asset tables are stored."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
@@ -10,7 +10,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 from pydantic import PrivateAttr
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import paths
+from rageval_pipeline.core.settings.folders import url_problem
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
 from rageval_pipeline.core.storage.warehouse import (
     WAREHOUSE_FILE,
@@ -22,6 +24,16 @@ from rageval_pipeline.defs.failures import one_line_errors
 
 # Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
 CONTENT_KEY = "content_key"
+
+
+def folder(configured: str | None, field: str, default: Callable[[], Path]) -> Path:
+    """A folder from run config (`field` names it there), else `default()` from the
+    environment; a URL is refused, not taken for a local path (core.settings.folders)."""
+    if not configured:
+        return default()
+    if problem := url_problem(configured):
+        raise InputError("run config", problem, field=field)
+    return Path(configured)
 
 
 class Dataset(NamedTuple):
@@ -49,15 +61,15 @@ class Settings(dg.ConfigurableResource):
 
     @property
     def storage(self) -> Path:
-        return Path(self.storage_dir) if self.storage_dir else paths.storage_dir()
+        return folder(self.storage_dir, "settings.storage_dir", paths.storage_dir)
 
     @property
     def data(self) -> Path:
-        return Path(self.data_dir) if self.data_dir else paths.data_dir()
+        return folder(self.data_dir, "settings.data_dir", paths.data_dir)
 
     @property
     def baselines(self) -> Path:
-        return Path(self.baselines_dir) if self.baselines_dir else paths.baselines_dir()
+        return folder(self.baselines_dir, "settings.baselines_dir", paths.baselines_dir)
 
     def dataset_folder(self, name: str) -> Path:
         """A bundled suite's folder under data/suites, else the extracted BEIR archive."""
@@ -99,7 +111,7 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @property
     def warehouse(self) -> Warehouse:
-        storage = Path(self.storage_dir) if self.storage_dir else paths.storage_dir()
+        storage = folder(self.storage_dir, "warehouse.storage_dir", paths.storage_dir)
         return Warehouse(storage / WAREHOUSE_FILE, owner=self._owner)
 
 
@@ -175,7 +187,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
 
     def _path(self, context: dg.OutputContext | dg.InputContext) -> Path:
         part = context.asset_partition_key if context.has_asset_partitions else None
-        base = Path(self.base_dir) if self.base_dir else paths.storage_dir()
+        base = folder(self.base_dir, "io_manager.base_dir", paths.storage_dir)
         return stored_path(base, context.asset_key.path, part)
 
     @one_line_errors

@@ -28,7 +28,14 @@ from rageval_pipeline.core.retrieval.embeddings import (
     embed,
     text_key,
 )
-from rageval_pipeline.core.retrieval.encoders import Backend, OnnxEncoder, export_onnx
+from rageval_pipeline.core.retrieval.encoders import (
+    Backend,
+    Device,
+    OnnxEncoder,
+    export_onnx,
+    onnx_providers,
+    torch_device,
+)
 from rageval_pipeline.core.settings import environ
 from rageval_pipeline.core.storage.warehouse import atomic_dir, verified_dir
 
@@ -47,8 +54,8 @@ _PACKAGED = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 _VECTORS_FILE = "embeddings.npy"
 _META_FILE = "meta.json"
 
-_models: dict[tuple[str, int], SentenceTransformer] = {}
-_onnx: dict[tuple[str, int, Path], OnnxEncoder] = {}
+_models: dict[tuple[str, int, str], SentenceTransformer] = {}
+_onnx: dict[tuple[str, int, Path, Device], OnnxEncoder] = {}
 _models_lock = threading.Lock()
 
 
@@ -68,40 +75,52 @@ def model_path(model_name: str) -> Path:
     )
 
 
-def load_model(model_name: str = DEFAULT_MODEL, max_seq_length: int = 256) -> SentenceTransformer:
-    """The model, loaded once per process and per (name, max_seq_length)."""
-    key = (model_name, max_seq_length)
+def load_model(
+    model_name: str = DEFAULT_MODEL, max_seq_length: int = 256, device: Device = "cpu"
+) -> SentenceTransformer:
+    """The model, loaded once per process and per (name, max_seq_length, torch device)."""
+    key = (model_name, max_seq_length, torch_device(device))
     with _models_lock:
         if key not in _models:
             from sentence_transformers import SentenceTransformer
 
-            model = SentenceTransformer(str(model_path(model_name)), device="cpu")
+            model = SentenceTransformer(str(model_path(model_name)), device=key[2])
             model.max_seq_length = max_seq_length
             _models[key] = model
         return _models[key]
 
 
 def load_encoder(
-    model_name: str, max_seq_length: int, backend: Backend, models_dir: Path
+    model_name: str, max_seq_length: int, backend: Backend, models_dir: Path, device: Device
 ) -> SentenceTransformer | OnnxEncoder:
-    """What encodes texts with `backend`: the model itself for torch, else an ONNX Runtime
-    session over its int8 export in `models_dir` (exported on first use)."""
-    model = load_model(model_name, max_seq_length)
+    """What encodes texts with `backend` on `device`: the model itself for torch, else an ONNX
+    Runtime session over its int8 export in `models_dir` (exported on first use, on the CPU)."""
     if backend == "torch":
-        return model
-    key = (model_name, max_seq_length, models_dir)
+        return load_model(model_name, max_seq_length, device)
+    model = load_model(model_name, max_seq_length)
+    key = (model_name, max_seq_length, models_dir, device)
     with _models_lock:
         if key not in _onnx:
             name = f"{model_path(model_name).name}-{text_key(str(model_path(model_name)))[:12]}"
-            _onnx[key] = OnnxEncoder(model, export_onnx(model, models_dir, name, int8=True))
+            path = export_onnx(model, models_dir, name, int8=True)
+            _onnx[key] = OnnxEncoder(model, path, onnx_providers(device))
         return _onnx[key]
 
 
-def model_key(model_name: str, max_seq_length: int, backend: Backend = "torch") -> str:
-    """Cache key of the vectors: truncation length and backend change them, batch size does
-    not (torch keeps the key it had before backends existed, so its cache stays valid)."""
+def model_key(
+    model_name: str, max_seq_length: int, backend: Backend = "torch", device: str = "cpu"
+) -> str:
+    """Cache key of the vectors: truncation length, backend and the device they were computed
+    on (`cpu`, `cuda`: GPU kernels round differently) change them, batch size does not (torch
+    on the CPU keeps the key it had before backends existed, so its cache stays valid)."""
     key = f"{model_name}|max_seq_length={max_seq_length}|normalized"
-    return key if backend == "torch" else f"{key}|backend={backend}"
+    key = key if backend == "torch" else f"{key}|backend={backend}"
+    return key if device == "cpu" else f"{key}|device={device}"
+
+
+def _ran_on(encoder: SentenceTransformer | OnnxEncoder) -> str:
+    """`cpu` or `cuda`: where `encoder` computes."""
+    return encoder.device if isinstance(encoder, OnnxEncoder) else encoder.device.type
 
 
 def passage_texts(chunks: pd.DataFrame) -> list[str]:
@@ -120,6 +139,7 @@ class DenseIndex:
     max_seq_length: int = 256
     backend: Backend = "torch"
     models_dir: str = ""  # where an ONNX backend's export is (empty for torch)
+    device: Device = "cpu"  # as configured; queries are embedded where this resolves to
     stats: EmbedStats | None = None  # set by `build` only
 
     @classmethod
@@ -132,13 +152,14 @@ class DenseIndex:
         batch_size: int = 32,
         max_seq_length: int = 256,
         backend: Backend = "torch",
+        device: Device = "cpu",
         progress: Callable[[Progress], None] | None = None,
     ) -> DenseIndex:
         """Embed every chunk, reusing vectors under the cache root `cache` where it can;
         `progress` hears how far the embedding has got (see `embed`). An ONNX backend's export
         goes to `models` beside the cache root."""
         models_dir = "" if backend == "torch" else str(Path(cache).parent / "models")
-        model = load_encoder(model_name, max_seq_length, backend, Path(models_dir))
+        model = load_encoder(model_name, max_seq_length, backend, Path(models_dir), device)
 
         def encode(texts: list[str]) -> np.ndarray:
             return model.encode(
@@ -149,7 +170,9 @@ class DenseIndex:
                 show_progress_bar=False,
             )
 
-        store = EmbeddingCache(cache, model_key(model_name, max_seq_length, backend))
+        store = EmbeddingCache(
+            cache, model_key(model_name, max_seq_length, backend, _ran_on(model))
+        )
         vectors, stats = embed(
             passage_texts(chunks),
             store,
@@ -168,6 +191,7 @@ class DenseIndex:
             max_seq_length=max_seq_length,
             backend=backend,
             models_dir=models_dir,
+            device=device,
             stats=stats,
         )
 
@@ -179,6 +203,7 @@ class DenseIndex:
             max_seq_length=self.max_seq_length,
             backend=self.backend,
             models_dir=self.models_dir,
+            device=self.device,
         )
         with atomic_dir(directory) as tmp:
             np.save(tmp / _VECTORS_FILE, self.vectors)
@@ -199,13 +224,14 @@ class DenseIndex:
             max_seq_length=meta["max_seq_length"],
             backend=meta.get("backend", "torch"),
             models_dir=meta.get("models_dir", ""),
+            device=meta.get("device", "cpu"),
         )
         index._embed_query("warm-up")
         return index
 
     def _embed_query(self, query: str) -> np.ndarray:
         model = load_encoder(
-            self.model_name, self.max_seq_length, self.backend, Path(self.models_dir)
+            self.model_name, self.max_seq_length, self.backend, Path(self.models_dir), self.device
         )
         return model.encode([query], normalize_embeddings=True, convert_to_numpy=True)[0]
 

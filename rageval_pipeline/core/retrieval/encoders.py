@@ -10,6 +10,9 @@
 
 An export is written once per model under a models folder (temp file, then rename), so
 concurrent builds never see half a file.
+
+Either runs on a `Device`: `cpu` (the default), `cuda`, or `auto` (CUDA when torch sees a GPU,
+else CPU; ONNX Runtime's CUDA provider when onnxruntime lists it, else its CPU one).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 Backend = Literal["torch", "onnx-int8"]  # what a dense system may use
+Device = Literal["auto", "cpu", "cuda"]  # where it may run
+_CPU, _CUDA = "CPUExecutionProvider", "CUDAExecutionProvider"
 _INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 
 
@@ -106,13 +111,48 @@ def export_onnx(model: SentenceTransformer, folder: Path, name: str, *, int8: bo
     return target
 
 
+def _no_cuda(what: str) -> InputError:
+    return InputError(
+        None, f"device cuda: {what} sees no CUDA device (use auto or cpu)", field="device"
+    )
+
+
+def torch_device(device: Device) -> Literal["cpu", "cuda"]:
+    """The torch device `device` means here: `auto` is CUDA when torch sees a GPU, else CPU;
+    `cuda` without one is refused rather than run on the CPU unasked."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if device == "cuda":
+        raise _no_cuda("torch")
+    return "cpu"
+
+
+def onnx_providers(device: Device) -> list[str]:
+    """ONNX Runtime's providers for `device`: CUDA's first when onnxruntime lists it (`auto`,
+    `cuda`), else the CPU's alone."""
+    if device == "cpu":
+        return [_CPU]
+    import onnxruntime as ort
+
+    if _CUDA in ort.get_available_providers():
+        return [_CUDA, _CPU]
+    if device == "cuda":
+        raise _no_cuda("onnxruntime")
+    return [_CPU]
+
+
 class OnnxEncoder:
     """`encode` with the same call shape as `SentenceTransformer.encode` for what we use."""
 
-    def __init__(self, model: SentenceTransformer, path: Path) -> None:
+    def __init__(self, model: SentenceTransformer, path: Path, providers: list[str]) -> None:
         import onnxruntime as ort
 
-        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(path), providers=providers)
+        self.device = "cuda" if providers[0] == _CUDA else "cpu"
         self.tokenizer = model.tokenizer
         self.max_seq_length = model.max_seq_length
 

@@ -8,7 +8,8 @@ applies at once. A value set in the environment wins over the defaults a caller 
 
 A bad value is one `InputError` naming the variable and pydantic's rule, e.g. `environment:
 RAGEVAL_MAX_DEPTH: Input should be greater than or equal to 1`; the value itself is never
-shown (keys are values too). Only the exact upper-case names are read.
+shown (keys are values too), but for a folder given as a URL, which is shown without its
+credentials (`folders`). Only the exact upper-case names are read.
 """
 
 from __future__ import annotations

@@ -59,7 +59,14 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family(Locations, "RAGEVAL", "Folders and hosts", "Read on each use."),
+    Family(
+        Locations,
+        "RAGEVAL",
+        "Folders and hosts",
+        "Read on each use. The folders are local paths: a URL (`s3://bucket/eval`, any "
+        "`scheme://`) is refused with one line, as object storage is not supported yet "
+        "(issue 27).",
+    ),
     Family(
         Deployment,
         "RAGEVAL",

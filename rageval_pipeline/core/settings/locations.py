@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from rageval_pipeline.core.settings.base import EnvGroup
+from rageval_pipeline.core.settings.folders import url_problem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 OFFICIAL_BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
@@ -20,6 +22,14 @@ def _names(value: object) -> object:
     """`"techdocs, hotel"` -> `["techdocs", "hotel"]`, blanks dropped, first of each kept."""
     if isinstance(value, str):
         return list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    return value
+
+
+def _local(value: object) -> object:
+    """A folder's raw value, refused when it is a URL (before `Path` folds `s3://` to `s3:/`)."""
+    problem = url_problem(value) if isinstance(value, str) else None
+    if problem:
+        raise PydanticCustomError("url", problem)
     return value
 
 
@@ -46,6 +56,8 @@ class Locations(EnvGroup):
     beir_mirror: str = Field(
         OFFICIAL_BEIR_URL, description="base URL BEIR archives are downloaded from"
     )
+
+    _folders = field_validator("data", "storage", "baselines", mode="before")(_local)
 
     @property
     def data_dir(self) -> Path:

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from rageval_pipeline.core.retrieval import bm25, dense
 from rageval_pipeline.core.retrieval.base import Retriever, execute
-from rageval_pipeline.core.retrieval.encoders import Backend
+from rageval_pipeline.core.retrieval.encoders import Backend, Device
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.systems.base import Log, RunInputs, _System
 
@@ -87,11 +87,15 @@ class DenseSystem(_Indexed):
     max_seq_length: int = Field(256, gt=0)
     # onnx-int8: int8 ONNX Runtime, faster on CPU at nDCG@10 within 0.003 (bench/README.md).
     backend: Backend = "torch"
+    # auto: CUDA when torch (or onnxruntime, for onnx-int8) sees it, else CPU.
+    device: Device = "cpu"
 
     def _identity(self) -> dict:
         # Batch size changes speed, not vectors (and cached vectors are reused whatever it is).
+        # The device changes speed and the vectors' last float bits only (docs/systems.md),
+        # and `auto` means different devices on different machines: it stays out too.
         # The default backend stays out, so fingerprints from before backends existed hold.
-        exclude = {"batch_size"} | ({"backend"} if self.backend == "torch" else set())
+        exclude = {"batch_size", "device"} | ({"backend"} if self.backend == "torch" else set())
         return self.model_dump(mode="json", exclude=exclude)
 
     def build_index(
@@ -105,6 +109,7 @@ class DenseSystem(_Indexed):
             batch_size=self.batch_size,
             max_seq_length=self.max_seq_length,
             backend=self.backend,
+            device=self.device,
             progress=None if log is None else lambda p: log(f"{self.name or 'dense'}: {p}"),
         )
         index.save(directory)
