@@ -36,10 +36,11 @@ def summaries(
     *,
     where: str,
     created_at: str,
-    measures: Sequence[str] = (PRIMARY_MEASURE,),
+    measures: Sequence[object] = (PRIMARY_MEASURE,),
 ) -> dict[str, RunSummary]:
     """A run summary per pooled system on the sample's population (module docstring), with
-    `measures` (those the gate compares)."""
+    `measures` (those the gate compares: Measure objects or their names)."""
+    measures = [str(m) for m in measures]
     drawn, frame = sample.drawn(), sorted(sample.frame)
     judged = {q for q, _ in human}
     check_sample(sample, judged & set(frame), set(frame), where=where, llm_where=where)
