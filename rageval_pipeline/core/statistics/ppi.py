@@ -22,7 +22,7 @@ the human sample scaled by the ratio of standard errors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from statistics import NormalDist
 from typing import TypeVar
 
@@ -135,6 +135,29 @@ def _split(sample: HumanSample) -> tuple[list[str], list[str]]:
     return drawn, sorted(q for q in sample.frame if q not in chosen)
 
 
+def _per_measure(
+    human: Callable[[str, list[str]], np.ndarray],
+    llm: Callable[[str, list[str]], np.ndarray],
+    sample: HumanSample,
+    measures: Sequence[_M],
+    alpha: float,
+    power: float,
+) -> dict[_M, PpiEstimate]:
+    """PPI++ per measure from `human(measure, queries)` on the drawn queries and
+    `llm(measure, queries)` on the drawn and the other queries of the frame."""
+    drawn, others = _split(sample)
+    return {
+        m: ppi_mean(
+            human(str(m), drawn),
+            llm(str(m), drawn),
+            llm(str(m), others),
+            alpha=alpha,
+            power=power,
+        )
+        for m in measures
+    }
+
+
 def ppi_means(
     human: PerQuery,
     llm: PerQuery,
@@ -147,17 +170,14 @@ def ppi_means(
     """Per measure (a Measure or its name; values are found by its canonical name), the PPI++
     population mean from per-query values scored with the human qrels and with the LLM qrels
     (checked by `sampling.check_sample`)."""
-    drawn, others = _split(sample)
-    return {
-        m: ppi_mean(
-            by_query(human, str(m), drawn),
-            by_query(llm, str(m), drawn),
-            by_query(llm, str(m), others),
-            alpha=alpha,
-            power=power,
-        )
-        for m in measures
-    }
+    return _per_measure(
+        lambda m, q: by_query(human, m, q),
+        lambda m, q: by_query(llm, m, q),
+        sample,
+        measures,
+        alpha,
+        power,
+    )
 
 
 def ppi_deltas(
@@ -171,21 +191,11 @@ def ppi_deltas(
 ) -> dict[_M, PpiEstimate]:
     """Per measure (as in `ppi_means`), the PPI++ paired delta B - A: PPI on the per-query
     differences. `human` and `llm` are (A, B) pairs of per-query values."""
-    drawn, others = _split(sample)
 
-    def diff(pair: tuple[PerQuery, PerQuery], m: str, queries: list[str]) -> np.ndarray:
-        return by_query(pair[1], m, queries) - by_query(pair[0], m, queries)
+    def diff(pair: tuple[PerQuery, PerQuery]) -> Callable[[str, list[str]], np.ndarray]:
+        return lambda m, q: by_query(pair[1], m, q) - by_query(pair[0], m, q)
 
-    return {
-        m: ppi_mean(
-            diff(human, str(m), drawn),
-            diff(llm, str(m), drawn),
-            diff(llm, str(m), others),
-            alpha=alpha,
-            power=power,
-        )
-        for m in measures
-    }
+    return _per_measure(diff(human), diff(llm), sample, measures, alpha, power)
 
 
 def as_paired_test(delta: PpiEstimate) -> PairedTest:
