@@ -122,7 +122,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
     def synthetic_queries(
         context: dg.AssetExecutionContext, settings: Settings, labels: LabelSettings
     ) -> pd.DataFrame:
-        dataset = context.partition_key
+        dataset = settings.dataset(context).name
         suite = _suite(settings, dataset)
         committed = synthetic.companion_path(settings.dataset_folder(dataset), suite)
         meta: dict = {}
@@ -170,7 +170,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         labels: LabelSettings,
         synthetic_queries: pd.DataFrame,
     ) -> pd.DataFrame:
-        dataset = context.partition_key
+        dataset = settings.dataset(context).name
         suite = _suite(settings, dataset)
         llm = labels.llm(settings)
         pairs, _ = labelling.pooled(
@@ -209,7 +209,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         llm_labels: pd.DataFrame,
         synthetic_queries: pd.DataFrame,
     ) -> dg.MaterializeResult:
-        dataset = context.partition_key
+        dataset = settings.dataset(context).name
         suite = _suite(settings, dataset)
         llm = labels.llm(settings)
         pairs, ranks = labelling.pooled(
@@ -270,7 +270,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         labels: LabelSettings,
         llm_labels: pd.DataFrame,
     ) -> dg.MaterializeResult:
-        dataset = context.partition_key
+        dataset = settings.dataset(context).name
         suite = _suite(settings, dataset)
         out = settings.storage / "labels" / dataset
         judged = calibration.Calibration.model_validate_json(
