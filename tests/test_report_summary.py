@@ -321,6 +321,25 @@ def test_a_changed_suite_and_an_inconclusive_drop_say_what_to_do(changed):
     assert 'techdocs --system hybrid --note "suite changed"' in summary
 
 
+def test_an_inconclusive_drop_after_a_configuration_change_is_not_offered_as_the_baseline(
+    changed,
+):
+    verdict = changed.verdict
+    assert any(c.system == "bm25" and c.config for c in verdict.changes)
+    unsure = [
+        c.model_copy(update={"inconclusive": True, "passed": False, "blocking": False})
+        if c.system == "bm25" and c.kind in ("baseline", "watched") and not c.passed
+        else c
+        for c in verdict.checks
+    ]
+    report = changed.model_copy(update={"verdict": verdict.model_copy(update={"checks": unsure})})
+    summary = to_markdown(report).split("## Details", 1)[0]
+    assert "| techdocs | bm25 | INCONCLUSIVE |" in summary
+    assert "techdocs/bm25: the configuration changed and may have made it worse" in summary
+    assert "techdocs/bm25: the configuration changed and nothing got worse" not in summary
+    assert 'techdocs --system bm25 --note "new config"' not in summary
+
+
 def test_dashboards_plot_the_watched_measures_that_moved(changed):
     from rageval_pipeline.core.report import plotted_values
 

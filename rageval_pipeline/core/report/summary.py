@@ -215,6 +215,12 @@ def next_steps(report: Report) -> list[str]:
                 f"{name} improved ({better}): make it the baseline: "
                 + _update(dataset, system, "improved: " + better)
             )
+        elif state == "INCONCLUSIVE" and change is not None and change.config:
+            steps.append(
+                f"{name}: the configuration changed and may have made it worse (above): keep "
+                "the baseline until more queries, or LLM-judged ones (statistics.rule: ppi, "
+                "docs/statistics.md), settle it."
+            )
         elif tone != "fail" and change is not None and change.config:
             steps.append(
                 f"{name}: the configuration changed and nothing got worse beyond tolerance; if "
