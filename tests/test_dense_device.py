@@ -58,3 +58,23 @@ def test_the_configured_device_is_saved_with_the_index(tmp_path):
     index.save(tmp_path / "index")
     loaded = DenseIndex.load(tmp_path / "index")
     assert loaded.device == "auto"
+
+
+def test_the_default_device_is_not_recorded_as_a_configuration_change():
+    # The committed baselines were recorded before devices existed.
+    from pathlib import Path
+
+    from rageval_pipeline.core.gate import load_baseline
+    from rageval_pipeline.core.gate.changes import config_changes
+    from rageval_pipeline.core.suites import loaders
+    from rageval_pipeline.core.systems import DenseSystem
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    baseline = load_baseline(data / "baselines" / "techdocs" / "dense.json")
+    reference = loaders.reference_chunking(data / "suites" / "techdocs")
+    shipped = DenseSystem(retriever="dense", chunking={"strategy": "reference"})
+    assert config_changes(baseline.config, shipped.recorded_config(reference)) == {}
+    auto = shipped.model_copy(update={"device": "auto"})
+    assert config_changes(baseline.config, auto.recorded_config(reference)) == {
+        "device": (None, "auto")
+    }

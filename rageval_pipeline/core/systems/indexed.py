@@ -98,6 +98,14 @@ class DenseSystem(_Indexed):
         exclude = {"batch_size", "device"} | ({"backend"} if self.backend == "torch" else set())
         return self.model_dump(mode="json", exclude=exclude)
 
+    def recorded_config(self, reference: ChunkingConfig | None) -> dict:
+        # The default device stays out, so configurations recorded before devices existed
+        # (committed baselines) show no `device: (unset) -> cpu` change.
+        config = super().recorded_config(reference)
+        if self.device == "cpu":
+            del config["device"]
+        return config
+
     def build_index(
         self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path, log: Log | None = None
     ) -> dict:
