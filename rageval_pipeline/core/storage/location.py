@@ -54,7 +54,7 @@ def is_remote(path: Path | UPath) -> bool:
 def as_location(value: str | os.PathLike | UPath) -> Path | UPath:
     """A `UPath` as it is, anything else as a local `Path`: what `Path(x)` was for, without
     folding `s3://` into a local `s3:/`."""
-    return value if is_remote(value) else Path(value)  # type: ignore[arg-type]
+    return value if is_remote(value) else Path(value)
 
 
 def local_dir(storage: Path | UPath) -> Path:
@@ -118,7 +118,7 @@ def verified_dir(path: Path | UPath, rebuild: str) -> Path:
     at its recorded size; else a StorageError naming the first missing or truncated file, with
     `rebuild` as the remedy."""
     _verify(path, rebuild)
-    return _verify(local_copy(path), rebuild) if is_remote(path) else path  # type: ignore[return-value]
+    return _verify(local_copy(path), rebuild) if is_remote(path) else path
 
 
 def _verify(path: Path | UPath, rebuild: str) -> Path | UPath:
