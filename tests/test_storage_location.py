@@ -76,6 +76,14 @@ def test_a_file_is_uploaded_whole_when_its_write_succeeds_and_not_at_all_when_it
     assert [p.name for p in (store / "reports").iterdir()] == ["gate.json"]  # no temp objects
 
 
+def test_a_missing_bucket_is_one_line_naming_it(s3_env):
+    with pytest.raises(StorageError) as err:
+        write_text(UPath("s3://no-such-bucket/eval/assets/x.parquet.key"), "k\n")
+    assert str(err.value) == (
+        "s3://no-such-bucket: no such bucket: create it, or point RAGEVAL_STORAGE at one"
+    )
+
+
 def test_tables_stamps_and_stage_caches_round_trip(store):
     frame = pd.DataFrame({"query_id": ["q1", "q2"], "value": [0.5, 1.0]})
     path = store / "assets" / "queries" / "techdocs.parquet"

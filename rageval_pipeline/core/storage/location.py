@@ -68,7 +68,8 @@ def uploaded(target: UPath) -> Iterator[Path]:
     """A local temp file, uploaded as `target` in one PUT when the block succeeds."""
     with tempfile.TemporaryDirectory(prefix="rageval-put-") as tmp:
         yield Path(tmp) / target.name
-        target.fs.put_file(str(Path(tmp) / target.name), target.path)
+        with _bucket(target):
+            target.fs.put_file(str(Path(tmp) / target.name), target.path)
 
 
 @contextmanager
@@ -77,7 +78,20 @@ def published(target: UPath) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="rageval-dir-") as tmp:
         yield Path(tmp)
         write_manifest(Path(tmp))
-        publish_dir(Path(tmp), target)
+        with _bucket(target):
+            publish_dir(Path(tmp), target)
+
+
+@contextmanager
+def _bucket(target: UPath) -> Iterator[None]:
+    """An upload finds no such file only when the bucket is missing (keys need no folders)."""
+    try:
+        yield
+    except FileNotFoundError:
+        bucket = f"{target.protocol}://{target.path.split('/')[0]}"
+        raise StorageError(
+            bucket, "no such bucket: create it, or point RAGEVAL_STORAGE at one"
+        ) from None
 
 
 def write_manifest(folder: Path) -> None:
