@@ -25,6 +25,7 @@ from tests.test_cli_job import dagster_execute
 
 pytestmark = pytest.mark.slow
 JOB, DATASET = "evaluate_hybrid", "beir-mini"
+SECRET = "moto-test-secret-do-not-show"  # tests/moto_s3.py's dummy secret key
 # Columns that differ between any two runs: when and by which run, and timed latencies.
 VOLATILE = re.compile(r"_at$|run_id|latency|seconds|_ms$|timestamp|started")
 # Parts of file names that differ between any two runs: run ids, times, content keys (they
@@ -63,7 +64,7 @@ def both(tmp_path_factory) -> tuple[Path, Path, Path]:
         done = dagster_execute(JOB, DATASET, remote, root / "s3")
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-3000:]
-        assert aws["AWS_SECRET_ACCESS_KEY"] not in output
+        assert aws["AWS_SECRET_ACCESS_KEY"] == SECRET and SECRET not in output
         s3.get("bucket/eval/", str(root / "s3" / "bucket") + "/", recursive=True)
     return root / "local" / "storage", root / "s3" / "bucket", root / "s3"
 
@@ -86,6 +87,9 @@ def test_the_bucket_holds_what_a_local_run_writes_and_nothing_went_to_a_local_s3
     assert {"rageval.duckdb"} <= {p.name for p in (cwd.parent / "scratch").rglob("*")}
     for where in (cwd, cwd.parent, REPO):
         assert not [p.name for p in where.iterdir() if p.name.endswith(":")]
+    # The secret key reached neither the bucket, nor Dagster's event log, nor the scratch.
+    secret = SECRET.encode()
+    assert not [p for p in cwd.parent.rglob("*") if p.is_file() and secret in p.read_bytes()]
 
 
 def test_the_asset_and_run_tables_are_the_same_frames(both):
