@@ -11,6 +11,8 @@ from pathlib import Path
 
 from rageval_pipeline.core.gate import Verdict
 from rageval_pipeline.core.report import short_summary
+from rageval_pipeline.core.settings.folders import storage_location
+from rageval_pipeline.core.storage.warehouse import open_warehouse
 
 # What Dagster prints for a `dg.Failure` (expected errors and the gate's verdict, see failures.py).
 _FAILURE = re.compile(r"^dagster\._core\.definitions\.events\.Failure: (.+)$")
@@ -52,7 +54,7 @@ def summary(storage: Path, dataset: str, log: Path, status: int, since: float) -
     lines = [short_summary(verdict, reports), ""] if verdict is not None else []
     lines += [
         f"Dagster log:   {log}",
-        f"Warehouse:     {storage}/rageval.duckdb (runs, run_metrics, query_metrics, "
+        f"Warehouse:     {open_warehouse(storage).path} (runs, run_metrics, query_metrics, "
         "group_metrics, latency, rankings, gate_results, experiments)",
         f"Parquet:       {storage}/tables/",
         f"Experiments:   {storage}/reports/experiments.json (rageval experiments)",
@@ -70,4 +72,4 @@ def summary(storage: Path, dataset: str, log: Path, status: int, since: float) -
 
 if __name__ == "__main__":
     storage_dir, name, log_file, code, started = sys.argv[1:6]
-    print(summary(Path(storage_dir), name, Path(log_file), int(code), float(started)))
+    print(summary(storage_location(storage_dir), name, Path(log_file), int(code), float(started)))
