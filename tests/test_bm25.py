@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import bm25s
 import numpy as np
 import pandas as pd
@@ -65,6 +69,25 @@ def test_saved_index_searches_identically(chunks, tmp_path):
     for query in ("descale", "grinder beans", "milk"):
         assert loaded.search(query, 3) == index.search(query, 3)
     assert np.array_equal(loaded.ids, index.ids)
+
+
+def test_the_same_chunks_give_the_same_index_files_in_every_process(tmp_path):
+    """Processes hash strings differently (PYTHONHASHSEED); the saved index must not show it."""
+    script = (
+        "import sys, pandas as pd\n"
+        "from rageval_pipeline.core.retrieval.bm25 import BM25Index\n"
+        f"docs = {DOCS!r}\n"
+        "chunks = pd.DataFrame({'chunk_id': list(docs), 'doc_id': list(docs), 'title': '',"
+        " 'text': list(docs.values())})\n"
+        "BM25Index.build(chunks).save(__import__('pathlib').Path(sys.argv[1]))\n"
+    )
+    files = []
+    for seed in ("1", "2", "3"):
+        out = tmp_path / seed
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", script, str(out)], env=env, check=True)
+        files.append({p.name: p.read_bytes() for p in out.iterdir()})
+    assert files[0] == files[1] == files[2]
 
 
 @pytest.mark.parametrize("keep", [0, 40, -1])  # emptied, cut to 40 bytes, one byte short

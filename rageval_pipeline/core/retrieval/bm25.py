@@ -40,11 +40,20 @@ class BM25Index:
     @classmethod
     def build(cls, chunks: pd.DataFrame, *, k1: float = 1.5, b: float = 0.75) -> BM25Index:
         import bm25s
+        from bm25s.tokenization import Tokenized
 
         texts = (chunks["title"].fillna("") + " " + chunks["text"].fillna("")).tolist()
-        tokens = bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False)
+        words = bm25s.tokenize(
+            texts, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False
+        )
+        # Token ids in sorted order: bm25s numbers them in set order, which changes with each
+        # process's string hashing, so the same chunks gave index files that differ byte for byte.
+        vocab = {word: i for i, word in enumerate(sorted({w for doc in words for w in doc}))}
         model = bm25s.BM25(k1=k1, b=b)
-        model.index(tokens, show_progress=False)
+        model.index(
+            Tokenized(ids=[[vocab[w] for w in doc] for doc in words], vocab=vocab),
+            show_progress=False,
+        )
         return cls(model, chunks["chunk_id"].tolist(), chunks["doc_id"].tolist())
 
     def save(self, directory: Path) -> None:
