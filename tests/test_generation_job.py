@@ -72,10 +72,11 @@ def test_keys_never_reach_output_event_log_or_storage(pipeline_home):
     try:
         ok = dagster_execute("evaluate_bm25", PARTITION, env, pipeline_home)
         assert ok.returncode == 0, ok.stderr[-2000:]
-        for key in (f"{secret}\n", f"{secret}-clé", f" {secret}"):
-            bad = generate(key)
-            assert bad.returncode != 0
-            assert "RAG_EVAL_ANTHROPIC_API_KEY is malformed" in bad.stdout + bad.stderr
+        # One malformed key through the CLI; the other shapes are refused in-process in
+        # test_generation_providers.py.
+        bad = generate(f"{secret}\n")
+        assert bad.returncode != 0
+        assert "RAG_EVAL_ANTHROPIC_API_KEY is malformed" in bad.stdout + bad.stderr
         assert fake.requests == []  # a malformed key is refused before any request
         # A valid key the provider refuses, with its error echoing the key back.
         echo = f'{{"type": "error", "error": {{"message": "invalid x-api-key {secret}"}}}}'
