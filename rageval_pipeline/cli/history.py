@@ -25,10 +25,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def run_history(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.measures import parse_measure
-    from rageval_pipeline.core.storage.warehouse import Warehouse
+    from rageval_pipeline.core.storage.choose import open_warehouse
 
     measure = str(parse_measure(args.measure))
-    warehouse = Warehouse.existing(args.storage)
+    warehouse = open_warehouse(args.storage, existing=True)
     rows = warehouse.query(
         """
         SELECT * FROM (
@@ -40,7 +40,7 @@ def run_history(args: argparse.Namespace) -> int:
         [args.dataset, measure, args.system, args.system, args.limit],
     )
     if rows.empty:
-        raise InputError(warehouse.path, f"no {measure} for dataset {args.dataset!r}")
+        raise InputError(warehouse.location, f"no {measure} for dataset {args.dataset!r}")
     for row in rows.itertuples(index=False):
         stamp = row.created_at.strftime("%Y-%m-%d %H:%M:%S")
         print(

@@ -13,13 +13,10 @@ from pydantic import PrivateAttr
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import paths
 from rageval_pipeline.core.settings.folders import url_problem
+from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.choose import open_warehouse
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage.warehouse import (
-    WAREHOUSE_FILE,
-    StorageError,
-    Warehouse,
-    write_parquet,
-)
+from rageval_pipeline.core.storage.warehouse import StorageError, write_parquet
 from rageval_pipeline.defs.failures import one_line_errors
 
 # Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
@@ -99,9 +96,9 @@ class Settings(dg.ConfigurableResource):
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB warehouse (`rageval.duckdb`) of the storage folder. Writes queue on its lock,
-    which names the Dagster run holding it; reads open it read-only without the lock (see
-    core.storage.warehouse)."""
+    """The warehouse of the storage folder (core.storage.choose): the DuckDB file
+    (`rageval.duckdb`), whose writes queue on its lock naming the Dagster run holding it, or
+    the lock-free lake (`RAGEVAL_WAREHOUSE=lake`, core.storage.lake)."""
 
     storage_dir: str | None = None  # default: $RAGEVAL_STORAGE
     _owner: str = PrivateAttr("")
@@ -110,9 +107,9 @@ class WarehouseResource(dg.ConfigurableResource):
         self._owner = f"dagster run {context.run_id}" if context.run_id else ""
 
     @property
-    def warehouse(self) -> Warehouse:
+    def warehouse(self) -> BaseWarehouse:
         storage = folder(self.storage_dir, "warehouse.storage_dir", paths.storage_dir)
-        return Warehouse(storage / WAREHOUSE_FILE, owner=self._owner)
+        return open_warehouse(storage, owner=self._owner)
 
 
 WRITE_POOL = "duckdb_write"  # the pool of the assets that write the warehouse (docs/deploy.md)

@@ -86,6 +86,12 @@ class Deployment(EnvGroup):
         description="the steps' executor: this machine's processes, Kubernetes pods or Celery "
         "workers (the last two need the `deploy` extra)",
     )
+    warehouse: Literal["duckdb", "lake"] = Field(
+        "duckdb",
+        description="where results live: one DuckDB file written by one process at a time, or "
+        "a lake of Parquet files that processes on several machines write without a lock "
+        "(docs/deploy.md)",
+    )
     nightly_datasets: Names = Field(
         ["techdocs", "hotel"],
         description="comma-separated datasets the `nightly` schedule evaluates (empty: none)",

@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,7 +43,8 @@ import pyarrow.parquet as pq
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.settings.limits import WarehouseLimits
 from rageval_pipeline.core.storage import locks
-from rageval_pipeline.core.storage.schema import RESULT_TABLES, SCHEMA
+from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.schema import APPENDED_TABLES, RESULT_TABLES, SCHEMA
 
 if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
     import duckdb
@@ -183,12 +183,16 @@ def write_text(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8", newline="\n")
 
 
-class Warehouse:
+class Warehouse(BaseWarehouse):
     """The DuckDB file holding every run's tables, with history across runs."""
 
     def __init__(self, path: Path, *, owner: str = "") -> None:
         self.path = path
         self.owner = owner  # what this process is, for writers that wait for its lock
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
     @classmethod
     def existing(cls, storage: Path) -> Warehouse:
@@ -328,8 +332,6 @@ class Warehouse:
                 raise
 
     def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
-        """Insert one run and its result tables in one transaction (replacing a same run_id);
-        unless `run` says otherwise, unfinished until `finish(runs=...)`."""
         run = {"finished": False} | run
         with self.transaction() as con:
             for table in ("runs", *RESULT_TABLES):
@@ -341,37 +343,20 @@ class Warehouse:
             for table, df in results.items():
                 insert_rows(con, table, df)
 
-    def record_reuse(self, run_id: str, dagster_run_id: str, created_at: datetime) -> bool:
-        """Note that a Dagster run reused stored run `run_id`; False (nothing written) when
-        that run is not stored (any more, or not finished), so it must be measured again."""
-        with self.connect() as con:
-            stored = con.execute(
-                "SELECT count(*) FROM runs WHERE run_id = ? AND finished", [run_id]
-            )
-            if not stored.fetchone()[0]:
-                return False
-            con.execute(
-                "INSERT INTO run_reuses VALUES (?, ?, ?)", [run_id, dagster_run_id, created_at]
-            )
-            return True
+    def replace_measures(self, run_id: str, like: str, tables: dict[str, pd.DataFrame]) -> None:
+        with self.transaction() as con:
+            for table, df in tables.items():
+                sql = f"DELETE FROM {table} WHERE run_id = ? AND measure LIKE ?"
+                con.execute(sql, [run_id, like])
+                insert_rows(con, table, df)
 
-    def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        with self.read() as con:
-            return con.execute(sql, params or []).df()
-
-    def record_gate(self, row: dict) -> None:
-        """Insert a verdict; unless `row` says otherwise, unfinished until
-        `finish(gate_results=...)`."""
-        row = {"finished": False} | row
+    def append(self, table: str, rows: pd.DataFrame) -> None:
+        if table not in APPENDED_TABLES:
+            raise ValueError(f"{table!r} is not appended to")
         with self.connect() as con:
-            con.execute(
-                f"INSERT INTO gate_results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                list(row.values()),
-            )
+            insert_rows(con, table, rows)
 
     def finish(self, *, runs: str | None = None, gate_results: str | None = None) -> None:
-        """Mark a run (by run_id) or a verdict (by gate_id) finished: the writer's last act, once
-        everything else it writes is written."""
         with self.connect() as con:
             if runs is not None:
                 con.execute("UPDATE runs SET finished = true WHERE run_id = ?", [runs])
@@ -381,8 +366,8 @@ class Warehouse:
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> None:
-    """Append `df` to one of the result tables, by column name."""
-    if table not in RESULT_TABLES:
+    """Append `df` to one of the result or appended tables, by column name."""
+    if table not in RESULT_TABLES + APPENDED_TABLES:
         raise ValueError(f"unknown result table {table!r}")
     if len(df):
         con.register("incoming", df)

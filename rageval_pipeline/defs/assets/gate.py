@@ -162,7 +162,7 @@ def build_gate_asset(
         _write_validation_reports(
             settings, run_summaries, policy, stamp, measured_integrity(context)
         )
-        with store.connect():  # one connection, one turn of the write lock, for every write
+        with store.connect():  # DuckDB: one turn of the write lock; the lake: one commit
             logged = experiments.record(
                 store,
                 verdict,
@@ -171,7 +171,6 @@ def build_gate_asset(
                 description=context.run.tags.get(experiments.DESCRIPTION_TAG),
                 created_at=stamp,
             )
-            experiment_log = experiments.load(store)
             gate_id = f"{stamp:%Y%m%dT%H%M%S%fZ}"
             store.record_gate(
                 dict(
@@ -184,7 +183,8 @@ def build_gate_asset(
                     report_json=report.to_json(verdict),
                 )
             )
-        experiments.export(experiment_log, settings.reports_dir / "experiments.json")
+        # After the block: the lake's reads see its commit, made as the block ends.
+        experiments.export(experiments.load(store), settings.reports_dir / "experiments.json")
         store.finish(gate_results=gate_id)  # last write: a gate killed before it is unfinished
         failures = [c.message for c in verdict.failures]
         for message in failures:
