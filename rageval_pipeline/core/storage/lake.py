@@ -72,6 +72,8 @@ FACTS = {
     "_finished": pa.schema([("tbl", pa.string()), ("key", pa.string())]),
 }
 FINISH_KEYS = {"runs": "run_id", "gate_results": "gate_id"}
+# Commit files never change: each is read once per process, (protocol, path) -> its content.
+_DOCS: dict[tuple[str, str], dict] = {}
 
 
 def _held(kind: str) -> dict:
@@ -122,7 +124,6 @@ class Lake(BaseWarehouse):
         self.fs = fs
         self.root = root.rstrip("/")
         self.owner = owner
-        self._commit_docs: dict[str, dict] = {}  # commit files are immutable: read each once
 
     @property
     def location(self) -> str:
@@ -140,11 +141,12 @@ class Lake(BaseWarehouse):
             listed = self.fs.ls(folder, detail=False)
         except FileNotFoundError:
             return []
+        protocol = protocols(self.fs)[0]
         paths = sorted(p for p in listed if p.endswith(".json"))
-        if new := [p for p in paths if p not in self._commit_docs]:
-            for path, data in self.fs.cat(new).items():
-                self._commit_docs[path] = json.loads(data)
-        return [self._commit_docs[p] for p in paths]
+        if new := [p for p in paths if (protocol, p) not in _DOCS]:
+            for path, data in self.fs.cat(new).items():  # concurrent GETs on object stores
+                _DOCS[protocol, path] = json.loads(data)
+        return [_DOCS[protocol, p] for p in paths]
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -72,6 +72,12 @@ def _held() -> dict[Path, tuple[duckdb.DuckDBPyConnection, bool]]:
     return _OPEN.connections
 
 
+def _transactions() -> set[duckdb.DuckDBPyConnection]:
+    if not hasattr(_OPEN, "transactions"):
+        _OPEN.transactions = set()
+    return _OPEN.transactions
+
+
 class StorageError(InputError):
     """The storage cannot be read or written as asked: one line, naming the file or folder."""
 
@@ -319,9 +325,14 @@ class Warehouse(BaseWarehouse):
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection whose statements commit together, or not at all."""
+        """A connection whose statements commit together, or not at all; inside another
+        transaction, part of it."""
         with self.connect() as con:
+            if con in _transactions():
+                yield con
+                return
             con.execute("BEGIN TRANSACTION")
+            _transactions().add(con)
             try:
                 yield con
                 con.execute("COMMIT")
@@ -330,6 +341,8 @@ class Warehouse(BaseWarehouse):
                 if _full(exc):
                     raise StorageError(self.path.parent, NO_SPACE) from None
                 raise
+            finally:
+                _transactions().discard(con)
 
     def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
         run = {"finished": False} | run

@@ -1,0 +1,239 @@
+"""The warehouse's contract, held by both kinds (the DuckDB file and the lake of Parquet files),
+and the lake's own promise: writers on several processes never wait for or lose each other, and
+nothing half-written is ever read."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rageval_pipeline.core.generation import correctness
+from rageval_pipeline.core.history.summaries import history, select_runs
+from rageval_pipeline.core.results.store import measure_run
+from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.choose import open_warehouse
+from rageval_pipeline.core.storage.lake import COMMITS, Lake
+from rageval_pipeline.core.storage.warehouse import StorageError
+from tests.test_results import QRELS, QUERIES, RUN
+from tests.test_storage import _results, _run_row
+
+REPO = Path(__file__).resolve().parents[1]
+KINDS = ("duckdb", "lake")
+
+
+@pytest.fixture(params=KINDS)
+def warehouse(request, tmp_path: Path) -> BaseWarehouse:
+    return open_warehouse(tmp_path, kind=request.param)
+
+
+def _count(warehouse: BaseWarehouse, sql: str, params: list | None = None) -> int:
+    return int(warehouse.query(f"SELECT count(*) AS n FROM ({sql})", params)["n"][0])
+
+
+def test_the_setting_and_a_non_local_storage_choose_the_kind(tmp_path, monkeypatch):
+    from upath import UPath
+
+    assert type(open_warehouse(tmp_path)).__name__ == "Warehouse"
+    monkeypatch.setenv("RAGEVAL_WAREHOUSE", "lake")
+    lake = open_warehouse(tmp_path)
+    assert isinstance(lake, Lake) and lake.root == str(tmp_path / "lake")
+    monkeypatch.setenv("RAGEVAL_WAREHOUSE", "duckdb")
+    # Only the lake works on an object store: a URL's storage picks it whatever the setting.
+    memory = open_warehouse(UPath("memory://bucket/eval"))
+    assert isinstance(memory, Lake) and memory.location == "memory:///bucket/eval/lake"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_empty_warehouse_is_refused_to_readers_and_has_typed_empty_tables(tmp_path, kind):
+    with pytest.raises(StorageError, match="no warehouse yet"):
+        open_warehouse(tmp_path, kind=kind, existing=True)
+    warehouse = open_warehouse(tmp_path, kind=kind)
+    warehouse.record_run(_run_row("r1"), {})
+    columns = warehouse.query("DESCRIBE ppi_metrics")[["column_name", "column_type"]]
+    assert warehouse.query("SELECT * FROM ppi_metrics").empty
+    assert ("effective_n", "DOUBLE") in set(columns.itertuples(index=False, name=None))
+
+
+def test_recording_a_run_again_replaces_it_and_only_it(warehouse):
+    warehouse.record_run(_run_row("r1"), _results("r1", 0.1))
+    warehouse.record_run(_run_row("r2"), _results("r2", 0.5))
+    warehouse.record_run(_run_row("r1"), _results("r1", 0.2))
+    got = warehouse.query("SELECT run_id, value FROM run_metrics ORDER BY run_id")
+    assert got.to_dict("records") == [
+        {"run_id": "r1", "value": 0.2},
+        {"run_id": "r2", "value": 0.5},
+    ]
+    assert _count(warehouse, "SELECT * FROM query_metrics") == 4
+    assert _count(warehouse, "SELECT * FROM runs") == 2
+
+
+def test_a_run_is_hidden_until_finished_and_again_when_recorded_anew(warehouse):
+    row = _run_row("r1") | {"finished": False}
+    warehouse.record_run(row, _results("r1", 0.1))
+    assert select_runs(warehouse).empty and history(warehouse, "d").empty
+    assert not warehouse.record_reuse("r1", "dagster-2", datetime.now(UTC))
+    warehouse.finish(runs="r1")
+    assert select_runs(warehouse)["run_id"].tolist() == ["r1"]
+    assert history(warehouse, "d")["value"].tolist() == [0.1]
+    # Recorded again (a re-run killed before its end): unfinished until finished again.
+    warehouse.record_run(row, _results("r1", 0.3))
+    assert select_runs(warehouse).empty
+    warehouse.finish(runs="r1")
+    assert history(warehouse, "d")["value"].tolist() == [0.3]
+
+
+def test_reuses_select_the_reused_run_for_the_reusing_dagster_run(warehouse):
+    warehouse.record_run(_run_row("r1"), _results("r1", 0.1))
+    assert not warehouse.record_reuse("no-such-run", "dagster-2", datetime.now(UTC))
+    assert warehouse.record_reuse("r1", "dagster-2", datetime.now(UTC))
+    assert select_runs(warehouse, dagster_run_id="dagster-2")["run_id"].tolist() == ["r1"]
+    assert select_runs(warehouse, dagster_run_id="dagster-3").empty
+
+
+def test_a_verdict_is_unfinished_until_finished(warehouse):
+    with warehouse.connect():  # as the gate writes: one block
+        warehouse.record_gate(dict(gate_id="g1", dagster_run_id="dr", passed=True, summary="ok"))
+    sql = "SELECT gate_id, passed, finished FROM gate_results"
+    assert warehouse.query(sql).to_dict("records") == [
+        {"gate_id": "g1", "passed": True, "finished": False}
+    ]
+    warehouse.finish(gate_results="g1")
+    assert warehouse.query(sql)["finished"].tolist() == [True]
+
+
+def test_answer_correctness_replaces_its_own_rows_and_keeps_the_runs(warehouse):
+    warehouse.record_run(_run_row("r1"), _results("r1", 0.1))
+    keys = dict(run_id="r1", dataset="d", split="test", system="s")
+    for rate in (0.25, 0.75):
+        rows = {
+            "run_metrics": pd.DataFrame(dict(measure=["AnswerCorrectness"], value=[rate])),
+            "query_metrics": pd.DataFrame(
+                dict(query_id=["q1"], measure=["AnswerCorrectness"], value=[rate])
+            ),
+        }
+        correctness.record(warehouse, keys, rows, datetime.now(UTC))
+    got = warehouse.query("SELECT measure, value FROM run_metrics ORDER BY measure")
+    assert got.to_dict("records") == [
+        {"measure": "AnswerCorrectness", "value": 0.75},
+        {"measure": "nDCG@10", "value": 0.1},
+    ]
+    assert _count(warehouse, "SELECT * FROM query_metrics") == 3
+
+
+def test_a_write_failing_half_way_leaves_nothing(warehouse):
+    bad = _results("r2", 0.3) | {"not_a_table": pd.DataFrame({"x": [1]})}
+    with pytest.raises(ValueError, match="unknown result table"):
+        warehouse.record_run(_run_row("r2"), bad)
+    with pytest.raises(RuntimeError, match="stopped"), warehouse.transaction():
+        warehouse.record_run(_run_row("r3"), _results("r3", 0.3))
+        raise RuntimeError("stopped")
+    for table in ("runs", "run_metrics", "query_metrics"):
+        assert _count(warehouse, f"SELECT * FROM {table}") == 0
+
+
+def _python(code: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_writer_killed_before_its_commit_leaves_nothing_visible(tmp_path):
+    lake = open_warehouse(tmp_path, kind="lake")
+    lake.record_run(_run_row("kept"), _results("kept", 0.5))
+    # Killed at the worst moment: every Parquet file written, the commit file not yet.
+    killed = _python(f"""
+        import os, signal
+        from rageval_pipeline.core.storage.choose import open_warehouse
+        from rageval_pipeline.core.storage.lake import Lake
+        from tests.test_storage import _results, _run_row
+        Lake._put = lambda self, path, data: os.kill(os.getpid(), signal.SIGKILL)
+        open_warehouse({str(tmp_path)!r}, kind="lake").record_run(
+            _run_row("lost"), _results("lost", 0.9)
+        )
+    """)
+    assert killed.wait(120) == -signal.SIGKILL, killed.stderr.read()
+    orphans = list((tmp_path / "lake" / "runs").rglob("run=lost/*.parquet"))
+    assert len(orphans) == 1  # written, but named by no commit
+    assert lake.query("SELECT run_id FROM runs")["run_id"].tolist() == ["kept"]
+    assert lake.query("SELECT DISTINCT run_id FROM query_metrics")["run_id"].tolist() == ["kept"]
+
+
+WRITER = """
+    import sys
+    from datetime import UTC, datetime, timedelta
+    from rageval_pipeline.core.results.store import RunRecord, measure_run
+    from rageval_pipeline.core.storage.choose import open_warehouse
+    from tests.test_results import QRELS, QUERIES, RUN
+
+    storage, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    lake = open_warehouse(storage, kind="lake", owner=name)
+    results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
+    print("ready", flush=True)
+    sys.stdin.readline()  # both start writing at the same moment
+    for i in range(n):
+        run_id = f"{name}-{i:03d}"
+        keys = dict(run_id=run_id, dataset="mini", split="test", system=name)
+        lake.record_run(
+            dict(keys, fingerprint="f", level="document", k=10, n_queries=3,
+                 dagster_run_id=name, created_at=datetime(2026, 1, 1, tzinfo=UTC)
+                 + timedelta(minutes=i), config="{}"),
+            {
+                "run_metrics": results.means.assign(**keys, created_at=datetime.now(UTC)),
+                "query_metrics": results.per_query.assign(**keys),
+                "group_metrics": results.groups.assign(**keys),
+                "latency": results.latency.assign(**keys),
+            },
+        )
+        lake.finish(runs=run_id)
+"""
+
+
+def test_two_processes_write_at_once_without_a_lock_and_every_row_is_read(tmp_path):
+    """Each commit is one new file with a unique name, written last: writers never overwrite
+    each other's files or commits. (Named by a clock alone, in 0.1 s ticks, commits of one tick
+    replace each other's commit and data files, and this test fails on the runs.)"""
+    n = 30
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(WRITER), str(tmp_path), name, str(n)],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("alpha", "beta")
+    ]
+    for writer in writers:
+        assert writer.stdout.readline().strip() == "ready"
+    for writer in writers:
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    assert [w.wait(300) for w in writers] == [0, 0]
+
+    results = measure_run(RUN, QRELS, QUERIES, chunk_level=False)
+    lake = open_warehouse(tmp_path, kind="lake", existing=True)
+    runs = lake.query("SELECT run_id, finished FROM runs ORDER BY run_id")
+    expected = sorted(f"{name}-{i:03d}" for name in ("alpha", "beta") for i in range(n))
+    assert runs["run_id"].tolist() == expected and runs["finished"].all()
+    for table, frame, key in (
+        ("query_metrics", results.per_query, "query_id, measure"),
+        ("run_metrics", results.means, "measure"),
+        ("latency", results.latency, 'attribute, "group", stat'),
+    ):
+        total = _count(lake, f"SELECT * FROM {table}")
+        distinct = _count(lake, f"SELECT DISTINCT run_id, {key} FROM {table}")
+        assert total == distinct == 2 * n * len(frame)  # every row, none twice
+    assert len(select_runs(lake)) == 2  # the latest of each system
+    assert len(list((tmp_path / "lake" / COMMITS).glob("*.json"))) == 4 * n
