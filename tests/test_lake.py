@@ -20,7 +20,7 @@ from rageval_pipeline.core.history.summaries import history, select_runs
 from rageval_pipeline.core.results.store import measure_run
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.choose import open_warehouse
-from rageval_pipeline.core.storage.lake import COMMITS, Lake
+from rageval_pipeline.core.storage.lake import COMMITS, Lake, schemas
 from rageval_pipeline.core.storage.warehouse import StorageError
 from tests.test_results import QRELS, QUERIES, RUN
 from tests.test_storage import _results, _run_row
@@ -237,3 +237,46 @@ def test_two_processes_write_at_once_without_a_lock_and_every_row_is_read(tmp_pa
         assert total == distinct == 2 * n * len(frame)  # every row, none twice
     assert len(select_runs(lake)) == 2  # the latest of each system
     assert len(list((tmp_path / "lake" / COMMITS).glob("*.json"))) == 4 * n
+
+
+# Differ between two runs of one job whatever holds them: times, ids, measured latencies.
+VOLATILE = {
+    "created_at",
+    "date",
+    "run_id",
+    "dagster_run_id",
+    "gate_id",
+    "report_json",
+    "summary",
+    "reason",
+    "machine",
+}
+
+
+def _comparable(warehouse: BaseWarehouse, table: str) -> list[tuple]:
+    frame = warehouse.query(f"SELECT * FROM {table}")
+    frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE])
+    if table == "latency":
+        frame = frame.drop(columns="value")
+    rows = frame.astype(object).where(frame.notna(), None).itertuples(index=False, name=None)
+    return sorted(rows, key=repr)
+
+
+@pytest.mark.slow
+def test_a_job_writes_the_same_tables_to_the_lake_as_to_duckdb(tmp_path, monkeypatch):
+    from rageval_pipeline.defs.definitions import build_definitions
+    from tests.conftest import make_pipeline_home
+    from tests.test_dagster_layer import _materialize
+
+    tables = {}
+    for kind in KINDS:
+        for name, value in make_pipeline_home(tmp_path / kind).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("RAGEVAL_WAREHOUSE", kind)
+        _materialize(build_definitions())  # evaluate_bm25 on beir-mini, gate included
+        warehouse = open_warehouse(tmp_path / kind / "storage", existing=True)
+        tables[kind] = {t: _comparable(warehouse, t) for t in [*schemas(), "history"]}
+    assert not (tmp_path / "lake" / "storage" / "rageval.duckdb").exists()
+    for table, rows in tables["duckdb"].items():
+        assert tables["lake"][table] == rows, table
+    assert len(tables["lake"]["query_metrics"]) > 0 and len(tables["lake"]["experiments"]) == 1
