@@ -164,7 +164,7 @@ def test_a_writer_killed_before_its_commit_leaves_nothing_visible(tmp_path):
         )
     """)
     assert killed.wait(120) == -signal.SIGKILL, killed.stderr.read()
-    orphans = list((tmp_path / "lake" / "runs").rglob("run=lost/*.parquet"))
+    orphans = list((tmp_path / "lake" / "runs").rglob("run_id=lost/*.parquet"))
     assert len(orphans) == 1  # written, but named by no commit
     assert lake.query("SELECT run_id FROM runs")["run_id"].tolist() == ["kept"]
     assert lake.query("SELECT DISTINCT run_id FROM query_metrics")["run_id"].tolist() == ["kept"]

@@ -14,7 +14,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import paths
 from rageval_pipeline.core.settings.folders import url_problem
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.choose import open_warehouse
+from rageval_pipeline.core.storage.choose import open_warehouse, warehouse_kind
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
 from rageval_pipeline.core.storage.warehouse import StorageError, write_parquet
 from rageval_pipeline.defs.failures import one_line_errors
@@ -113,6 +113,12 @@ class WarehouseResource(dg.ConfigurableResource):
 
 
 WRITE_POOL = "duckdb_write"  # the pool of the assets that write the warehouse (docs/deploy.md)
+
+
+def write_pool() -> str | None:
+    """The pool of the warehouse writers: the DuckDB file's writers take turns in it; the
+    lake's writers need no turns (core.storage.lake), so they are in none."""
+    return WRITE_POOL if warehouse_kind(paths.storage_dir()) == "duckdb" else None
 
 
 def ensure_write_pool(instance: dg.DagsterInstance) -> int | None:

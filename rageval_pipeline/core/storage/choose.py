@@ -30,7 +30,7 @@ def open_warehouse(
     there yet, as the CLI's readers want."""
     fs: AbstractFileSystem | None = getattr(storage, "fs", None)  # a UPath
     remote = fs is not None and not is_local(fs)
-    if remote or (kind or Deployment.from_env().warehouse) == "lake":
+    if (kind or warehouse_kind(storage)) == "lake":
         if fs is None:
             import fsspec
 
@@ -40,6 +40,14 @@ def open_warehouse(
     if existing:
         return Warehouse.existing(Path(storage))
     return Warehouse(Path(storage) / WAREHOUSE_FILE, owner=owner)
+
+
+def warehouse_kind(storage: Path) -> Literal["duckdb", "lake"]:
+    """`RAGEVAL_WAREHOUSE`, except that storage on a non-local filesystem (a UPath) is a lake."""
+    fs: AbstractFileSystem | None = getattr(storage, "fs", None)
+    if fs is not None and not is_local(fs):
+        return "lake"
+    return Deployment.from_env().warehouse
 
 
 def lake_at(fs: AbstractFileSystem, root: str, *, owner: str = "", existing: bool = False) -> Lake:

@@ -10,7 +10,7 @@ once marked") fits a log of small commit files, needs only what every object sto
 Commit protocol, under the lake's root (any fsspec filesystem: local, s3, gs):
 1. A writer names its commit `<time in ns, 20 digits>-<uuid4>`: unique without coordination,
    ordered by time, strictly increasing within a process.
-2. It writes its rows as new files `<table>/dataset=<d>/run=<run_id>/<commit>.parquet`, each
+2. It writes its rows as new files `<table>/dataset=<d>/run_id=<id>/<commit>.parquet`, each
    with a `_commit` column; no file is ever overwritten or changed.
 3. Last, it writes `_commits/<commit>.json` in one atomic step (an object PUT; locally a temp
    file renamed over): the files it added, the rows it supersedes and what it finishes.
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 COMMITS = "_commits"
 COMMIT = "_commit"  # the column naming the commit of every row in the lake's files
 # Path segments of the files of a table with these columns (hive style: `dataset=<name>`).
-PARTITIONS = {"dataset": "dataset", "run_id": "run"}
+PARTITIONS = {"dataset": "dataset", "run_id": "run_id"}
 _NAMING = threading.Lock()
 _last_ns = 0
 # Per thread: lake -> the in-memory connection of its open read block / the commit being built.
@@ -175,7 +175,14 @@ class Lake(BaseWarehouse):
         for table, schema in schemas().items():
             files = [f"{self.root}/{f}" for c in commits for f in c["files"].get(table, [])]
             full = schema.append(pa.field(COMMIT, pa.string()))
-            data = ds.dataset(files, schema=full, format="parquet", filesystem=self.fs)
+            data = ds.dataset(
+                files,
+                schema=full,
+                format="parquet",
+                filesystem=self.fs,
+                partitioning="hive",
+                partition_base_dir=f"{self.root}/{table}",
+            )
             con.register(f"_files_{table}", data)
             con.execute(f'CREATE VIEW "{table}" AS {_view(table, schema.names)}')
         con.execute(HISTORY_VIEW)
@@ -303,8 +310,10 @@ def _view(table: str, columns: list[str]) -> str:
         measure = "d.measure_like IS NULL"
         if "measure" in columns:
             measure = f"({measure} OR t.measure LIKE d.measure_like)"
+        # An ANTI JOIN, not NOT EXISTS: DuckDB then still pushes a reader's `run_id` filter
+        # into the scan, which skips the other runs' files unopened (run_id=<id> folders).
         sql += (
-            f" WHERE NOT EXISTS (SELECT 1 FROM _deletes d WHERE d.tbl = '{table}' "
-            f"AND d.run_id = t.run_id AND d.{COMMIT} > t.{COMMIT} AND {measure})"
+            f" ANTI JOIN (SELECT * FROM _deletes WHERE tbl = '{table}') d "
+            f"ON d.run_id = t.run_id AND d.{COMMIT} > t.{COMMIT} AND {measure}"
         )
     return sql

@@ -37,7 +37,12 @@ from rageval_pipeline.defs.checks import measured_integrity
 from rageval_pipeline.defs.failures import one_line_errors
 from rageval_pipeline.defs.job_summary import verdict_line
 from rageval_pipeline.defs.partitions import partitioned_check
-from rageval_pipeline.defs.resources import Settings, WarehouseResource, stored_path
+from rageval_pipeline.defs.resources import (
+    Settings,
+    WarehouseResource,
+    stored_path,
+    write_pool,
+)
 
 GATE_CHECK = "verdict_passes"
 
@@ -116,7 +121,7 @@ def build_gate_asset(
         if policy.is_file()
         else None,
         kinds={"duckdb"},
-        pool="duckdb_write",
+        pool=write_pool(),
         check_specs=[
             partitioned_check(
                 GATE_CHECK,
