@@ -1,5 +1,6 @@
-"""Where results live: atomic files and folders, the DuckDB warehouse and its schema, the
-cross-process locks, and content-addressed reuse of work whose inputs did not change.
+"""Where results live: atomic files and folders, the warehouse (one DuckDB file, or a lake of
+Parquet files; `choose.open_warehouse`) and its schema, the cross-process locks, and
+content-addressed reuse of work whose inputs did not change.
 """
 
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, file_digest, folder_key

@@ -1,4 +1,6 @@
-"""Where results live: files and folders written atomically, and one DuckDB warehouse file.
+"""Where results live: files and folders written atomically, and one DuckDB warehouse file
+(the default kind of warehouse; `core.storage.lake` is the other, for writers on several
+machines; callers get either from `core.storage.choose.open_warehouse`).
 
 DuckDB allows one writing process per file. Within one Dagster instance the writers
 (`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
