@@ -20,6 +20,12 @@ Commit protocol, under the lake's root (any fsspec filesystem: local, s3, gs):
    (`record_run` replaces a run, `replace_measures` some of its measures); a run or verdict
    is finished when a commit at or after its row's names it in `finished`.
 
+Many small files make reads slow (a file open each), so a writer finishing a run folds each
+table's live files into one once there are `COMPACT_AT` of them: a commit whose one new file
+holds exactly the rows (and `_commit`s) of the files it `replaces`. Readers apply such a
+compaction only if every file it replaces is still live at its turn, in commit order; one that
+lost a race with another is skipped whole, and nothing is lost or read twice (`live_files`).
+
 `read()` opens an in-memory DuckDB with one view per table of `core.storage.schema` (same
 names, columns and types) over the committed files, as pyarrow datasets on the filesystem that
 DuckDB scans lazily, so every SQL reader works unchanged. Experiments are numbered at read time
@@ -72,6 +78,8 @@ FACTS = {
     "_finished": pa.schema([("tbl", pa.string()), ("key", pa.string())]),
 }
 FINISH_KEYS = {"runs": "run_id", "gate_results": "gate_id"}
+COMPACT_AT = 64  # live files of one table that a writer folds into one as it finishes a run
+ROW_GROUP = 65_536  # rows per row group of a compacted file: a run_id filter skips the rest
 # Commit files never change: each is read once per process, (protocol, path) -> its content.
 _DOCS: dict[tuple[str, str], dict] = {}
 
@@ -115,6 +123,7 @@ class Commit:
         self.con = _staging()
         self.deletes: list[tuple[str, str, str | None]] = []  # table, run_id, measure pattern
         self.finished: list[tuple[str, str]] = []  # table, key
+        self.folded: dict[str, tuple[pa.Table, list[str]]] = {}  # table -> rows, files replaced
 
 
 class Lake(BaseWarehouse):
@@ -172,21 +181,39 @@ class Lake(BaseWarehouse):
             rows = [(*fact, c["commit"]) for c in commits for fact in c[name[1:]]]
             facts = [dict(zip(full.names, row, strict=True)) for row in rows]
             con.register(name, pa.Table.from_pylist(facts, schema=full))
+        live = live_files(commits)
         for table, schema in schemas().items():
-            files = [f"{self.root}/{f}" for c in commits for f in c["files"].get(table, [])]
-            full = schema.append(pa.field(COMMIT, pa.string()))
-            data = ds.dataset(
-                files,
-                schema=full,
-                format="parquet",
-                filesystem=self.fs,
-                partitioning="hive",
-                partition_base_dir=f"{self.root}/{table}",
-            )
-            con.register(f"_files_{table}", data)
+            con.register(f"_files_{table}", self._dataset(table, live.get(table, [])))
             con.execute(f'CREATE VIEW "{table}" AS {_view(table, schema.names)}')
         con.execute(HISTORY_VIEW)
         return con
+
+    def _dataset(self, table: str, files: list[str]) -> ds.Dataset:
+        """A table's files, scanned lazily; `run_id=<id>` folders let a filter skip files."""
+        return ds.dataset(
+            [f"{self.root}/{f}" for f in files],
+            schema=schemas()[table].append(pa.field(COMMIT, pa.string())),
+            format="parquet",
+            filesystem=self.fs,
+            partitioning="hive",
+            partition_base_dir=f"{self.root}/{table}",
+        )
+
+    def compact(self, *, at: int, commits: list[dict] | None = None) -> None:
+        """Fold each table that has `at` live files or more (as of `commits`, default now)
+        into one file, in one commit."""
+        live = live_files(self.commits() if commits is None else commits)
+        commit = Commit()
+        try:
+            for table, files in live.items():
+                if len(files) >= at:
+                    rows = self._dataset(table, files).to_table()
+                    if "run_id" in rows.column_names:
+                        rows = rows.sort_by("run_id")
+                    commit.folded[table] = (rows, files)
+            self._commit(commit)
+        finally:
+            commit.con.close()
 
     @contextmanager
     def connect(self) -> Iterator[Commit]:
@@ -225,6 +252,11 @@ class Lake(BaseWarehouse):
                 with self.fs.open(f"{self.root}/{path}", "wb") as out:
                     pq.write_table(part, out)
                 files.setdefault(table, []).append(path)
+        for table, (rows, _) in commit.folded.items():
+            path = f"{table}/{name}.parquet"
+            with self.fs.open(f"{self.root}/{path}", "wb") as out:
+                pq.write_table(rows, out, row_group_size=ROW_GROUP)
+            files.setdefault(table, []).append(path)
         if not files and not commit.deletes and not commit.finished:
             return
         doc = dict(
@@ -233,6 +265,7 @@ class Lake(BaseWarehouse):
             files=files,
             deletes=commit.deletes,
             finished=commit.finished,
+            replaces={table: replaced for table, (_, replaced) in commit.folded.items()},
         )
         self._put(f"{self.root}/{COMMITS}/{name}.json", json.dumps(doc, sort_keys=True).encode())
 
@@ -272,6 +305,24 @@ class Lake(BaseWarehouse):
             for table, key in (("runs", runs), ("gate_results", gate_results)):
                 if key is not None:
                     commit.finished.append((table, key))
+        self.compact(at=COMPACT_AT)
+
+
+def live_files(commits: list[dict]) -> dict[str, list[str]]:
+    """Each table's files to read: those the commits added, less those a compaction replaced.
+    A compaction counts only when every file it replaces is still live at its turn (commit
+    order); one that lost a race is skipped whole, its rows read from the files it copied."""
+    live: dict[str, dict[str, None]] = {}
+    for commit in commits:
+        replaces = commit.get("replaces", {})
+        if any(f not in live.get(t, {}) for t, files in replaces.items() for f in files):
+            continue
+        for table, files in replaces.items():
+            for f in files:
+                del live[table][f]
+        for table, files in commit["files"].items():
+            live.setdefault(table, {}).update(dict.fromkeys(files))
+    return {table: list(files) for table, files in live.items()}
 
 
 def protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
