@@ -4,7 +4,7 @@ Records N evaluations of nfcorpus's shape (323 queries, 10 measures, top-10 rank
 and latency) into each kind of warehouse, then times what the gate reads: one read block with
 the latest runs (`select_runs`), their summaries and the dataset's history.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/lake_reads.py --runs 300 [--storage DIR]
+    PYTHONPATH=$PWD .venv/bin/python bench/lake_reads.py --runs 300 [--storage DIR] [--kinds lake]
 """
 
 from __future__ import annotations
@@ -92,10 +92,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--storage", type=Path)
+    parser.add_argument("--kinds", nargs="+", default=["duckdb", "lake"])
     args = parser.parse_args()
     storage = args.storage or Path(tempfile.mkdtemp())
     rng = np.random.default_rng(0)
-    for kind in ("duckdb", "lake"):
+    for kind in args.kinds:
         warehouse = open_warehouse(storage / kind, kind=kind)
         start = time.perf_counter()
         for i in range(args.runs):
