@@ -310,3 +310,33 @@ def test_a_job_writes_the_same_tables_to_the_lake_as_to_duckdb(tmp_path, monkeyp
     for table, rows in tables["duckdb"].items():
         assert tables["lake"][table] == rows, table
     assert len(tables["lake"]["query_metrics"]) > 0 and len(tables["lake"]["experiments"]) == 1
+
+
+def test_rageval_to_lake_copies_the_duckdb_history_fact_for_fact(tmp_path):
+    duckdb_file = open_warehouse(tmp_path, kind="duckdb")
+    duckdb_file.record_run(_run_row("r1") | {"finished": False}, _results("r1", 0.1))
+    duckdb_file.finish(runs="r1")
+    duckdb_file.record_run(_run_row("r2") | {"finished": False}, _results("r2", 0.2))  # killed
+    duckdb_file.record_run(_run_row("r3"), {})  # no result rows at all
+    assert duckdb_file.record_reuse("r1", "dagster-2", datetime(2026, 1, 2, tzinfo=UTC))
+    duckdb_file.record_gate(dict(gate_id="g1", passed=False, created_at=datetime(2026, 1, 3)))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "rageval"), "to-lake", "--storage", str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"copied 3 run(s) into {tmp_path / 'lake'}\n"
+    lake = open_warehouse(tmp_path, kind="lake", existing=True)
+    assert len(lake.commits()) == 1  # all at once, or nothing
+    tables = [*schemas(), "history"]
+    for table in tables:
+        frames = [w.query(f"SELECT * FROM {table}") for w in (duckdb_file, lake)]
+        rows = [
+            sorted(f.astype(object).where(f.notna(), None).values.tolist(), key=repr)
+            for f in frames
+        ]
+        assert rows[0] == rows[1], table
+    assert lake.query("SELECT run_id FROM runs WHERE NOT finished")["run_id"].tolist() == ["r2"]
