@@ -340,3 +340,25 @@ def test_rageval_to_lake_copies_the_duckdb_history_fact_for_fact(tmp_path):
         ]
         assert rows[0] == rows[1], table
     assert lake.query("SELECT run_id FROM runs WHERE NOT finished")["run_id"].tolist() == ["r2"]
+
+
+def test_a_lake_on_read_only_storage_is_read_and_a_write_is_refused_in_one_line(tmp_path):
+    from rageval_pipeline.core.storage.warehouse import READ_ONLY
+    from tests.test_storage_faults import _run
+
+    open_warehouse(tmp_path, kind="lake").record_run(_run_row("r1"), _results("r1", 0.5))
+    done = _run(
+        f"""
+        from rageval_pipeline.core.storage.choose import open_warehouse
+        from rageval_pipeline.core.storage.warehouse import StorageError
+        from tests.test_storage import _results, _run_row
+        lake = open_warehouse({str(tmp_path)!r}, kind="lake", existing=True)
+        print(lake.query("SELECT run_id FROM history")["run_id"].tolist())
+        try:
+            lake.record_run(_run_row("r2"), _results("r2", 0.5))
+        except StorageError as exc:
+            print(exc)
+        """,
+        read_only=tmp_path,
+    )
+    assert (done.stdout, done.stderr) == (f"['r1']\n{tmp_path / 'lake'}: {READ_ONLY}\n", "")

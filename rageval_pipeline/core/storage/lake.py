@@ -57,7 +57,7 @@ from rageval_pipeline.core.storage.schema import (
     RESULT_TABLES,
     SCHEMA,
 )
-from rageval_pipeline.core.storage.warehouse import insert_rows
+from rageval_pipeline.core.storage.warehouse import insert_rows, writable
 
 if TYPE_CHECKING:
     import duckdb
@@ -65,8 +65,9 @@ if TYPE_CHECKING:
 
 COMMITS = "_commits"
 COMMIT = "_commit"  # the column naming the commit of every row in the lake's files
-# Path segments of the files of a table with these columns (hive style: `dataset=<name>`).
-PARTITIONS = {"dataset": "dataset", "run_id": "run_id"}
+# A table with these columns has its files in folders by their values (`dataset=<name>/...`).
+PARTITIONS = ("dataset", "run_id")
+NULL_SEGMENT = "__HIVE_DEFAULT_PARTITION__"  # pyarrow's hive name for a missing value
 _NAMING = threading.Lock()
 _last_ns = 0
 # Per thread: lake -> the in-memory connection of its open read block / the commit being built.
@@ -111,9 +112,9 @@ def _staging() -> duckdb.DuckDBPyConnection:
 @functools.cache
 def schemas() -> dict[str, pa.Schema]:
     """Each table's Arrow schema, from the warehouse schema itself."""
-    con = _staging()
-    names = [n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
-    return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table().schema for n in names}
+    with _staging() as con:
+        names = [n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table().schema for n in names}
 
 
 class Commit:
@@ -234,6 +235,10 @@ class Lake(BaseWarehouse):
     transaction = connect  # every commit is all or nothing
 
     def _commit(self, commit: Commit) -> None:
+        with writable(self.location):  # read-only storage or a full disk: one line
+            self._write(commit)
+
+    def _write(self, commit: Commit) -> None:
         name = commit_name()
         files: dict[str, list[str]] = {}
         for table, schema in schemas().items():
@@ -245,7 +250,7 @@ class Lake(BaseWarehouse):
             groups = rows.group_by(keys).aggregate([]).to_pylist() if keys else [{}]
             for group in groups:
                 part = rows.filter(_equal(group)) if group else rows
-                parts = [f"{PARTITIONS[k]}={quote(str(v), safe='')}" for k, v in group.items()]
+                parts = [f"{k}={_segment(v)}" for k, v in group.items()]
                 folder = "/".join([table, *parts])
                 path = f"{folder}/{name}.parquet"
                 self.fs.makedirs(f"{self.root}/{folder}", exist_ok=True)
@@ -331,6 +336,11 @@ def protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
 
 def is_local(fs: AbstractFileSystem) -> bool:
     return bool({"file", "local"} & set(protocols(fs)))
+
+
+def _segment(value: object) -> str:
+    """A partition folder's value as hive partitioning reads it back (URI-encoded)."""
+    return NULL_SEGMENT if value is None else quote(str(value), safe="")
 
 
 def _equal(group: dict) -> ds.Expression:

@@ -90,7 +90,7 @@ def _full(exc: BaseException) -> bool:
 
 
 @contextmanager
-def writable(folder: Path) -> Iterator[None]:
+def writable(folder: Path | str) -> Iterator[None]:
     """Turn a refused write under `folder`, or a full disk, into one line naming it."""
     try:
         yield
