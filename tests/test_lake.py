@@ -362,3 +362,41 @@ def test_a_lake_on_read_only_storage_is_read_and_a_write_is_refused_in_one_line(
         read_only=tmp_path,
     )
     assert (done.stdout, done.stderr) == (f"['r1']\n{tmp_path / 'lake'}: {READ_ONLY}\n", "")
+
+
+@pytest.fixture
+def s3():
+    """A bucket on a local S3-compatible server (moto's), and s3fs filesystems on it."""
+    import boto3
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    login = dict(endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
+    keys = dict(aws_access_key_id="test", aws_secret_access_key="test")
+    boto3.client("s3", **login, **keys).create_bucket(Bucket="evals")
+    # Each call: a filesystem of its own, as on another machine (listings cached apart).
+    yield lambda: s3fs.S3FileSystem(
+        key="test", secret="test", client_kwargs=login, skip_instance_cache=True
+    )
+    server.stop()
+
+
+def test_a_lake_on_s3_keeps_the_contract_and_compacts(s3):
+    from rageval_pipeline.core.storage.choose import lake_at
+
+    writer, reader = lake_at(s3(), "evals/team/lake"), lake_at(s3(), "evals/team/lake")
+    writer.record_run(_run_row("r9"), {})
+    assert reader.query("SELECT run_id FROM runs")["run_id"].tolist() == ["r9"]
+    for i in range(3):
+        writer.record_run(_run_row(f"r{i}") | {"finished": False}, _results(f"r{i}", i / 10))
+        writer.finish(runs=f"r{i}")
+    writer.record_run(_run_row("r0"), _results("r0", 0.9))
+    before = _everything(reader)  # a fresh listing: the new commits are seen
+    assert sorted(v for *_, v in before["history"]) == [0.1, 0.2, 0.9]  # r9: no metrics
+    writer.compact(at=2)
+    assert len(live_files(reader.commits())["query_metrics"]) == 1
+    assert _everything(reader) == before
+    assert reader.location == "s3://evals/team/lake"
