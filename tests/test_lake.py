@@ -18,6 +18,7 @@ from rageval_pipeline.core.results.store import measure_run
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.choose import open_warehouse
 from rageval_pipeline.core.storage.lake import Lake, live_files, schemas
+from tests.moto_s3 import moto_server
 from tests.test_results import QRELS, QUERIES, RUN
 from tests.test_storage import _results, _run_row
 from tests.test_warehouse_kinds import KINDS, _count
@@ -61,7 +62,8 @@ WRITER = """
     from datetime import UTC, datetime, timedelta
     from rageval_pipeline.core.results.store import RunRecord, measure_run
     from rageval_pipeline.core.storage.choose import open_warehouse
-    from tests.test_results import QRELS, QUERIES, RUN
+    from tests.moto_s3 import moto_server
+from tests.test_results import QRELS, QUERIES, RUN
 
     from rageval_pipeline.core.storage import lake as lake_module
 
@@ -253,21 +255,21 @@ def test_a_lake_on_read_only_storage_is_read_and_a_write_is_refused_in_one_line(
 @pytest.fixture
 def s3():
     """A bucket on a local S3-compatible server (moto's), and s3fs filesystems on it."""
-    import boto3
     import s3fs
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    login = dict(endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
-    keys = dict(aws_access_key_id="test", aws_secret_access_key="test")
-    boto3.client("s3", **login, **keys).create_bucket(Bucket="evals")
-    # Each call: a filesystem of its own, as on another machine (listings cached apart).
-    yield lambda: s3fs.S3FileSystem(
-        key="test", secret="test", client_kwargs=login, skip_instance_cache=True
-    )
-    server.stop()
+    with moto_server() as aws:
+
+        def connect() -> s3fs.S3FileSystem:
+            # Each call: a filesystem of its own, as on another machine (listings cached apart).
+            return s3fs.S3FileSystem(
+                endpoint_url=aws["AWS_ENDPOINT_URL"],
+                key=aws["AWS_ACCESS_KEY_ID"],
+                secret=aws["AWS_SECRET_ACCESS_KEY"],
+                skip_instance_cache=True,
+            )
+
+        connect().mkdir("evals")
+        yield connect
 
 
 def test_a_lake_on_s3_keeps_the_contract_and_compacts(s3):

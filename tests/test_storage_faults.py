@@ -19,8 +19,8 @@ import pytest
 from rageval_pipeline.core.history.summaries import select_runs
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
+from rageval_pipeline.core.storage.location import MANIFEST
 from rageval_pipeline.core.storage.warehouse import (
-    MANIFEST,
     WAREHOUSE_FILE,
     StorageError,
     Warehouse,
@@ -210,7 +210,7 @@ def test_the_cli_reports_a_read_only_warehouse_write_in_one_line(storage):
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        f"rageval_pipeline.core.storage.warehouse.StorageError: {storage}: {READ_ONLY}"
+        f"rageval_pipeline.core.storage.location.StorageError: {storage}: {READ_ONLY}"
     )
     assert "During handling" not in done.stderr  # no chained OSError
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.settings.folders import url_problem
+from rageval_pipeline.core.settings.folders import storage_location, storage_problem, url_problem
 
 
 class Refused(Exception):
@@ -29,14 +29,14 @@ class Refused(Exception):
 
 
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
-    """`--storage`: the pipeline folder holding rageval.duckdb, for commands that read it."""
+    """`--storage`: the pipeline's storage folder or URL (its warehouse: `open_warehouse`)."""
     from rageval_pipeline.core.io import paths
 
     parser.add_argument(
         "--storage",
-        type=path_or("$RAGEVAL_STORAGE", paths.storage_dir, "--storage"),
+        type=path_or("$RAGEVAL_STORAGE", paths.storage_dir, "--storage", url_ok=True),
         default="$RAGEVAL_STORAGE",
-        help="pipeline storage folder holding rageval.duckdb (default: %(default)s)",
+        help="pipeline storage folder or s3:// URL (default: %(default)s)",
     )
 
 
@@ -57,20 +57,27 @@ def add_systems_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def path_or(placeholder: str, folder: Callable[[], Path], option: str, what: str = "folder"):
-    """An argparse type for a local path (a URL is refused, not taken for one) whose default
-    comes from the environment. argparse passes a string default through the type only when
-    the command runs without the option, so the default is `placeholder` (shown by --help)
-    and the settings are read then: building the parser reads none (no pydantic before `eval`
-    starts reading its run)."""
+def path_or(
+    placeholder: str,
+    folder: Callable[[], Path],
+    option: str,
+    what: str = "folder",
+    *,
+    url_ok: bool = False,
+):
+    """An argparse type for a local path (a URL is refused, not taken for one; with `url_ok`,
+    the storage folder's URL is taken as such) whose default comes from the environment.
+    argparse passes a string default through the type only when the command runs without the
+    option, so the default is `placeholder` (shown by --help) and the settings are read then:
+    building the parser reads none (no pydantic before `eval` starts reading its run)."""
 
     def parse(text: str) -> Path:
         try:
             if text == placeholder:
                 return folder()
-            if problem := url_problem(text, what):
+            if problem := (storage_problem(text) if url_ok else url_problem(text, what)):
                 raise InputError(option, problem)
-            return Path(text)
+            return storage_location(text) if url_ok else Path(text)
         except InputError as exc:
             raise Refused(exc) from None
 

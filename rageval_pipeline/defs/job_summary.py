@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rageval_pipeline.core.gate import Verdict
 from rageval_pipeline.core.report import short_summary
+from rageval_pipeline.core.settings.folders import storage_location
 from rageval_pipeline.core.storage.choose import open_warehouse
 
 # What Dagster prints for a `dg.Failure` (expected errors and the gate's verdict, see failures.py).
@@ -71,4 +72,4 @@ def summary(storage: Path, dataset: str, log: Path, status: int, since: float) -
 
 if __name__ == "__main__":
     storage_dir, name, log_file, code, started = sys.argv[1:6]
-    print(summary(Path(storage_dir), name, Path(log_file), int(code), float(started)))
+    print(summary(storage_location(storage_dir), name, Path(log_file), int(code), float(started)))

@@ -7,16 +7,22 @@ from typing import NamedTuple
 
 import dagster as dg
 import pandas as pd
-import pyarrow.parquet as pq
 from pydantic import PrivateAttr
+from upath import UPath
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import paths
-from rageval_pipeline.core.settings.folders import url_problem
+from rageval_pipeline.core.settings.folders import storage_location, storage_problem, url_problem
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.choose import open_warehouse, warehouse_kind
+from rageval_pipeline.core.storage.location import (
+    StorageError,
+    local_dir,
+    parquet_rows,
+    read_parquet,
+)
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage.warehouse import StorageError, write_parquet
+from rageval_pipeline.core.storage.warehouse import write_parquet
 from rageval_pipeline.defs.failures import one_line_errors
 
 # Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
@@ -24,13 +30,23 @@ CONTENT_KEY = "content_key"
 
 
 def folder(configured: str | None, field: str, default: Callable[[], Path]) -> Path:
-    """A folder from run config (`field` names it there), else `default()` from the
+    """A local folder from run config (`field` names it there), else `default()` from the
     environment; a URL is refused, not taken for a local path (core.settings.folders)."""
     if not configured:
         return default()
     if problem := url_problem(configured):
         raise InputError("run config", problem, field=field)
     return Path(configured)
+
+
+def storage_folder(configured: str | None, field: str) -> Path | UPath:
+    """The storage folder from run config (`field` names it there), else $RAGEVAL_STORAGE: a
+    local folder or an object-store URL (core.settings.folders)."""
+    if not configured:
+        return paths.storage_dir()
+    if problem := storage_problem(configured):
+        raise InputError("run config", problem, field=field)
+    return storage_location(configured)
 
 
 class Dataset(NamedTuple):
@@ -57,8 +73,14 @@ class Settings(dg.ConfigurableResource):
     force: bool = False
 
     @property
-    def storage(self) -> Path:
-        return folder(self.storage_dir, "settings.storage_dir", paths.storage_dir)
+    def storage(self) -> Path | UPath:
+        return storage_folder(self.storage_dir, "settings.storage_dir")
+
+    @property
+    def scratch(self) -> Path:
+        """The local folder for what must be local (BEIR archives and their extraction): the
+        storage folder, or for a URL its folder under $RAGEVAL_SCRATCH."""
+        return local_dir(self.storage)
 
     @property
     def data(self) -> Path:
@@ -71,7 +93,7 @@ class Settings(dg.ConfigurableResource):
     def dataset_folder(self, name: str) -> Path:
         """A bundled suite's folder under data/suites, else the extracted BEIR archive."""
         bundled = self.data / "suites" / name
-        return bundled if bundled.is_dir() else self.storage / "datasets" / name
+        return bundled if bundled.is_dir() else self.scratch / "datasets" / name
 
     def dataset(self, context: dg.AssetExecutionContext) -> Dataset:
         """The dataset partition of a step, with its folder."""
@@ -79,15 +101,15 @@ class Settings(dg.ConfigurableResource):
         folder = self.dataset_folder(name)
         return Dataset(name, folder, bundled=folder.parent == self.data / "suites")
 
-    def index_dir(self, system: str, dataset: str) -> Path:
+    def index_dir(self, system: str, dataset: str) -> Path | UPath:
         return self.storage / "indexes" / system / dataset
 
-    def cache_dir(self, system: str, stage: str, dataset: str) -> Path:
+    def cache_dir(self, system: str, stage: str, dataset: str) -> Path | UPath:
         """Where a stage keeps its latest table by content key (see core.storage.reuse)."""
         return self.storage / "cache" / system / stage / dataset
 
     @property
-    def reports_dir(self) -> Path:
+    def reports_dir(self) -> Path | UPath:
         return self.storage / "reports"
 
     def stored(self, *key: str, partition: str | None) -> "StoredTable":
@@ -98,7 +120,7 @@ class Settings(dg.ConfigurableResource):
 class WarehouseResource(dg.ConfigurableResource):
     """The warehouse of the storage folder (core.storage.choose): the DuckDB file
     (`rageval.duckdb`), whose writes queue on its lock naming the Dagster run holding it, or
-    the lock-free lake (`RAGEVAL_WAREHOUSE=lake`, core.storage.lake)."""
+    the lock-free lake (`RAGEVAL_WAREHOUSE=lake`, and always for a URL: core.storage.lake)."""
 
     storage_dir: str | None = None  # default: $RAGEVAL_STORAGE
     _owner: str = PrivateAttr("")
@@ -108,8 +130,9 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @property
     def warehouse(self) -> BaseWarehouse:
-        storage = folder(self.storage_dir, "warehouse.storage_dir", paths.storage_dir)
-        return open_warehouse(storage, owner=self._owner)
+        return open_warehouse(
+            storage_folder(self.storage_dir, "warehouse.storage_dir"), owner=self._owner
+        )
 
 
 WRITE_POOL = "duckdb_write"  # the pool of the assets that write the warehouse (docs/deploy.md)
@@ -147,12 +170,12 @@ def ensure_write_pool(instance: dg.DagsterInstance) -> int | None:
     raise RuntimeError(f"could not create the concurrency pool {WRITE_POOL}")
 
 
-def stored_path(base: Path, key: Sequence[str], partition: str | None) -> Path:
+def stored_path(base: Path | UPath, key: Sequence[str], partition: str | None) -> Path | UPath:
     """Where ParquetIOManager keeps an asset partition's table."""
     return base.joinpath("assets", *key, f"{partition or 'all'}.parquet")
 
 
-def _existing(path: Path, asset: str) -> Path:
+def _existing(path: Path | UPath, asset: str) -> Path | UPath:
     if not path.is_file():
         # A StorageError, so that a step reading it ends with this one line (failures.py).
         raise StorageError(path, f"does not exist: materialize {asset} for this partition first")
@@ -164,16 +187,16 @@ class StoredTable:
     a stage that reuses its last result decides from `key` alone. Stages declare such tables
     as `deps` and look them up with `Settings.stored`, so Dagster loads nothing for them."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | UPath) -> None:
         self.path = path
 
     @cached_property
     def frame(self) -> pd.DataFrame:
-        return pq.read_table(self.path).to_pandas()
+        return read_parquet(self.path).to_pandas()
 
     @property
     def rows(self) -> int:
-        return pq.read_metadata(self.path).num_rows
+        return parquet_rows(self.path)
 
     @property
     def key(self) -> str:
@@ -188,9 +211,9 @@ class ParquetIOManager(dg.ConfigurableIOManager):
 
     base_dir: str | None = None  # default: the storage folder ($RAGEVAL_STORAGE)
 
-    def _path(self, context: dg.OutputContext | dg.InputContext) -> Path:
+    def _path(self, context: dg.OutputContext | dg.InputContext) -> Path | UPath:
         part = context.asset_partition_key if context.has_asset_partitions else None
-        base = folder(self.base_dir, "io_manager.base_dir", paths.storage_dir)
+        base = storage_folder(self.base_dir, "io_manager.base_dir")
         return stored_path(base, context.asset_key.path, part)
 
     @one_line_errors
@@ -210,4 +233,4 @@ class ParquetIOManager(dg.ConfigurableIOManager):
     @one_line_errors
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         path = _existing(self._path(context), context.asset_key.to_user_string())
-        return pq.read_table(path).to_pandas()
+        return read_parquet(path).to_pandas()

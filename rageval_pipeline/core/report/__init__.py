@@ -23,6 +23,7 @@ from rageval_pipeline.core.report.plots import render as render_figure
 from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.report.summary import run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
+from rageval_pipeline.core.storage.location import as_location
 from rageval_pipeline.core.storage.warehouse import atomic_path, write_text
 
 _VALUE_KINDS = MEASURE_KINDS | {"value"}  # checks whose value is the run's mean of a measure
@@ -108,7 +109,7 @@ def write_reports(
         "markdown": render.to_markdown(report),
         "html": render.to_html(report, {n: svg for n, (svg, _) in drawn.items()}),
     }
-    for folder in (Path(directory), *map(Path, more)):
+    for folder in map(as_location, (directory, *more)):
         for name, (svg, png) in drawn.items():
             write_text(folder / "plots" / f"{name}.svg", svg)
             with atomic_path(folder / "plots" / f"{name}.png") as tmp:
@@ -120,7 +121,7 @@ def write_reports(
                 old.unlink(missing_ok=True)
         for what, text in texts.items():
             write_text(folder / REPORT_FILES[what], text)
-    return {what: Path(directory) / REPORT_FILES[what] for what in texts}
+    return {what: as_location(directory) / REPORT_FILES[what] for what in texts}
 
 
 def short_summary(verdict: Verdict, directory: Path) -> str:

@@ -15,6 +15,7 @@ from rageval_pipeline.core.report import blocks
 from rageval_pipeline.core.report.blocks import Heading, Para, Table, Tone
 from rageval_pipeline.core.report.model import iso_date
 from rageval_pipeline.core.report.summary import headline
+from rageval_pipeline.core.storage.location import as_location
 from rageval_pipeline.core.storage.warehouse import write_text
 
 LATEST = "latest"
@@ -40,7 +41,7 @@ def _row(folder: Path) -> tuple[tuple[str, ...], Tone]:
 
 def index_blocks(reports_dir: Path) -> tuple[str, list[blocks.Block]]:
     """(title, blocks) of the index page."""
-    folders = sorted(p for p in Path(reports_dir).iterdir() if (p / LATEST).is_dir())
+    folders = sorted(p for p in as_location(reports_dir).iterdir() if (p / LATEST).is_dir())
     rows = [_row(folder) for folder in folders]
     failing = sum(tone == "fail" for _, tone in rows)
     tone: Tone = "fail" if failing else "pass"
@@ -56,7 +57,7 @@ def write_index(reports_dir: Path) -> dict[str, Path]:
     """Write `index.html` and `index.md` into `reports_dir` from every
     `<dataset>/latest/gate.json` there; returns "html"/"markdown" -> path. The report links are
     relative, so the folder can be moved or served as it is."""
-    reports_dir = Path(reports_dir)
+    reports_dir = as_location(reports_dir)
     title, listed = index_blocks(reports_dir)
     page = blocks.to_html(title, listed, {})
     paths = {"html": reports_dir / "index.html", "markdown": reports_dir / "index.md"}

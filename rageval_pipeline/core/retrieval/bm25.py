@@ -13,7 +13,8 @@ import Stemmer
 
 from rageval_pipeline.core.io.ranking import top_k
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
-from rageval_pipeline.core.storage.warehouse import atomic_dir, verified_dir
+from rageval_pipeline.core.storage.location import verified_dir
+from rageval_pipeline.core.storage.warehouse import atomic_dir
 
 if TYPE_CHECKING:  # bm25s (and scipy under it) load on first use: `rageval validate` needs neither
     import bm25s
@@ -57,7 +58,7 @@ class BM25Index:
     def load(cls, directory: Path) -> BM25Index:
         import bm25s
 
-        verified_dir(directory, REBUILD_INDEX)
+        directory = verified_dir(directory, REBUILD_INDEX)  # on object storage, a local copy
         meta = json.loads((directory / _IDS_FILE).read_text())
         return cls(bm25s.BM25.load(str(directory)), meta["ids"], meta["sources"])
 

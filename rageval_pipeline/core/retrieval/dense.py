@@ -37,7 +37,8 @@ from rageval_pipeline.core.retrieval.encoders import (
     torch_device,
 )
 from rageval_pipeline.core.settings import environ
-from rageval_pipeline.core.storage.warehouse import atomic_dir, verified_dir
+from rageval_pipeline.core.storage.location import verified_dir
+from rageval_pipeline.core.storage.warehouse import atomic_dir
 
 # Before any Hugging Face import (all are inside functions): nothing in this project may ever
 # download weights.
@@ -214,7 +215,7 @@ class DenseIndex:
         """The index, its encoder loaded and warmed up: one-time costs (loading the model when
         the index step was reused, the first call's allocations) must not be timed as the
         first query's latency, which the gate compares with a baseline."""
-        verified_dir(directory, REBUILD_INDEX)
+        directory = verified_dir(directory, REBUILD_INDEX)  # on object storage, a local copy
         meta = json.loads((directory / _META_FILE).read_text())
         index = cls(
             vectors=np.load(directory / _VECTORS_FILE),

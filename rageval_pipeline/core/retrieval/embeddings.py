@@ -8,18 +8,17 @@ up to float noise from padding), and they are returned in the caller's order.
 Layout: `<root>/<model slug>-<sha of model key>/shard-*.parquet`, each shard holding the
 columns `key` (hex SHA-256 of the text) and `vector` (fixed-size float32 list). Shards are
 append-only: a build writes new shards only for texts no shard holds, so a re-run writes
-nothing and a changed chunking adds one small shard. Every shard is written to a temporary
-file in the same directory and published with `os.replace`, so a reader (another process
-included) sees a whole shard or none. Two processes embedding the same texts at once may both
-write them; the duplicate keys are harmless (shards are read in name order, first wins).
+nothing and a changed chunking adds one small shard. Every shard is written atomically (a
+temporary file renamed, or on object storage one PUT: core.storage.location), so a reader
+(another process included) sees a whole shard or none; shards are immutable, so writers need
+no lock. Two processes embedding the same texts at once may both write them; the duplicate
+keys are harmless (shards are read in name order, first wins).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -28,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from rageval_pipeline.core.storage.location import as_location, read_parquet
+from rageval_pipeline.core.storage.warehouse import write_parquet
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
 # Texts per model call (by default): progress is reported between calls, and 64 of nfcorpus'
@@ -93,11 +94,13 @@ class EmbeddingCache:
 
     def __init__(self, root: Path, model_key: str) -> None:
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_key)[:64]
-        self.directory = Path(root) / f"{slug}-{text_key(model_key)[:12]}"
+        self.directory = as_location(root) / f"{slug}-{text_key(model_key)[:12]}"
         self.model_key = model_key
 
     def _shards(self) -> list[Path]:
-        return sorted(self.directory.glob("shard-*.parquet")) if self.directory.exists() else []
+        if not self.directory.exists():
+            return []
+        return sorted(self.directory.glob("shard-*.parquet"), key=lambda shard: shard.name)
 
     def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vector of every key in `keys` that some shard holds."""
@@ -106,33 +109,26 @@ class EmbeddingCache:
         for shard in self._shards():
             if len(found) == len(wanted):
                 break
-            shard_keys = pq.read_table(shard, columns=["key"]).column("key").to_pylist()
+            shard_keys = read_parquet(shard, columns=["key"]).column("key").to_pylist()
             rows = [i for i, k in enumerate(shard_keys) if k in wanted and k not in found]
             if not rows:
                 continue
-            vectors = _matrix(pq.read_table(shard, columns=["vector"]).column("vector"))
+            vectors = _matrix(read_parquet(shard, columns=["vector"]).column("vector"))
             for i in rows:
                 found[shard_keys[i]] = vectors[i]
         return found
 
     def put(self, keys: Sequence[str], vectors: np.ndarray) -> None:
-        """Publish one new shard atomically (temp file in the same directory, then rename)."""
+        """Publish one new shard atomically (core.storage.warehouse.write_parquet)."""
         if not len(keys):
             return
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), vectors.shape[1])
         table = pa.table({"key": pa.array(list(keys), pa.string()), "vector": column})
-        self.directory.mkdir(parents=True, exist_ok=True)
         # Time first so shards sort in write order; uuid so concurrent writers never collide.
-        name = f"shard-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".parquet")
-        os.close(fd)
-        try:
-            pq.write_table(table, tmp)
-            os.replace(tmp, self.directory / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_parquet(
+            table, self.directory / f"shard-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+        )
 
 
 def _matrix(column: pa.ChunkedArray) -> np.ndarray:

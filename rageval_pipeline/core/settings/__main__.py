@@ -1,7 +1,8 @@
 """`python -m rageval_pipeline.core.settings --markdown`: print docs/configuration.md.
-`--folder storage` (or data, baselines): print that folder as the settings resolve it, or the
-one line saying why they cannot (a URL, say) and exit 2; scripts/evaluate creates no folder
-before asking."""
+`--folder storage` (or data, baselines, local): print that folder as the settings resolve it
+(`local`: the storage folder, or for a URL its local folder for logs and the warehouse), or
+the one line saying why they cannot (an unsupported URL, say) and exit 2; scripts/evaluate
+creates no folder before asking."""
 
 import argparse
 import sys
@@ -13,7 +14,9 @@ from rageval_pipeline.core.settings.locations import Locations
 parser = argparse.ArgumentParser(prog="python -m rageval_pipeline.core.settings")
 todo = parser.add_mutually_exclusive_group(required=True)
 todo.add_argument("--markdown", action="store_true", help="print the doc")
-todo.add_argument("--folder", choices=("data", "storage", "baselines"), help="print a folder")
+todo.add_argument(
+    "--folder", choices=("data", "storage", "baselines", "local"), help="print a folder"
+)
 args = parser.parse_args()
 if args.markdown:
     print(markdown(), end="")

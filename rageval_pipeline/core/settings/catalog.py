@@ -63,9 +63,10 @@ FAMILIES: tuple[Family, ...] = (
         Locations,
         "RAGEVAL",
         "Folders and hosts",
-        "Read on each use. The folders are local paths: a URL (`s3://bucket/eval`, any "
-        "`scheme://`) is refused with one line, as object storage is not supported yet "
-        "(issue 27).",
+        "Read on each use. The folders are local paths, except the storage folder, which may "
+        "be an object-store URL (`s3://bucket/eval` with s3fs, `gs://` with gcsfs; "
+        "docs/deploy.md, Object storage). Any other URL is refused with one line, never taken "
+        "for a local folder.",
     ),
     Family(
         Deployment,

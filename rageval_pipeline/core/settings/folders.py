@@ -1,26 +1,88 @@
-"""A folder the project reads or writes is a local path, never a URL taken for one.
+"""A folder is a local path or, for the storage folder only, an fsspec URL; never a URL taken
+for a local path.
 
 `Path("s3://bucket/eval")` is the relative path `s3:/bucket/eval`: a run given an object-store
-URL would write everything to a local folder of that name and succeed. Until storage through
-fsspec exists (issue 27), a value that looks like a URL (`scheme://`, any scheme) is refused
-before anything is written. No pydantic here, so the CLI checks its options at no cost.
+URL would write everything to a local folder of that name and succeed (issue 27). So every
+value that looks like a URL (`scheme://`) is told apart before `Path` sees it: the data and
+baselines folders refuse it (`url_problem`); the storage folder takes it when its scheme is
+one we support and its fsspec package is installed (`storage_problem`), and becomes a `UPath`
+(`storage_location`). No pydantic nor fsspec imported here, so the CLI checks its options at
+no cost.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+if TYPE_CHECKING:
+    from upath import UPath
+
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# Object stores whose PUT is atomic (core.storage.location relies on it), and the package
+# holding their fsspec filesystem. `file://` is a local folder.
+OBJECT_STORES = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
+
+
+def _shown(value: str) -> str:
+    """The URL without its `user:password@` part nor its query, which may hold credentials."""
+    parts = urlsplit(value)
+    return repr(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}")
 
 
 def url_problem(value: str, what: str = "folder") -> str | None:
-    """Why `value` cannot name a local `what` (folder, file), or None when it can. The URL is
-    shown without its `user:password@` part nor its query, which may hold credentials."""
+    """Why `value` cannot name a local `what` (folder, file), or None when it can."""
+    if not _URL.match(value):
+        return None
+    return f"{_shown(value)} is a URL; give a local {what} (only the storage folder may be a URL)"
+
+
+def storage_problem(value: str) -> str | None:
+    """Why `value` cannot be the storage folder, or None: a local path, a `file://` URL, or an
+    object-store URL whose fsspec package is installed and which carries no credentials (they
+    come from the environment the package reads, e.g. AWS_ACCESS_KEY_ID)."""
     if not _URL.match(value):
         return None
     parts = urlsplit(value)
-    shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
-    return (
-        f"{shown!r} is a URL; object storage is not supported yet (issue 27), give a local {what}"
-    )
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        return None
+    if scheme not in OBJECT_STORES:
+        return (
+            f"{_shown(value)}: {scheme}:// is not supported for storage; give a local folder "
+            f"or an s3:// or gs:// URL"
+        )
+    if "@" in parts.netloc or parts.query:
+        return (
+            f"{_shown(value)}: credentials do not go in the URL; set them in the environment "
+            f"{OBJECT_STORES[scheme]} reads (docs/deploy.md, Object storage)"
+        )
+    package = OBJECT_STORES[scheme]
+    if importlib.util.find_spec(package) is None:
+        return f"{_shown(value)} needs {package}, which is not installed: pip install {package}"
+    if not parts.netloc:
+        return f"{_shown(value)} names no bucket"
+    return None
+
+
+def local_folder(storage: Path | UPath, scratch: Path) -> Path:
+    """The local folder for a storage folder's files that must be local (its DuckDB file,
+    extracted datasets): the folder itself, or for a URL `<scratch>/s3/bucket/eval`."""
+    if isinstance(storage, Path):
+        return storage
+    return scratch / storage.protocol / storage.path
+
+
+def storage_location(value: str) -> Path | UPath:
+    """The storage folder `value` names (checked by `storage_problem` first): a resolved local
+    `Path`, else a `UPath` on object storage."""
+    if not _URL.match(value):
+        return Path(value).resolve()
+    if urlsplit(value).scheme.lower() == "file":
+        return Path(urlsplit(value).path).resolve()
+    from upath import UPath
+
+    return UPath(value.rstrip("/"))

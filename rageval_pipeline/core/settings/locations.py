@@ -4,14 +4,22 @@ nightly datasets (`RAGEVAL_*`), so the CLI, the Dagster layer and CI agree."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from rageval_pipeline.core.settings.base import EnvGroup
-from rageval_pipeline.core.settings.folders import url_problem
+from rageval_pipeline.core.settings.folders import (
+    local_folder,
+    storage_location,
+    storage_problem,
+    url_problem,
+)
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 OFFICIAL_BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
@@ -33,6 +41,14 @@ def _local(value: object) -> object:
     return value
 
 
+def _storage(value: object) -> object:
+    """The storage folder's raw value: a local path or a supported object-store URL."""
+    problem = storage_problem(value) if isinstance(value, str) else None
+    if problem:
+        raise PydanticCustomError("url", problem)
+    return value
+
+
 class Locations(EnvGroup):
     """Folders and hosts; an empty variable counts as unset."""
 
@@ -43,10 +59,17 @@ class Locations(EnvGroup):
         description="committed inputs: suites, systems.yaml, gate.yaml",
         json_schema_extra={"shown": "`data/`"},
     )
-    storage: Path | None = Field(
+    storage: str | None = Field(
         None,
-        description="everything the pipeline writes: Parquet, DuckDB, indexes, caches, reports",
+        description="everything the pipeline writes: Parquet, DuckDB, indexes, caches, "
+        "reports; a local folder or an `s3://` / `gs://` URL (docs/deploy.md, Object storage)",
         json_schema_extra={"shown": "`data/storage/`"},
+    )
+    scratch: Path | None = Field(
+        None,
+        description="local folder for what must stay local when the storage is a URL: the "
+        "DuckDB warehouse, extracted BEIR datasets, downloaded index copies",
+        json_schema_extra={"shown": "`data/scratch/`"},
     )
     baselines: Path | None = Field(
         None,
@@ -57,15 +80,26 @@ class Locations(EnvGroup):
         OFFICIAL_BEIR_URL, description="base URL BEIR archives are downloaded from"
     )
 
-    _folders = field_validator("data", "storage", "baselines", mode="before")(_local)
+    _folders = field_validator("data", "baselines", "scratch", mode="before")(_local)
+    _storage_url = field_validator("storage", mode="before")(_storage)
 
     @property
     def data_dir(self) -> Path:
         return self.data.resolve()
 
     @property
-    def storage_dir(self) -> Path:
-        return (self.storage or PROJECT_ROOT / "data" / "storage").resolve()
+    def storage_dir(self) -> Path | UPath:
+        """A local `Path`, or a `UPath` when RAGEVAL_STORAGE is an object-store URL."""
+        return storage_location(self.storage or str(PROJECT_ROOT / "data" / "storage"))
+
+    @property
+    def scratch_dir(self) -> Path:
+        return (self.scratch or PROJECT_ROOT / "data" / "scratch").resolve()
+
+    @property
+    def local_dir(self) -> Path:
+        """The storage folder, or for a URL its local folder under the scratch folder."""
+        return local_folder(self.storage_dir, self.scratch_dir)
 
     @property
     def baselines_dir(self) -> Path:

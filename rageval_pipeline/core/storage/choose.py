@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Literal
 from rageval_pipeline.core.settings.locations import Deployment
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.lake import Lake, is_local
-from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, StorageError, Warehouse
+from rageval_pipeline.core.storage.location import StorageError, local_dir
+from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, Warehouse
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -38,8 +39,8 @@ def open_warehouse(
         root = storage.path if remote else str(Path(storage).resolve())  # type: ignore[attr-defined]
         return lake_at(fs, f"{root.rstrip('/')}/{LAKE_FOLDER}", owner=owner, existing=existing)
     if existing:
-        return Warehouse.existing(Path(storage))
-    return Warehouse(Path(storage) / WAREHOUSE_FILE, owner=owner)
+        return Warehouse.existing(storage)
+    return Warehouse(local_dir(storage) / WAREHOUSE_FILE, owner=owner)
 
 
 def warehouse_kind(storage: Path) -> Literal["duckdb", "lake"]:

@@ -3,7 +3,8 @@
 A stage's key hashes its code version with its inputs' contents, so a warm re-run finds the
 same key and reuses the stored result instead of recomputing it. The keys live in the storage
 folder, not in Dagster's instance, so reuse also works for a `dagster job execute` without a
-`DAGSTER_HOME` (a temporary instance). Everything is written atomically (core.storage.warehouse).
+`DAGSTER_HOME` (a temporary instance). Everything is written atomically (core.storage.warehouse),
+in a local folder or on object storage (core.storage.location).
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import pyarrow.parquet as pq
 
+from rageval_pipeline.core.storage.location import is_remote, read_parquet
 from rageval_pipeline.core.storage.warehouse import write_parquet, write_text
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 
 def content_key(*parts: object) -> str:
@@ -28,8 +33,11 @@ def content_key(*parts: object) -> str:
 _DIGESTS: dict[Path, tuple[tuple[int, int], str]] = {}
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes (remembered while its size and mtime stay the same)."""
+def file_digest(path: Path | UPath) -> str:
+    """SHA-256 of a file's bytes (remembered while its size and mtime stay the same; on object
+    storage, whose mtimes are whole seconds, hashed on every call)."""
+    if is_remote(path):
+        return hashlib.sha256(path.read_bytes()).hexdigest()
     stat = path.stat()
     seen = _DIGESTS.get(path)
     if seen is not None and seen[0] == (stat.st_size, stat.st_mtime_ns):
@@ -50,12 +58,12 @@ class FrameCache:
     """The latest table of one stage (e.g. one system's chunks of one dataset), by key, with
     an optional JSON record beside it (e.g. the metadata the stage reported)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path | UPath) -> None:
         self.folder = folder
 
     def get(self, key: str) -> pd.DataFrame | None:
         path = self.folder / f"{key}.parquet"
-        return pq.read_table(path).to_pandas() if path.is_file() else None
+        return read_parquet(path).to_pandas() if path.is_file() else None
 
     def record(self, key: str) -> dict | None:
         """The JSON record stored with `key`'s table; None when there is none."""
@@ -75,7 +83,7 @@ class FrameCache:
                 old.unlink(missing_ok=True)
 
 
-def read_stamp(path: Path) -> str | None:
+def read_stamp(path: Path | UPath) -> str | None:
     """The key a folder (e.g. an index) was built with; None when unknown."""
     try:
         return path.read_text(encoding="utf-8").strip() or None
@@ -83,7 +91,7 @@ def read_stamp(path: Path) -> str | None:
         return None
 
 
-def write_stamp(path: Path, key: str | None) -> None:
+def write_stamp(path: Path | UPath, key: str | None) -> None:
     """Record (or, with None, forget) the key of what was just built."""
     if key is None:
         path.unlink(missing_ok=True)

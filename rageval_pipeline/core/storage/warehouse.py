@@ -22,12 +22,15 @@ a gate's `gate_results` row); readers skip unfinished rows. Temp files and folde
 writes are removed by the next write to the same folder.
 
 Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
+
+The storage folder may be an object-store URL (a `UPath`): the atomic writes then upload one
+finished local file or folder (core.storage.location), and `core.storage.choose.open_warehouse`
+decides where the warehouse of a storage folder lives (for a URL: a lake in the bucket).
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import tempfile
@@ -42,18 +45,25 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.settings.limits import WarehouseLimits
 from rageval_pipeline.core.storage import locks
 from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.location import (
+    StorageError,
+    as_location,
+    is_remote,
+    local_dir,
+    published,
+    uploaded,
+    write_manifest,
+)
 from rageval_pipeline.core.storage.schema import APPENDED_TABLES, RESULT_TABLES, SCHEMA
 
 if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
     import duckdb
+    from upath import UPath
 
 WAREHOUSE_FILE = "rageval.duckdb"
-
-MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
 _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
 READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
@@ -78,10 +88,6 @@ def _transactions() -> set[duckdb.DuckDBPyConnection]:
     if not hasattr(_OPEN, "transactions"):
         _OPEN.transactions = set()
     return _OPEN.transactions
-
-
-class StorageError(InputError):
-    """The storage cannot be read or written as asked: one line, naming the file or folder."""
 
 
 def _full(exc: BaseException) -> bool:
@@ -114,9 +120,14 @@ def _space(folder: Path) -> Iterator[None]:
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path | UPath) -> Iterator[Path]:
     """Yield a temp path beside `path`; rename it over `path` only if the block succeeds, so
-    readers never see half a file and a failed write leaves the old file as it was."""
+    readers never see half a file and a failed write leaves the old file as it was. On object
+    storage the temp file is local and uploaded in one PUT."""
+    if is_remote(path):
+        with writable(path.parent), uploaded(path) as tmp:
+            yield tmp
+        return
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         locks.sweep_orphans(path.parent)
@@ -134,10 +145,15 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_dir(path: Path) -> Iterator[Path]:
+def atomic_dir(path: Path | UPath) -> Iterator[Path]:
     """Yield a temp folder beside `path`; when the block succeeds, record every file's size in
     a manifest and swap the folder in for `path`. Readers see the old folder, briefly none,
-    or the new one, never a mix; a failed write leaves the old folder as it was."""
+    or the new one, never a mix; a failed write leaves the old folder as it was. On object
+    storage the temp folder is local, then published files first and manifest last."""
+    if is_remote(path):
+        with writable(path.parent), published(path) as tmp:
+            yield tmp
+        return
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         locks.sweep_orphans(path.parent)
@@ -148,8 +164,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     try:
         with _space(path.parent):
             yield tmp
-        sizes = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
-        (tmp / MANIFEST).write_text(json.dumps(sizes, sort_keys=True))
+        write_manifest(tmp)
         os.chmod(tmp, 0o755)  # mkdtemp's 0700, as for files
         if path.exists():
             os.replace(path, old)
@@ -160,34 +175,14 @@ def atomic_dir(path: Path) -> Iterator[Path]:
         os.close(fd)
 
 
-def verified_dir(path: Path, rebuild: str) -> Path:
-    """`path` when every file its manifest lists is there at its recorded size; else a
-    StorageError naming the first missing or truncated file, with `rebuild` as the remedy."""
-    manifest = path / MANIFEST
-    try:
-        sizes = json.loads(manifest.read_text())
-    except FileNotFoundError:
-        raise StorageError(path, f"missing or incomplete (no {MANIFEST}): {rebuild}") from None
-    except (OSError, ValueError):
-        raise StorageError(manifest, f"unreadable: {rebuild}") from None
-    for name, size in sizes.items():
-        file = path / name
-        actual = file.stat().st_size if file.is_file() else None
-        if actual is None:
-            raise StorageError(file, f"missing: {rebuild}")
-        if actual != size:
-            raise StorageError(file, f"truncated or altered ({actual} of {size} bytes): {rebuild}")
-    return path
-
-
-def write_parquet(df: pd.DataFrame | pa.Table, path: Path) -> None:
+def write_parquet(df: pd.DataFrame | pa.Table, path: Path | UPath) -> None:
     table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
 
-def write_text(path: Path, text: str) -> None:
-    with atomic_path(Path(path)) as tmp:
+def write_text(path: Path | UPath, text: str) -> None:
+    with atomic_path(as_location(path)) as tmp:
         tmp.write_text(text, encoding="utf-8", newline="\n")
 
 
@@ -203,9 +198,10 @@ class Warehouse(BaseWarehouse):
         return str(self.path)
 
     @classmethod
-    def existing(cls, storage: Path) -> Warehouse:
-        """The warehouse of a storage folder; InputError when nothing was evaluated there yet."""
-        warehouse = cls(storage / WAREHOUSE_FILE)
+    def existing(cls, storage: Path | UPath) -> Warehouse:
+        """The warehouse of a storage folder (for a URL: in its local scratch folder, as DuckDB
+        needs a local file and a lock); InputError when nothing was evaluated there yet."""
+        warehouse = cls(local_dir(storage) / WAREHOUSE_FILE)
         with warehouse.read():
             return warehouse
 

@@ -29,6 +29,7 @@ from rageval_pipeline.core.gate import (
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.history.summaries import history, select_runs, summaries
 from rageval_pipeline.core.report.validation import validation_report
+from rageval_pipeline.core.storage.location import read_parquet
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
@@ -52,7 +53,7 @@ def _asset_table(
 ) -> pd.DataFrame | None:
     """An upstream asset's stored partition (the last part of `key`), if materialized."""
     path = stored_path(settings.storage, key[:-1], key[-1])
-    return pd.read_parquet(path, columns=columns) if path.is_file() else None
+    return read_parquet(path, columns=columns).to_pandas() if path.is_file() else None
 
 
 def _texts(settings: Settings, dataset: str, ids: set[str]) -> report.ReportTexts:

@@ -75,7 +75,7 @@ def _archive(context: dg.AssetExecutionContext, settings: Settings, dataset: Dat
         context.log.info(f"{name} is a bundled suite at {folder}: nothing to download")
         return {"source": "bundled suite", "path": dg.MetadataValue.path(str(folder))}
     fetched = beir.fetch_archive(
-        name, settings.storage / "archives", base=settings.beir_mirror, log=context.log.info
+        name, settings.scratch / "archives", base=settings.beir_mirror, log=context.log.info
     )
     if fetched.downloaded or not (folder / "corpus.jsonl").exists():
         folder = beir.extract_archive(fetched.path, folder.parent, name)
