@@ -60,10 +60,9 @@ def test_a_writer_killed_before_its_commit_leaves_nothing_visible(tmp_path):
 WRITER = """
     import sys
     from datetime import UTC, datetime, timedelta
-    from rageval_pipeline.core.results.store import RunRecord, measure_run
+    from rageval_pipeline.core.results.store import measure_run
     from rageval_pipeline.core.storage.choose import open_warehouse
-    from tests.moto_s3 import moto_server
-from tests.test_results import QRELS, QUERIES, RUN
+    from tests.test_results import QRELS, QUERIES, RUN
 
     from rageval_pipeline.core.storage import lake as lake_module
 
