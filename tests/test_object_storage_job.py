@@ -1,9 +1,9 @@
 """`RAGEVAL_STORAGE=s3://bucket/eval` through the real `dagster job execute`, against a local
 moto S3 server: the job writes the same asset tables, run tables, indexes, embedding cache and
-reports to the bucket as the same job writes to a local folder, and nothing to a local folder
-named `s3:` (issue 27). One run per side: `evaluate_hybrid` of the shipped systems on
-beir-mini builds both index kinds (bm25s' folder, the dense vectors), embeds through the cache
-and reports."""
+reports to the bucket as the same job writes to a local folder (the warehouse as a lake), and
+nothing to a local folder named `s3:` (issue 27). One run per side: `evaluate_hybrid` of the
+shipped systems on beir-mini builds both index kinds (bm25s' folder, the dense vectors),
+embeds through the cache and reports."""
 
 from __future__ import annotations
 
@@ -82,9 +82,11 @@ def _frame(path: Path) -> pd.DataFrame:
 def test_the_bucket_holds_what_a_local_run_writes_and_nothing_went_to_a_local_s3_folder(both):
     local, bucket, cwd = both
     written = _files(local) - {f for f in _files(local) if f.startswith(("datasets/", "archives/"))}
-    # The DuckDB warehouse stays local (the lake plugs in at open_warehouse), the rest is there.
-    assert _files(bucket) == written - {"rageval.duckdb", "rageval.lock"}
-    assert {"rageval.duckdb"} <= {p.name for p in (cwd.parent / "scratch").rglob("*")}
+    # The warehouse is a lake in the bucket (core.storage.lake), not a DuckDB file anywhere.
+    lake = {f for f in _files(bucket) if f.startswith("lake/")}
+    assert _files(bucket) - lake == written - {"rageval.duckdb", "rageval.lock"}
+    assert {f.split("/")[1] for f in lake} >= {"_commits", "runs", "query_metrics"}
+    assert not list((cwd.parent / "scratch").rglob("*.duckdb"))
     for where in (cwd, cwd.parent, REPO):
         assert not [p.name for p in where.iterdir() if p.name.endswith(":")]
     # The secret key reached neither the bucket, nor Dagster's event log, nor the scratch.
@@ -125,6 +127,20 @@ def test_indexes_and_the_embedding_cache_are_the_same(both):
 
     assert len(vectors(local)) > 0
     pd.testing.assert_frame_equal(vectors(bucket), vectors(local))
+
+
+def test_the_lake_in_the_bucket_holds_the_local_warehouses_tables(both):
+    import fsspec
+
+    from rageval_pipeline.core.storage.choose import lake_at, open_warehouse
+    from rageval_pipeline.core.storage.lake import schemas
+    from tests.test_lake import _comparable
+
+    local, bucket, _ = both
+    lake = lake_at(fsspec.filesystem("file"), str(bucket / "lake"), existing=True)
+    duckdb_file = open_warehouse(local, kind="duckdb", existing=True)
+    for table in [*schemas(), "history"]:
+        assert _comparable(lake, table) == _comparable(duckdb_file, table), table
 
 
 def test_the_reports_are_in_the_bucket(both):

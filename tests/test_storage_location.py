@@ -16,6 +16,7 @@ from upath import UPath
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache
+from rageval_pipeline.core.storage.choose import open_warehouse
 from rageval_pipeline.core.storage.location import (
     MANIFEST,
     StorageError,
@@ -28,7 +29,6 @@ from rageval_pipeline.core.storage.warehouse import (
     WAREHOUSE_FILE,
     atomic_dir,
     atomic_path,
-    open_warehouse,
     write_parquet,
     write_text,
 )
@@ -158,5 +158,9 @@ def test_embedding_shards_are_shared_through_the_bucket(store):
 
 
 def test_what_must_be_local_stays_in_the_scratch_folder(store, tmp_path):
-    assert open_warehouse(store).path == (tmp_path / "scratch" / "s3" / store.path / WAREHOUSE_FILE)
+    # The warehouse of a URL is a lake in the bucket (core.storage.lake); a DuckDB file, asked
+    # for by name, would be local: in the scratch folder.
+    assert open_warehouse(store).location == f"s3://{store.path}/lake"
+    duckdb_file = open_warehouse(store, kind="duckdb")
+    assert duckdb_file.path == (tmp_path / "scratch" / "s3" / store.path / WAREHOUSE_FILE)
     assert open_warehouse(tmp_path / "local").path == tmp_path / "local" / WAREHOUSE_FILE

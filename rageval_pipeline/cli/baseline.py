@@ -46,13 +46,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def _selected(args: argparse.Namespace):
     from rageval_pipeline.core.history.summaries import select_runs, summaries
-    from rageval_pipeline.core.storage.warehouse import Warehouse
+    from rageval_pipeline.core.storage.choose import open_warehouse
 
-    warehouse = Warehouse.existing(args.storage)
+    warehouse = open_warehouse(args.storage, existing=True)
     runs = select_runs(warehouse, dataset=args.dataset, system=args.system, run_id=args.run_id)
     if runs.empty:
         raise InputError(
-            warehouse.path,
+            warehouse.location,
             f"no evaluation of dataset {args.dataset!r}"
             + (f" by system {args.system!r}" if args.system else ""),
         )

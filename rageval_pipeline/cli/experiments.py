@@ -19,10 +19,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.history import experiments
-    from rageval_pipeline.core.storage.warehouse import Warehouse
+    from rageval_pipeline.core.storage.choose import open_warehouse
 
     log = experiments.load(
-        Warehouse.existing(args.storage), dataset=args.dataset, system=args.system
+        open_warehouse(args.storage, existing=True), dataset=args.dataset, system=args.system
     )
     for e in log:
         print(f"{e.id}  {e.date}  {e.dataset}/{e.system}  {e.verdict}  {e.description}")

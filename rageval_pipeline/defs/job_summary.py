@@ -12,7 +12,7 @@ from pathlib import Path
 from rageval_pipeline.core.gate import Verdict
 from rageval_pipeline.core.report import short_summary
 from rageval_pipeline.core.settings.folders import storage_location
-from rageval_pipeline.core.storage.warehouse import open_warehouse
+from rageval_pipeline.core.storage.choose import open_warehouse
 
 # What Dagster prints for a `dg.Failure` (expected errors and the gate's verdict, see failures.py).
 _FAILURE = re.compile(r"^dagster\._core\.definitions\.events\.Failure: (.+)$")
@@ -54,7 +54,7 @@ def summary(storage: Path, dataset: str, log: Path, status: int, since: float) -
     lines = [short_summary(verdict, reports), ""] if verdict is not None else []
     lines += [
         f"Dagster log:   {log}",
-        f"Warehouse:     {open_warehouse(storage).path} (runs, run_metrics, query_metrics, "
+        f"Warehouse:     {open_warehouse(storage).location} (runs, run_metrics, query_metrics, "
         "group_metrics, latency, rankings, gate_results, experiments)",
         f"Parquet:       {storage}/tables/",
         f"Experiments:   {storage}/reports/experiments.json (rageval experiments)",

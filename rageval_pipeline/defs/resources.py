@@ -13,6 +13,8 @@ from upath import UPath
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import paths
 from rageval_pipeline.core.settings.folders import storage_location, storage_problem, url_problem
+from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.choose import open_warehouse, warehouse_kind
 from rageval_pipeline.core.storage.location import (
     StorageError,
     local_dir,
@@ -20,7 +22,7 @@ from rageval_pipeline.core.storage.location import (
     read_parquet,
 )
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage.warehouse import Warehouse, open_warehouse, write_parquet
+from rageval_pipeline.core.storage.warehouse import write_parquet
 from rageval_pipeline.defs.failures import one_line_errors
 
 # Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
@@ -116,9 +118,9 @@ class Settings(dg.ConfigurableResource):
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB warehouse (`rageval.duckdb`) of the storage folder (where it lives:
-    `open_warehouse`). Writes queue on its lock, which names the Dagster run holding it; reads
-    open it read-only without the lock (see core.storage.warehouse)."""
+    """The warehouse of the storage folder (core.storage.choose): the DuckDB file
+    (`rageval.duckdb`), whose writes queue on its lock naming the Dagster run holding it, or
+    the lock-free lake (`RAGEVAL_WAREHOUSE=lake`, and always for a URL: core.storage.lake)."""
 
     storage_dir: str | None = None  # default: $RAGEVAL_STORAGE
     _owner: str = PrivateAttr("")
@@ -127,13 +129,19 @@ class WarehouseResource(dg.ConfigurableResource):
         self._owner = f"dagster run {context.run_id}" if context.run_id else ""
 
     @property
-    def warehouse(self) -> Warehouse:
+    def warehouse(self) -> BaseWarehouse:
         return open_warehouse(
             storage_folder(self.storage_dir, "warehouse.storage_dir"), owner=self._owner
         )
 
 
 WRITE_POOL = "duckdb_write"  # the pool of the assets that write the warehouse (docs/deploy.md)
+
+
+def write_pool() -> str | None:
+    """The pool of the warehouse writers: the DuckDB file's writers take turns in it; the
+    lake's writers need no turns (core.storage.lake), so they are in none."""
+    return WRITE_POOL if warehouse_kind(paths.storage_dir()) == "duckdb" else None
 
 
 def ensure_write_pool(instance: dg.DagsterInstance) -> int | None:

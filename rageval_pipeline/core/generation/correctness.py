@@ -28,7 +28,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement, prompt_hash
 from rageval_pipeline.core.generation.verdicts import VERDICT, Verdict, parse_verdict
-from rageval_pipeline.core.storage.warehouse import Warehouse, insert_rows
+from rageval_pipeline.core.storage.base import BaseWarehouse
 
 MEASURE = "AnswerCorrectness"
 MAX_TARGETS = 5  # seed 002: "top 3-5 highly relevant documents"
@@ -258,23 +258,20 @@ def metric_rows(summary: CorrectnessSummary, judgments: pd.DataFrame) -> dict[st
 
 
 def record(
-    warehouse: Warehouse, keys: dict[str, str], rows: dict[str, pd.DataFrame], created_at: datetime
+    warehouse: BaseWarehouse,
+    keys: dict[str, str],
+    rows: dict[str, pd.DataFrame],
+    created_at: datetime,
 ) -> None:
     """Attach the rows to the retrieval run they judge (`keys`: run_id, dataset, split,
-    system), replacing earlier correctness rows of that run, in one transaction: the gate then
+    system), replacing earlier correctness rows of that run, at once: the gate then
     sees `AnswerCorrectness` beside the run's retrieval measures."""
     tables = {
         "run_metrics": rows["run_metrics"].assign(**keys, created_at=created_at),
         "query_metrics": rows["query_metrics"].assign(**keys),
     }
-    with warehouse.transaction() as con:
-        for table, df in tables.items():
-            # LIKE: also the `AnswerCorrectness.ci95_*` rows that earlier versions wrote.
-            con.execute(
-                f"DELETE FROM {table} WHERE run_id = ? AND measure LIKE ?",
-                [keys["run_id"], f"{MEASURE}%"],
-            )
-            insert_rows(con, table, df)
+    # LIKE: also the `AnswerCorrectness.ci95_*` rows that earlier versions wrote.
+    warehouse.replace_measures(keys["run_id"], f"{MEASURE}%", tables)
 
 
 def unit_texts(corpus: pd.DataFrame, *chunk_tables: pd.DataFrame) -> Texts:

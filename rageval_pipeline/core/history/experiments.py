@@ -22,17 +22,10 @@ from pydantic import BaseModel, ConfigDict
 from rageval_pipeline.core.gate import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.numbers import round_metric
-from rageval_pipeline.core.storage.warehouse import Warehouse, write_text
+from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.warehouse import write_text
 
 DESCRIPTION_TAG = "rageval/description"
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS experiments (
-    id VARCHAR PRIMARY KEY, date VARCHAR, created_at TIMESTAMP, dataset VARCHAR,
-    split VARCHAR, system VARCHAR, run_id VARCHAR, fingerprint VARCHAR,
-    baseline_fingerprint VARCHAR, description VARCHAR, config_changes VARCHAR,
-    results VARCHAR, verdict VARCHAR, reason VARCHAR
-)
-"""
 
 
 class Experiment(BaseModel):
@@ -132,7 +125,7 @@ def experiments_from(
 
 
 def record(
-    warehouse: Warehouse,
+    warehouse: BaseWarehouse,
     verdict: Verdict,
     summaries: list[RunSummary],
     baselines: dict[tuple[str, str], Baseline],
@@ -140,38 +133,27 @@ def record(
     description: str | None,
     created_at: datetime,
 ) -> list[Experiment]:
-    """Number and insert the experiments of one gate in one transaction."""
-    with warehouse.connect() as con:
-        con.execute(SCHEMA)
-        con.execute("BEGIN TRANSACTION")
-        try:
-            (count,) = con.execute("SELECT count(*) FROM experiments").fetchone()
-            rows = experiments_from(
-                verdict,
-                summaries,
-                baselines,
-                description=description,
-                created_at=created_at,
-                first_number=count + 1,
-            )
-            for e in rows:
-                data = e.model_dump()
-                data["config_changes"] = json.dumps(data["config_changes"], sort_keys=True)
-                data["results"] = json.dumps(data["results"], sort_keys=True)
-                marks = ", ".join("?" * len(data))
-                con.execute(
-                    f"INSERT INTO experiments ({', '.join(data)}) VALUES ({marks})",
-                    list(data.values()),
-                )
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+    """Number and insert the experiments of one gate at once (the lake numbers them again
+    in commit order when read: core.storage.lake)."""
+    with warehouse.transaction():  # DuckDB: counted and inserted under one turn of the lock
+        (count,) = warehouse.query("SELECT count(*) AS n FROM experiments")["n"]
+        rows = experiments_from(
+            verdict,
+            summaries,
+            baselines,
+            description=description,
+            created_at=created_at,
+            first_number=int(count) + 1,
+        )
+        frame = pd.DataFrame([e.model_dump() for e in rows], columns=list(Experiment.model_fields))
+        for column in ("config_changes", "results"):
+            frame[column] = [json.dumps(v, sort_keys=True) for v in frame[column]]
+        warehouse.append("experiments", frame)
     return rows
 
 
 def load(
-    warehouse: Warehouse, *, dataset: str | None = None, system: str | None = None
+    warehouse: BaseWarehouse, *, dataset: str | None = None, system: str | None = None
 ) -> list[Experiment]:
     """The log in recording order, optionally narrowed to one dataset and/or system."""
     try:

@@ -12,7 +12,7 @@ from rageval_pipeline.core.measures.aggregate import LATENCY_STATS
 from rageval_pipeline.core.numbers import round_metrics
 from rageval_pipeline.core.results.store import RunResults
 from rageval_pipeline.core.statistics.sampling import HumanSample
-from rageval_pipeline.core.storage.warehouse import Warehouse
+from rageval_pipeline.core.storage.base import BaseWarehouse
 
 # Only finished runs (`runs.finished`): a step killed after its commit left the others.
 _LATEST = """
@@ -26,7 +26,7 @@ _HAS_TABLE = "SELECT count(*) FROM information_schema.tables WHERE table_name = 
 
 
 def select_runs(
-    warehouse: Warehouse,
+    warehouse: BaseWarehouse,
     *,
     dagster_run_id: str | None = None,
     dataset: str | None = None,
@@ -124,7 +124,7 @@ def _text(run: tuple, column: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
+def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
     """One RunSummary per row of `runs` (as returned by `select_runs`)."""
     if runs.empty:
         return []
@@ -186,6 +186,6 @@ def summaries(warehouse: Warehouse, runs: pd.DataFrame) -> list[RunSummary]:
     return out
 
 
-def history(warehouse: Warehouse, dataset: str) -> pd.DataFrame:
+def history(warehouse: BaseWarehouse, dataset: str) -> pd.DataFrame:
     """Every stored evaluation's means (the `history` view) on one dataset."""
     return warehouse.query("SELECT * FROM history WHERE dataset = ?", [dataset])

@@ -29,7 +29,8 @@ from rageval_pipeline.core.measures.aggregate import (
 )
 from rageval_pipeline.core.measures.defaults import DEFAULT_MEASURES
 from rageval_pipeline.core.measures.spans import evaluate_spans
-from rageval_pipeline.core.storage.warehouse import Warehouse, write_parquet, write_text
+from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.warehouse import write_parquet, write_text
 from rageval_pipeline.core.suites.chunking import source_ids
 from rageval_pipeline.core.suites.conventions import drop_identical_ids
 from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
@@ -171,7 +172,7 @@ class StoredRun(NamedTuple):
 
 def store_results(
     storage: Path,
-    warehouse: Warehouse,
+    warehouse: BaseWarehouse,
     record: RunRecord,
     results: RunResults,
     queries: pd.DataFrame,

@@ -61,14 +61,14 @@ class Locations(EnvGroup):
     )
     storage: str | None = Field(
         None,
-        description="everything the pipeline writes: Parquet, DuckDB, indexes, caches, "
+        description="everything the pipeline writes: Parquet, the warehouse, indexes, caches, "
         "reports; a local folder or an `s3://` / `gs://` URL (docs/deploy.md, Object storage)",
         json_schema_extra={"shown": "`data/storage/`"},
     )
     scratch: Path | None = Field(
         None,
-        description="local folder for what must stay local when the storage is a URL: the "
-        "DuckDB warehouse, extracted BEIR datasets, downloaded index copies",
+        description="local folder for what must stay local when the storage is a URL: "
+        "extracted BEIR datasets, downloaded index copies",
         json_schema_extra={"shown": "`data/scratch/`"},
     )
     baselines: Path | None = Field(
@@ -119,6 +119,12 @@ class Deployment(EnvGroup):
         "local",
         description="the steps' executor: this machine's processes, Kubernetes pods or Celery "
         "workers (the last two need the `deploy` extra)",
+    )
+    warehouse: Literal["duckdb", "lake"] = Field(
+        "duckdb",
+        description="where results live: one DuckDB file written by one process at a time, or "
+        "a lake of Parquet files that processes on several machines write without a lock "
+        "(docs/deploy.md)",
     )
     nightly_datasets: Names = Field(
         ["techdocs", "hotel"],

@@ -1,8 +1,10 @@
 """Where results live: atomic files and folders on a local folder or object storage, the
-DuckDB warehouse and its schema, the cross-process locks, and content-addressed reuse of work
-whose inputs did not change.
+warehouse (one DuckDB file, or a lake of Parquet files; `choose.open_warehouse`) and its
+schema, the cross-process locks, and content-addressed reuse of work whose inputs did not
+change.
 """
 
+from rageval_pipeline.core.storage.choose import open_warehouse
 from rageval_pipeline.core.storage.location import StorageError, verified_dir
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, file_digest, folder_key
 from rageval_pipeline.core.storage.warehouse import (
@@ -10,7 +12,6 @@ from rageval_pipeline.core.storage.warehouse import (
     atomic_dir,
     atomic_path,
     insert_rows,
-    open_warehouse,
     write_parquet,
     write_text,
 )

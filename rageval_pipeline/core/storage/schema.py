@@ -1,5 +1,7 @@
 """The warehouse's tables (`rageval.duckdb`), created or brought up to date when a process
-first writes it (`core.storage.warehouse`)."""
+first writes it (`core.storage.warehouse`). The lake (`core.storage.lake`) takes each table's
+columns and types from the same statements and shows its Parquet files as views of these
+names."""
 
 # The tables holding one run's results: replaced together when a run_id is recorded again.
 RESULT_TABLES = (
@@ -12,8 +14,16 @@ RESULT_TABLES = (
     "label_query_metrics",
 )
 
+# Tables only ever appended to, never replaced (`insert_rows`).
+APPENDED_TABLES = ("run_reuses", "gate_results", "experiments")
+
+HISTORY_VIEW = """CREATE OR REPLACE VIEW history AS
+    SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
+           m.measure, m.value
+    FROM runs r JOIN run_metrics m USING (run_id) WHERE r.finished"""
+
 # Long format (`measure`, `value`): a new measure needs no schema change.
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY, dataset VARCHAR, split VARCHAR, system VARCHAR,
     fingerprint VARCHAR, level VARCHAR, k INTEGER, n_queries INTEGER,
@@ -58,10 +68,7 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS suite VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS machine VARCHAR;
 -- The baseline's configuration re-run on this run's suite, when the suite changed (JSON).
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS baseline_rerun VARCHAR;
-CREATE OR REPLACE VIEW history AS
-    SELECT r.created_at, r.dataset, r.split, r.system, r.fingerprint, r.level, r.run_id,
-           m.measure, m.value
-    FROM runs r JOIN run_metrics m USING (run_id) WHERE r.finished;
+{HISTORY_VIEW};
 -- A job whose inputs and code were unchanged reuses a stored run instead of measuring it again
 -- (history keeps one row per evaluation); this lists which job reused which run, for the gate.
 CREATE TABLE IF NOT EXISTS run_reuses (
@@ -89,5 +96,12 @@ CREATE TABLE IF NOT EXISTS ppi_metrics (
     label_source VARCHAR, measure VARCHAR, value DOUBLE, ci_low DOUBLE, ci_high DOUBLE,
     n_human INTEGER, n_llm INTEGER, effective_n DOUBLE, mde DOUBLE, mde_human DOUBLE,
     sample_seed INTEGER, frame_sha256 VARCHAR
+);
+-- The experiments log (core.history.experiments): one row per gated evaluation.
+CREATE TABLE IF NOT EXISTS experiments (
+    id VARCHAR PRIMARY KEY, date VARCHAR, created_at TIMESTAMP, dataset VARCHAR,
+    split VARCHAR, system VARCHAR, run_id VARCHAR, fingerprint VARCHAR,
+    baseline_fingerprint VARCHAR, description VARCHAR, config_changes VARCHAR,
+    results VARCHAR, verdict VARCHAR, reason VARCHAR
 );
 """

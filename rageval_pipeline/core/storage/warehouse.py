@@ -1,4 +1,6 @@
-"""Where results live: files and folders written atomically, and one DuckDB warehouse file.
+"""Where results live: files and folders written atomically, and one DuckDB warehouse file
+(the default kind of warehouse; `core.storage.lake` is the other, for writers on several
+machines; callers get either from `core.storage.choose.open_warehouse`).
 
 DuckDB allows one writing process per file. Within one Dagster instance the writers
 (`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
@@ -22,8 +24,8 @@ writes are removed by the next write to the same folder.
 Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
 
 The storage folder may be an object-store URL (a `UPath`): the atomic writes then upload one
-finished local file or folder (core.storage.location), and `open_warehouse` decides where the
-warehouse of a storage folder lives.
+finished local file or folder (core.storage.location), and `core.storage.choose.open_warehouse`
+decides where the warehouse of a storage folder lives (for a URL: a lake in the bucket).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,7 @@ import pyarrow.parquet as pq
 
 from rageval_pipeline.core.settings.limits import WarehouseLimits
 from rageval_pipeline.core.storage import locks
+from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.location import (
     StorageError,
     as_location,
@@ -55,7 +57,7 @@ from rageval_pipeline.core.storage.location import (
     uploaded,
     write_manifest,
 )
-from rageval_pipeline.core.storage.schema import RESULT_TABLES, SCHEMA
+from rageval_pipeline.core.storage.schema import APPENDED_TABLES, RESULT_TABLES, SCHEMA
 
 if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
     import duckdb
@@ -82,13 +84,19 @@ def _held() -> dict[Path, tuple[duckdb.DuckDBPyConnection, bool]]:
     return _OPEN.connections
 
 
+def _transactions() -> set[duckdb.DuckDBPyConnection]:
+    if not hasattr(_OPEN, "transactions"):
+        _OPEN.transactions = set()
+    return _OPEN.transactions
+
+
 def _full(exc: BaseException) -> bool:
     """A full disk, as the OS (errno), pyarrow or DuckDB (their messages) report it."""
     return getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in str(exc)
 
 
 @contextmanager
-def writable(folder: Path) -> Iterator[None]:
+def writable(folder: Path | str) -> Iterator[None]:
     """Turn a refused write under `folder`, or a full disk, into one line naming it."""
     try:
         yield
@@ -178,17 +186,22 @@ def write_text(path: Path | UPath, text: str) -> None:
         tmp.write_text(text, encoding="utf-8", newline="\n")
 
 
-class Warehouse:
+class Warehouse(BaseWarehouse):
     """The DuckDB file holding every run's tables, with history across runs."""
 
     def __init__(self, path: Path, *, owner: str = "") -> None:
         self.path = path
         self.owner = owner  # what this process is, for writers that wait for its lock
 
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
     @classmethod
     def existing(cls, storage: Path | UPath) -> Warehouse:
-        """The warehouse of a storage folder; InputError when nothing was evaluated there yet."""
-        warehouse = open_warehouse(storage)
+        """The warehouse of a storage folder (for a URL: in its local scratch folder, as DuckDB
+        needs a local file and a lock); InputError when nothing was evaluated there yet."""
+        warehouse = cls(local_dir(storage) / WAREHOUSE_FILE)
         with warehouse.read():
             return warehouse
 
@@ -310,9 +323,14 @@ class Warehouse:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection whose statements commit together, or not at all."""
+        """A connection whose statements commit together, or not at all; inside another
+        transaction, part of it."""
         with self.connect() as con:
+            if con in _transactions():
+                yield con
+                return
             con.execute("BEGIN TRANSACTION")
+            _transactions().add(con)
             try:
                 yield con
                 con.execute("COMMIT")
@@ -321,10 +339,10 @@ class Warehouse:
                 if _full(exc):
                     raise StorageError(self.path.parent, NO_SPACE) from None
                 raise
+            finally:
+                _transactions().discard(con)
 
     def record_run(self, run: dict, results: dict[str, pd.DataFrame]) -> None:
-        """Insert one run and its result tables in one transaction (replacing a same run_id);
-        unless `run` says otherwise, unfinished until `finish(runs=...)`."""
         run = {"finished": False} | run
         with self.transaction() as con:
             for table in ("runs", *RESULT_TABLES):
@@ -336,37 +354,20 @@ class Warehouse:
             for table, df in results.items():
                 insert_rows(con, table, df)
 
-    def record_reuse(self, run_id: str, dagster_run_id: str, created_at: datetime) -> bool:
-        """Note that a Dagster run reused stored run `run_id`; False (nothing written) when
-        that run is not stored (any more, or not finished), so it must be measured again."""
-        with self.connect() as con:
-            stored = con.execute(
-                "SELECT count(*) FROM runs WHERE run_id = ? AND finished", [run_id]
-            )
-            if not stored.fetchone()[0]:
-                return False
-            con.execute(
-                "INSERT INTO run_reuses VALUES (?, ?, ?)", [run_id, dagster_run_id, created_at]
-            )
-            return True
+    def replace_measures(self, run_id: str, like: str, tables: dict[str, pd.DataFrame]) -> None:
+        with self.transaction() as con:
+            for table, df in tables.items():
+                sql = f"DELETE FROM {table} WHERE run_id = ? AND measure LIKE ?"
+                con.execute(sql, [run_id, like])
+                insert_rows(con, table, df)
 
-    def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        with self.read() as con:
-            return con.execute(sql, params or []).df()
-
-    def record_gate(self, row: dict) -> None:
-        """Insert a verdict; unless `row` says otherwise, unfinished until
-        `finish(gate_results=...)`."""
-        row = {"finished": False} | row
+    def append(self, table: str, rows: pd.DataFrame) -> None:
+        if table not in APPENDED_TABLES:
+            raise ValueError(f"{table!r} is not appended to")
         with self.connect() as con:
-            con.execute(
-                f"INSERT INTO gate_results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                list(row.values()),
-            )
+            insert_rows(con, table, rows)
 
     def finish(self, *, runs: str | None = None, gate_results: str | None = None) -> None:
-        """Mark a run (by run_id) or a verdict (by gate_id) finished: the writer's last act, once
-        everything else it writes is written."""
         with self.connect() as con:
             if runs is not None:
                 con.execute("UPDATE runs SET finished = true WHERE run_id = ?", [runs])
@@ -376,18 +377,11 @@ class Warehouse:
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> None:
-    """Append `df` to one of the result tables, by column name."""
-    if table not in RESULT_TABLES:
+    """Append `df` to one of the result or appended tables, by column name."""
+    if table not in RESULT_TABLES + APPENDED_TABLES:
         raise ValueError(f"unknown result table {table!r}")
     if len(df):
         con.register("incoming", df)
         cols = ", ".join(f'"{c}"' for c in df.columns)
         con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
         con.unregister("incoming")
-
-
-def open_warehouse(storage: Path | UPath, *, owner: str = "") -> Warehouse:
-    """The warehouse of a storage folder, the one place that says where it lives: in a local
-    folder; for a URL in its local scratch folder (DuckDB needs a local file and a lock), one
-    per machine until a warehouse on object storage plugs in here."""
-    return Warehouse(local_dir(storage) / WAREHOUSE_FILE, owner=owner)

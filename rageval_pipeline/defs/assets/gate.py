@@ -38,7 +38,12 @@ from rageval_pipeline.defs.checks import measured_integrity
 from rageval_pipeline.defs.failures import one_line_errors
 from rageval_pipeline.defs.job_summary import verdict_line
 from rageval_pipeline.defs.partitions import partitioned_check
-from rageval_pipeline.defs.resources import Settings, WarehouseResource, stored_path
+from rageval_pipeline.defs.resources import (
+    Settings,
+    WarehouseResource,
+    stored_path,
+    write_pool,
+)
 
 GATE_CHECK = "verdict_passes"
 
@@ -117,7 +122,7 @@ def build_gate_asset(
         if policy.is_file()
         else None,
         kinds={"duckdb"},
-        pool="duckdb_write",
+        pool=write_pool(),
         check_specs=[
             partitioned_check(
                 GATE_CHECK,
@@ -163,7 +168,7 @@ def build_gate_asset(
         _write_validation_reports(
             settings, run_summaries, policy, stamp, measured_integrity(context)
         )
-        with store.connect():  # one connection, one turn of the write lock, for every write
+        with store.connect():  # DuckDB: one turn of the write lock; the lake: one commit
             logged = experiments.record(
                 store,
                 verdict,
@@ -172,7 +177,6 @@ def build_gate_asset(
                 description=context.run.tags.get(experiments.DESCRIPTION_TAG),
                 created_at=stamp,
             )
-            experiment_log = experiments.load(store)
             gate_id = f"{stamp:%Y%m%dT%H%M%S%fZ}"
             store.record_gate(
                 dict(
@@ -185,7 +189,8 @@ def build_gate_asset(
                     report_json=report.to_json(verdict),
                 )
             )
-        experiments.export(experiment_log, settings.reports_dir / "experiments.json")
+        # After the block: the lake's reads see its commit, made as the block ends.
+        experiments.export(experiments.load(store), settings.reports_dir / "experiments.json")
         store.finish(gate_results=gate_id)  # last write: a gate killed before it is unfinished
         failures = [c.message for c in verdict.failures]
         for message in failures:

@@ -57,6 +57,7 @@ from rageval_pipeline.defs.resources import (
     Settings,
     StoredTable,
     WarehouseResource,
+    write_pool,
 )
 
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
@@ -177,7 +178,7 @@ def build_system_assets(
         deps=[dg.AssetKey([name, "run"]), "qrels", "queries", "corpus"],
         description=f"Per-query measures of {name}; means, breakdowns and latency in DuckDB.",
         kinds={"duckdb", "parquet"},
-        pool="duckdb_write",
+        pool=write_pool(),
         code_version=versions["metrics"],
         **common,
     )
