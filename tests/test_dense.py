@@ -4,6 +4,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -130,11 +131,13 @@ def test_unknown_model_is_an_input_error(tmp_path):
         DenseIndex.build(chunks(), tmp_path, model_name="no-such-model")
 
 
-def test_the_index_asset_logs_embedding_progress(pipeline_home, monkeypatch):
-    # beir-mini's 44 documents, at most 8 per model call (batch size 8), a report after each.
+def test_the_index_asset_logs_embedding_progress_per_shard_and_overall(pipeline_home, monkeypatch):
+    # beir-mini's 44 documents in two shards, at most 8 per model call (batch size 8), a
+    # report after each call.
     monkeypatch.setattr(embeddings, "ENCODE_ROWS", 8)
     monkeypatch.setattr(embeddings, "PROGRESS_EVERY_S", 0.0)
-    dense = {"retriever": "dense", "batch_size": 8, "chunking": {"strategy": "reference"}}
+    dense = {"retriever": "dense", "batch_size": 8, "shards": 2}
+    dense["chunking"] = {"strategy": "reference"}
     (pipeline_home / "data" / "systems.yaml").write_text(json.dumps({"systems": {"dense": dense}}))
     defs = build_definitions()
     instance = dg.DagsterInstance.ephemeral()
@@ -146,18 +149,23 @@ def test_the_index_asset_logs_embedding_progress(pipeline_home, monkeypatch):
         instance=instance,
     )
     assert result.success
-    logs = [
-        entry.user_message
-        for entry in instance.all_logs(result.run_id)
-        if entry.dagster_event is None and entry.user_message.startswith("dense: embedded")
-    ]
-    # Batches hold texts of one token length, so calls hold 1 to 8 texts.
-    done = [int(m.split(" (")[0].split(" ")[-1].split("/")[0]) for m in logs]
-    assert done[0] == 0 and done[-1] == 44
-    assert all(0 < later - before <= 8 for before, later in itertools.pairwise(done))
-    assert all(m.startswith(f"dense: embedded {n}/44 (") for n, m in zip(done, logs, strict=True))
-    assert all(" docs/s, ETA " in m for m in logs) and logs[-1].endswith("ETA 0 s")
-    assert logs[0].endswith("ETA ?")
+    messages = [e.user_message for e in instance.all_logs(result.run_id) if e.dagster_event is None]
+    progress: dict[str, list[tuple[int, int]]] = {}
+    for message in messages:
+        if found := re.match(r"dense (shard \d/2 \(\w{12}\)): embedded (\d+)/(\d+) \(", message):
+            progress.setdefault(found[1], []).append((int(found[2]), int(found[3])))
+            assert " docs/s, ETA " in message
+    assert len(progress) == 2
+    for reports in progress.values():
+        done = [n for n, _ in reports]
+        # Batches hold texts of one token length, so a call holds 1 to 8 texts.
+        assert done[0] == 0 and done[-1] == reports[0][1]
+        assert all(0 < later - before <= 8 for before, later in itertools.pairwise(done))
+    assert sum(reports[0][1] for reports in progress.values()) == 44
+    (overall,) = [m for m in messages if m.startswith("dense index for beir-mini: {")]
+    assert "'shards': 2, 'n_chunks': 44, 'embedded': 44, 'cached': 0," in overall
+    meta = result.asset_materializations_for_node("dense__index")[0].metadata
+    assert (meta["shards"].value, meta["embedded"].value, meta["reused"].value) == (2, 44, False)
 
 
 @pytest.fixture(scope="module")
@@ -192,11 +200,13 @@ def test_backends_never_share_cached_vectors_nor_with_padded_batches():
 
 
 def test_the_default_backend_keeps_existing_fingerprints():
-    # Before backends (and devices) existed, a dense fingerprint hashed every field but the
+    # Before backends (devices, shards) existed, a dense fingerprint hashed every field but the
     # batch size.
     adapter = TypeAdapter(DenseSystem)
     torch_system = adapter.validate_python({"retriever": "dense", "backend": "torch"})
-    before = torch_system.model_dump(mode="json", exclude={"batch_size", "backend", "device"})
+    before = torch_system.model_dump(
+        mode="json", exclude={"batch_size", "backend", "device", "shards"}
+    )
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert torch_system.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()[:16]
     int8_system = adapter.validate_python({"retriever": "dense", "backend": "onnx-int8"})
