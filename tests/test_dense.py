@@ -134,7 +134,6 @@ def test_unknown_model_is_an_input_error(tmp_path):
 def test_the_index_asset_logs_embedding_progress_per_shard_and_overall(pipeline_home, monkeypatch):
     # beir-mini's 44 documents in two shards, at most 8 per model call (batch size 8), a
     # report after each call.
-    monkeypatch.setattr(embeddings, "ENCODE_ROWS", 8)
     monkeypatch.setattr(embeddings, "PROGRESS_EVERY_S", 0.0)
     dense = {"retriever": "dense", "batch_size": 8, "shards": 2}
     dense["chunking"] = {"strategy": "reference"}

@@ -20,7 +20,6 @@ import pandas as pd
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.ranking import top_k
-from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
 from rageval_pipeline.core.retrieval.embeddings import (
     EmbeddingCache,
@@ -147,6 +146,16 @@ def token_lengths(encoder: SentenceTransformer | OnnxEncoder, texts: list[str]) 
     return encoder.preprocess(texts)["attention_mask"].sum(dim=1).tolist()
 
 
+def encode_passages(encoder: SentenceTransformer | OnnxEncoder, texts: list[str]) -> np.ndarray:
+    """Vectors of `texts`, all of one token length (see `embed`), as one batch: unpadded, and
+    never a batch of one text, which torch computes along another path (3e-8 off with a small
+    model), so a text's vector does not depend on how many texts share its length. (ONNX runs
+    one text at a time anyway, see `OnnxEncoder.encode`.)"""
+    if isinstance(encoder, OnnxEncoder) or len(texts) > 1:
+        return encode_texts(encoder, texts, len(texts))
+    return encode_texts(encoder, texts * 2, 2)[:1]
+
+
 def models_folder(cache: Path, backend: Backend) -> str:
     """Where an ONNX backend's export goes: `models` beside the cache root (empty for torch)."""
     return "" if backend == "torch" else str(Path(cache).parent / "models")
@@ -178,10 +187,10 @@ def embed_passages(
     return embed(
         passage_texts(chunks),
         store,
-        lambda texts: encode_texts(encoder(), texts, batch_size),
+        lambda texts: encode_passages(encoder(), texts),
         lengths=lambda texts: token_lengths(encoder(), texts),
         progress=progress,
-        rows_per_call=max(embeddings.ENCODE_ROWS, batch_size),
+        rows_per_call=batch_size,
     )
 
 

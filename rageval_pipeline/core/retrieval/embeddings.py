@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
-# Texts per model call (by default): progress is reported between calls, and 64 of nfcorpus'
+# Texts per model call when the caller sets none (dense passes its batch size): progress is
+# reported between calls, and 64 of nfcorpus'
 # longest texts take ~20 s on two busy cores.
 ENCODE_ROWS = 64
 PROGRESS_EVERY_S = 30.0

@@ -61,8 +61,9 @@ class BiEncoderScorer:
     def prepare(self, ids: Sequence[str]) -> None:
         todo = sorted(set(ids) - set(self.vectors))
         texts = [self.texts[i] for i in todo]
+        encode = functools.partial(dense.encode_passages, self.model)
         lengths = functools.partial(dense.token_lengths, self.model)
-        matrix, _ = embed(texts, self.cache, self._encode, lengths=lengths)
+        matrix, _ = embed(texts, self.cache, encode, lengths=lengths, rows_per_call=self.batch_size)
         self.vectors.update(zip(todo, matrix, strict=True))
 
     def score(self, query: str, ids: Sequence[str]) -> np.ndarray:
