@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -56,15 +57,18 @@ def unsharded_in_process(home: Path) -> DenseIndex:
 
 
 def materialize_index(home: Path, env: dict, *configs: Path) -> str:
-    """`dagster asset materialize` of dense/index for beir-mini; its output."""
+    """`dagster job execute` of evaluate_dense's dense/index step (the job, unlike
+    `asset materialize`'s implicit one, has the executor $RAGEVAL_EXECUTOR names) for
+    beir-mini; its output."""
     command = [
-        *(str(BIN / "dagster"), "asset", "materialize", "-m", "rageval_pipeline"),
-        *("--select", "dense/index", "--partition", "beir-mini"),
+        *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline"),
+        *("-j", "evaluate_dense", "-o", "dense__index"),
+        *("--tags", json.dumps({"dagster/partition": "beir-mini"})),
         *(arg for config in configs for arg in ("-c", str(config))),
         *("-c", str(RUN_CONFIG / "debug.yaml")),  # step events are DEBUG
     ]
     done = subprocess.run(
-        command, env=env, cwd=home, capture_output=True, text=True, timeout=900, check=False
+        command, env=env, cwd=home, capture_output=True, text=True, timeout=600, check=False
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
@@ -84,7 +88,9 @@ def assert_same_as(expected: DenseIndex, home: Path, output: str, shards: int) -
 
 
 def worker_env(home: Path) -> dict[str, str]:
+    # `dagster-celery worker start` runs `celery` from PATH: this environment's.
     env = {**os.environ, "PYTHONPATH": str(REPO), "DAGSTER_HOME": str(home / "dagster_home")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     (home / "dagster_home").mkdir(exist_ok=True)
     return env
 
@@ -119,9 +125,10 @@ def test_celery_worker_on_postgres_sharded_index_equals_unsharded(
     )
     env |= {
         "RAGEVAL_EXECUTOR": "celery",
-        "DAGSTER_CELERY_BROKER_URL": f"sqla+postgresql://{server}",
-        "DAGSTER_CELERY_BACKEND_URL": f"db+postgresql://{server}",
+        "DAGSTER_CELERY_BROKER_URL": f"sqla+postgresql+psycopg2://{server}",
+        "DAGSTER_CELERY_BACKEND_URL": f"db+postgresql+psycopg2://{server}",
     }
+    worker_log = pipeline_home / "worker.log"
     worker = subprocess.Popen(
         [
             *(str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app"),
@@ -129,19 +136,20 @@ def test_celery_worker_on_postgres_sharded_index_equals_unsharded(
         ],
         env=env,
         cwd=pipeline_home,
-        stdout=subprocess.PIPE,
+        stdout=worker_log.open("w"),
         stderr=subprocess.STDOUT,
-        text=True,
+        start_new_session=True,  # `dagster-celery` starts `celery`: stop them together
     )
     try:
         output = materialize_index(pipeline_home, env, RUN_CONFIG / "celery.yaml")
     finally:
-        worker.terminate()
+        os.killpg(worker.pid, signal.SIGTERM)
         try:
-            log = worker.communicate(timeout=60)[0]
+            worker.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            worker.kill()
-            log = worker.communicate()[0]
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    log = worker_log.read_text()
     assert_same_as(expected, pipeline_home, output, 2)
     # The steps ran in the worker, not in the run's process.
     assert re.search(r"Task .*execute_plan.* succeeded", log), log[-4000:]
