@@ -35,8 +35,7 @@ import pyarrow.parquet as pq
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
 # Texts per model call when the caller sets none (dense passes its batch size): progress is
-# reported between calls, and 64 of nfcorpus'
-# longest texts take ~20 s on two busy cores.
+# reported between calls, and 64 of nfcorpus' longest texts take ~20 s on two busy cores.
 ENCODE_ROWS = 64
 PROGRESS_EVERY_S = 30.0
 
