@@ -92,9 +92,10 @@ def test_every_asset_and_the_io_manager_turn_expected_errors_into_one_line(shipp
     """failures.one_line_errors is applied to every asset's function (an asset added without it
     would print a chained trace for bad input) and to the IO manager's reads and writes."""
     unwrapped = [
-        assets.op.name
+        op.name
         for assets in shipped.assets
-        if not getattr(assets.op.compute_fn.decorated_fn, failures.MARK, False)
+        for op in assets.node_def.iterate_op_defs()  # a graph-backed asset's every op
+        if not getattr(op.compute_fn.decorated_fn, failures.MARK, False)
     ]
     assert unwrapped == []
     io_manager = type(shipped.resources["io_manager"])

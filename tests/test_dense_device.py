@@ -48,7 +48,10 @@ def test_the_device_keeps_the_fingerprint_but_never_shares_cached_vectors():
     assert len({s.fingerprint() for s in systems}) == 1
     assert DenseSystem(retriever="dense").device == "cpu"
     assert model_key("m", 256) == model_key("m", 256, device="cpu")
-    assert model_key("m", 256, device="cuda") == "m|max_seq_length=256|normalized|device=cuda"
+    assert (
+        model_key("m", 256, device="cuda")
+        == "m|max_seq_length=256|normalized|batch=by-length|device=cuda"
+    )
     with pytest.raises(ValueError, match="device"):
         DenseSystem(retriever="dense", device="gpu")
 

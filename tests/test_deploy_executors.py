@@ -35,16 +35,18 @@ def test_k8s_run_config_validates_and_names_real_steps(monkeypatch):
     config = run_config("k8s.yaml")
     result = dg.validate_run_config(job, config)
     per_step = result["execution"]["k8s"]["per_step_k8s_config"]
-    assert per_step["dense__index"]["container_config"]["resources"]["requests"]["cpu"] == "4"
-    # A per-step key that names no op would silently apply to nothing.
-    assert set(per_step) <= {node.name for node in job.graph.node_dict.values()}
+    shard = per_step["dense__embed_shard"]["container_config"]["resources"]
+    assert shard["requests"]["cpu"] == "4" and shard["limits"]["nvidia.com/gpu"] == "1"
+    # dagster-k8s looks a step up by its op's name (for a step inside a graph-backed asset,
+    # the op's own name): a key that names no op would silently apply to nothing.
+    assert set(per_step) <= {op.name for op in job.graph.iterate_op_defs()}
 
 
 def test_k8s_run_config_rejects_an_unknown_key(monkeypatch):
     pytest.importorskip("dagster_k8s", reason="the `deploy` extra (dagster-k8s) is not installed")
     job = evaluate_dataset(monkeypatch, "k8s")
     config = run_config("k8s.yaml")
-    config["execution"]["config"]["per_step_k8s_config"]["dense__index"]["gpu"] = 1
+    config["execution"]["config"]["per_step_k8s_config"]["dense__embed_shard"]["gpu"] = 1
     with pytest.raises(dg.DagsterInvalidConfigError, match="gpu"):
         dg.validate_run_config(job, config)
 

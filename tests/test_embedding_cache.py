@@ -150,10 +150,35 @@ def test_empty_input(tmp_path):
     assert vectors.shape[0] == 0 and stats.n == 0
 
 
-def test_texts_are_encoded_longest_first_across_shards(tmp_path, monkeypatch):
-    # Sorting the whole call, not each shard, puts similar lengths in one batch.
-    monkeypatch.setattr(embeddings, "SHARD_ROWS", 3)
-    texts = ["bb", "a", "dddd", "ccc", "eeeee", "ffffffff", "ggggggg", "hhhhhh"]
+def test_batches_hold_one_length_longest_first_and_never_span_two_files(tmp_path, monkeypatch):
+    """A batch of one length needs no padding, so a text's vector cannot depend on its batch
+    partners; batches go longest first (ties by key, not the caller's order), hold at most
+    rows_per_call texts and end where a cache file does."""
+    monkeypatch.setattr(embeddings, "SHARD_ROWS", 4)
+    texts = ["a b", "c", "d e f", "g h", "i j k", "l m n", "o p q", "r s", "t"]
+
+    def words(batch: list[str]) -> list[int]:
+        return [len(t.split()) for t in batch]
+
+    encoder = CountingEncoder()
+    calls: list[list[str]] = []
+
+    def recording(batch: list[str]) -> np.ndarray:
+        calls.append(batch)
+        return encoder(batch)
+
+    vectors, _ = embed(
+        texts, EmbeddingCache(tmp_path, "m"), recording, lengths=words, rows_per_call=3
+    )
+    assert all(len(set(words(batch))) == 1 for batch in calls)
+    assert [len(batch) for batch in calls] == [3, 1, 3, 1, 1]
+    expected = sorted(texts, key=lambda t: (-len(t.split()), embeddings.text_key(t)))
+    assert encoder.seen == expected and expected != sorted(texts, key=lambda t: -len(t))
+    # ...while the rows come back in the caller's order.
+    np.testing.assert_array_equal(vectors, np.stack([fake_vector(t) for t in texts]))
+
+
+def test_default_length_is_characters(tmp_path):
     encoder = CountingEncoder()
     calls: list[int] = []
 
@@ -161,11 +186,8 @@ def test_texts_are_encoded_longest_first_across_shards(tmp_path, monkeypatch):
         calls.append(len(batch))
         return encoder(batch)
 
-    vectors, _ = embed(texts, EmbeddingCache(tmp_path, "m"), recording, rows_per_call=2)
-    assert encoder.seen == ["ffffffff", "ggggggg", "hhhhhh", "eeeee", "dddd", "ccc", "bb", "a"]
-    assert calls == [2, 1, 2, 1, 2]  # at most rows_per_call per call, within each shard
-    # ...while the rows come back in the caller's order.
-    np.testing.assert_array_equal(vectors, np.stack([fake_vector(t) for t in texts]))
+    embed(["bb", "a", "cc", "ddd", "e"], EmbeddingCache(tmp_path, "m"), recording)
+    assert calls == [1, 2, 2]
 
 
 def test_progress_reports_done_total_rate_and_eta(tmp_path):

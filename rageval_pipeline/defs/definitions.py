@@ -11,6 +11,7 @@ import dagster as dg
 
 from rageval_pipeline.core.generation.config import configured
 from rageval_pipeline.core.systems import load_systems
+from rageval_pipeline.defs.assets.dense_index import STEPS_IO
 from rageval_pipeline.defs.assets.gate import build_gate_asset
 from rageval_pipeline.defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.defs.assets.systems import build_system_assets
@@ -56,6 +57,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
+            # What steps pass each other besides assets (a dense index's shards), under the
+            # storage folder every worker shares.
+            STEPS_IO: dg.FilesystemIOManager(base_dir=str(settings.storage / "steps")),
             **extra,
         },
     )

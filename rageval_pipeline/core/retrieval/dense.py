@@ -7,6 +7,7 @@ by id, so a ranking never depends on float noise in an ANN structure.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -19,7 +20,6 @@ import pandas as pd
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.ranking import top_k
-from rageval_pipeline.core.retrieval import embeddings
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
 from rageval_pipeline.core.retrieval.embeddings import (
     EmbeddingCache,
@@ -33,6 +33,7 @@ from rageval_pipeline.core.retrieval.encoders import (
     Device,
     OnnxEncoder,
     export_onnx,
+    onnx_device,
     onnx_providers,
     torch_device,
 )
@@ -112,16 +113,86 @@ def model_key(
     model_name: str, max_seq_length: int, backend: Backend = "torch", device: str = "cpu"
 ) -> str:
     """Cache key of the vectors: truncation length, backend and the device they were computed
-    on (`cpu`, `cuda`: GPU kernels round differently) change them, batch size does not (torch
-    on the CPU keeps the key it had before backends existed, so its cache stays valid)."""
-    key = f"{model_name}|max_seq_length={max_seq_length}|normalized"
+    on (`cpu`, `cuda`: GPU kernels round differently) change them, batch size and sharding do
+    not (see `embeddings`: batches of one length are never padded). `batch=by-length` marks
+    vectors computed so: the padded ones cached before differ in the last float bits."""
+    key = f"{model_name}|max_seq_length={max_seq_length}|normalized|batch=by-length"
     key = key if backend == "torch" else f"{key}|backend={backend}"
     return key if device == "cpu" else f"{key}|device={device}"
 
 
-def _ran_on(encoder: SentenceTransformer | OnnxEncoder) -> str:
-    """`cpu` or `cuda`: where `encoder` computes."""
-    return encoder.device if isinstance(encoder, OnnxEncoder) else encoder.device.type
+def _runs_on(backend: Backend, device: Device) -> str:
+    """`cpu` or `cuda`: where the encoder for `backend` on `device` computes, known without
+    loading it (so a step whose texts are all cached loads no model)."""
+    return torch_device(device) if backend == "torch" else onnx_device(device)
+
+
+def encode_texts(
+    encoder: SentenceTransformer | OnnxEncoder, texts: list[str], batch_size: int
+) -> np.ndarray:
+    return encoder.encode(
+        texts,
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+
+
+def token_lengths(encoder: SentenceTransformer | OnnxEncoder, texts: list[str]) -> list[int]:
+    """Each text's length as `encoder` sees it (tokens after truncation): what `embed` batches
+    texts by, so that no batch is padded."""
+    if isinstance(encoder, OnnxEncoder):
+        return encoder.token_lengths(texts)
+    return encoder.preprocess(texts)["attention_mask"].sum(dim=1).tolist()
+
+
+def encode_passages(encoder: SentenceTransformer | OnnxEncoder, texts: list[str]) -> np.ndarray:
+    """Vectors of `texts`, all of one token length (see `embed`), as one batch: unpadded, and
+    never a batch of one text, which torch computes along another path (3e-8 off with a small
+    model), so a text's vector does not depend on how many texts share its length. (ONNX runs
+    one text at a time anyway, see `OnnxEncoder.encode`.)"""
+    if isinstance(encoder, OnnxEncoder) or len(texts) > 1:
+        return encode_texts(encoder, texts, len(texts))
+    return encode_texts(encoder, texts * 2, 2)[:1]
+
+
+def models_folder(cache: Path, backend: Backend) -> str:
+    """Where an ONNX backend's export goes: `models` beside the cache root (empty for torch)."""
+    return "" if backend == "torch" else str(Path(cache).parent / "models")
+
+
+def embed_passages(
+    chunks: pd.DataFrame,
+    cache: Path,
+    *,
+    model_name: str = DEFAULT_MODEL,
+    batch_size: int = 32,
+    max_seq_length: int = 256,
+    backend: Backend = "torch",
+    device: Device = "cpu",
+    progress: Callable[[Progress], None] | None = None,
+) -> tuple[np.ndarray, EmbedStats]:
+    """The vector of every chunk (title + text), reusing vectors under the cache root `cache`
+    and storing the new ones there; `progress` hears how far the embedding has got (see
+    `embed`). The model is loaded only when some text is not cached yet."""
+    store = EmbeddingCache(
+        cache, model_key(model_name, max_seq_length, backend, _runs_on(backend, device))
+    )
+    models_dir = Path(models_folder(cache, backend))
+
+    @functools.cache
+    def encoder() -> SentenceTransformer | OnnxEncoder:
+        return load_encoder(model_name, max_seq_length, backend, models_dir, device)
+
+    return embed(
+        passage_texts(chunks),
+        store,
+        lambda texts: encode_passages(encoder(), texts),
+        lengths=lambda texts: token_lengths(encoder(), texts),
+        progress=progress,
+        rows_per_call=batch_size,
+    )
 
 
 def passage_texts(chunks: pd.DataFrame) -> list[str]:
@@ -156,30 +227,16 @@ class DenseIndex:
         device: Device = "cpu",
         progress: Callable[[Progress], None] | None = None,
     ) -> DenseIndex:
-        """Embed every chunk, reusing vectors under the cache root `cache` where it can;
-        `progress` hears how far the embedding has got (see `embed`). An ONNX backend's export
-        goes to `models` beside the cache root."""
-        models_dir = "" if backend == "torch" else str(Path(cache).parent / "models")
-        model = load_encoder(model_name, max_seq_length, backend, Path(models_dir), device)
-
-        def encode(texts: list[str]) -> np.ndarray:
-            return model.encode(
-                texts,
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-
-        store = EmbeddingCache(
-            cache, model_key(model_name, max_seq_length, backend, _ran_on(model))
-        )
-        vectors, stats = embed(
-            passage_texts(chunks),
-            store,
-            encode,
+        """Embed every chunk (see `embed_passages`) into an index."""
+        vectors, stats = embed_passages(
+            chunks,
+            cache,
+            model_name=model_name,
+            batch_size=batch_size,
+            max_seq_length=max_seq_length,
+            backend=backend,
+            device=device,
             progress=progress,
-            rows_per_call=max(embeddings.ENCODE_ROWS, batch_size),
         )
         if not len(chunks):
             dim = load_model(model_name, max_seq_length).get_sentence_embedding_dimension()
@@ -191,7 +248,7 @@ class DenseIndex:
             model_name=model_name,
             max_seq_length=max_seq_length,
             backend=backend,
-            models_dir=models_dir,
+            models_dir=models_folder(cache, backend),
             device=device,
             stats=stats,
         )
@@ -234,7 +291,7 @@ class DenseIndex:
         model = load_encoder(
             self.model_name, self.max_seq_length, self.backend, Path(self.models_dir), self.device
         )
-        return model.encode([query], normalize_embeddings=True, convert_to_numpy=True)[0]
+        return encode_texts(model, [query], 1)[0]
 
     def search(self, query: str, k: int) -> list[Hit]:
         # A blank query carries no meaning to embed; answer nothing, as BM25 does.

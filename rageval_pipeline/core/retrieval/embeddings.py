@@ -1,9 +1,12 @@
 """On-disk embedding cache keyed by (model key, SHA-256 of the embedded text).
 
-Texts to embed are sorted by length across the whole call (longest first, as
-sentence-transformers orders one `encode` call), so every batch pads to similar lengths however
-many shards the corpus spans; vectors do not depend on the order (each text is encoded alone
-up to float noise from padding), and they are returned in the caller's order.
+A text's vector depends on the text alone, not on what else is embedded with it: texts are
+encoded in batches of one length (as the model counts it: tokens after truncation), so no
+batch is ever padded, and the transformer's arithmetic on a text is the same whatever its
+batch partners and batch size (padding to a longer partner moved vectors by ~1e-7). So a corpus
+embedded in shards, in any order, on any number of machines, gives exactly the vectors of one
+call, and cached vectors are valid for any sharding. Texts go longest first, ties by key, so
+batches do not depend on the caller's order; vectors come back in the caller's order.
 
 Layout: `<root>/<model slug>-<sha of model key>/shard-*.parquet`, each shard holding the
 columns `key` (hex SHA-256 of the text) and `vector` (fixed-size float32 list). Shards are
@@ -21,7 +24,7 @@ import hashlib
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +35,8 @@ from rageval_pipeline.core.storage.location import as_location, read_parquet
 from rageval_pipeline.core.storage.warehouse import write_parquet
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
-# Texts per model call (by default): progress is reported between calls, and 64 of nfcorpus'
-# longest texts take ~20 s on two busy cores.
+# Texts per model call when the caller sets none (dense passes its batch size): progress is
+# reported between calls, and 64 of nfcorpus' longest texts take ~20 s on two busy cores.
 ENCODE_ROWS = 64
 PROGRESS_EVERY_S = 30.0
 
@@ -136,22 +139,29 @@ def _matrix(column: pa.ChunkedArray) -> np.ndarray:
     return array.flatten().to_numpy().reshape(len(array), array.type.list_size)
 
 
+def characters(texts: list[str]) -> list[int]:
+    """The default length of a text for batching: its characters (an encoder whose vectors
+    depend on padding passes its own, e.g. tokens after truncation)."""
+    return [len(t) for t in texts]
+
+
 def embed(
     texts: Sequence[str],
     cache: EmbeddingCache,
     encode: Callable[[list[str]], np.ndarray],
     *,
+    lengths: Callable[[list[str]], Sequence[int]] = characters,
     progress: Callable[[Progress], None] | None = None,
     progress_every_s: float | None = None,
     rows_per_call: int | None = None,
 ) -> tuple[np.ndarray, EmbedStats]:
     """Vectors for `texts` (row i for text i): cached ones read, the rest encoded and stored.
 
-    Identical texts are encoded once. New vectors are stored every `SHARD_ROWS` texts, so an
-    interrupted build keeps what it had finished. `progress` is called at the start, then
-    at least every `progress_every_s` (default `PROGRESS_EVERY_S`) unless one model call takes
-    longer, and at the end; `encode` gets at most `rows_per_call` (default `ENCODE_ROWS`) texts
-    at a time.
+    Identical texts are encoded once. `encode` gets texts of one length (by `lengths`) at a
+    time, at most `rows_per_call` (default `ENCODE_ROWS`) of them, longest first. New vectors
+    are stored every `SHARD_ROWS` texts, so an interrupted build keeps what it had finished.
+    `progress` is called at the start, then at least every `progress_every_s` (default
+    `PROGRESS_EVERY_S`) unless one model call takes longer, and at the end.
     """
     start = time.perf_counter()
     rows_per_call = rows_per_call or ENCODE_ROWS
@@ -162,22 +172,21 @@ def embed(
     for key, text in zip(keys, texts, strict=True):
         if key not in known:
             missing.setdefault(key, text)
-    # Longest first, ties by key: the order (and so each batch) does not depend on the input's.
-    todo = sorted(missing.items(), key=lambda item: (-len(item[1]), item[0]))
-    tracker = _Tracker(todo, progress, every_s)
+    todo = _longest_first(missing, lengths)
+    tracker = _Tracker([text for _, text, _ in todo], progress, every_s)
     embed_seconds = 0.0
     for offset in range(0, len(todo), SHARD_ROWS):
         shard = todo[offset : offset + SHARD_ROWS]
         parts = []
-        for step in range(0, len(shard), rows_per_call):
-            batch = [text for _, text in shard[step : step + rows_per_call]]
+        for first, end in _runs([size for _, _, size in shard], rows_per_call):
+            batch = [text for _, text, _ in shard[first:end]]
             t0 = time.perf_counter()
             parts.append(np.asarray(encode(batch), dtype=np.float32))
             embed_seconds += time.perf_counter() - t0
-            tracker.advance(batch, last=offset + step + len(batch) == len(todo))
+            tracker.advance(batch, last=offset + end == len(todo))
         vectors = np.concatenate(parts)
-        cache.put([key for key, _ in shard], vectors)
-        known.update(zip((key for key, _ in shard), vectors, strict=True))
+        cache.put([key for key, _, _ in shard], vectors)
+        known.update(zip((key for key, _, _ in shard), vectors, strict=True))
     matrix = (
         np.stack([known[k] for k in keys]).astype(np.float32)
         if keys
@@ -193,6 +202,32 @@ def embed(
     return matrix, stats
 
 
+def _longest_first(
+    missing: dict[str, str], lengths: Callable[[list[str]], Sequence[int]]
+) -> list[tuple[str, str, int]]:
+    """(key, text, length) of each text to embed, longest first, ties by key: the order (and
+    so each batch) depends on the set of texts only. Lengths are asked `SHARD_ROWS` texts at a
+    time, which bounds the tokenizer's memory on a large shard."""
+    items = list(missing.items())
+    sizes = [
+        int(size)
+        for i in range(0, len(items), SHARD_ROWS)
+        for size in lengths([text for _, text in items[i : i + SHARD_ROWS]])
+    ]
+    rows = [(key, text, size) for (key, text), size in zip(items, sizes, strict=True)]
+    return sorted(rows, key=lambda row: (-row[2], row[0]))
+
+
+def _runs(sizes: list[int], most: int) -> Iterator[tuple[int, int]]:
+    """(first, end) of each run of equal sizes in `sizes`, cut every `most` rows: one batch
+    that no text in it needs padding for."""
+    first = 0
+    for end in range(1, len(sizes) + 1):
+        if end == len(sizes) or sizes[end] != sizes[first] or end - first == most:
+            yield first, end
+            first = end
+
+
 class _Tracker:
     """Reports progress at the start, before the interval would run out, and at the end.
 
@@ -202,14 +237,11 @@ class _Tracker:
     """
 
     def __init__(
-        self,
-        todo: list[tuple[str, str]],
-        report: Callable[[Progress], None] | None,
-        every_s: float,
+        self, todo: list[str], report: Callable[[Progress], None] | None, every_s: float
     ) -> None:
         self.report, self.every_s = report, every_s
         self.total = len(todo)
-        self.chars_left = sum(len(text) for _, text in todo)
+        self.chars_left = sum(len(text) for text in todo)
         self.chars_done = self.done = 0
         self.start = self.last = self.call_start = time.perf_counter()
         if report is not None and todo:

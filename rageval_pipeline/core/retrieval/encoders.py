@@ -145,6 +145,11 @@ def onnx_providers(device: Device) -> list[str]:
     return [_CPU]
 
 
+def onnx_device(device: Device) -> Literal["cpu", "cuda"]:
+    """Where ONNX Runtime computes for `device`: its first provider's device."""
+    return "cuda" if onnx_providers(device)[0] == _CUDA else "cpu"
+
+
 class OnnxEncoder:
     """`encode` with the same call shape as `SentenceTransformer.encode` for what we use."""
 
@@ -152,24 +157,27 @@ class OnnxEncoder:
         import onnxruntime as ort
 
         self.session = ort.InferenceSession(str(path), providers=providers)
-        self.device = "cuda" if providers[0] == _CUDA else "cpu"
+        self.device = "cuda" if providers[0] == _CUDA else "cpu"  # as `onnx_device` says
         self.tokenizer = model.tokenizer
         self.max_seq_length = model.max_seq_length
 
-    def encode(self, texts: list[str], batch_size: int = 32, **_: object) -> np.ndarray:
+    def token_lengths(self, texts: list[str]) -> list[int]:
+        """Tokens of each text after truncation, as `encode` feeds them."""
+        tokens = self.tokenizer(texts, truncation=True, max_length=self.max_seq_length)
+        return [len(ids) for ids in tokens["input_ids"]]
+
+    def encode(self, texts: list[str], **_: object) -> np.ndarray:
+        """Unit vectors, one text per session run: int8 dynamic quantization scales each
+        activation tensor by its own range, so a text batched with others moved by up to
+        0.016; alone, its vector depends on the text only (as the torch backend's does with
+        batches of one length), at ~20% of the speed (5.7 vs 7.0 docs/s on nfcorpus)."""
         out = [np.zeros((0, 0), dtype=np.float32)]
-        for i in range(0, len(texts), batch_size):
+        for text in texts:
             tokens = self.tokenizer(
-                texts[i : i + batch_size],
-                padding=True,
-                truncation=True,
-                max_length=self.max_seq_length,
-                return_tensors="np",
+                [text], truncation=True, max_length=self.max_seq_length, return_tensors="np"
             )
             feeds = {k: tokens[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
             feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
-            hidden = self.session.run(None, feeds)[0]
-            mask = feeds["attention_mask"][..., None].astype(np.float32)
-            pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+            pooled = self.session.run(None, feeds)[0].mean(axis=1)  # no padding to mask out
             out.append(pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
         return np.vstack(out[1:]).astype(np.float32) if len(out) > 1 else out[0]

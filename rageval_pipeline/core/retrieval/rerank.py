@@ -9,6 +9,7 @@ threshold"); the rest are ordered the trec_eval way (score desc, id desc).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -55,17 +56,14 @@ class BiEncoderScorer:
         self.vectors: dict[str, np.ndarray] = {}
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        return dense.encode_texts(self.model, texts, self.batch_size)
 
     def prepare(self, ids: Sequence[str]) -> None:
         todo = sorted(set(ids) - set(self.vectors))
-        matrix, _ = embed([self.texts[i] for i in todo], self.cache, self._encode)
+        texts = [self.texts[i] for i in todo]
+        encode = functools.partial(dense.encode_passages, self.model)
+        lengths = functools.partial(dense.token_lengths, self.model)
+        matrix, _ = embed(texts, self.cache, encode, lengths=lengths, rows_per_call=self.batch_size)
         self.vectors.update(zip(todo, matrix, strict=True))
 
     def score(self, query: str, ids: Sequence[str]) -> np.ndarray:

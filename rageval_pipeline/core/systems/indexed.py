@@ -13,6 +13,7 @@ from pydantic import Field
 from rageval_pipeline.core.retrieval import bm25, dense
 from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.encoders import Backend, Device
+from rageval_pipeline.core.retrieval.shards import MAX_SHARDS, Shard, members, split
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.systems.base import Log, RunInputs, _System
 
@@ -89,37 +90,63 @@ class DenseSystem(_Indexed):
     backend: Backend = "torch"
     # auto: CUDA when torch (or onnxruntime, for onnx-int8) sees it, else CPU.
     device: Device = "cpu"
+    # How many content-addressed shards the Dagster layer embeds as separate steps (in
+    # parallel on a parallel executor); the vectors are the same whatever it is.
+    shards: int = Field(1, ge=1, le=MAX_SHARDS)
 
     def _identity(self) -> dict:
-        # Batch size changes speed, not vectors (and cached vectors are reused whatever it is).
+        # Batch size and shards change speed, not vectors: a text is embedded in batches of
+        # its own length, whatever else is embedded (core.retrieval.embeddings).
         # The device changes speed and the vectors' last float bits only (docs/systems.md),
         # and `auto` means different devices on different machines: it stays out too.
         # The default backend stays out, so fingerprints from before backends existed hold.
-        exclude = {"batch_size", "device"} | ({"backend"} if self.backend == "torch" else set())
+        exclude = {"batch_size", "device", "shards"} | (
+            {"backend"} if self.backend == "torch" else set()
+        )
         return self.model_dump(mode="json", exclude=exclude)
 
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:
-        # The default device stays out, so configurations recorded before devices existed
-        # (committed baselines) show no `device: (unset) -> cpu` change.
+        # The default device and shard count stay out, so configurations recorded before they
+        # existed (committed baselines) show no `device: (unset) -> cpu` change.
         config = super().recorded_config(reference)
         if self.device == "cpu":
             del config["device"]
+        if self.shards == 1:
+            del config["shards"]
         return config
 
-    def build_index(
-        self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path, log: Log | None = None
-    ) -> dict:
-        start = time.perf_counter()
-        index = dense.DenseIndex.build(
-            chunks,
-            embeddings_dir,
+    def _encoding(self, log: Log | None, label: str) -> dict:
+        """`dense.embed_passages`'s options for this system, progress lines prefixed `label`."""
+        return dict(
             model_name=self.model,
             batch_size=self.batch_size,
             max_seq_length=self.max_seq_length,
             backend=self.backend,
             device=self.device,
-            progress=None if log is None else lambda p: log(f"{self.name or 'dense'}: {p}"),
+            progress=None if log is None else lambda p: log(f"{label}: {p}"),
         )
+
+    def split(self, chunks: pd.DataFrame) -> list[Shard]:
+        """`chunks` in `shards` content-addressed shards (core.retrieval.shards)."""
+        return split(chunks, self.shards)
+
+    def embed_shard(
+        self, chunks: pd.DataFrame, shard: Shard, *, embeddings_dir: Path, log: Log | None = None
+    ) -> dict:
+        """Embed `shard`'s texts into the cache under `embeddings_dir` (the index built after
+        every shard reads them from there); metadata for the Dagster layer."""
+        label = f"{self.name or 'dense'} {shard.label}"
+        _, stats = dense.embed_passages(
+            members(chunks, shard), embeddings_dir, **self._encoding(log, label)
+        )
+        return {"shard": shard.number, "shard_id": shard.id, **stats.as_metadata()}
+
+    def build_index(
+        self, chunks: pd.DataFrame, directory: Path, *, embeddings_dir: Path, log: Log | None = None
+    ) -> dict:
+        start = time.perf_counter()
+        encoding = self._encoding(log, self.name or "dense")
+        index = dense.DenseIndex.build(chunks, embeddings_dir, **encoding)
         index.save(directory)
         return {**index.stats.as_metadata(), "seconds": round(time.perf_counter() - start, 3)}
 

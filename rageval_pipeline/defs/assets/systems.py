@@ -40,7 +40,7 @@ from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.suites.derived import suite_evidence
-from rageval_pipeline.core.systems import RunInputs, SystemConfig
+from rageval_pipeline.core.systems import DenseSystem, RunInputs, SystemConfig
 from rageval_pipeline.defs.assets.beside import (
     baseline_of,
     baseline_system,
@@ -48,6 +48,7 @@ from rageval_pipeline.defs.assets.beside import (
     open_beside,
     run_beside,
 )
+from rageval_pipeline.defs.assets.dense_index import build_dense_index
 from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
 from rageval_pipeline.defs.partitions import partitioned_check
@@ -319,7 +320,8 @@ def _run_key(
 
 
 def _index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDefinition) -> list:
-    """`<system>/chunks` and `<system>/index` of an indexed system."""
+    """`<system>/chunks` and `<system>/index` of an indexed system (a dense one's embeds its
+    corpus shard by shard: defs/assets/dense_index.py)."""
     name = system.name
     common = dict(partitions_def=datasets, group_name=f"system_{name}")
 
@@ -353,6 +355,9 @@ def _index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsD
         # A reused table is not written again: the IO manager keeps the file of the same key.
         yield dg.Output(df, metadata=meta | {"reused": reused, CONTENT_KEY: key})
         yield from chunk_check_results(df)
+
+    if isinstance(system, DenseSystem):
+        return [chunks, build_dense_index(system, versions["index"], datasets)]
 
     @dg.asset(
         key=[name, "index"],

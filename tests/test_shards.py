@@ -1,0 +1,165 @@
+"""Sharded dense embedding equals the one-step build exactly: same vectors (bit for bit), same
+run, for any shard count and any order of shards, on beir-mini with the packaged MiniLM and on
+a 5,000-document synthetic corpus with a tiny model built here (random weights, no download).
+Shards are stable under appends."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rageval_pipeline.core.retrieval.base import execute
+from rageval_pipeline.core.retrieval.dense import DenseIndex
+from rageval_pipeline.core.retrieval.shards import split
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.loaders import read_corpus, read_queries
+from rageval_pipeline.core.systems import DenseSystem
+
+BEIR_MINI = Path(__file__).resolve().parents[1] / "data" / "suites" / "beir-mini"
+WORDS = [f"w{i}" for i in range(300)]
+
+
+def corpus_chunks(corpus: pd.DataFrame, chunking: ChunkingConfig | None = None):
+    chunking = chunking or ChunkingConfig()
+    return chunk_corpus(corpus.assign(url="", metadata="{}"), chunking, "2026-01-01T00:00:00Z")
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread: its two-thread kernels spin against other processes on a busy
+    2-core box, which made the tiny model's 5,000 documents 6x slower. Vectors are alike."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """A 2-layer BERT, hidden size 32, word-level vocabulary of WORDS, random weights, saved as
+    a sentence-transformers folder (mean pooling, normalised): what `model:` may name."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as token_models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bi-encoder")
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
+    core = Tokenizer(token_models.WordLevel(vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = BertTokenizerFast(tokenizer_object=core, do_lower_case=True)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    (folder / "bert").mkdir()
+    BertModel(config).save_pretrained(folder / "bert")
+    tokenizer.save_pretrained(folder / "bert")
+    transformer = models.Transformer(str(folder / "bert"), max_seq_length=64)
+    modules = [transformer, models.Pooling(32, "mean"), models.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
+    return folder / "st"
+
+
+def synthetic(n: int, seed: int = 7) -> pd.DataFrame:
+    """`n` documents of 3 to 80 random words: many token lengths, some past truncation."""
+    rng = random.Random(seed)
+    texts = [" ".join(rng.choices(WORDS, k=rng.randint(3, 80))) for _ in range(n)]
+    ids = [f"d{i:05d}" for i in range(n)]
+    return pd.DataFrame({"doc_id": ids, "title": [""] * n, "text": texts})
+
+
+def build_sharded(
+    system: DenseSystem, chunks: pd.DataFrame, cache: Path, target: Path, seed: int
+) -> DenseIndex:
+    """Embed every shard in a shuffled order, then merge: the merge embeds nothing."""
+    shards = system.split(chunks)
+    random.Random(seed).shuffle(shards)
+    for shard in shards:
+        system.embed_shard(chunks, shard, embeddings_dir=cache)
+    stats = system.build_index(chunks, target, embeddings_dir=cache)
+    assert (stats["embedded"], stats["cached"]) == (0, len(chunks))
+    return DenseIndex.load(target)
+
+
+def assert_same_index_and_run(
+    system: DenseSystem,
+    chunks: pd.DataFrame,
+    queries: pd.DataFrame,
+    tmp_path: Path,
+    counts: tuple[int, ...] = (1, 2, 4),
+) -> None:
+    whole = DenseIndex.build(
+        chunks,
+        tmp_path / "whole-cache",
+        model_name=system.model,
+        batch_size=system.batch_size,
+        max_seq_length=system.max_seq_length,
+    )
+    expected_run = execute(whole.search, queries, 10).drop(columns="latency_ms")
+    for count in counts:
+        sharded = system.model_copy(update={"shards": count})
+        index = build_sharded(
+            sharded, chunks, tmp_path / f"cache-{count}", tmp_path / f"index-{count}", count
+        )
+        assert np.array_equal(index.vectors, whole.vectors), f"{count} shards"
+        assert list(index.ids) == list(whole.ids) and index.sources == whole.sources
+        run = execute(index.search, queries, 10).drop(columns="latency_ms")
+        pd.testing.assert_frame_equal(run, expected_run)
+
+
+def test_beir_mini_sharded_equals_unsharded_exactly(tmp_path):
+    chunks = corpus_chunks(read_corpus(BEIR_MINI / "corpus.jsonl"))
+    queries = read_queries(BEIR_MINI / "queries.jsonl")
+    system = DenseSystem(retriever="dense", batch_size=8)
+    assert_same_index_and_run(system, chunks, queries, tmp_path)
+
+
+def test_five_thousand_documents_sharded_equal_unsharded_exactly(tiny_model, one_thread, tmp_path):
+    chunks = corpus_chunks(synthetic(5000))
+    rng = random.Random(1)
+    queries = pd.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(20)],
+            "text": [" ".join(rng.choices(WORDS, k=5)) for _ in range(20)],
+        }
+    )
+    system = DenseSystem(retriever="dense", model=str(tiny_model), max_seq_length=64)
+    assert_same_index_and_run(system, chunks, queries, tmp_path)
+
+
+def test_appending_a_document_changes_exactly_one_shard(tiny_model):
+    corpus = synthetic(400)
+    # Fixed windows: the new document has several chunks, all in its document's shard.
+    chunking = ChunkingConfig(strategy="fixed", size=16, overlap=4)
+    new = pd.DataFrame({"doc_id": ["appended"], "title": [""], "text": [" ".join(WORDS[:60])]})
+    before = corpus_chunks(corpus, chunking)
+    after = corpus_chunks(pd.concat([corpus, new], ignore_index=True), chunking)
+    assert (after["doc_id"] == "appended").sum() > 1
+    for count in (2, 4, 16):
+        old = {s.number: s.id for s in split(before, count)}
+        changed = {s.number for s in split(after, count) if old.get(s.number) != s.id}
+        assert len(changed) == 1, count
+
+
+def test_a_shard_whose_chunks_changed_is_refused_in_one_line(tmp_path):
+    from rageval_pipeline.core.errors import InputError
+
+    chunks = corpus_chunks(synthetic(20))
+    system = DenseSystem(retriever="dense", shards=2)
+    shard = system.split(chunks)[0]
+    changed = chunks.assign(text=chunks["text"] + " w1")
+    with pytest.raises(InputError, match=r"shard \d/2 \(\w{12}\): the chunks changed since"):
+        system.embed_shard(changed, shard, embeddings_dir=tmp_path)
