@@ -31,7 +31,7 @@ VOLATILE = re.compile(r"_at$|run_id|latency|seconds|_ms$|timestamp|started")
 # Parts of file names that differ between any two runs: run ids, times, content keys (they
 # hash tables holding timed latencies), embedding shards' write time.
 RUN_ID = re.compile(
-    r"\d{8}T\d{6}\w*Z|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f-]{27}|\d{8}_\d{6}|[0-9a-f]{64}"
+    r"\d{8}T\d{6}\w*Z|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f-]{22,27}|\d{8}_\d{6}|[0-9a-f]{64}"
     r"|shard-\d{20}-[0-9a-f]{8}"
 )
 
