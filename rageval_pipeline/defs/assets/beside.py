@@ -2,6 +2,7 @@
 run (latency on one machine under one load), and re-run on a suite that changed since the
 baseline was recorded (what the gate then checks against; docs/gate.md)."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +21,24 @@ from rageval_pipeline.defs.resources import Settings
 def index_stamp(index_dir: Path) -> Path:
     """The content key an index was built with, beside its folder (see core.storage.reuse)."""
     return index_dir.with_name(index_dir.name + ".key")
+
+
+def build_stamped(
+    system: SystemConfig,
+    chunks: pd.DataFrame,
+    directory: Path,
+    settings: Settings,
+    key: str,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Build `system`'s index of `chunks` into `directory` and stamp it with `key`; the stamp is
+    cleared first, so an index cut short by a killed step is never taken as built."""
+    write_stamp(index_stamp(directory), None)
+    stats = system.build_index(
+        chunks, directory, embeddings_dir=settings.storage / "embeddings", log=log
+    )
+    write_stamp(index_stamp(directory), key)
+    return stats
 
 
 def _reference(settings: Settings, dataset: str):
@@ -67,12 +86,10 @@ def open_beside(
     key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
     if read_stamp(index_stamp(directory)) != key or not directory.is_dir():
         context.log.info(f"{system.name}: building the baseline configuration's index to time it")
-        write_stamp(index_stamp(directory), None)
         chunking = beside.chunking.resolve(_reference(settings, dataset))
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         chunks = chunk_corpus(corpus.frame, chunking, stamp)
-        beside.build_index(chunks, directory, embeddings_dir=settings.storage / "embeddings")
-        write_stamp(index_stamp(directory), key)
+        build_stamped(beside, chunks, directory, settings, key)
     return beside.open_index(directory)
 
 

@@ -26,9 +26,9 @@ import time
 import dagster as dg
 
 from rageval_pipeline.core.retrieval.shards import Shard
-from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_stamp
+from rageval_pipeline.core.storage.reuse import content_key, read_stamp
 from rageval_pipeline.core.systems import DenseSystem
-from rageval_pipeline.defs.assets.beside import index_stamp
+from rageval_pipeline.defs.assets.beside import build_stamped, index_stamp
 from rageval_pipeline.defs.failures import one_line_errors
 from rageval_pipeline.defs.resources import Settings
 
@@ -92,14 +92,9 @@ def build_dense_index(
             context.add_output_metadata({"reused": True, "path": str(directory)})
             return
         chunks = settings.stored(name, "chunks", partition=dataset)
-        write_stamp(index_stamp(directory), None)  # until the new index is in place
-        stats = system.build_index(
-            chunks.frame,
-            directory,
-            embeddings_dir=settings.storage / "embeddings",
-            log=context.log.info,
+        stats = build_stamped(
+            system, chunks.frame, directory, settings, plan["key"], context.log.info
         )
-        write_stamp(index_stamp(directory), plan["key"])
         overall = _overall(embedded, time.time() - plan["start"])
         context.log.info(f"{name} index for {dataset}: {overall}; merge {stats}")
         meta = {**overall, "merge_seconds": stats["seconds"]}

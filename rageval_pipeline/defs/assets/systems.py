@@ -35,7 +35,7 @@ from rageval_pipeline.core.results.store import (
     suite_digest,
 )
 from rageval_pipeline.core.retrieval.machine import machine_digest
-from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_stamp, write_stamp
+from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_stamp
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
@@ -44,6 +44,7 @@ from rageval_pipeline.core.systems import DenseSystem, RunInputs, SystemConfig
 from rageval_pipeline.defs.assets.beside import (
     baseline_of,
     baseline_system,
+    build_stamped,
     index_stamp,
     open_beside,
     run_beside,
@@ -374,14 +375,7 @@ def _index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsD
         key = content_key(versions["index"], chunks.key)
         if not settings.force and directory.is_dir() and read_stamp(index_stamp(directory)) == key:
             return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
-        write_stamp(index_stamp(directory), None)  # until the new index is in place
-        stats = system.build_index(
-            chunks.frame,
-            directory,
-            embeddings_dir=settings.storage / "embeddings",
-            log=context.log.info,
-        )
-        write_stamp(index_stamp(directory), key)
+        stats = build_stamped(system, chunks.frame, directory, settings, key, context.log.info)
         context.log.info(f"{name} index for {dataset}: {stats}")
         return dg.MaterializeResult(metadata={**stats, "reused": False, "path": str(directory)})
 
