@@ -16,6 +16,7 @@ from rageval_pipeline.core.storage.warehouse import Warehouse
 from rageval_pipeline.core.systems import RunInputs, load_systems
 from rageval_pipeline.defs.definitions import build_definitions
 from tests.test_cli_job import dagster_execute
+from tests.tiny_bert import save_tiny_bert
 
 CORPUS = pd.DataFrame(
     {
@@ -46,33 +47,13 @@ FIRST = pd.DataFrame(
 def cross_encoder(tmp_path_factory) -> Path:
     """A 2-layer BERT with hidden size 32 and a word-level vocabulary of the fixture's words,
     random weights, saved as a sentence-transformers CrossEncoder folder."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertForSequenceClassification
 
     folder = tmp_path_factory.mktemp("tiny-cross-encoder")
     words = sorted(
         {w for t in [*CORPUS["title"], *CORPUS["text"], *QUERIES["text"]] for w in t.split()}
     )
-    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = BertTokenizerFast(tokenizer_object=core, do_lower_case=True)
-    tokenizer.save_pretrained(folder)
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        num_labels=1,
-    )
-    import torch
-
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(folder)
-    return folder
+    return save_tiny_bert(folder, words, BertForSequenceClassification, num_labels=1)
 
 
 def systems_file(tmp_path: Path, rerank: dict) -> dict:

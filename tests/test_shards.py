@@ -18,6 +18,7 @@ from rageval_pipeline.core.retrieval.shards import split
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.loaders import read_corpus, read_queries
 from rageval_pipeline.core.systems import DenseSystem
+from tests.tiny_bert import save_tiny_bert
 
 BEIR_MINI = Path(__file__).resolve().parents[1] / "data" / "suites" / "beir-mini"
 WORDS = [f"w{i}" for i in range(300)]
@@ -44,29 +45,11 @@ def one_thread():
 def tiny_model(tmp_path_factory) -> Path:
     """A 2-layer BERT, hidden size 32, word-level vocabulary of WORDS, random weights, saved as
     a sentence-transformers folder (mean pooling, normalised): what `model:` may name."""
-    import torch
     from sentence_transformers import SentenceTransformer, models
-    from tokenizers import Tokenizer, pre_tokenizers
-    from tokenizers import models as token_models
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertModel
 
     folder = tmp_path_factory.mktemp("tiny-bi-encoder")
-    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
-    core = Tokenizer(token_models.WordLevel(vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = BertTokenizerFast(tokenizer_object=core, do_lower_case=True)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    torch.manual_seed(0)
-    (folder / "bert").mkdir()
-    BertModel(config).save_pretrained(folder / "bert")
-    tokenizer.save_pretrained(folder / "bert")
+    save_tiny_bert(folder / "bert", WORDS, BertModel)
     transformer = models.Transformer(str(folder / "bert"), max_seq_length=64)
     modules = [transformer, models.Pooling(32, "mean"), models.Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
