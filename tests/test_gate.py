@@ -158,7 +158,12 @@ def test_each_category_is_triggered_by_its_own_pattern_only(category):
     measures, per_query, latency = TAXONOMY_CASES[category]
     base = summary(GOOD, per_query=UNIFORM, latency=INTENT_LATENCY)
     run = summary(measures, per_query=per_query or UNIFORM, latency=latency or INTENT_LATENCY)
-    verdict = compare(run, base)
+    # 8 queries cannot resolve the band on a spread-out change (the spike's unchanged mean):
+    # inconclusive would block too; the categories alone are under test here.
+    policy = GatePolicy.model_validate(
+        {"datasets": {"default": {"statistics": {"inconclusive": "warn"}}}}
+    )
+    verdict = compare(run, base, policy)
     assert not verdict.passed
     assert verdict.categories == [category]
     assert all(c.category == category for c in verdict.failures)

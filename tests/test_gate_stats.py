@@ -66,10 +66,31 @@ def test_a_drop_on_200_queries_fails_and_the_same_drop_on_10_is_inconclusive(rul
     assert ndcg(large).paired.delta == pytest.approx(-(1 - DROPPED) / 5)
     small = verdict(suite(10, dropped_every=5), suite(10), **rules)
     check = ndcg(small)
-    assert small.passed and check.inconclusive and not check.blocking and check.category is None
-    assert small.inconclusive == [check]
+    # Inconclusive blocks by default: a PASS must be earned.
+    assert not small.passed and check.inconclusive and check.blocking and check.category is None
+    assert small.inconclusive == [check] and small.categories == []
     assert check.message.startswith("inconclusive: ")
-    assert "MDE" in check.message and small.summary.endswith("1 inconclusive")
+    assert small.summary.endswith("1 blocking failure(s) in 1 of 1 run(s): inconclusive")
+    assert check.resolution is not None and not check.resolution.resolves
+    assert "to resolve the band it needs about" in check.message
+    warned = verdict(
+        suite(10, dropped_every=5),
+        suite(10),
+        **rules | {"statistics": {"rule": rule, "inconclusive": "warn"}},
+    )
+    assert warned.passed and ndcg(warned).inconclusive and not ndcg(warned).blocking
+    assert warned.summary.endswith("1 inconclusive")
+
+
+def test_an_unchanged_system_passes_even_with_a_band_of_zero():
+    for tolerance in ({}, {"relative": 0.0}):
+        v = verdict(suite(10, dropped_every=5), suite(10, dropped_every=5), tolerance=tolerance)
+        assert (
+            v.passed
+            and ndcg(v).passed
+            and (ndcg(v).paired.ci_low, ndcg(v).paired.ci_high) == (0, 0)
+        )
+        assert ndcg(v).resolution.resolves
 
 
 def test_the_point_rule_fails_on_the_mean_alone():

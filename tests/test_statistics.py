@@ -120,12 +120,23 @@ def test_paired_test_puts_it_together_and_holm_adjusts_across_measures():
     adjusted = with_holm({"x": test, "y": test.model_copy(update={"p_value": 0.01})})
     assert adjusted["y"].p_holm == pytest.approx(0.02)
     assert adjusted["x"].p_holm >= test.p_value
-    # The MDE's SD: the larger of the differences' and the reference's.
-    sd = max(np.std(b - a, ddof=1), np.std(a, ddof=1))
-    assert test.mde == pytest.approx(minimum_detectable_effect(sd, 60))
-    uniform = paired_test(np.ones(10), np.r_[np.full(2, 0.43), np.ones(8)], resamples=1_000)
-    assert uniform.mde == pytest.approx(
-        minimum_detectable_effect(np.std([0.57] * 2 + [0] * 8, ddof=1), 10)
-    )
+    # The MDE's SD is that of the paired differences (what the paired test's noise is).
+    assert test.mde == pytest.approx(minimum_detectable_effect(np.std(b - a, ddof=1), 60))
+    assert test.mde < minimum_detectable_effect(np.std(a, ddof=1), 60)  # correlated systems
+    # The family interval (Bonferroni over 3) comes from the same resamples: it nests the 95%.
+    family = paired_test(a, b, resamples=2_000, seed=0, family=3)
+    assert (family.ci_low, family.ci_high) == (test.ci_low, test.ci_high)
+    low, high = stats.bootstrap(
+        (a, b),
+        _mean_diff,
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        n_resamples=2_000,
+        confidence_level=1 - 0.05 / 3,
+        rng=np.random.default_rng(0),
+    ).confidence_interval
+    assert (family.family_low, family.family_high) == pytest.approx((low, high))
+    assert family.family_low < test.ci_low and family.family_high > test.ci_high
     single = paired_test(a[:1], b[:1])
     assert single.ci_low is None and single.p_value is None

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rageval_pipeline.core.gate.decision import EPS
 from rageval_pipeline.core.gate.models import Baseline
 from rageval_pipeline.core.gate.policy import GateRules
 from rageval_pipeline.core.gate.run import Run
 from rageval_pipeline.core.measures.names import Measure
 
-# Values read back from 6-decimal baselines must not fail a comparison that sits on the boundary.
-EPS = 1e-9
+__all__ = ["EPS", "Evaluation", "per_query_pairs", "worsening"]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
 
+from rageval_pipeline.core.gate.decision import Resolution
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
 from rageval_pipeline.core.statistics.paired import PairedTest
@@ -171,8 +172,9 @@ class Check(BaseModel):
     ci_low: float | None = None  # interval of `value` (a mean over queries)
     ci_high: float | None = None
     paired: PairedTest | None = None  # per-query comparison with the baseline
-    inconclusive: bool = False  # beyond tolerance, but the statistics cannot tell it from noise
+    inconclusive: bool = False  # the statistics cannot tell a drop of the band from none
     improved: bool = False  # better beyond tolerance, and the statistics establish it
+    resolution: Resolution | None = None  # what the suite can tell on this measure
 
 
 class ConfigChange(BaseModel):
@@ -239,7 +241,8 @@ class Verdict(BaseModel):
 
     @property
     def inconclusive(self) -> list[Check]:
-        """Drops beyond tolerance that the suite's statistics cannot tell from noise."""
+        """Measures whose statistics cannot tell a drop of the band from none (they block
+        unless `statistics.inconclusive: warn`)."""
         return [c for c in self.checks if c.inconclusive]
 
     @property
@@ -285,8 +288,11 @@ class Verdict(BaseModel):
             return "FAIL: no runs were judged"
         failures = self.failures
         if failures:
+            # Only what blocks is counted and named: a warning's label is not a reason.
             failing_runs = {(c.dataset, c.split, c.system) for c in failures}
-            labels = ", ".join(self.categories) or "no regression category"
+            named = {c.category for c in failures if c.category is not None}
+            named |= {"inconclusive" for c in failures if c.inconclusive}
+            labels = ", ".join(sorted(named)) or "no regression category"
             return (
                 f"FAIL: {len(failures)} blocking failure(s) in {len(failing_runs)} of "
                 f"{len(runs)} run(s): {labels}"

@@ -8,16 +8,11 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, Field, FiniteFloat
 
+from rageval_pipeline.core.gate.decision import Statistics
 from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, _Strict
 from rageval_pipeline.core.gate.rules import Integrity, LatencyBelow, QueryShare, Rule, Threshold
 from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.measures.names import Measure, MeasureField, OneSpellingEach
-from rageval_pipeline.core.statistics.paired import (
-    DEFAULT_ALPHA,
-    DEFAULT_POWER,
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-)
 
 _M = TypeVar("_M", bound=BaseModel)
 MeasureLimits = Annotated[dict[MeasureField, FiniteFloat], OneSpellingEach]
@@ -86,24 +81,6 @@ class Spike(_Strict):
     )
     drop: float = Field(default=0.2, gt=0)
     share: float = Field(default=0.25, ge=0, le=1)
-
-
-class Statistics(_Strict):
-    """How a drop beyond tolerance is judged from per-query values against the baseline.
-
-    `interval`: it fails when the whole (1 - alpha) paired bootstrap interval of the difference
-    lies beyond the tolerance band; `significance`: when the paired randomization test is
-    significant at `alpha` after Holm's correction across the run's compared measures; `point`:
-    on the mean alone (no statistics); `ppi`: as `interval`, with the PPI++ interval of the
-    delta over LLM-judged queries corrected on a random human sample (refused without them;
-    docs/statistics.md). Otherwise a drop beyond tolerance is `inconclusive`.
-    """
-
-    rule: Literal["interval", "significance", "point", "ppi"] = "interval"
-    alpha: float = Field(default=DEFAULT_ALPHA, gt=0, lt=1)
-    resamples: int = Field(default=DEFAULT_RESAMPLES, ge=100, le=1_000_000)
-    seed: int = Field(default=DEFAULT_SEED, ge=0)
-    power: float = Field(default=DEFAULT_POWER, gt=0, lt=1, description="for the MDE")
 
 
 class UnjudgedSpike(_Strict):

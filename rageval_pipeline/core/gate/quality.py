@@ -1,21 +1,22 @@
-"""Retrieval quality against the baseline: paired statistics per measure, spikes, coverage.
+"""Retrieval quality against the baseline: the checks of compared and watched measures, spikes.
 
-A compared measure that worsened beyond its tolerance band fails only when the per-query
-statistics say the drop is real (the policy's `statistics.rule`, docs/gate.md); otherwise it is
-`inconclusive`, a warning. When the run retrieves documents nobody judged (unjudged_spike), the
-drops of the standard measures are reported under that label instead of their own.
+Each measure's PASS / FAIL / INCONCLUSIVE is `core.gate.decision.judge` (the rule, its
+statistics and its power live there); this module turns it into the check a report shows. When
+the run retrieves documents nobody judged (unjudged_spike), the drops of the standard measures
+are reported under that label instead of their own (core/gate/coverage.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from rageval_pipeline.core.gate.decision import judge, resolution, resolution_text, tests
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.gate.ppi_rule import ppi_tests
 from rageval_pipeline.core.gate.run import deltas
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
-from rageval_pipeline.core.statistics.paired import PairedTest, paired_test, with_holm
+from rageval_pipeline.core.statistics.paired import PairedTest
 
 
 def _shared(
@@ -47,41 +48,21 @@ def watched_measures(run: Evaluation, baseline: Baseline, compared: list[Measure
 def paired_tests(
     run: Evaluation, baseline: Baseline, measures: list[Measure]
 ) -> dict[Measure, PairedTest]:
-    """Run against baseline per measure on the queries both measured, Holm-adjusted together;
-    under rule `ppi`, the PPI++ paired deltas on the whole population instead."""
-    stats = run.rules.statistics
-    if stats.rule == "ppi":
+    """Run against baseline per measure on the queries both measured, decided together
+    (core/gate/decision.py); under rule `ppi`, the PPI++ paired deltas on the whole population."""
+    if run.rules.statistics.rule == "ppi":
         return ppi_tests(run, baseline, measures)
-    tests = {}
+    values = {}
     for measure in measures:
         pairs = per_query_pairs(run, baseline, measure)
         if len(pairs) < 2:
             continue  # no per-query values (an old baseline): the mean alone decides
         _, reference, value = zip(*pairs, strict=True)
-        tests[measure] = paired_test(
-            np.array(reference),
-            np.array(value),
-            resamples=stats.resamples,
-            seed=stats.seed,
-            alpha=stats.alpha,
-            power=stats.power,
-        )
-    return with_holm(tests)
+        values[measure] = (np.array(reference), np.array(value))
+    return tests(values, run.rules.statistics)
 
 
-def _proven(run: Evaluation, measure: Measure, allowed: float, test: PairedTest | None) -> bool:
-    """Whether a drop beyond the band is established under the policy's rule."""
-    stats = run.rules.statistics
-    if test is None or stats.rule == "point" or test.ci_low is None or test.ci_high is None:
-        return True
-    if stats.rule == "significance":
-        return test.p_holm is not None and test.p_holm < stats.alpha
-    if measure.higher_is_better:
-        return test.ci_high < -allowed - EPS
-    return test.ci_low > allowed + EPS
-
-
-def _stats_text(run: Evaluation, test: PairedTest | None, allowed: float) -> str:
+def _stats_text(run: Evaluation, test: PairedTest | None) -> str:
     if test is None:
         return ""
     level = 1 - run.rules.statistics.alpha
@@ -92,30 +73,7 @@ def _stats_text(run: Evaluation, test: PairedTest | None, allowed: float) -> str
         text += f", {level:.0%} CI [{test.ci_low:+.4f}, {test.ci_high:+.4f}]"
     if test.p_holm is not None:
         text += f", p = {test.p_holm:.3g} (Holm)"
-    if test.mde is not None and test.mde > allowed + EPS:
-        text += (
-            f"; this suite detects drops of {test.mde:.4f} or more (MDE), wider than the "
-            f"tolerance {allowed:.4f}: add queries to tell smaller drops from noise"
-        )
     return text
-
-
-def _improved(run: Evaluation, measure: Measure, allowed: float, test: PairedTest | None) -> bool:
-    """Whether the run is better beyond the band, established as a drop would be: the whole
-    interval beyond it (`interval`), a significant test (`significance`), or the mean alone."""
-    stats = run.rules.statistics
-    if test is None or stats.rule == "point" or test.ci_low is None or test.ci_high is None:
-        return False if test is None else test.delta * _sign(measure) > allowed + EPS
-    if stats.rule == "significance":
-        better = test.delta * _sign(measure) > allowed + EPS
-        return better and test.p_holm is not None and test.p_holm < stats.alpha
-    if measure.higher_is_better:
-        return test.ci_low > allowed + EPS
-    return test.ci_high < -allowed - EPS
-
-
-def _sign(measure: Measure) -> float:
-    return 1.0 if measure.higher_is_better else -1.0
 
 
 def baseline_check(
@@ -141,46 +99,57 @@ def baseline_check(
         )
     band = run.rules.tolerance.for_measure(measure)
     allowed = band.allowed(reference)
+    stats = run.rules.statistics
+    verdict = judge(measure.higher_is_better, value - reference, test, allowed, stats)
+    res = resolution(test, allowed, stats)
     higher = measure.higher_is_better
     beyond = worsening(measure, reference, value) > allowed + EPS
-    failed = beyond and _proven(run, measure, allowed, test)
-    unsure = beyond and not failed
     relation = "within" if not beyond else ("<" if higher else ">")
     bound = f"baseline {reference:.4f} {'-' if higher else '+'} {band.describe(reference)}"
+    unsure = verdict.outcome == "inconclusive"
     prefix = "inconclusive: " if unsure else ""
     check = run.compared(
         kind="baseline",
         measure=str(measure),
         value=value,
         reference=reference,
-        passed=not beyond,
-        blocking=not unsure,
-        category=None if unsure else measure.category,
+        passed=verdict.outcome == "pass",
+        blocking=verdict.blocks,
+        category=measure.category if verdict.outcome == "fail" else None,
         message=f"{prefix}{run.label} {measure} = {value:.4f} {relation} {bound}",
         paired=test,
         inconclusive=unsure,
-        improved=not beyond and _improved(run, measure, allowed, test),
+        improved=verdict.improved,
+        resolution=res,
     )
-    text = _stats_text(run, test, allowed)
+    text = _stats_text(run, test)
     if test is None and beyond:
         text = "; no per-query values in both run and baseline, so the mean alone decides"
+    if unsure:
+        text += (
+            f": the interval reaches past -{allowed:.4f} and this suite cannot tell a drop of "
+            f"the band from none ({'blocking' if verdict.blocks else 'not blocking'}: "
+            f"statistics.inconclusive: {stats.inconclusive})"
+        )
+    if res is not None and not res.resolves:
+        text += "; " + resolution_text(res)
     return check.model_copy(update={"message": check.message + text})
 
 
 def watched_check(
     run: Evaluation, measure: Measure, baseline: Baseline, test: PairedTest | None
 ) -> Check:
-    """A measure outside `compare`: a warning, under the measure's own category, when it fell
-    beyond tolerance and the Holm-corrected paired test across the watched measures is
-    significant; otherwise passed (and `improved` when it rose the same way)."""
+    """A measure outside `compare`, judged by the same rule but never blocking: a warning,
+    under the measure's own category, when a drop beyond tolerance is established (FAIL);
+    otherwise passed (and `improved` when a gain is established)."""
     name = str(measure)
     value, reference = run.summary.measures[name], baseline.measures[name]
     allowed = run.rules.tolerance.for_measure(measure).allowed(reference)
-    alpha = run.rules.statistics.alpha
-    significant = test is not None and test.p_holm is not None and test.p_holm < alpha
-    moved = (value - reference) * _sign(measure)
-    fell, rose = -moved > allowed + EPS and significant, moved > allowed + EPS and significant
-    relation = "fell beyond" if fell else ("rose beyond" if rose else "within")
+    verdict = judge(
+        measure.higher_is_better, value - reference, test, allowed, run.rules.statistics
+    )
+    fell = verdict.outcome == "fail"
+    relation = "fell beyond" if fell else ("rose beyond" if verdict.improved else "within")
     check = run.compared(
         kind="watched",
         measure=str(measure),
@@ -192,9 +161,9 @@ def watched_check(
         message=f"{run.label} {measure} = {value:.4f} {relation} tolerance of the baseline "
         f"{reference:.4f} (watched, not blocking)",
         paired=test,
-        improved=rose,
+        improved=verdict.improved,
     )
-    return check.model_copy(update={"message": check.message + _stats_text(run, test, allowed)})
+    return check.model_copy(update={"message": check.message + _stats_text(run, test)})
 
 
 def spike_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Check:

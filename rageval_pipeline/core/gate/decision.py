@@ -1,0 +1,197 @@
+"""The per-measure decision against the baseline: the rule, its statistics and its power.
+
+Default rule `interval`, a non-inferiority design (docs/gate.md, "The decision"). With `gain` the
+paired delta run - baseline oriented so that positive is better, [low, high] its (1 - alpha)
+bootstrap interval and `band` the tolerance:
+
+- PASS when low >= -band: the data rule out a drop beyond the band (at 1 - alpha/2, one-sided),
+  so a true drop at or beyond the band passes at most alpha/2 of the time, at any suite size.
+  An unchanged system (every per-query value equal) has the zero-width interval [0, 0]: it passes,
+  a band of 0 included.
+- FAIL when the (1 - alpha/m) interval's high end < -band, m the measures decided together: a
+  drop beyond the band is established, Bonferroni-corrected so that the m claims together are
+  wrong at most alpha/2 of the time.
+- INCONCLUSIVE otherwise: the suite cannot tell a drop of the band from none. It blocks unless
+  `statistics.inconclusive: warn`, so under the default a PASS is earned, never defaulted to.
+
+Across measures PASS is an intersection-union test (the run passes only when every compared
+measure does), which needs no correction: a false PASS needs every measure's own test wrong.
+IMPROVED claims a gain beyond the band the way FAIL claims a drop (the (1 - alpha/m) interval).
+`significance` (a Holm-corrected randomization test on a mean beyond the band) and `point` (the
+mean alone) remain as options; `ppi` decides as `interval` on the PPI++ interval.
+
+The suite's power under this rule (`Resolution`): a drop of band + MDE fails with probability
+`power`, MDE = (z(1 - alpha/2) + z(power)) * sd / sqrt(n) from the SD of the paired differences.
+The suite *resolves* the band when (z(1 - alpha/2) + z(0.9)) * sd / sqrt(n) <= band: then no
+change passes at least 90% of the time, and a drop of twice the band fails as often.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from rageval_pipeline.core.statistics.paired import (
+    DEFAULT_ALPHA,
+    DEFAULT_POWER,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    PairedTest,
+    paired_test,
+    with_holm,
+)
+
+# Values read back from 6-decimal baselines must not fail a comparison that sits on the boundary.
+EPS = 1e-9
+Outcome = Literal["pass", "fail", "inconclusive"]
+RESOLVE_POWER = 0.9  # the band is resolved when no change passes and 2x band fails this often
+# PPI++'s effective sample per human-judged query with ~10x as many LLM-judged ones: its interval
+# is 0.71 of the human-only width (docs/statistics.md), so about 2 (1 / 0.71^2).
+PPI_GAIN = 2.0
+PPI_LLM_PER_HUMAN = 10
+_K = TypeVar("_K", bound=Hashable)
+
+
+class Statistics(BaseModel):
+    """How a run's measures are judged against the baseline from per-query values (above)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: Literal["interval", "significance", "point", "ppi"] = "interval"
+    inconclusive: Literal["block", "warn"] = Field(
+        default="block", description="whether a change the suite cannot resolve blocks"
+    )
+    alpha: float = Field(default=DEFAULT_ALPHA, gt=0, lt=1)
+    resamples: int = Field(default=DEFAULT_RESAMPLES, ge=100, le=1_000_000)
+    seed: int = Field(default=DEFAULT_SEED, ge=0)
+    power: float = Field(default=DEFAULT_POWER, gt=0, lt=1, description="for the detectable drop")
+
+
+class Resolution(BaseModel):
+    """What the suite can tell on one measure under the rule (numbers in the measure's units)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    band: float  # the tolerated drop
+    power: float
+    detectable: float  # the drop that FAILs with `power`: band + MDE
+    resolves: bool  # (z(1 - alpha/2) + z(0.9)) * sd / sqrt(n) <= band
+    queries: int  # paired queries now
+    needed: int | None  # queries that would resolve the band (None: a band of 0 never is)
+    needed_ppi: int | None  # human-judged queries that would, with PPI (PPI_GAIN)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One measure's decision: its outcome, whether it blocks, and an established gain."""
+
+    outcome: Outcome
+    blocks: bool
+    improved: bool
+
+
+def _z(p: float) -> float:
+    # The standard library's normal quantiles: importing scipy.stats costs a Dagster job ~1.7 s.
+    return NormalDist().inv_cdf(p)
+
+
+def tests(
+    pairs: dict[_K, tuple[np.ndarray, np.ndarray]], stats: Statistics
+) -> dict[_K, PairedTest]:
+    """Per measure the paired test of (baseline, run) values, decided together: each carries its
+    (1 - alpha/m) interval for FAIL and IMPROVED claims and its Holm-adjusted p-value."""
+    family = len(pairs)
+    return with_holm(
+        {
+            key: paired_test(
+                reference,
+                value,
+                resamples=stats.resamples,
+                seed=stats.seed,
+                alpha=stats.alpha,
+                power=stats.power,
+                family=family,
+            )
+            for key, (reference, value) in pairs.items()
+        }
+    )
+
+
+def _oriented(low: float | None, high: float | None, sign: float) -> tuple[float, float] | None:
+    if low is None or high is None:
+        return None
+    return (low, high) if sign > 0 else (-high, -low)
+
+
+def judge(
+    higher_is_better: bool, delta: float, test: PairedTest | None, band: float, stats: Statistics
+) -> Judgement:
+    """The decision on one measure: `delta` is its mean run - baseline (what decides when no
+    per-query interval exists), `test` its paired test, `band` the tolerated drop (>= 0)."""
+    sign = 1.0 if higher_is_better else -1.0
+    interval = None if test is None else _oriented(test.ci_low, test.ci_high, sign)
+    if stats.rule == "point" or test is None or interval is None:
+        gain = sign * delta
+        outcome: Outcome = "fail" if gain < -band - EPS else "pass"
+        return Judgement(outcome, outcome == "fail", test is not None and gain > band + EPS)
+    if stats.rule == "significance":
+        gain = sign * test.delta
+        significant = test.p_holm is not None and test.p_holm < stats.alpha
+        outcome = "pass" if gain >= -band - EPS else ("fail" if significant else "inconclusive")
+        improved = gain > band + EPS and significant
+    else:  # interval, ppi: non-inferiority
+        family = _oriented(test.family_low, test.family_high, sign) or interval
+        if interval[0] >= -band - EPS:
+            outcome = "pass"
+        else:
+            outcome = "fail" if family[1] < -band - EPS else "inconclusive"
+        improved = family[0] > band + EPS
+    blocks = outcome == "fail" or (outcome == "inconclusive" and stats.inconclusive == "block")
+    return Judgement(outcome, blocks, improved)
+
+
+def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resolution | None:
+    """The suite's power on one measure under the rule (None without a per-query MDE)."""
+    if test is None or test.mde is None or test.n < 2:
+        return None
+    z_alpha = _z(1 - stats.alpha / 2)
+    se = test.mde / (z_alpha + _z(stats.power))
+    margin = (z_alpha + _z(RESOLVE_POWER)) * se
+    if margin <= EPS:
+        needed: int | None = test.n
+    elif band <= EPS:
+        needed = None
+    else:
+        needed = max(2, math.ceil(test.n * (margin / band) ** 2))
+    return Resolution(
+        band=band,
+        power=stats.power,
+        detectable=band + test.mde,
+        resolves=margin <= band + EPS,
+        queries=test.n,
+        needed=needed,
+        needed_ppi=None if needed is None else max(2, math.ceil(needed / PPI_GAIN)),
+    )
+
+
+def resolution_text(res: Resolution) -> str:
+    """One clause for a check's message: the detectable drop beside the band, and the gap."""
+    text = (
+        f"this suite fails a drop of {res.detectable:.4f} or more with {res.power:.0%} power "
+        f"(band {res.band:.4f}, {res.queries} queries)"
+    )
+    if res.resolves:
+        return text + " and resolves the band"
+    if res.needed is None:
+        return text + "; a band of 0 is resolved only by identical per-query values"
+    ppi = res.needed_ppi or 0
+    return (
+        f"{text}; to resolve the band it needs about {res.needed} human-judged queries, or "
+        f"about {ppi} in a random sample of {ppi * PPI_LLM_PER_HUMAN} LLM-judged ones with PPI"
+    )
