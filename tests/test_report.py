@@ -101,7 +101,7 @@ def test_markdown_has_headline_table_taxonomy_and_worst_queries(failing):
     ) in md
     # Two paired queries (q1 -0.04, q2 0): the exact sign-flip test cannot reject, p = 1.
     assert (
-        "| nDCG@10 | 0.2810 | 0.3210 | -0.0200 [-0.0400, +0.0000] | 1 | 0.2507 | ≥ 0.2500 "
+        "| nDCG@10 | 0.2810 | 0.3210 | -0.0200 [-0.0400, +0.0000] | 1 | 0.0560 | ≥ 0.2500 "
         "| FAIL (-12.5%) |"
     ) in md
     # Latency has its own table, without the paired columns no latency row fills.

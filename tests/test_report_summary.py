@@ -190,10 +190,16 @@ def test_every_date_carries_its_timezone(changed):
 
 def test_details_are_folded_and_the_summary_is_not(changed):
     parsed = parse(to_html(changed))
-    assert [s for s, depth in parsed.sections] == ["verdict", "config-diff", "moved", "next"]
+    assert [s for s, depth in parsed.sections] == [
+        "verdict",
+        "resolution",
+        "config-diff",
+        "moved",
+        "next",
+    ]
     assert all(depth == 0 for _, depth in parsed.sections)
     tables = [depth for tag, depth in parsed.tags if tag == "table"]
-    assert tables[:3] == [0, 0, 0] and all(d >= 1 for d in tables[3:]) and len(tables) > 5
+    assert tables[:4] == [0, 0, 0, 0] and all(d >= 1 for d in tables[4:]) and len(tables) > 6
     assert all(depth >= 1 for tag, depth in parsed.tags if tag in ("figure", "h3", "h4"))
     # The per-run table keeps only columns with values: no MDE/Threshold column of dashes.
     bm25 = to_markdown(changed).split("<summary>techdocs / test / bm25", 1)[1]
@@ -316,8 +322,8 @@ def test_a_changed_suite_and_an_inconclusive_drop_say_what_to_do(changed):
         "- techdocs/hybrid: the suite (corpus, queries or judgments) changed since the baseline; "
         "judged against the thresholds only."
     ) in summary
-    assert "R@100, nDCG@10 moved beyond tolerance, but techdocs has too few queries" in summary
-    assert "add queries to the suite" in summary
+    assert "techdocs cannot tell a drop of the band from none on R@100, nDCG@10" in summary
+    assert "add queries to the suite until it resolves the band" in summary
     assert 'techdocs --system hybrid --note "suite changed"' in summary
 
 

@@ -67,7 +67,7 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
 
 def _explained(check: Check) -> bool:
     """A failing drop of a measure that unjudged documents lower: standard qrels measures."""
-    if check.passed or check.inconclusive or check.value is None:
+    if check.passed or check.value is None:
         return False  # a measure the run did not compute is a configuration problem
     measure = try_parse(check.measure or "")
     if check.kind not in {"baseline", "spike", "watched"} or measure is None:

@@ -28,6 +28,7 @@ from rageval_pipeline.core.gate.quality import (
     baseline_check,
     compared_measures,
     paired_tests,
+    side_gains_withheld,
     spike_check,
     watched_check,
     watched_measures,
@@ -123,7 +124,8 @@ def _decide_run(
             worst = worst_queries(run, baseline, primary, worst_limit)
         watched = watched_measures(run, baseline, compared)
         watched_tests = paired_tests(run, baseline, watched)
-        quality += [watched_check(run, m, baseline, watched_tests.get(m)) for m in watched]
+        side = [watched_check(run, m, baseline, watched_tests.get(m)) for m in watched]
+        quality += side_gains_withheld(quality, side)
         checks += explain_drops(run, quality, coverage)
     if coverage is not None:
         checks.append(coverage)

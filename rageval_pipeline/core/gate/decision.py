@@ -157,8 +157,9 @@ def judge(
 
 
 def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resolution | None:
-    """The suite's power on one measure under the rule (None without a per-query MDE)."""
-    if test is None or test.mde is None or test.n < 2:
+    """The suite's power on one measure under the rule (None without a per-query MDE, or
+    under `point` and `significance`, which decide on other grounds)."""
+    if stats.rule not in ("interval", "ppi") or test is None or test.mde is None or test.n < 2:
         return None
     z_alpha = _z(1 - stats.alpha / 2)
     se = test.mde / (z_alpha + _z(stats.power))

@@ -166,6 +166,20 @@ def watched_check(
     return check.model_copy(update={"message": check.message + _stats_text(run, test)})
 
 
+def side_gains_withheld(compared: list[Check], watched: list[Check]) -> list[Check]:
+    """`watched` with no side measure (diversity, clustering, token cost: no qrels) marked
+    improved while a compared measure did not pass: fewer tokens or more sources are no gain
+    when relevance fell or cannot be told from a drop."""
+    if all(c.passed for c in compared if c.kind == "baseline"):
+        return watched
+    return [
+        c.model_copy(update={"improved": False})
+        if c.improved and not parse_measure(c.measure or "").USES_QRELS
+        else c
+        for c in watched
+    ]
+
+
 def spike_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Check:
     spike = run.rules.spike
     pairs = per_query_pairs(run, baseline, measure)

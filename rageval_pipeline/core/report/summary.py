@@ -14,6 +14,7 @@ from rageval_pipeline.core.gate import Check, Verdict
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
+from rageval_pipeline.core.report.resolution import interval, resolution_blocks
 from rageval_pipeline.core.report.texts import shorten
 
 SHOWN = 8  # moved measures on the first screen
@@ -37,8 +38,9 @@ def run_state(checks: list[Check]) -> tuple[str, Tone]:
     """A run's verdict as a reader says it: FAIL (categories), INCONCLUSIVE, PASS, improved."""
     failed = [c for c in checks if c.blocking and not c.passed]
     if failed:
-        categories = sorted({c.category for c in failed if c.category})
-        return "FAIL" + (f" ({', '.join(categories)})" if categories else ""), "fail"
+        named = {c.category for c in failed if c.category}
+        named |= {"inconclusive" for c in failed if c.inconclusive}
+        return "FAIL" + (f" ({', '.join(sorted(named))})" if named else ""), "fail"
     if any(c.inconclusive for c in checks):
         return "INCONCLUSIVE", "warn"
     warned = [c for c in checks if not c.passed and c.kind not in _CONTEXT_KINDS]
@@ -197,11 +199,15 @@ def next_steps(report: Report) -> list[str]:
                 f"{name} {state}: look at the worst queries in its details{first}, and at "
                 "its recommendations."
             )
-        elif state == "INCONCLUSIVE":
-            unsure = sorted({moved_label(c) for c in checks if c.inconclusive})
+        unsure = [c for c in checks if c.inconclusive]
+        if unsure:
+            needed = [c.resolution.needed for c in unsure if c.resolution and c.resolution.needed]
+            more = f" (about {max(needed)} human-judged queries)" if needed else ""
             steps.append(
-                f"{name}: {', '.join(unsure)} moved beyond tolerance, but {dataset} has too few "
-                "queries to tell it from noise (see MDE): add queries to the suite."
+                f"{name}: {dataset} cannot tell a drop of the band from none on "
+                f"{', '.join(sorted({moved_label(c) for c in unsure}))}: add queries to the "
+                f"suite until it resolves the band{more}, or judge more with PPI (What this "
+                "suite can tell, above)."
             )
         if change is not None and change.suite_changed:
             steps.append(
@@ -231,7 +237,21 @@ def next_steps(report: Report) -> list[str]:
                 f"{name} has no baseline: review this run, then record it: "
                 + _update(dataset, system, "first baseline")
             )
-    return steps or ["Nothing to do: no measure moved beyond tolerance."]
+    return steps or [f"Nothing to do: {_quiet(verdict)}."]
+
+
+def _quiet(verdict: Verdict) -> str:
+    """What a verdict without a step says of its primary measures (moves within the band too)."""
+    primary = [
+        c
+        for key in verdict.runs
+        for c in _checks(verdict, key)
+        if c.kind == "baseline" and c.paired and c.measure == verdict.judged_by(key)
+    ]
+    if not primary:
+        return "no measure moved beyond tolerance"
+    moves = ", ".join(f"{c.dataset}/{c.system} {c.measure} {interval(c)}" for c in primary)
+    return f"every compared measure passed; {moves}, within the band"
 
 
 def summary_blocks(report: Report) -> list[Block]:
@@ -258,6 +278,7 @@ def summary_blocks(report: Report) -> list[Block]:
                 Table(("Dataset", "System", "Verdict", "Compared with"), runs, tones),
             ],
         ),
+        Section("resolution", resolution_blocks(verdict)),
         Section("config-diff", _config_blocks(verdict)),
         Section(
             "moved",

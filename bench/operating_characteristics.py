@@ -1,0 +1,98 @@
+"""Issue 32: the gate's per-measure decision, its error rates measured over simulated worlds.
+
+Each world is a suite of n queries with paired nDCG@10-like per-query values: the baseline's
+from a Beta(0.6, 0.9) distribution (mean 0.4, SD 0.33, many queries near 0 as in nfcorpus), the
+run's from the same marginal correlated at `rho` through a Gaussian copula, then moved so that
+the population mean changes by exactly `effect` x the band: a drop scales every value by
+(1 - r), a gain scales the distance to 1, so values stay in [0, 1]. The band is the default
+policy's 5% of the baseline mean. Each world is decided by the shipped functions,
+`core.gate.decision.tests` and `judge`, under the default policy's statistics (the bootstrap's
+resamples lowered to keep the run short: it sets the interval's Monte Carlo noise, not its width).
+
+    PYTHONPATH=$PWD nice .venv/bin/python bench/operating_characteristics.py [--worlds 1000]
+
+False PASS: PASS while the true drop is at or beyond the band; false FAIL: FAIL while it is
+within; blocked: FAIL, or INCONCLUSIVE under `statistics.inconclusive: block` (the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from scipy import stats as sps
+
+from rageval_pipeline.core.gate.decision import Statistics, judge, resolution, tests
+
+SHAPE = (0.6, 0.9)  # Beta(a, b): the per-query nDCG@10 of the baseline
+MEAN = SHAPE[0] / sum(SHAPE)
+BAND = 0.05 * MEAN  # the default tolerance: 5% of the baseline
+EFFECTS = (0.0, -1.0, -2.0, 1.0)  # true change of the mean, in bands
+SIZES = (20, 50, 300, 2000)
+RHO = 0.8  # per-query correlation of run and baseline (the copula's)
+
+
+def world(rng: np.random.Generator, n: int, effect: float, rho: float) -> tuple[np.ndarray, ...]:
+    """(baseline, run) per-query values of one suite whose run moves the mean by effect x BAND."""
+    u = rng.standard_normal(n)
+    v = rho * u + np.sqrt(1 - rho**2) * rng.standard_normal(n)
+    a = sps.beta.ppf(sps.norm.cdf(u), *SHAPE)
+    b = sps.beta.ppf(sps.norm.cdf(v), *SHAPE)
+    r = effect * BAND / MEAN  # relative change of the mean
+    b = b * (1 + r) if r <= 0 else 1 - (1 - b) * (1 - r * MEAN / (1 - MEAN))
+    return a, b
+
+
+def simulate(
+    effect: float, n: int, worlds: int, *, seed: int = 0, rho: float = RHO, resamples: int = 1000
+) -> dict[str, float]:
+    """Shares of PASS, FAIL, INCONCLUSIVE and blocked over `worlds` suites, and of suites that
+    resolve the band, with the PASS share among those."""
+    stats = Statistics(resamples=resamples)
+    rng = np.random.default_rng(seed)
+    outcomes, resolved, resolved_pass = [], 0, 0
+    for i in range(worlds):
+        a, b = world(rng, n, effect, rho)
+        test = tests({"nDCG@10": (a, b)}, stats.model_copy(update={"seed": i}))["nDCG@10"]
+        judgement = judge(True, float(b.mean() - a.mean()), test, BAND, stats)
+        outcomes.append(judgement)
+        res = resolution(test, BAND, stats)
+        if res is not None and res.resolves:
+            resolved += 1
+            resolved_pass += judgement.outcome == "pass"
+    share = {k: sum(j.outcome == k for j in outcomes) / worlds for k in ("pass", "fail")}
+    return {
+        **share,
+        "inconclusive": 1 - share["pass"] - share["fail"],
+        "blocked": sum(j.blocks for j in outcomes) / worlds,
+        "resolved": resolved / worlds,
+        "pass_if_resolved": resolved_pass / resolved if resolved else float("nan"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worlds", type=int, default=1000)
+    parser.add_argument("--rho", type=float, default=RHO)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    print(f"band {BAND:.4f} (5% of the mean {MEAN:.3f}), rho {args.rho}, {args.worlds} worlds")
+    print("| true change | n | PASS | FAIL | INCONCLUSIVE | blocked | resolves | PASS if resolved |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for effect in EFFECTS:
+        for n in SIZES:
+            r = simulate(effect, n, args.worlds, seed=n, rho=args.rho)
+            name = "0" if effect == 0 else f"{effect:+g} x band"
+            cells = [r[k] for k in ("pass", "fail", "inconclusive", "blocked", "resolved")]
+            print(
+                f"| {name} | {n} | "
+                + " | ".join(f"{x:.1%}" for x in cells)
+                + f" | {r['pass_if_resolved']:.1%} |",
+                flush=True,
+            )
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
