@@ -29,8 +29,8 @@ SHAPE = (0.6, 0.9)  # Beta(a, b): the per-query nDCG@10 of the baseline
 MEAN = SHAPE[0] / sum(SHAPE)
 BAND = 0.05 * MEAN  # the default tolerance: 5% of the baseline
 EFFECTS = (0.0, -1.0, -2.0, 1.0)  # true change of the mean, in bands
-SIZES = (20, 50, 300, 2000)
-RHO = 0.8  # per-query correlation of run and baseline (the copula's)
+SIZES = (20, 50, 300, 1000)
+RHO = 0.85  # per-query correlation of run and baseline (the copula's; bm25 vs hybrid ~0.9)
 
 
 def world(rng: np.random.Generator, n: int, effect: float, rho: float) -> tuple[np.ndarray, ...]:
@@ -78,8 +78,9 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"band {BAND:.4f} (5% of the mean {MEAN:.3f}), rho {args.rho}, {args.worlds} worlds")
-    print("| true change | n | PASS | FAIL | INCONCLUSIVE | blocked | resolves | PASS if resolved |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    columns = ("PASS", "FAIL", "INCONCLUSIVE", "blocked", "resolves", "PASS if resolved")
+    print("| true change | n | " + " | ".join(columns) + " |")
+    print("| --- " * (len(columns) + 2) + "|")
     for effect in EFFECTS:
         for n in SIZES:
             r = simulate(effect, n, args.worlds, seed=n, rho=args.rho)

@@ -1,0 +1,56 @@
+"""The gate's per-measure decision keeps its published error rates (docs/gate.md, "Operating
+characteristics"): a reduced, fixed-seed run of bench/operating_characteristics.py, which drives
+the shipped `core.gate.decision` over simulated paired nDCG@10-like suites."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.operating_characteristics import BAND, simulate
+from rageval_pipeline.core.gate.decision import Statistics, judge, tests
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "gate.md"
+WORLDS = 200
+
+
+def published(effect: str, n: int) -> dict[str, float]:
+    """The docs table's row for a true change and suite size, as shares."""
+    row = re.search(rf"^\| {re.escape(effect)} \| {n} \| (.*) \|$", DOC.read_text(), re.M)
+    assert row, f"docs/gate.md has no row for {effect} at n = {n}"
+    cells = [float(c.rstrip("%")) / 100 for c in row[1].split(" | ")[:4]]
+    return dict(zip(("pass", "fail", "inconclusive", "blocked"), cells, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("effect", "name"), [(0.0, "0"), (-1.0, "-1 x band"), (-2.0, "-2 x band"), (1.0, "+1 x band")]
+)
+def test_the_decision_keeps_its_bounds_and_its_published_rates_at_50_queries(effect, name):
+    measured = simulate(effect, 50, WORLDS, seed=50, resamples=500)
+    if effect <= -1:
+        assert measured["pass"] <= 0.05  # a drop at or beyond the band passes at most 5%
+    if effect <= -2:
+        assert measured["blocked"] >= 0.95  # a 10% drop on 50 queries is blocked
+    table = published(name, 50)
+    # 200 worlds: a share's standard error is at most 3.5 points.
+    for key in ("pass", "fail", "blocked"):
+        assert measured[key] == pytest.approx(table[key], abs=0.08), key
+
+
+def test_no_change_passes_at_least_90_percent_when_the_suite_resolves_the_band():
+    # Correlated systems on 1000 queries: the suite resolves the band (docs/gate.md).
+    measured = simulate(0.0, 1000, 60, seed=1, rho=0.95, resamples=300)
+    assert measured["resolved"] == 1.0 and measured["pass"] >= 0.9
+
+
+def test_an_unchanged_system_always_passes_even_with_a_band_of_zero():
+    values = np.random.default_rng(0).beta(0.6, 0.9, 30)
+    for rule in ("interval", "significance", "point"):
+        stats = Statistics(rule=rule, resamples=200)
+        test = tests({"m": (values, values.copy())}, stats)["m"]
+        for band in (0.0, BAND):
+            for higher in (True, False):
+                assert judge(higher, 0.0, test, band, stats).outcome == "pass"
