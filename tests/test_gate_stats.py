@@ -156,3 +156,41 @@ def test_metadata_values_are_rounded_numbers_of_the_primary_and_failing_measures
     assert values["synth/ours nDCG@10 delta"] == round(-(1 - DROPPED) / 5, 6)
     assert values["synth/ours nDCG@10 ci_high"] < -0.05
     assert all(isinstance(x, float) and x == round(x, 6) for x in values.values())
+
+
+def test_side_measures_are_not_improved_while_a_compared_measure_did_not_pass():
+    def with_side(n: int, dropped_every: int | None, diversity: float) -> RunSummary:
+        run = suite(n, dropped_every)
+        return summary({q: {**v, "Diversity@10": diversity} for q, v in run.per_query.items()})
+
+    rules = {"compare": ["nDCG@10"], "spike": {"share": 0.5}}
+    fell = verdict(with_side(10, 5, 0.9), with_side(10, None, 0.5), **rules)
+    [side] = [c for c in fell.checks if c.measure == "Diversity@10"]
+    assert ndcg(fell).inconclusive and not side.improved and fell.improvements == []
+    held = verdict(with_side(10, None, 0.9), with_side(10, None, 0.5), **rules)
+    [side] = [c for c in held.checks if c.measure == "Diversity@10"]
+    assert held.passed and side.improved
+
+
+def test_the_first_screen_shows_the_resolution_and_a_move_within_the_band():
+    # 200 queries, 6 of them up from rank 4 to rank 1: +0.017, inside the 5% band.
+    before = suite(200, dropped_every=5)
+    after = summary(
+        {
+            q: {"nDCG@10": 1.0 if i < 30 and i % 5 == 0 else v["nDCG@10"]}
+            for i, (q, v) in enumerate(before.per_query.items())
+        }
+    )
+    v = verdict(after, before, spike={"share": 0.5})
+    assert (
+        v.passed and not v.improvements and ndcg(v).paired.delta == pytest.approx(0.0171, abs=1e-4)
+    )
+    first = to_markdown(v).split("## Details", 1)[0]
+    res = ndcg(v).resolution
+    row = next(line for line in first.splitlines() if line.startswith("| synth/ours | nDCG@10 |"))
+    assert row.startswith(f"| synth/ours | nDCG@10 | +0.0171 [")
+    assert f"| {res.band:.4f} | {res.detectable:.4f} | 200 |" in row
+    assert "Nothing to do: every compared measure passed; synth/ours nDCG@10 +0.0171 [" in first
+    small = to_markdown(verdict(suite(10, dropped_every=5), suite(10)))
+    row = next(line for line in small.splitlines() if line.startswith("| synth/ours | nDCG@10 |"))
+    assert "about 243 human-judged (+233), or about 122 in 1220 LLM-judged with PPI" in row

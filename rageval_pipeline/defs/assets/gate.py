@@ -196,7 +196,8 @@ def build_gate_asset(
         for message in failures:
             context.log.error(message)
         for check in verdict.inconclusive:
-            context.log.warning(check.message)
+            if not check.blocking:  # a blocking one is among the failures above
+                context.log.warning(check.message)
         context.log.info(f"reports ({scope}): {paths['html'].parent}")
         yield dg.MaterializeResult(
             metadata={
