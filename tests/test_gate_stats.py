@@ -193,4 +193,4 @@ def test_the_first_screen_shows_the_resolution_and_a_move_within_the_band():
     assert "Nothing to do: every compared measure passed; synth/ours nDCG@10 +0.0171 [" in first
     small = to_markdown(verdict(suite(10, dropped_every=5), suite(10)))
     row = next(line for line in small.splitlines() if line.startswith("| synth/ours | nDCG@10 |"))
-    assert "about 243 human-judged (+233), or about 122 in 1220 LLM-judged with PPI" in row
+    assert "about 243 queries (+233), or 122 human- and 1220 LLM-judged with PPI" in row

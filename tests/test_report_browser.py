@@ -1,5 +1,6 @@
 """The HTML report in headless Chromium: every plot is drawn, no request leaves the page, and
-the first screen (1400x900) holds the verdict, the configuration diff and the moved measures.
+the first screen (1400x900) holds the verdict, what the suite can tell, the configuration diff and
+the moved measures.
 
 The page is served from a loopback server that logs every request, and Chromium uses the same
 server as its proxy, so a request to any other origin is logged too; the page itself must be
@@ -135,7 +136,7 @@ def test_the_request_log_sees_a_page_that_reaches_out(tmp_path, served):
 
 FIRST_SCREEN = {"width": 1400, "height": 900}
 # What a reader must see without scrolling: the sections' ids (core/report/summary.py).
-SUMMARY = ("verdict", "config-diff", "moved", "next")
+SUMMARY = ("verdict", "resolution", "config-diff", "moved", "next")
 
 
 def test_the_first_screen_shows_verdict_config_diff_and_moved_measures(tmp_path, changed):  # noqa: F811

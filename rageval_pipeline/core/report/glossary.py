@@ -38,10 +38,15 @@ TERMS: dict[str, str] = {
     "p (Holm)": "p-value of the paired randomization test, Holm-corrected across the measures "
     "compared for the run; below alpha (0.05) the change is unlikely to be noise",
     "MDE": "minimum detectable effect: the smallest change this many queries can tell from "
-    "noise (80% power); a change smaller than it is reported as inconclusive",
+    "noise (80% power), from the SD of the paired per-query differences",
+    "Band": "the tolerated drop against the baseline (policy `tolerance`)",
+    "Detectable drop": "band + MDE: the drop the gate fails 4 times in 5 on this suite",
+    "To resolve the band": "queries with which no change passes 9 times in 10 and a drop of "
+    "twice the band fails as often; with PPI, fewer human-judged ones among 10x LLM-judged",
     "PASS / FAIL": "FAIL: a blocking check failed; the release is held",
     "WARN": "a non-blocking check failed: reported, does not hold the release",
-    "INCONCLUSIVE": "beyond tolerance, but the statistics cannot tell the change from noise",
+    "INCONCLUSIVE": "the statistics cannot tell the change from a drop of the band: it "
+    "blocks unless the policy says statistics.inconclusive: warn",
     "IMPROVED": "better beyond tolerance, and the statistics establish it",
     "p50 / p95 / p99": "latency percentiles in milliseconds over the timed queries",
 }

@@ -53,8 +53,8 @@ def _gap(check: Check) -> str:
         return "never (a band of 0)"
     ppi = res.needed_ppi or 0
     return (
-        f"about {res.needed} human-judged (+{max(res.needed - res.queries, 0)}), or about "
-        f"{ppi} in {ppi * PPI_LLM_PER_HUMAN} LLM-judged with PPI"
+        f"about {res.needed} queries (+{max(res.needed - res.queries, 0)}), or {ppi} human- "
+        f"and {ppi * PPI_LLM_PER_HUMAN} LLM-judged with PPI"
     )
 
 
@@ -84,16 +84,9 @@ def resolution_blocks(verdict: Verdict) -> list[Block]:
     blocks: list[Block] = [Heading(2, "What this suite can tell")]
     if not checks:
         return [*blocks, Para("No measure was compared with a baseline query by query.")]
-    unresolved = [c for c in checks if c.resolution is not None and not c.resolution.resolves]
     note = (
-        "A measure passes when its interval's low end is above minus the band, fails when its "
-        "high end is below it; the detectable drop is what fails 4 times in 5."
+        "Passes when the interval's low end is above minus the band, fails when its high end "
+        "is below; until the suite resolves the band, a change there is inconclusive."
     )
-    if unresolved:
-        names = ", ".join(sorted({c.measure or "" for c in unresolved}))
-        note += (
-            f" This suite cannot tell a drop of the band from none on {names}: a change there "
-            "is inconclusive until it has the queries shown."
-        )
     rows = [_row(c) for c in checks]
-    return [*blocks, Table(_HEADER, rows, [_tone(c) for c in checks]), Para(note)]
+    return [*blocks, Table(_HEADER, rows, [_tone(c) for c in checks]).compact(), Para(note)]
