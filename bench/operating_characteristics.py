@@ -75,6 +75,10 @@ def simulate(
     }
 
 
+def _share(x: float) -> str:
+    return "–" if np.isnan(x) else f"{x:.1%}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, default=1000)
@@ -93,7 +97,7 @@ def main() -> None:
             print(
                 f"| {name} | {n} | "
                 + " | ".join(f"{x:.1%}" for x in cells)
-                + f" | {r['pass_if_resolved']:.1%} |",
+                + f" | {_share(r['pass_if_resolved'])} |",
                 flush=True,
             )
     worlds = max(args.worlds // 5, 1)
@@ -101,7 +105,7 @@ def main() -> None:
     print(
         f"\nA suite resolving the band (rho {RESOLVING['rho']}, n {RESOLVING['n']}, {worlds} "
         f"worlds, no true change): resolves {r['resolved']:.1%}, PASS {r['pass']:.1%}, "
-        f"FAIL {r['fail']:.1%}, PASS if resolved {r['pass_if_resolved']:.1%}"
+        f"FAIL {r['fail']:.1%}, PASS if resolved {_share(r['pass_if_resolved'])}"
     )
     print(f"({time.perf_counter() - started:.0f} s)")
 
