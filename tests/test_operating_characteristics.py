@@ -61,3 +61,11 @@ def test_an_unchanged_system_always_passes_even_with_a_band_of_zero():
         for band in (0.0, BAND):
             for higher in (True, False):
                 assert decision.judge(higher, 0.0, test, band, stats).outcome == "pass"
+
+
+def test_a_rerun_that_differs_by_rounding_alone_passes_on_a_tiny_suite():
+    values = np.round(np.random.default_rng(1).beta(0.6, 0.9, 8), 6)
+    rerun = values + np.random.default_rng(2).choice([-1e-6, 0.0, 1e-6], 8)
+    stats = decision.Statistics(resamples=200)
+    test = decision.tests({"m": (values, rerun)}, stats)["m"]
+    assert decision.judge(True, float((rerun - values).mean()), test, 0.0, stats).outcome == "pass"

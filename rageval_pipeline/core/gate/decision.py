@@ -50,6 +50,8 @@ from rageval_pipeline.core.statistics.paired import (
 
 # Values read back from 6-decimal baselines must not fail a comparison that sits on the boundary.
 EPS = 1e-9
+# Stored per-query values keep 6 decimals: an interval within this of 0 is an unchanged system.
+ROUNDING = 1e-6
 Outcome = Literal["pass", "fail", "inconclusive"]
 # Below this many paired queries the percentile bootstrap interval is too narrow to pass on
 # (bench/operating_characteristics.py: a true drop of the band passes 6.9% of the time at 10
@@ -153,7 +155,9 @@ def judge(
     else:  # interval, ppi: non-inferiority
         family = _oriented(test.family_low, test.family_high, sign) or interval
         spread = interval[1] - interval[0] > EPS
-        if interval[0] >= -band - EPS and (test.n >= MIN_PASS_QUERIES or not spread):
+        unmoved = max(abs(interval[0]), abs(interval[1])) <= ROUNDING
+        trusted = test.n >= MIN_PASS_QUERIES or not spread
+        if unmoved or (interval[0] >= -band - EPS and trusted):
             outcome = "pass"
         else:
             outcome = "fail" if family[1] < -band - EPS else "inconclusive"
