@@ -17,7 +17,7 @@ bootstrap interval and `band` the tolerance:
 
 Across measures PASS is an intersection-union test (the run passes only when every compared
 measure does), which needs no correction: a false PASS needs every measure's own test wrong.
-IMPROVED claims a gain beyond the band the way FAIL claims a drop (the (1 - alpha/m) interval).
+IMPROVED (the interval's low end above +band) decides nothing: it offers a reviewed baseline update.
 `significance` (a Holm-corrected randomization test on a mean beyond the band) and `point` (the
 mean alone) remain as options; `ppi` decides as `interval` on the PPI++ interval.
 
@@ -112,7 +112,7 @@ def tests(
     pairs: dict[_K, tuple[np.ndarray, np.ndarray]], stats: Statistics
 ) -> dict[_K, PairedTest]:
     """Per measure the paired test of (baseline, run) values, decided together: each carries its
-    (1 - alpha/m) interval for FAIL and IMPROVED claims and its Holm-adjusted p-value."""
+    (1 - alpha/m) interval for FAIL claims and its Holm-adjusted p-value."""
     family = len(pairs)
     return with_holm(
         {
@@ -161,7 +161,7 @@ def judge(
             outcome = "pass"
         else:
             outcome = "fail" if family[1] < -band - EPS else "inconclusive"
-        improved = family[0] > band + EPS
+        improved = interval[0] > band + EPS
     blocks = outcome == "fail" or (outcome == "inconclusive" and stats.inconclusive == "block")
     return Judgement(outcome, blocks, improved)
 
