@@ -127,8 +127,8 @@ def baseline_check(
         text = "; no per-query values in both run and baseline, so the mean alone decides"
     if unsure:
         text += (
-            f": the interval reaches past -{allowed:.4f}, so this suite cannot tell whether "
-            f"the drop is within the band ({'blocking' if verdict.blocks else 'not blocking'}: "
+            f": the interval reaches past the band ({allowed:.4f}), so this suite cannot tell "
+            f"whether the drop is within it ({'blocking' if verdict.blocks else 'not blocking'}: "
             f"statistics.inconclusive: {stats.inconclusive})"
         )
     if res is not None and not res.resolves:
