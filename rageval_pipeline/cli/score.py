@@ -244,7 +244,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
         sample, llm = population
         by_llm = _score(llm, args.llm_qrels, run, args.run, measures)
-        ppi = ppi_means(nested(per_query), nested(by_llm), sample, [str(m) for m in measures])
+        named = [str(m) for m in measures]
+        ppi = ppi_means(nested(per_query), nested(by_llm), sample, named, where=args.qrels)
     del run  # (its arrays are freed before the output is built)
 
     import pandas as pd
@@ -300,7 +301,9 @@ def run_compare(args: argparse.Namespace) -> int:
     ppi = {}
     if population:
         named = [str(m) for m in measures]
-        ppi = ppi_scores.compared((human_a, human_b), (llm_a, llm_b), population[0], named)
+        ppi = ppi_scores.compared(
+            (human_a, human_b), (llm_a, llm_b), population[0], named, where=args.qrels
+        )
     if args.format == "json" and ppi:
         records = json.loads(table.to_json(orient="records", double_precision=15))
         for record in records:
