@@ -147,3 +147,22 @@ def test_llm_qrels_must_cover_the_frame_and_csv_is_refused(suite, capsys, tmp_pa
     assert "no LLM judgment" in _refused(capsys, [*argv, "--llm-qrels", str(partial)])
     with pytest.raises(SystemExit):
         main([*argv, "--llm-qrels", suite["llm"], "--format", "csv"])
+
+
+def test_rageval_gate_decides_with_the_ppi_interval_and_refuses_a_shopped_seed(suite, capsys):
+    """`rageval gate --llm-qrels`: the dataset's rule is `ppi`, the check's paired delta is the
+    PPI++ delta `rageval compare` prints (over the rounded per-query values the gate reads)."""
+    argv = ["--llm-qrels", suite["llm"], "--format", "json", "-m", "nDCG@10"]
+    assert main(["compare", suite["human"], suite["a"], suite["b"], *argv]) == 0
+    expected = json.loads(capsys.readouterr().out)[0]["ppi"]["delta"]
+    gate = ["gate", "--qrels", suite["human"], "--baseline", suite["a"], "--run", suite["b"]]
+    assert main([*gate, *argv]) in (0, 1)
+    verdict = json.loads(capsys.readouterr().out)
+    [check] = [c for c in verdict["checks"] if c["kind"] == "baseline"]
+    assert check["paired"]["n"] == QUERIES and "PPI++" in check["message"]
+    assert (check["paired"]["ci_low"], check["paired"]["ci_high"]) == pytest.approx(
+        (expected["ci_low"], expected["ci_high"]), abs=1e-5
+    )
+    record = json.loads(Path(suite["sample"]).read_text())
+    Path(suite["sample"]).write_text(json.dumps(record | {"seed": 3}))  # the best of 20 seeds
+    assert ": seed: 3 is not the seed this frame commits to" in _refused(capsys, [*gate, *argv])

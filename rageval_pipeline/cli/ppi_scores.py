@@ -47,7 +47,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# The qrels table and its side of the join, as `rageval eval` reads them (`score._qrels`).
+# The qrels table and its side of the join, as `rageval eval` reads them (`score.read_judgments`).
 Qrels = tuple["pd.DataFrame", "Judgments"]
 
 
