@@ -22,8 +22,9 @@ def suite(tmp_path: Path) -> dict[str, str]:
     their sampling record beside them), a biased judge's grades on all 80, and two runs."""
     rng = np.random.default_rng(26)
     frame = [f"q{i:02d}" for i in range(QUERIES)]
-    sample = draw_sample(frame, HUMAN, seed=5)
+    sample = draw_sample(frame, HUMAN)
     truth = rng.choice(4, size=(QUERIES, DOCS), p=[0.5, 0.25, 0.15, 0.1])
+    truth[:, 0] = np.maximum(truth[:, 0], 1)  # every query has a relevant document
     llm = np.clip(truth + (rng.random(truth.shape) < 0.3), 0, 3)
     paths = {name: tmp_path / f"{name}.trec" for name in ("human", "llm", "a", "b")}
     drawn = set(sample.drawn())
@@ -60,7 +61,7 @@ def _per_query(capsys, qrels: str, run: str, queries: list[str]) -> np.ndarray:
 
 def _split(suite: dict[str, str]) -> tuple[list[str], list[str]]:
     drawn = json.loads(Path(suite["sample"]).read_text())
-    sampled = draw_sample(drawn["frame"], drawn["size"], drawn["seed"]).drawn()
+    sampled = draw_sample(drawn["frame"], drawn["size"]).drawn()
     return sampled, sorted(set(drawn["frame"]) - set(sampled))
 
 
@@ -115,11 +116,28 @@ def _refused(capsys, argv: list[str]) -> str:
 
 def test_a_human_subset_that_is_not_the_recorded_draw_is_refused(suite, capsys):
     record = json.loads(Path(suite["sample"]).read_text())
-    Path(suite["sample"]).write_text(json.dumps(record | {"seed": record["seed"] + 1}))
     argv = ["eval", suite["human"], suite["b"], "--llm-qrels", suite["llm"]]
+    larger = draw_sample(record["frame"], record["size"] + 1)
+    Path(suite["sample"]).write_text(larger.model_dump_json())
     assert "not the recorded random draw" in _refused(capsys, argv)
+    # A seed chosen by hand (say the best of 20 draws) or written as a string: refused.
+    for seed in (record["seed"] + 1, str(record["seed"])):
+        Path(suite["sample"]).write_text(json.dumps(record | {"seed": seed}))
+        assert ": seed: " in _refused(capsys, argv)
     Path(suite["sample"]).unlink()
     assert "no sampling record" in _refused(capsys, argv)
+
+
+def test_a_drawn_query_without_a_human_value_is_refused_not_scored_zero(suite, capsys):
+    """A drawn query judged with nothing relevant has no nDCG@10: refused, naming the qrels."""
+    first = draw_sample(json.loads(Path(suite["sample"]).read_text())["frame"], HUMAN).drawn()[0]
+    lines = Path(suite["human"]).read_text().splitlines(True)
+    zeroed = [f"{ln.rsplit(' ', 1)[0]} 0\n" if ln.startswith(f"{first} ") else ln for ln in lines]
+    Path(suite["human"]).write_text("".join(zeroed))
+    argv = ["eval", suite["human"], suite["b"], "-m", "nDCG@10", "--llm-qrels", suite["llm"]]
+    assert main(argv) == 2
+    [error] = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("note: ")]
+    assert error.startswith(f"error: {suite['human']}: ") and f"first: {first}" in error
 
 
 def test_llm_qrels_must_cover_the_frame_and_csv_is_refused(suite, capsys, tmp_path):
@@ -129,3 +147,22 @@ def test_llm_qrels_must_cover_the_frame_and_csv_is_refused(suite, capsys, tmp_pa
     assert "no LLM judgment" in _refused(capsys, [*argv, "--llm-qrels", str(partial)])
     with pytest.raises(SystemExit):
         main([*argv, "--llm-qrels", suite["llm"], "--format", "csv"])
+
+
+def test_rageval_gate_decides_with_the_ppi_interval_and_refuses_a_shopped_seed(suite, capsys):
+    """`rageval gate --llm-qrels`: the dataset's rule is `ppi`, the check's paired delta is the
+    PPI++ delta `rageval compare` prints (over the rounded per-query values the gate reads)."""
+    argv = ["--llm-qrels", suite["llm"], "--format", "json", "-m", "nDCG@10"]
+    assert main(["compare", suite["human"], suite["a"], suite["b"], *argv]) == 0
+    expected = json.loads(capsys.readouterr().out)[0]["ppi"]["delta"]
+    gate = ["gate", "--qrels", suite["human"], "--baseline", suite["a"], "--run", suite["b"]]
+    assert main([*gate, *argv]) in (0, 1)
+    verdict = json.loads(capsys.readouterr().out)
+    [check] = [c for c in verdict["checks"] if c["kind"] == "baseline"]
+    assert check["paired"]["n"] == QUERIES and "PPI++" in check["message"]
+    assert (check["paired"]["ci_low"], check["paired"]["ci_high"]) == pytest.approx(
+        (expected["ci_low"], expected["ci_high"]), abs=1e-5
+    )
+    record = json.loads(Path(suite["sample"]).read_text())
+    Path(suite["sample"]).write_text(json.dumps(record | {"seed": 3}))  # the best of 20 seeds
+    assert ": seed: 3 is not the seed this frame commits to" in _refused(capsys, [*gate, *argv])

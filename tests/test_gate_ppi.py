@@ -32,7 +32,7 @@ def _world() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, HumanSampl
     base_llm, run_llm = (
         np.clip(v + 0.1 + rng.normal(0, 0.05, POPULATION), 0, 1) for v in (base, run)
     )
-    sample = draw_sample([f"q{i:03d}" for i in range(POPULATION)], HUMAN, seed=3)
+    sample = draw_sample([f"q{i:03d}" for i in range(POPULATION)], HUMAN)
     return base, run, base_llm, run_llm, sample
 
 
@@ -102,10 +102,24 @@ def test_without_llm_values_the_ppi_rule_refuses_in_one_blocking_line():
     assert not verdict.passed and refused.blocking and refused.measure is None
     assert "refused: statistics.rule is ppi" in refused.message and "\n" not in refused.message
 
-    other = draw_sample(sample.frame, HUMAN, seed=4)
+    other = draw_sample(sample.frame, HUMAN + 1)
     verdict = _verdict(_summary(run, run_llm, sample), _summary(base, base_llm, other), "ppi")
     [refused] = [c for c in verdict.checks if c.kind == "baseline"]
     assert "same population and human sample" in refused.message
+
+
+def test_a_drawn_query_without_a_human_value_is_refused_by_the_gate_not_scored_zero():
+    """`check_drawn` runs again in the gate, whoever built the summaries (issue 32)."""
+    base, run, base_llm, run_llm, sample = _world()
+    missing = sample.drawn()[0]
+    short = _summary(run, run_llm, sample)
+    short = short.model_copy(
+        update={"per_query": {q: v for q, v in short.per_query.items() if q != missing}}
+    )
+    verdict = _verdict(short, _summary(base, base_llm, sample), "ppi")
+    [refused] = [c for c in verdict.checks if c.kind == "baseline"]
+    assert not verdict.passed and refused.blocking and refused.paired is None
+    assert f"drawn but not judged: {missing}" in refused.message and "\n" not in refused.message
 
 
 def test_baselines_keep_the_ppi_fields_and_only_when_they_are_set(tmp_path):

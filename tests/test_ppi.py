@@ -17,6 +17,7 @@ from rageval_pipeline.core.statistics.ppi import nested, ppi_deltas, ppi_mean, p
 from rageval_pipeline.core.statistics.sampling import (
     HumanSample,
     check_sample,
+    committed_seed,
     draw_sample,
     load_sample,
 )
@@ -82,19 +83,27 @@ def _table(values: dict[str, float], measure: str = "nDCG@10") -> dict[str, dict
     return nested(frame.sample(frac=1, random_state=0))
 
 
-def test_tables_are_aligned_by_query_id_and_a_query_without_relevant_documents_scores_zero():
+def test_tables_are_aligned_by_query_id_and_a_query_the_judge_found_nothing_for_scores_zero():
     frame = [f"q{i:03d}" for i in range(200)]
-    sample = draw_sample(frame, 40, seed=11)
+    sample = draw_sample(frame, 40)
     drawn = sample.drawn()
     others = sorted(set(frame) - set(drawn))
     rng = np.random.default_rng(6)
     truth = dict(zip(frame, rng.random(200), strict=True))
-    llm = {q: min(1.0, v + 0.1) for q, v in truth.items()}
-    human = {q: truth[q] for q in drawn[1:]}  # the first drawn query: judged, nothing relevant
+    llm = {q: min(1.0, v + 0.1) for q, v in truth.items() if q != others[0]}  # nothing relevant
+    human = {q: truth[q] for q in drawn}
     ours = ppi_means(_table(human), _table(llm), sample, ["nDCG@10"])["nDCG@10"]
-    y = np.array([0.0] + [truth[q] for q in drawn[1:]])
-    direct = ppi_mean(y, np.array([llm[q] for q in drawn]), np.array([llm[q] for q in others]))
+    y = np.array([truth[q] for q in drawn])
+    unlabelled = np.array([llm.get(q, 0.0) for q in others])
+    direct = ppi_mean(y, np.array([llm[q] for q in drawn]), unlabelled)
     assert ours == direct
+    llm[others[0]] = 0.0
+
+    # A drawn query without a human value is refused in one line, never scored 0.
+    without = {q: v for q, v in human.items() if q != drawn[0]}
+    refusal = f"^h.tsv: 1 drawn query has no human-judged nDCG@10 .first: {drawn[0]};"
+    with pytest.raises(InputError, match=refusal):
+        ppi_means(_table(without), _table(llm), sample, ["nDCG@10"], where="h.tsv")
 
     b_human = {q: v * 0.9 for q, v in human.items()}
     b_llm = {q: v * 0.9 for q, v in llm.items()}
@@ -113,17 +122,38 @@ def test_tables_are_aligned_by_query_id_and_a_query_without_relevant_documents_s
 # ---------------------------------------------------------------------------- the recorded draw
 
 
-def test_the_draw_depends_on_seed_and_frame_not_the_frames_order():
+def test_the_draw_depends_on_the_frame_alone_not_its_order():
     frame = [f"q{i}" for i in range(50)]
-    one = HumanSample(seed=3, size=10, frame=frame).drawn()
-    assert one == HumanSample(seed=3, size=10, frame=frame[::-1]).drawn()
-    assert one != HumanSample(seed=4, size=10, frame=frame).drawn()
-    assert len(set(one)) == 10 and set(one) <= set(frame)
+    one = draw_sample(frame, 10)
+    assert one.seed == committed_seed(frame) == draw_sample(frame[::-1], 10).seed
+    assert one.drawn() == HumanSample(seed=one.seed, size=10, frame=frame[::-1]).drawn()
+    assert one.drawn() != draw_sample([*frame, "q50"], 10).drawn()
+    assert len(set(one.drawn())) == 10 and set(one.drawn()) <= set(frame)
+
+
+def test_a_seed_shopped_sample_is_refused():
+    """The best of 20 seeded draws (the sample whose human values look best) is never the
+    frame's committed draw: its record is refused, so is its seed written as a string."""
+    frame = [f"q{i:03d}" for i in range(300)]
+    value = dict(zip(frame, np.random.default_rng(1).random(300), strict=True))
+
+    def draw(seed: int) -> list[str]:
+        picks = np.random.default_rng(seed).choice(300, 40, replace=False)
+        return sorted(frame[i] for i in picks)
+
+    best = max(range(20), key=lambda seed: np.mean([value[q] for q in draw(seed)]))
+    with pytest.raises(ValueError, match="is not the seed this frame commits to"):
+        HumanSample(seed=best, size=40, frame=frame)
+    committed = draw_sample(frame, 40)
+    record = json.loads(committed.model_dump_json())
+    with pytest.raises(ValueError, match="valid integer"):
+        HumanSample.model_validate(record | {"seed": str(committed.seed)})
+    assert HumanSample.model_validate(record) == committed
 
 
 def test_a_hand_picked_human_subset_is_refused_in_one_line():
     frame = [f"q{i}" for i in range(50)]
-    sample = draw_sample(frame, 10, seed=3)
+    sample = draw_sample(frame, 10)
     drawn = set(sample.drawn())
     check_sample(sample, drawn, set(frame), where="h.tsv", llm_where="l.tsv")
     picked = set(frame[:10])
@@ -140,6 +170,8 @@ def test_a_hand_picked_human_subset_is_refused_in_one_line():
         ({"seed": 0, "size": 2, "frame": ["a", "b", "a"]}, "frame: lists the query id 'a' more"),
         ({"seed": 0, "size": 2, "frame": ["a", "b"]}, "size: 2 leaves no query of the 2 for PPI"),
         ({"seed": -1, "size": 2, "frame": ["a", "b", "c"]}, "seed: must be greater than"),
+        ({"seed": 0, "size": 2, "frame": ["a", "b", "c"]}, "seed: 0 is not the seed this frame"),
+        ({"seed": "7", "size": 2, "frame": ["a", "b", "c"]}, "seed: must be a valid integer"),
     ],
 )
 def test_a_bad_sampling_record_is_one_line_naming_file_and_field(tmp_path, record, expected):
@@ -178,8 +210,8 @@ def _world(seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     llm = truth + ((truth == 0) & (u < 0.3)) - ((truth > 0) & (u >= 0.8))
     a = truth + rng.normal(0, 1.0, truth.shape)
     b = truth + rng.normal(0, 1.0, truth.shape) + 0.8 * (truth == 1)
-    frame = [f"q{i:04d}" for i in range(QUERIES)]
-    drawn = draw_sample(frame, HUMAN, seed=seed).drawn()
+    frame = [f"q{i:04d}-world{seed}" for i in range(QUERIES)]  # each world its own draw
+    drawn = draw_sample(frame, HUMAN).drawn()
     return _ndcg(truth, b) - _ndcg(truth, a), _ndcg(llm, b) - _ndcg(llm, a), drawn
 
 
@@ -189,7 +221,7 @@ def test_simulation_ppi_covers_the_true_delta_with_narrower_intervals_than_human
     for seed in range(200):
         true_delta, llm_delta, drawn = _world(seed)
         sampled = np.zeros(QUERIES, dtype=bool)
-        sampled[[int(q[1:]) for q in drawn]] = True
+        sampled[[int(q[1:5]) for q in drawn]] = True
         target = true_delta.mean()  # the population's delta: what the gate wants to know
         est = ppi_mean(true_delta[sampled], llm_delta[sampled], llm_delta[~sampled])
         covered += est.ci_low <= target <= est.ci_high

@@ -21,7 +21,7 @@ from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, Warehouse
 
 N, HUMAN, DOCS = 40, 12, 4
 FRAME = [f"q{i:02d}" for i in range(N)]
-SAMPLE = draw_sample(FRAME, HUMAN, seed=9)
+SAMPLE = draw_sample(FRAME, HUMAN)
 QUERIES = pd.DataFrame({"query_id": FRAME, "text": FRAME})
 
 

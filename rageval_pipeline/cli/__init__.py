@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rageval_pipeline.cli import (
         baseline,
         experiments,
+        gate,
         history,
         pool,
         score,
@@ -116,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (score, validate, spans, baseline, history, suggest, synth, pool, experiments):
+    modules = (score, gate, validate, spans, baseline, history, suggest, synth, pool, experiments)
+    for module in modules:
         module.add_parsers(subparsers)
     return parser
 

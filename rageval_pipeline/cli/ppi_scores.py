@@ -47,7 +47,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# The qrels table and its side of the join, as `rageval eval` reads them (`score._qrels`).
+# The qrels table and its side of the join, as `rageval eval` reads them (`score.read_judgments`).
 Qrels = tuple["pd.DataFrame", "Judgments"]
 
 
@@ -95,11 +95,16 @@ def compared(
     llm: tuple[pd.DataFrame, pd.DataFrame],
     sample: HumanSample,
     measures: list[str],
+    *,
+    where: str,
 ) -> dict[str, dict[str, PpiEstimate]]:
-    """Per measure, the PPI++ means of A and B and their paired delta B - A."""
+    """Per measure, the PPI++ means of A and B and their paired delta B - A (`where`: the human
+    qrels, named when a drawn query has no human value)."""
     from rageval_pipeline.core.statistics.ppi import nested, ppi_deltas, ppi_means
 
     human_values, llm_values = (tuple(nested(t) for t in pair) for pair in (human, llm))
-    a, b = (ppi_means(human_values[i], llm_values[i], sample, measures) for i in (0, 1))
-    delta = ppi_deltas(human_values, llm_values, sample, measures)
+    a, b = (
+        ppi_means(human_values[i], llm_values[i], sample, measures, where=where) for i in (0, 1)
+    )
+    delta = ppi_deltas(human_values, llm_values, sample, measures, where=where)
     return {m: {"a": a[m], "b": b[m], "delta": delta[m]} for m in measures}

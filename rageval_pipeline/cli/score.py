@@ -73,7 +73,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_compare, refuse=parser.error)
 
 
-def _measures(args: argparse.Namespace) -> list[Measure]:
+def parse_measures(args: argparse.Namespace) -> list[Measure]:
     """The measures asked for, parsed once here; a bad one exits 2, as argparse would.
     Parsed here rather than while parsing arguments: naming a measure imports pydantic
     (0.15 s), which `eval` spends while its run is read."""
@@ -88,7 +88,7 @@ def _measures(args: argparse.Namespace) -> list[Measure]:
     return measures
 
 
-def _read_run(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
+def read_run_file(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
     from rageval_pipeline.core.io.formats import read_ranked_run, read_run
     from rageval_pipeline.core.io.ranking import to_document_level
 
@@ -123,17 +123,17 @@ def _inputs_reading_the_run_ahead(
             ahead = pool.submit(lambda: read_ranked_run(fetch(*raw.result(), TREC_RUN)))
         import rageval_pipeline.core.measures.compute  # noqa: F401 (imported while it parses)
 
-        measures = _measures(args)
+        measures = parse_measures(args)
 
-        qrels = _qrels(args.qrels, [args.run], args.document_level)
+        qrels = read_judgments(args.qrels, [args.run], args.document_level)
         if raw is None:
-            return measures, qrels, _read_run(args.run, document_level=True)
+            return measures, qrels, read_run_file(args.run, document_level=True)
         return measures, qrels, ahead.result()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _qrels(path: str, runs: list[str], document_level: bool) -> Qrels:
+def read_judgments(path: str, runs: list[str], document_level: bool) -> Qrels:
     """The qrels and their side of the join (`Judgments`), for any number of runs.
 
     `--document-level` is refused for chunk-level qrels, which no document id can match (every
@@ -188,7 +188,7 @@ def _note(path: str, queries: list[str], one: str, many: str) -> None:
     print(f"note: {path}: {text}: {shown}", file=sys.stderr)
 
 
-def _score(
+def score_run(
     qrels: Qrels,
     qrels_path: str,
     run: RankedRun | pd.DataFrame,
@@ -235,16 +235,17 @@ def _score(
 def run_eval(args: argparse.Namespace) -> int:
     measures, qrels, run = _inputs_reading_the_run_ahead(args)
     population = ppi_scores.population(
-        args, qrels, lambda path: _qrels(path, [args.run], args.document_level)
+        args, qrels, lambda path: read_judgments(path, [args.run], args.document_level)
     )
-    per_query = _score(qrels, args.qrels, run, args.run, measures)
+    per_query = score_run(qrels, args.qrels, run, args.run, measures)
     ppi = {}
     if population:
         from rageval_pipeline.core.statistics.ppi import nested, ppi_means
 
         sample, llm = population
-        by_llm = _score(llm, args.llm_qrels, run, args.run, measures)
-        ppi = ppi_means(nested(per_query), nested(by_llm), sample, [str(m) for m in measures])
+        by_llm = score_run(llm, args.llm_qrels, run, args.run, measures)
+        named = [str(m) for m in measures]
+        ppi = ppi_means(nested(per_query), nested(by_llm), sample, named, where=args.qrels)
     del run  # (its arrays are freed before the output is built)
 
     import pandas as pd
@@ -278,29 +279,31 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.statistics.compare import compare_runs, mixed_levels, scored_level
 
-    measures = _measures(args)
+    measures = parse_measures(args)
     dl = args.document_level
-    qrels = _qrels(args.qrels, [args.run_a, args.run_b], dl)
+    qrels = read_judgments(args.qrels, [args.run_a, args.run_b], dl)
     population = ppi_scores.population(
-        args, qrels, lambda path: _qrels(path, [args.run_a, args.run_b], dl)
+        args, qrels, lambda path: read_judgments(path, [args.run_a, args.run_b], dl)
     )
     llm = population[1] if population else None
-    run_a, run_b = _read_run(args.run_a, dl), _read_run(args.run_b, dl)
+    run_a, run_b = read_run_file(args.run_a, dl), read_run_file(args.run_b, dl)
     if why := mixed_levels(scored_level(run_a.doc_id), scored_level(run_b.doc_id)):
         raise InputError(args.run_b, why)
 
     def scores(
         run: RankedRun | pd.DataFrame, path: str
     ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-        by_llm = None if llm is None else _score(llm, args.llm_qrels, run, path, measures)
-        return _score(qrels, args.qrels, run, path, measures), by_llm
+        by_llm = None if llm is None else score_run(llm, args.llm_qrels, run, path, measures)
+        return score_run(qrels, args.qrels, run, path, measures), by_llm
 
     (human_a, llm_a), (human_b, llm_b) = scores(run_a, args.run_a), scores(run_b, args.run_b)
     table = compare_runs(human_a, human_b, permutations=args.permutations, seed=args.seed)
     ppi = {}
     if population:
         named = [str(m) for m in measures]
-        ppi = ppi_scores.compared((human_a, human_b), (llm_a, llm_b), population[0], named)
+        ppi = ppi_scores.compared(
+            (human_a, human_b), (llm_a, llm_b), population[0], named, where=args.qrels
+        )
     if args.format == "json" and ppi:
         records = json.loads(table.to_json(orient="records", double_precision=15))
         for record in records:

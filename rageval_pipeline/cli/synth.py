@@ -19,7 +19,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--system", action="append", help="pool with this system only (repeatable; default all)"
     )
     parser.add_argument("--depth", type=at_least(1), default=10, help="pool depth (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the passage draw (default 0); the human sample's seed is the kept "
+        "queries' commitment, never chosen",
+    )
     parser.add_argument("--concurrency", type=at_least(1), help="requests in flight at once")
     parser.add_argument("--dry-run", action="store_true", help="count calls and tokens only")
     parser.add_argument(

@@ -4,15 +4,34 @@ Both the run and its baseline carry per-query values with human qrels on a recor
 sample (`per_query`) and with LLM qrels on every query of the population (`llm_per_query`),
 and the same sampling record (`human_sample`). The delta's PPI++ interval (core.statistics.ppi) then
 decides exactly as the bootstrap interval does under `interval`. Without those inputs the gate
-does not fall back to another rule: it refuses, in one line, to judge the run's measures.
+does not fall back to another rule: it refuses, in one line, to judge the run's measures. The
+draw is checked again here (`sampling.check_drawn`), whoever built the summaries: a human-judged
+query set that is not the recorded draw never decides.
 """
 
 from __future__ import annotations
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.evaluation import Evaluation
-from rageval_pipeline.core.gate.models import Baseline, Check
+from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
 from rageval_pipeline.core.measures.measure import Measure
 from rageval_pipeline.core.statistics.paired import PairedTest, with_holm
+from rageval_pipeline.core.statistics.sampling import check_drawn
+
+
+def _not_the_draw(summary: RunSummary | Baseline) -> str | None:
+    """Why the summary's human-judged queries miss some of its recorded draw; None when they
+    do not. (Only the missing side can be seen here: `per_query` also holds the measures that
+    need no judgment, such as Diversity@10, for every query of the run; the PPI estimate reads
+    the drawn queries alone, and a drawn query without a value for a measure is refused by
+    `ppi.sampled_values`.)"""
+    sample = summary.human_sample
+    assert sample is not None
+    try:
+        check_drawn(sample, set(summary.per_query) & set(sample.drawn()), where=None)
+    except InputError as error:
+        return error.problem
+    return None
 
 
 def refusal(run: Evaluation, baseline: Baseline) -> Check | None:
@@ -28,6 +47,10 @@ def refusal(run: Evaluation, baseline: Baseline) -> Check | None:
             "its baseline was not scored with LLM qrels on the same population and human "
             "sample; re-record the baseline from such a run"
         )
+    elif problem := _not_the_draw(s):
+        why = f"for this run {problem}"
+    elif problem := _not_the_draw(baseline):
+        why = f"for its baseline {problem}"
     else:
         return None
     return run.check(
@@ -54,5 +77,6 @@ def ppi_tests(
         measures,
         alpha=stats.alpha,
         power=stats.power,
+        where=run.label,
     )
     return with_holm({m: as_paired_test(d) for m, d in deltas.items()})

@@ -82,7 +82,7 @@ def synthesize(
     )
     kept = synthetic.round_trip(unique, ranks, llm)
     # Drawn before anything is written: a sample the kept queries cannot fill leaves no file.
-    drawn = synthetic.human_sample(kept, human_sample, seed) if human_sample else None
+    drawn = synthetic.human_sample(kept, human_sample) if human_sample else None
     companion = synthetic.companion_path(folder, suite)
     synthetic.write_companion(companion, kept)
     sample_path = sheet = None

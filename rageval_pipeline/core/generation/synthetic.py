@@ -188,16 +188,16 @@ def round_trip(
     ]
 
 
-def human_sample(queries: list[SyntheticQuery], size: int, seed: int) -> HumanSample:
-    """The recorded seeded uniform draw of `size` query ids (`statistics/sampling.py`, which the
-    PPI gate checks the human-judged queries against)."""
+def human_sample(queries: list[SyntheticQuery], size: int) -> HumanSample:
+    """The recorded uniform draw of `size` query ids with the seed the kept queries commit to
+    (`statistics/sampling.py`, which the PPI gate checks the human-judged queries against)."""
     if not 2 <= size < len(queries):
         raise GenerationError(
             f"a human sample of {size} from {len(queries)} kept synthetic queries: it needs "
             "2 or more, and fewer than all of them, or PPI has no LLM-only query to add "
             "(draw more with --n, or sample fewer)"
         )
-    return draw_sample([q.id for q in queries], size, seed)
+    return draw_sample([q.id for q in queries], size)
 
 
 def companion_path(folder: Path, suite: Suite) -> Path:

@@ -118,6 +118,27 @@ def _rounded(pq: pd.DataFrame) -> dict[str, dict]:
     return _nested(pq["query_id"], pq["measure"], np.array(round_metrics(pq["value"])))
 
 
+def run_summary(
+    per_query: pd.DataFrame,
+    means: pd.DataFrame,
+    *,
+    llm_per_query: pd.DataFrame | None = None,
+    **fields,
+) -> RunSummary:
+    """A RunSummary of one evaluated run's per-query and mean tables (query_id/measure/value;
+    measure/value/ci_low/ci_high) and, for PPI, its per-query values with LLM qrels; `fields`
+    are the rest (dataset, system, run_id, ...). At the baselines' precision (they are stored
+    rounded), so that rounding never shows as a per-query change or a "regression" of
+    -0.0000001: the gate reads a stored run and `rageval gate` a run file alike."""
+    return RunSummary(
+        measures=dict(zip(means["measure"], round_metrics(means["value"]), strict=True)),
+        per_query=_rounded(per_query),
+        intervals=_intervals(means),
+        llm_per_query={} if llm_per_query is None else _rounded(llm_per_query),
+        **fields,
+    )
+
+
 def _text(run: tuple, column: str) -> str | None:
     """A text column of a `runs` row; None where it is NULL (runs stored before it existed)."""
     value = getattr(run, column, None)
@@ -150,20 +171,16 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
         latency_stats, timed = _latency(run_latency[~beside])
         baseline_latency, _ = _latency(run_latency[beside])
         out.append(
-            RunSummary(
+            run_summary(
+                pq,
+                run_means,
+                llm_per_query=by_llm[by_llm["run_id"] == run.run_id],
                 dataset=run.dataset,
                 split=run.split,
                 system=run.system,
                 fingerprint=run.fingerprint,
                 run_id=run.run_id,
                 created_at=pd.Timestamp(run.created_at).isoformat(),
-                # At the baselines' precision (they are stored rounded), so that rounding never
-                # shows as a per-query change or a "regression" of -0.0000001.
-                measures=dict(
-                    zip(run_means["measure"], round_metrics(run_means["value"]), strict=True)
-                ),
-                per_query=_rounded(pq),
-                intervals=_intervals(run_means),
                 latency=latency_stats,
                 latency_queries=timed,
                 baseline_latency=baseline_latency,
@@ -177,7 +194,6 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 k=int(run.k) if pd.notna(run.k) else None,
                 config=json.loads(run.config) if isinstance(run.config, str) else None,
                 top=_top(rankings[rankings["run_id"] == run.run_id]),
-                llm_per_query=_rounded(by_llm[by_llm["run_id"] == run.run_id]),
                 human_sample=None
                 if (sample := _text(run, "human_sample")) is None
                 else HumanSample.model_validate_json(sample),

@@ -23,6 +23,7 @@ the human sample scaled by the ratio of standard errors.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from statistics import NormalDist
 from typing import TypeVar
 
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.statistics.paired import (
     DEFAULT_ALPHA,
     DEFAULT_POWER,
@@ -124,9 +126,27 @@ def nested(per_query: pd.DataFrame) -> dict[str, dict[str, float]]:
 
 
 def by_query(values: PerQuery, measure: str, queries: list[str]) -> np.ndarray:
-    """A measure's values for `queries`, in order. A query the label source judged without a
-    relevant document has no value (the measures leave it out) and scores 0 (as trec_eval -c)."""
+    """A measure's LLM-judged values for `queries`, in order. A query the judge labelled without
+    a relevant document has no value (the measures leave it out) and scores 0 (as trec_eval -c):
+    the judge said nothing it retrieved is relevant."""
     return np.array([values.get(q, {}).get(measure, 0.0) for q in queries], dtype=float)
+
+
+def sampled_values(
+    values: PerQuery, measure: str, drawn: list[str], *, where: str | Path | None = None
+) -> np.ndarray:
+    """A measure's human-judged values on the drawn queries, in order. A drawn query without
+    one (not judged, or judged with no relevant document) is refused in one line, never scored
+    0: a 0 would be a value nobody measured, biasing the correction PPI rests on."""
+    missing = [q for q in drawn if measure not in values.get(q, {})]
+    if missing:
+        raise InputError(
+            where,
+            f"{len(missing)} drawn quer{'y has' if len(missing) == 1 else 'ies have'} no "
+            f"human-judged {measure} (first: {missing[0]}; not judged, or judged with no "
+            "relevant document): PPI needs a human value for every drawn query",
+        )
+    return np.array([values[q][measure] for q in drawn], dtype=float)
 
 
 def _split(sample: HumanSample) -> tuple[list[str], list[str]]:
@@ -166,12 +186,13 @@ def ppi_means(
     *,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
+    where: str | Path | None = None,
 ) -> dict[_M, PpiEstimate]:
     """Per measure (a Measure or its name; values are found by its canonical name), the PPI++
     population mean from per-query values scored with the human qrels and with the LLM qrels
-    (checked by `sampling.check_sample`)."""
+    (checked by `sampling.check_sample`); `where` names the human qrels in a refusal."""
     return _per_measure(
-        lambda m, q: by_query(human, m, q),
+        lambda m, q: sampled_values(human, m, q, where=where),
         lambda m, q: by_query(llm, m, q),
         sample,
         measures,
@@ -188,14 +209,19 @@ def ppi_deltas(
     *,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
+    where: str | Path | None = None,
 ) -> dict[_M, PpiEstimate]:
     """Per measure (as in `ppi_means`), the PPI++ paired delta B - A: PPI on the per-query
     differences. `human` and `llm` are (A, B) pairs of per-query values."""
 
-    def diff(pair: tuple[PerQuery, PerQuery]) -> Callable[[str, list[str]], np.ndarray]:
-        return lambda m, q: by_query(pair[1], m, q) - by_query(pair[0], m, q)
+    def human_diff(m: str, q: list[str]) -> np.ndarray:
+        a, b = (sampled_values(values, m, q, where=where) for values in human)
+        return b - a
 
-    return _per_measure(diff(human), diff(llm), sample, measures, alpha, power)
+    def llm_diff(m: str, q: list[str]) -> np.ndarray:
+        return by_query(llm[1], m, q) - by_query(llm[0], m, q)
+
+    return _per_measure(human_diff, llm_diff, sample, measures, alpha, power)
 
 
 def as_paired_test(delta: PpiEstimate) -> PairedTest:

@@ -47,7 +47,7 @@ class LabelSettings(dg.ConfigurableResource):
     """Run-wide knobs of the synthetic queries and LLM labels (models come from RAG_EVAL_*)."""
 
     n: int = 400  # queries drawn
-    seed: int = 0  # passage draw, human sample and bias-check sample
+    seed: int = 0  # passage draw and bias-check sample (the human sample's seed is committed)
     human_sample: int = 60  # synthetic queries sampled for human judging
     depth: int = 10  # pool depth labelled
     systems: list[str] | None = None  # pool and round-trip systems; default every system

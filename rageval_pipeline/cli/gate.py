@@ -1,0 +1,151 @@
+"""`rageval gate`: the release gate on run files, for a CI that has runs but no Dagster.
+
+The baseline's run and the new run are scored against the qrels by `rageval eval`'s code
+(`score`), each made a `RunSummary` as the gate reads a stored run back (`history.summaries`),
+the baseline's recorded from its summary, and decided by `core.gate.decide` under the policy:
+the same decision, verdict and report as the `gate` asset. Exit 0 when the verdict passes, 1
+when it is blocked, 2 on bad input (one line naming file, line and field).
+
+With `--llm-qrels` the qrels are the human judgments of a recorded random sample of the
+population (`--human-sample`, docs/statistics.md) and the dataset's `statistics.rule` is `ppi`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rageval_pipeline.cli import ppi_scores, score
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.measures.defaults import EVAL_MEASURES
+
+if TYPE_CHECKING:
+    from rageval_pipeline.core.gate import GatePolicy, RunSummary
+
+FORMATS = ("md", "json")
+# Beside `rageval eval`'s measures: Judged@10, which the gate's unjudged check compares.
+GATE_MEASURES = (*EVAL_MEASURES, "Judged@10")
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "gate",
+        help="the release gate on two run files: exit 0 pass, 1 blocked, 2 bad input",
+        description="Score the baseline's run and the new run against the qrels, decide with "
+        "the gate policy (the pipeline's gate, docs/gate.md) and print the verdict's report.",
+    )
+    parser.add_argument("--qrels", required=True, metavar="QRELS", help="TREC or BEIR qrels")
+    parser.add_argument("--baseline", required=True, metavar="RUN", help="the baseline's run")
+    parser.add_argument("--run", required=True, metavar="RUN", help="the run under judgement")
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="gate policy (default: $RAGEVAL_DATA/gate.yaml when it exists, else the defaults "
+        "of docs/gate.md)",
+    )
+    parser.add_argument(
+        "--dataset", metavar="NAME", help="whose policy rules apply (default: the qrels' stem)"
+    )
+    parser.add_argument(
+        "--system", metavar="NAME", help="the system's name in the report (default: RUN's stem)"
+    )
+    parser.add_argument(
+        "-m",
+        "--measure",
+        action="append",
+        dest="measures",
+        metavar="MEASURE",
+        help=f"measures scored (repeatable; default {' '.join(GATE_MEASURES)}, and those the "
+        "policy compares)",
+    )
+    ppi_scores.add_options(parser)
+    parser.add_argument("--format", choices=FORMATS, default="md", help="report printed")
+    parser.add_argument(
+        "--reports", metavar="DIR", help="also write gate.json, report.json, gate.md, gate.html"
+    )
+    parser.set_defaults(func=run_gate, refuse=parser.error)
+
+
+def _policy(args: argparse.Namespace, dataset: str) -> GatePolicy:
+    """The policy file's rules, with `statistics.rule: ppi` for the dataset under
+    `--llm-qrels`: LLM labels given for a gate are there to decide it."""
+    from rageval_pipeline.core.gate import GatePolicy, load_policy
+    from rageval_pipeline.core.io import paths
+
+    default = paths.data_dir() / "gate.yaml"
+    if args.policy is not None:
+        policy = load_policy(Path(args.policy))
+    else:
+        policy = load_policy(default) if default.is_file() else GatePolicy()
+    if args.llm_qrels is None:
+        return policy
+    rules = policy.rules_for(dataset)
+    statistics = rules.statistics.model_copy(update={"rule": "ppi"})
+    ppi = rules.model_copy(update={"statistics": statistics})
+    return policy.model_copy(update={"datasets": {**policy.datasets, dataset: ppi}})
+
+
+def _stamp(path: str) -> str:
+    """A run file's modification time (UTC, ISO-8601): the same files decide the same report."""
+    return datetime.fromtimestamp(Path(path).stat().st_mtime, UTC).isoformat(timespec="seconds")
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core import report
+    from rageval_pipeline.core.gate import baseline_from_summary, decide
+    from rageval_pipeline.core.history.summaries import run_summary
+    from rageval_pipeline.core.measures.aggregate import mean_table
+    from rageval_pipeline.core.statistics.compare import mixed_levels, scored_level
+    from rageval_pipeline.core.storage.reuse import file_digest
+
+    dataset = args.dataset or Path(args.qrels).stem
+    system = args.system or Path(args.run).stem
+    policy = _policy(args, dataset)
+    rules = policy.rules_for(dataset)
+    wanted = args.measures or [*GATE_MEASURES, *(str(m) for m in rules.compare or ())]
+    args.measures = list(dict.fromkeys(wanted))
+    measures = score.parse_measures(args)
+    files = [args.baseline, args.run]
+    qrels = score.read_judgments(args.qrels, files, document_level=False)
+    population = ppi_scores.population(
+        args, qrels, lambda path: score.read_judgments(path, files, document_level=False)
+    )
+    summaries: list[RunSummary] = []
+    for path in files:
+        ranked = score.read_run_file(path, document_level=False)
+        per_query = score.score_run(qrels, args.qrels, ranked, path, measures)
+        by_llm = None
+        if population is not None:
+            by_llm = score.score_run(population[1], args.llm_qrels, ranked, path, measures)
+        digest = file_digest(Path(path))[:16]
+        summaries.append(
+            run_summary(
+                per_query,
+                mean_table(per_query),
+                llm_per_query=by_llm,
+                dataset=dataset,
+                split="test",
+                system=system,
+                fingerprint=digest,
+                run_id=digest,
+                created_at=_stamp(path),
+                n_queries=per_query["query_id"].nunique(),
+                level=scored_level(ranked.doc_id),
+                human_sample=None if population is None else population[0],
+            )
+        )
+    base, run = summaries
+    if why := mixed_levels(base.level, run.level):
+        raise InputError(args.run, why)
+    baseline = baseline_from_summary(base, note=f"the run file {args.baseline}")
+    baselines = {(dataset, system): baseline}
+    verdict = decide([run], baselines, policy)
+    full = report.build_report(verdict, [run], baselines)
+    if args.reports is not None:
+        report.write_reports(full, Path(args.reports))
+    print(report.to_json(verdict) if args.format == "json" else report.to_markdown(full), end="")
+    print(f"gate: {verdict.summary}", file=sys.stderr)
+    return 0 if verdict.passed else 1
