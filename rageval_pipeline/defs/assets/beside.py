@@ -14,7 +14,7 @@ from rageval_pipeline.core.retrieval import Retriever, execute
 from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_stamp
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import chunk_corpus
-from rageval_pipeline.core.systems import SystemConfig, indexed_system
+from rageval_pipeline.core.systems import TIMING_SAMPLE, SystemConfig, indexed_system
 from rageval_pipeline.defs.resources import Settings
 
 
@@ -30,13 +30,15 @@ def build_stamped(
     settings: Settings,
     key: str,
     log: Callable[[str], None] | None = None,
+    *,
+    timing: bool = False,
 ) -> dict:
-    """Build `system`'s index of `chunks` into `directory` and stamp it with `key`; the stamp is
-    cleared first, so an index cut short by a killed step is never taken as built."""
+    """Build `system`'s index of `chunks` (with `timing`, one only to time searches:
+    `build_timing_index`) into `directory` and stamp it with `key`; the stamp is cleared first,
+    so an index cut short by a killed step is never taken as built."""
     write_stamp(index_stamp(directory), None)
-    stats = system.build_index(
-        chunks, directory, embeddings_dir=settings.storage / "embeddings", log=log
-    )
+    build = system.build_timing_index if timing else system.build_index
+    stats = build(chunks, directory, embeddings_dir=settings.storage / "embeddings", log=log)
     write_stamp(index_stamp(directory), key)
     return stats
 
@@ -67,15 +69,31 @@ def baseline_system(
     return indexed_system(baseline.config, system.name)
 
 
+def _chunks(
+    settings: Settings, dataset: str, system: SystemConfig, beside: SystemConfig, corpus
+) -> pd.DataFrame:
+    """The corpus chunked as the baseline's configuration chunks it: the system's stored chunks
+    when the two chunk alike (a changed model or window), else chunked here."""
+    reference = _reference(settings, dataset)
+    chunking = beside.chunking.resolve(reference)
+    if chunking == system.chunking.resolve(reference):
+        return settings.stored(system.name, "chunks", partition=dataset).frame
+    return chunk_corpus(corpus.frame, chunking, datetime.now(UTC).isoformat(timespec="seconds"))
+
+
 def open_beside(
     context: dg.AssetExecutionContext,
     settings: Settings,
     system: SystemConfig,
     beside: SystemConfig | None,
     index_dir: Path,
+    *,
+    timing: bool = True,
 ) -> Retriever | None:
     """The baseline's configuration, opened to be timed beside `system`: the system's own index
-    when the configuration is unchanged, else one of its own (built once, kept by content key)."""
+    when the configuration is unchanged, else one of its own, kept by content key: with `timing`
+    one only to time it (a dense one embeds TIMING_SAMPLE chunks, not the corpus; the whole
+    index serves as well when a re-run built it), else the whole index, whose hits are read."""
     if beside is None:
         return None
     if beside is system:
@@ -84,12 +102,16 @@ def open_beside(
     corpus = settings.stored("corpus", partition=dataset)
     directory = settings.index_dir(f"{system.name}.baseline", dataset)
     key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
-    if read_stamp(index_stamp(directory)) != key or not directory.is_dir():
-        context.log.info(f"{system.name}: building the baseline configuration's index to time it")
-        chunking = beside.chunking.resolve(_reference(settings, dataset))
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        chunks = chunk_corpus(corpus.frame, chunking, stamp)
-        build_stamped(beside, chunks, directory, settings, key)
+    timing_key = content_key(key, "timing", TIMING_SAMPLE)
+    if read_stamp(index_stamp(directory)) not in ({key, timing_key} if timing else {key}) or (
+        not directory.is_dir()
+    ):
+        what = "to time it" if timing else "to re-run it"
+        context.log.info(f"{system.name}: building the baseline configuration's index {what}")
+        chunks = _chunks(settings, dataset, system, beside, corpus)
+        build_stamped(
+            beside, chunks, directory, settings, timing_key if timing else key, timing=timing
+        )
     return beside.open_index(directory)
 
 
@@ -103,6 +125,6 @@ def run_beside(
 ) -> pd.DataFrame:
     """The run of the baseline's configuration on this suite's judged queries."""
     index_dir = settings.index_dir(system.name, settings.dataset(context).name)
-    retriever = open_beside(context, settings, system, beside, index_dir)
+    retriever = open_beside(context, settings, system, beside, index_dir, timing=False)
     asked = loaders.judged_queries(queries, judged, settings.split)
     return execute(retriever.search, asked, settings.top_k)
