@@ -3,7 +3,6 @@ run (latency on one machine under one load), and re-run on a suite that changed 
 baseline was recorded (what the gate then checks against; docs/gate.md)."""
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -13,8 +12,8 @@ from rageval_pipeline.core.gate import Baseline, baseline_path, load_baseline
 from rageval_pipeline.core.retrieval import Retriever, execute
 from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_stamp
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.core.systems import TIMING_SAMPLE, SystemConfig, indexed_system
+from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.resources import Settings
 
 
@@ -69,18 +68,6 @@ def baseline_system(
     return indexed_system(baseline.config, system.name)
 
 
-def _chunks(
-    settings: Settings, dataset: str, system: SystemConfig, beside: SystemConfig, corpus
-) -> pd.DataFrame:
-    """The corpus chunked as the baseline's configuration chunks it: the system's stored chunks
-    when the two chunk alike (a changed model or window), else chunked here."""
-    reference = _reference(settings, dataset)
-    chunking = beside.chunking.resolve(reference)
-    if chunking == system.chunking.resolve(reference):
-        return settings.stored(system.name, "chunks", partition=dataset).frame
-    return chunk_corpus(corpus.frame, chunking, datetime.now(UTC).isoformat(timespec="seconds"))
-
-
 def open_beside(
     context: dg.AssetExecutionContext,
     settings: Settings,
@@ -108,7 +95,9 @@ def open_beside(
     ):
         what = "to time it" if timing else "to re-run it"
         context.log.info(f"{system.name}: building the baseline configuration's index {what}")
-        chunks = _chunks(settings, dataset, system, beside, corpus)
+        reference = _reference(settings, dataset)
+        chunking = beside.chunking.resolve(reference)
+        chunks = chunked(settings, dataset, corpus.frame, chunking, reference, system)
         build_stamped(
             beside, chunks, directory, settings, timing_key if timing else key, timing=timing
         )
