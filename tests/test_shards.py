@@ -158,13 +158,14 @@ def test_a_timing_index_embeds_a_sample_and_is_as_large_as_the_whole(
     system = DenseSystem(retriever="dense", model=str(tiny_model), max_seq_length=64)
     cache = tmp_path / "cache"
     stats = system.build_timing_index(chunks, tmp_path / "timing", embeddings_dir=cache)
-    sample = chunks.iloc[::4]  # 1,000 chunks in at most 256: every 4th
+    step = -(-len(chunks) // TIMING_SAMPLE)
+    sample = chunks.iloc[::step]  # spread over the corpus
     assert (stats["embedded"], stats["cached"]) == (len(sample), 0) and len(sample) <= TIMING_SAMPLE
     index = DenseIndex.load(tmp_path / "timing")
     assert index.vectors.shape == (len(chunks), 32) and list(index.ids) == list(chunks["chunk_id"])
     whole = system.build_index(chunks, tmp_path / "whole", embeddings_dir=cache)
     assert (whole["embedded"], whole["cached"]) == (len(chunks) - len(sample), len(sample))
     vectors = DenseIndex.load(tmp_path / "whole").vectors
-    assert np.array_equal(index.vectors[: len(sample)], vectors[::4])
+    assert np.array_equal(index.vectors[: len(sample)], vectors[::step])
     assert np.array_equal(index.vectors[len(sample) :], index.vectors[: len(chunks) - len(sample)])
     assert len(index.search("w1 w2 w3", 10)) == 10
