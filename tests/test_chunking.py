@@ -5,11 +5,11 @@ import pytest
 from pydantic import ValidationError
 
 from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.chunk_ids import source_ids
 from rageval_pipeline.core.suites.chunking import (
     ChunkingConfig,
     chunk_corpus,
     integrity,
-    source_ids,
     split_text,
 )
 

@@ -9,8 +9,9 @@ import pytest
 import pytrec_eval
 
 from rageval_pipeline.core.io import beir
+from rageval_pipeline.core.io.chunk_ids import source_ids
 from rageval_pipeline.core.results.store import measure_run
-from rageval_pipeline.core.suites.chunking import chunk_corpus, source_ids
+from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.core.suites.conventions import (
     conventions_note,
     drop_identical_ids,

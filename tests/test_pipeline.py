@@ -13,6 +13,7 @@ import pytrec_eval
 
 from rageval_pipeline.core.gate import baseline_path, load_baseline
 from rageval_pipeline.core.storage.warehouse import Warehouse
+from rageval_pipeline.core.suites import chunk_corpus, loaders
 from rageval_pipeline.defs.definitions import build_definitions
 
 PARTITION = "beir-mini"
@@ -186,6 +187,14 @@ def test_golden_suite_replays_identically_at_chunk_level(pipeline_home):
         "SELECT DISTINCT level FROM runs WHERE dataset = 'techdocs'"
     )
     assert levels["level"].tolist() == ["chunk"]
+    # The metrics judge evidence spans by the stored chunks (defs/assets/chunked.py): the same
+    # extents as chunking the stored corpus again.
+    stored = pq.read_table(_asset_file(pipeline_home, "bm25", "chunks", partition="techdocs"))
+    corpus = pq.read_table(_asset_file(pipeline_home, "corpus", partition="techdocs"))
+    reference = loaders.reference_chunking(pipeline_home / "data" / "suites" / "techdocs")
+    again = chunk_corpus(corpus.to_pandas(), reference, "")
+    cols = ["chunk_id", "doc_id", "start", "end"]
+    pd.testing.assert_frame_equal(stored.to_pandas()[cols], again[cols])
     # Its chunk-level judgments are looked for among the reference chunks: none is missing.
     judgments = pq.read_metadata(_asset_file(pipeline_home, "qrels", partition="techdocs")).num_rows
     folder = pipeline_home / "storage" / "reports" / "quality" / "techdocs" / "bm25"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from rageval_pipeline.core.gate import (
     load_policy,
 )
 from rageval_pipeline.core.report import build_report, to_html, to_markdown, write_reports
-from rageval_pipeline.core.report.plots import render, render_cached
+from rageval_pipeline.core.report.plots import UNUSED_DAYS, render, render_cached
 from rageval_pipeline.core.report.validation import validation_report
 
 GATE_YAML = Path(__file__).parent.parent / "data" / "gate.yaml"
@@ -117,10 +119,9 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     # An interval that misses its value (rounding, an older baseline's) still draws.
     odd = next(f for f in report.figures if f.kind == "measures").model_copy(deep=True)
     odd.data["current_ci"][0] = [odd.data["current"][0] + 0.01, odd.data["current"][0] + 0.02]
-    assert render(odd)[0].startswith("<svg")
-    svg, png = render(per_query)
-    assert svg.startswith("<svg") and png.startswith(b"\x89PNG")
-    assert render(per_query) == (svg, png)
+    assert render(odd).startswith("<svg")
+    svg = render(per_query)
+    assert svg.startswith("<svg") and render(per_query) == svg
     (tmp_path / "plots").mkdir()
     (tmp_path / "plots" / "per_query-hotel-test-removed.svg").write_text("<svg/>")
     paths = write_reports(report, tmp_path)
@@ -128,7 +129,7 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     for what, path in paths.items():
         assert path.read_bytes() == again[what].read_bytes(), what
     plots = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert len(plots) == 2 * len(report.figures)  # the earlier report's plot is gone
+    assert plots == sorted(f"{f.name}.svg" for f in report.figures)  # the earlier one is gone
     assert json.loads(paths["report"].read_text())["runs"][0]["lost"][0]["query_id"] == "q1"
 
 
@@ -139,7 +140,7 @@ def test_cached_figures_are_the_drawn_bytes_and_only_changed_ones_are_drawn(
     cache = tmp_path / "cache"
     drawn = render_cached(report.figures, cache)
     assert drawn == {f.name: render(f) for f in report.figures}
-    assert len(list(cache.iterdir())) == 2 * len(report.figures)
+    assert len(list(cache.iterdir())) == len(report.figures)
 
     calls = []
     monkeypatch.setattr(
@@ -149,7 +150,13 @@ def test_cached_figures_are_the_drawn_bytes_and_only_changed_ones_are_drawn(
     changed = report.figures[0].model_copy(update={"title": "another title"})
     again = render_cached([changed, *report.figures[1:]], cache)
     assert calls == [changed] and again[changed.name] == render(changed)
-    assert len(list(cache.iterdir())) == 2 * len(report.figures)  # the old figure's pair dropped
+    # Shared by every report of the storage: the figure drawn before stays until unused.
+    assert len(list(cache.iterdir())) == len(report.figures) + 1
+    old = time.time() - (UNUSED_DAYS + 1) * 86400
+    for path in cache.iterdir():
+        os.utime(path, (old, old))
+    assert render_cached(report.figures, cache) == drawn and calls == [changed]
+    assert len(list(cache.iterdir())) == len(report.figures)  # read now: kept; the other dropped
     cached = write_reports(report, tmp_path / "a", plot_cache=cache)
     plain = write_reports(report, tmp_path / "b")
     for what, path in plain.items():

@@ -17,7 +17,7 @@ from rageval_pipeline.core.retrieval.dense import DenseIndex
 from rageval_pipeline.core.retrieval.shards import split
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.loaders import read_corpus, read_queries
-from rageval_pipeline.core.systems import DenseSystem
+from rageval_pipeline.core.systems import TIMING_SAMPLE, DenseSystem
 from tests.tiny_bert import save_tiny_bert
 
 BEIR_MINI = Path(__file__).resolve().parents[1] / "data" / "suites" / "beir-mini"
@@ -146,3 +146,26 @@ def test_a_shard_whose_chunks_changed_is_refused_in_one_line(tmp_path):
     changed = chunks.assign(text=chunks["text"] + " w1")
     with pytest.raises(InputError, match=r"shard \d/2 \(\w{12}\): the chunks changed since"):
         system.embed_shard(changed, shard, embeddings_dir=tmp_path)
+
+
+def test_a_timing_index_embeds_a_sample_and_is_as_large_as_the_whole(
+    tiny_model, one_thread, tmp_path
+):
+    """The baseline's configuration timed beside a changed system (docs/gate.md) embeds
+    TIMING_SAMPLE chunks, not the corpus; its index still holds a vector per chunk, so a
+    search multiplies as many vectors as the whole index's does."""
+    chunks = corpus_chunks(synthetic(1000))
+    system = DenseSystem(retriever="dense", model=str(tiny_model), max_seq_length=64)
+    cache = tmp_path / "cache"
+    stats = system.build_timing_index(chunks, tmp_path / "timing", embeddings_dir=cache)
+    step = -(-len(chunks) // TIMING_SAMPLE)
+    sample = chunks.iloc[::step]  # spread over the corpus
+    assert (stats["embedded"], stats["cached"]) == (len(sample), 0) and len(sample) <= TIMING_SAMPLE
+    index = DenseIndex.load(tmp_path / "timing")
+    assert index.vectors.shape == (len(chunks), 32) and list(index.ids) == list(chunks["chunk_id"])
+    whole = system.build_index(chunks, tmp_path / "whole", embeddings_dir=cache)
+    assert (whole["embedded"], whole["cached"]) == (len(chunks) - len(sample), len(sample))
+    vectors = DenseIndex.load(tmp_path / "whole").vectors
+    assert np.array_equal(index.vectors[: len(sample)], vectors[::step])
+    assert np.array_equal(index.vectors[len(sample) :], index.vectors[: len(chunks) - len(sample)])
+    assert len(index.search("w1 w2 w3", 10)) == 10

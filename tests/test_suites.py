@@ -12,8 +12,9 @@ import yaml
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.suites.chunking import chunk_corpus
-from rageval_pipeline.core.suites.golden import load_suite, suite_json_schema
+from rageval_pipeline.core.suites.golden import load_suite
 from rageval_pipeline.core.suites.loaders import suite_tables
+from rageval_pipeline.core.suites.schema import suite_json_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "suites"
@@ -393,7 +394,7 @@ def test_yaml_suite_equals_json_suite(tmp_path):
 
 def test_committed_json_schema_is_generated_from_the_models():
     # When the models change, regenerate the committed schema with
-    #   python -m rageval_pipeline.core.suites.golden --schema > data/suites/suite.schema.json
+    #   python -m rageval_pipeline.core.suites.schema --schema > data/suites/suite.schema.json
     committed = json.loads((ROOT / "data" / "suites" / "suite.schema.json").read_text())
     assert committed == suite_json_schema()
 
@@ -491,3 +492,52 @@ def test_content_path_must_be_a_regular_file(tmp_path, name, make, kind):
         f"{path}:1: documents[0].content_path: is {kind}, not a regular file "
         f"(got {json.dumps(name)})"
     )
+
+
+def test_a_suite_is_parsed_once_while_its_files_keep_their_size_and_time(tmp_path):
+    folder = tmp_path / "base"
+    folder.mkdir()
+    (folder / "guide.md").write_text("Tokens expire after one hour.", encoding="utf-8")
+    guide = {k: v for k, v in BASE["documents"][0].items() if k != "content"}
+    path = write(folder, BASE | {"documents": [guide | {"content_path": "guide.md"}]}, "suite.json")
+    assert load_suite(folder) is not load_suite(folder)  # just written: parsed every time
+
+    def settle():  # written two seconds ago, as a committed suite's files are
+        for file in folder.iterdir():
+            os.utime(file, (file.stat().st_atime, file.stat().st_mtime - 2))
+
+    settle()
+    first = load_suite(folder)
+    assert load_suite(path) is first and first.documents[0].text.startswith("Tokens")
+    (folder / "guide.md").write_text("Tokens expire after two hours.", encoding="utf-8")
+    settle()
+    assert load_suite(folder).documents[0].text == "Tokens expire after two hours."
+    path.write_text(path.read_text(encoding="utf-8").replace('"Q1"', '"Q2"'), encoding="utf-8")
+    settle()  # the same size: the modification time tells
+    assert load_suite(folder).queries[0].id == "Q2"
+    path.write_text("{", encoding="utf-8")
+    assert "suite.json" in problem(folder)  # a broken edit is an error, never the old suite
+
+
+def test_bundled_suites_are_validated_once_per_code_location_start(tmp_path, monkeypatch):
+    from rageval_pipeline.core.suites import golden
+    from rageval_pipeline.defs.partitions import bundled_suites
+
+    shutil.copytree(TINY, tmp_path / "tiny")
+    path = tmp_path / "tiny" / "suite.json"
+    old = path.stat().st_mtime_ns - 2_000_000_000
+    os.utime(path, ns=(old, old))
+    monkeypatch.delenv("RAGEVAL_PROCESS_SUITES_VALIDATED", raising=False)
+    assert bundled_suites(tmp_path) == ["tiny"]  # validated, and the stamp handed down
+    # A child process (same variables) skips the validation while no file changed; broken
+    # behind the stamp's back (same size, time put back), only a fresh start would notice.
+    path.write_text(path.read_text().replace('"tiny"', '"tinz"', 1))
+    os.utime(path, ns=(old, old))
+    assert bundled_suites(tmp_path) == ["tiny"]
+    monkeypatch.setattr(golden, "_PARSED", {})  # a new code location: nothing parsed yet
+    monkeypatch.delenv("RAGEVAL_PROCESS_SUITES_VALIDATED")
+    with pytest.raises(InputError, match="must equal the suite's folder name 'tiny'"):
+        bundled_suites(tmp_path)
+    path.write_text(path.read_text().replace('"tinz"', '"tiny"', 1))  # a changed file: again
+    monkeypatch.setenv("RAGEVAL_PROCESS_SUITES_VALIDATED", "a stamp of other files")
+    assert bundled_suites(tmp_path) == ["tiny"]

@@ -139,9 +139,9 @@ def read_judgments(path: str, runs: list[str], document_level: bool) -> Qrels:
     `--document-level` is refused for chunk-level qrels, which no document id can match (every
     score would be 0). The rule, never a guess from some of the ids: the qrels are chunk-level
     when every judged id has the chunk-id form `doc:chunk:n` (`core.suites.chunking`)."""
+    from rageval_pipeline.core.io.chunk_ids import is_chunk_id
     from rageval_pipeline.core.io.formats import read_keyed_qrels
     from rageval_pipeline.core.measures.join import Judgments
-    from rageval_pipeline.core.suites.chunking import is_chunk_id
 
     try:
         table, keys = read_keyed_qrels(path)

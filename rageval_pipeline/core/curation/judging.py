@@ -38,8 +38,8 @@ from pydantic import BaseModel
 
 from rageval_pipeline.core.curation.pool import PoolEntry, suite_level
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.chunk_ids import split_chunk_id
 from rageval_pipeline.core.storage.warehouse import write_text
-from rageval_pipeline.core.suites.chunking import split_chunk_id
 from rageval_pipeline.core.suites.evidence import span_entry
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows

@@ -26,13 +26,9 @@ from statistics import mean
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from rageval_pipeline.core.io.chunk_ids import split_chunk_id
 from rageval_pipeline.core.io.ranking import to_document_level
-from rageval_pipeline.core.suites.chunking import (
-    ChunkingConfig,
-    chunk_corpus,
-    split_chunk_id,
-    split_text,
-)
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, split_text
 from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import suite_tables

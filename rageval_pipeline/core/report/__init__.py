@@ -1,7 +1,7 @@
 """Reports people read: JSON, Markdown and HTML of one report model, with plots beside them.
 
 `write_reports(report, directory)` writes `gate.json` (the verdict), `report.json` (the whole
-model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and `plots/<name>.svg|png`.
+model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and `plots/<name>.svg`.
 A bare `Verdict` is accepted wherever a report is and reported without the context
 (summaries, baselines, history, texts) that adds the systems table, explanations and plots.
 `report_texts` builds the query texts and target snippets the explanations show;
@@ -24,7 +24,7 @@ from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.report.summary import run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage.location import as_location
-from rageval_pipeline.core.storage.warehouse import atomic_path, write_text
+from rageval_pipeline.core.storage.warehouse import write_text
 
 _VALUE_KINDS = MEASURE_KINDS | {"value"}  # checks whose value is the run's mean of a measure
 REPORT_FILES = {
@@ -90,7 +90,7 @@ def to_markdown(value: Report | Verdict) -> str:
 
 def to_html(value: Report | Verdict) -> str:
     report = _report(value)
-    return render.to_html(report, {f.name: render_figure(f)[0] for f in report.figures})
+    return render.to_html(report, {f.name: render_figure(f) for f in report.figures})
 
 
 def write_reports(
@@ -107,13 +107,11 @@ def write_reports(
         "json": to_json(report.verdict),
         "report": report.model_dump_json(indent=2) + "\n",
         "markdown": render.to_markdown(report),
-        "html": render.to_html(report, {n: svg for n, (svg, _) in drawn.items()}),
+        "html": render.to_html(report, drawn),
     }
     for folder in map(as_location, (directory, *more)):
-        for name, (svg, png) in drawn.items():
+        for name, svg in drawn.items():
             write_text(folder / "plots" / f"{name}.svg", svg)
-            with atomic_path(folder / "plots" / f"{name}.png") as tmp:
-                tmp.write_bytes(png)
         # A plot of an earlier report (a system since removed) must not pass for this one's.
         stale = (folder / "plots").glob("*") if (folder / "plots").is_dir() else ()
         for old in stale:

@@ -1,15 +1,19 @@
 """The report's figures, drawn with matplotlib (Agg) from the report model's plot data.
 
-Output is deterministic: `svg.hashsalt` is fixed and no creation date is written, so the same
-report renders to the same bytes, and a figure drawn before is read back from a cache keyed by
-its content (`render_cached`: a warm re-run's gate draws nothing). SVG text is drawn as paths
+One format, SVG: the HTML inlines it and the Markdown links it (a PNG beside it doubled the
+drawing time for no reader). Output is deterministic: `svg.hashsalt` is fixed and no creation
+date is written, so the same figure renders to the same bytes, and a figure drawn before is read
+back from a cache keyed by its content (`render_cached`), shared by every gate run on one
+storage: a figure whose numbers did not change is never drawn again. SVG text is drawn as paths
 (`svg.fonttype: path`): the page needs no font and no network. matplotlib is imported only to
-draw (a second or so that a job whose figures are all cached never pays).
+draw (a second or so that a gate whose figures are all cached never pays).
 """
 
 from __future__ import annotations
 
 import io
+import os
+import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
@@ -17,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import atomic_path, write_text
+from rageval_pipeline.core.storage.warehouse import write_text
 
 Kind = Literal["measures", "per_query", "latency", "trend"]
 _STYLE = {
@@ -140,34 +144,41 @@ def _draw(figure: Figure):
     return fig
 
 
-def render(figure: Figure) -> tuple[str, bytes]:
-    """(SVG text without the XML prolog, PNG bytes) of a figure."""
+def render(figure: Figure) -> str:
+    """The SVG text of a figure, without the XML prolog."""
     fig, plt = _draw(figure), _pyplot()
     with plt.rc_context(_STYLE):
-        svg, png = io.StringIO(), io.BytesIO()
+        svg = io.StringIO()
         fig.savefig(svg, format="svg", metadata={"Date": None})
-        fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
     text = svg.getvalue()
-    return text[text.index("<svg") :], png.getvalue()
+    return text[text.index("<svg") :]
 
 
-def render_cached(figures: list[Figure], cache: Path) -> dict[str, tuple[str, bytes]]:
+# A cached figure unread this long is dropped: the cache serves every dataset and system of a
+# storage, so it keeps what any of their reports drew lately, not only the last report's.
+UNUSED_DAYS = 30
+
+
+def render_cached(figures: list[Figure], cache: Path) -> dict[str, str]:
     """`render` of each figure by name, drawing only those not found in `cache` (keyed by the
-    figure, this module's style and matplotlib's version); keeps only these figures there."""
-    out, keep, drawer = {}, set(), version("matplotlib")  # a metadata scan: once, not per figure
+    figure, this module's style and matplotlib's version); drops figures unused for
+    UNUSED_DAYS."""
+    out, now = {}, time.time()
+    drawer = version("matplotlib") if figures else ""  # a metadata scan: once, not per figure
     for figure in figures:
         key = content_key(figure.model_dump(mode="json"), _STYLE, drawer)
-        svg_path, png_path = cache / f"{key}.svg", cache / f"{key}.png"
-        if svg_path.is_file() and png_path.is_file():
-            out[figure.name] = (svg_path.read_text(encoding="utf-8"), png_path.read_bytes())
-        else:
-            out[figure.name] = svg, png = render(figure)
-            with atomic_path(png_path) as tmp:  # the PNG first: the SVG marks a complete pair
-                tmp.write_bytes(png)
-            write_text(svg_path, svg)
-        keep |= {svg_path.name, png_path.name}
-    for old in cache.glob("*") if cache.is_dir() else ():
-        if old.name not in keep:
-            old.unlink(missing_ok=True)
+        path = cache / f"{key}.svg"
+        try:
+            out[figure.name] = path.read_text(encoding="utf-8")
+            os.utime(path)  # read lately: kept
+        except FileNotFoundError:
+            out[figure.name] = svg = render(figure)
+            write_text(path, svg)
+    for old in cache.glob("*.svg") if cache.is_dir() else ():
+        try:
+            if now - old.stat().st_mtime > UNUSED_DAYS * 86400:
+                old.unlink()
+        except FileNotFoundError:  # another gate dropped it first
+            pass
     return out

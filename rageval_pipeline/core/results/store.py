@@ -19,6 +19,7 @@ from typing import NamedTuple
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from rageval_pipeline.core.io.chunk_ids import source_ids
 from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.measures import evaluate, parse_measure, to_document_level
 from rageval_pipeline.core.measures.aggregate import (
@@ -31,7 +32,6 @@ from rageval_pipeline.core.measures.defaults import DEFAULT_MEASURES
 from rageval_pipeline.core.measures.spans import evaluate_spans
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.warehouse import write_parquet, write_text
-from rageval_pipeline.core.suites.chunking import source_ids
 from rageval_pipeline.core.suites.conventions import drop_identical_ids
 from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
 

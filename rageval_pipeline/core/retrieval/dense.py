@@ -11,7 +11,7 @@ import functools
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -251,6 +251,24 @@ class DenseIndex:
             models_dir=models_folder(cache, backend),
             device=device,
             stats=stats,
+        )
+
+    @classmethod
+    def build_for_timing(
+        cls, chunks: pd.DataFrame, cache: Path, sample: int, **options
+    ) -> DenseIndex:
+        """An index as large as `build`'s, with only `sample` chunks (spread over `chunks`)
+        embedded and their vectors repeated to one per chunk: a search costs the query's
+        encoding and one product with every vector (`search`), whatever the vectors hold, so its
+        latency is the full index's; its hits mean nothing (the baseline configuration timed
+        beside a changed system, docs/gate.md)."""
+        step = max(1, -(-len(chunks) // sample))
+        index = cls.build(chunks.iloc[::step], cache, **options)
+        return replace(
+            index,
+            vectors=np.resize(index.vectors, (len(chunks), index.vectors.shape[1])),
+            ids=np.asarray(chunks["chunk_id"].tolist(), dtype=object),
+            sources=chunks["doc_id"].tolist(),
         )
 
     def save(self, directory: Path) -> None:

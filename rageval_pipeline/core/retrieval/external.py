@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import formats, net
+from rageval_pipeline.core.io.chunk_ids import source_ids
 from rageval_pipeline.core.retrieval.base import Hit
 from rageval_pipeline.core.settings.limits import HTTP_SEARCH, HTTP_SEARCH_DEFAULTS
-from rageval_pipeline.core.suites.chunking import source_ids
 
 MAX_TOP_K = 100  # seed 003: an interactive query asks for 1..100 results
 _KNOWN_STATUS = {s.value for s in HTTPStatus}

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
+from rageval_pipeline.core.io.chunk_ids import is_chunk_id
 from rageval_pipeline.core.statistics.paired import holm, paired_test
-from rageval_pipeline.core.suites.chunking import is_chunk_id
 from rageval_pipeline.core.suites.matching import Level
 
 COLUMNS = [

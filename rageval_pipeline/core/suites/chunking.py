@@ -33,6 +33,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.io.chunk_ids import chunk_id
 
 Strategy = Literal[
     "document",
@@ -74,30 +75,6 @@ class ChunkingConfig(BaseModel):
         if self.strategy != "reference":
             return self
         return reference or ChunkingConfig()
-
-
-# `{doc_id}:chunk:{n}`: the one place the chunk-id format is written and read.
-_CHUNK_ID = re.compile(r"^(?P<doc>.+):chunk:(?P<index>\d+)$")
-
-
-def chunk_id(doc_id: str, index: int) -> str:
-    return f"{doc_id}:chunk:{index}"
-
-
-def split_chunk_id(value: str) -> tuple[str, int] | None:
-    """`(doc_id, n)` for a chunk id `doc_id:chunk:n`, None for anything else (a document id)."""
-    found = _CHUNK_ID.match(value)
-    return (found["doc"], int(found["index"])) if found else None
-
-
-def is_chunk_id(ids: pd.Series) -> pd.Series:
-    """Whether each id has the chunk-id form `doc_id:chunk:n`."""
-    return ids.astype(str).str.match(_CHUNK_ID)
-
-
-def source_ids(ids: pd.Series) -> pd.Series:
-    """The document id of each chunk id; ids that are not chunk ids come back unchanged."""
-    return ids.str.extract(_CHUNK_ID)["doc"].fillna(ids)
 
 
 def content_hash(text: str) -> str:

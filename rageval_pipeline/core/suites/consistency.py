@@ -21,7 +21,8 @@ from itertools import combinations
 
 from pydantic import BaseModel
 
-from rageval_pipeline.core.suites.chunking import split_chunk_id, split_text
+from rageval_pipeline.core.io.chunk_ids import split_chunk_id
+from rageval_pipeline.core.suites.chunking import split_text
 from rageval_pipeline.core.suites.golden import Suite
 
 SHINGLE_AT = 0.8

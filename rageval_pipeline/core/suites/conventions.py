@@ -17,7 +17,8 @@ from __future__ import annotations
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, source_ids
+from rageval_pipeline.core.io.chunk_ids import source_ids
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.matching import Level
 
 

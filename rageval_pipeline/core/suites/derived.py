@@ -19,12 +19,13 @@ the extents do not share tokens, so the derived grades are the judged ones.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
+from rageval_pipeline.core.suites.chunking import content_hash
 
 # The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
 # grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
@@ -155,13 +156,12 @@ class EvidenceSet:
 
 
 def suite_evidence(
-    spans: pd.DataFrame, corpus: pd.DataFrame, chunking: ChunkingConfig | None
+    spans: pd.DataFrame, corpus: pd.DataFrame, chunks: Callable[[], pd.DataFrame | None]
 ) -> EvidenceSet | None:
     """The evidence a run on a golden suite is judged against: the suite's SPANS of the
     evaluated split (`loaders.load_part(folder, "spans")`); None when it has none (BEIR,
-    document-level suites). `chunking`: the run's (`SystemConfig.run_chunking`; None: it
-    returns documents)."""
+    document-level suites). `chunks`: the corpus chunked as the run returns it (None: it
+    returns documents), asked for only when there are spans."""
     if spans.empty:
         return None
-    chunks = None if chunking is None else chunk_corpus(corpus, chunking, "")
-    return EvidenceSet.of(spans, corpus, chunks)
+    return EvidenceSet.of(spans, corpus, chunks())

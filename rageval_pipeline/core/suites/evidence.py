@@ -11,9 +11,10 @@ from typing import Annotated, Any, NamedTuple
 
 from pydantic import Field, model_validator
 
+from rageval_pipeline.core.io.chunk_ids import chunk_id, split_chunk_id
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.io.field_paths import Loc, render
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_id, split_chunk_id
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.fields import Grade, Id, StrictModel
 from rageval_pipeline.core.suites.matching import MatchMode, TargetError, resolve
 from rageval_pipeline.core.suites.spans import Drift, anchor, chunk_extents, span_sha256

@@ -3,16 +3,14 @@
 `load_suite` parses and validates a suite and fails on the first problem with one line naming
 the file, the field (`queries[12].intent`) and the rule (`core.suites.loaders.suite_tables` turns a
 valid suite into the pipeline's tables). The format is described in docs/suite-format.md;
-its JSON Schema is generated from these models:
-
-    python -m rageval_pipeline.core.suites.golden --schema > data/suites/suite.schema.json
+its JSON Schema is generated from these models (`core.suites.schema`).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -344,9 +342,49 @@ class Suite(StrictModel):
         return [move for query in self.queries for move in query._moves]
 
 
+# Suites parsed in this process, by file: the files read (the suite's and its documents'
+# content_path files), their stamps, the suite. A job step asked for one suite four or five
+# times (tables, span moves, reference chunking), parsing it each time.
+_PARSED: dict[Path, tuple[list[Path], list[tuple[int, int]], Suite]] = {}
+SETTLED_NS = 1_000_000_000
+
+
+def _stamps(files: list[Path]) -> list[tuple[int, int]] | None:
+    """Size and modification time of each file (None when one is gone): a parsed suite is
+    reused while its files' stamps are unchanged."""
+    try:
+        return [(st.st_size, st.st_mtime_ns) for st in map(Path.stat, files)]
+    except OSError:
+        return None
+
+
 def load_suite(path: str | Path) -> Suite:
-    """Read and validate a suite file, or the suite.json / suite.yaml in a folder."""
+    """Read and validate a suite file, or the suite.json / suite.yaml in a folder; parsed once
+    per process while the file and its documents' content files keep their size and
+    modification time. The suite returned is shared: read it, never change it."""
     file = resolve_suite_file(Path(path))
+    key = file.resolve()
+    if (cached := _PARSED.get(key)) is not None and _stamps(cached[0]) == cached[1]:
+        return cached[2]
+    files = [key]
+    before = _stamps(files)
+    suite = _parse_suite(file)
+    files += [
+        confined(file.parent, d.content_path).resolve()
+        for d in suite.documents
+        if d.content_path is not None
+    ]
+    stamps = _stamps(files)
+    # Kept only when no file changed while it was read and none changed in the last second: a
+    # file rewritten at once with the same size can keep its modification time (as git's
+    # "racily clean" entries), so a fresh one is parsed again.
+    settled = time.time_ns() - SETTLED_NS
+    if stamps and before and stamps[0] == before[0] and all(t < settled for _, t in stamps):
+        _PARSED[key] = (files, stamps, suite)
+    return suite
+
+
+def _parse_suite(file: Path) -> Suite:
     document = parse(file)
     raw = document.data
     if not isinstance(raw, dict):
@@ -364,12 +402,6 @@ def load_suite(path: str | Path) -> Suite:
     return validate(document, Suite, context)
 
 
-def suite_json_schema() -> dict[str, Any]:
-    """JSON Schema of the suite file, generated from the models (committed as suite.schema.json)."""
-    schema = Suite.model_json_schema()
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-
-
 def resolve_suite_file(path: Path) -> Path:
     """The suite file `path` names: itself, or a folder's one suite file."""
     if path.is_dir():
@@ -383,17 +415,3 @@ def resolve_suite_file(path: Path) -> Path:
             raise InputError(path, f"holds both {names}; keep one")
         return found[0]
     return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--schema", action="store_true", required=True, help="print the suite JSON Schema"
-    )
-    parser.parse_args(argv)
-    print(json.dumps(suite_json_schema(), indent=2, ensure_ascii=False))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Literal
 
-from rageval_pipeline.core.suites.chunking import chunk_id, split_chunk_id
+from rageval_pipeline.core.io.chunk_ids import chunk_id, split_chunk_id
 
 MatchMode = Literal["exact", "suffix"]
 Level = Literal["document", "chunk"]

@@ -15,9 +15,10 @@ from rageval_pipeline.core.systems.catalog import (
 )
 from rageval_pipeline.core.systems.combined import RerankSystem, RRFSystem, WeightedSystem
 from rageval_pipeline.core.systems.external import HttpSystem, PythonSystem, RunFileSystem
-from rageval_pipeline.core.systems.indexed import BM25System, DenseSystem
+from rageval_pipeline.core.systems.indexed import TIMING_SAMPLE, BM25System, DenseSystem
 
 __all__ = [
+    "TIMING_SAMPLE",
     "BM25System",
     "DenseSystem",
     "HttpSystem",

@@ -3,7 +3,6 @@ run (latency on one machine under one load), and re-run on a suite that changed 
 baseline was recorded (what the gate then checks against; docs/gate.md)."""
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -13,8 +12,8 @@ from rageval_pipeline.core.gate import Baseline, baseline_path, load_baseline
 from rageval_pipeline.core.retrieval import Retriever, execute
 from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_stamp
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import chunk_corpus
-from rageval_pipeline.core.systems import SystemConfig, indexed_system
+from rageval_pipeline.core.systems import TIMING_SAMPLE, SystemConfig, indexed_system
+from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.resources import Settings
 
 
@@ -30,13 +29,15 @@ def build_stamped(
     settings: Settings,
     key: str,
     log: Callable[[str], None] | None = None,
+    *,
+    timing: bool = False,
 ) -> dict:
-    """Build `system`'s index of `chunks` into `directory` and stamp it with `key`; the stamp is
-    cleared first, so an index cut short by a killed step is never taken as built."""
+    """Build `system`'s index of `chunks` (with `timing`, one only to time searches:
+    `build_timing_index`) into `directory` and stamp it with `key`; the stamp is cleared first,
+    so an index cut short by a killed step is never taken as built."""
     write_stamp(index_stamp(directory), None)
-    stats = system.build_index(
-        chunks, directory, embeddings_dir=settings.storage / "embeddings", log=log
-    )
+    build = system.build_timing_index if timing else system.build_index
+    stats = build(chunks, directory, embeddings_dir=settings.storage / "embeddings", log=log)
     write_stamp(index_stamp(directory), key)
     return stats
 
@@ -73,9 +74,13 @@ def open_beside(
     system: SystemConfig,
     beside: SystemConfig | None,
     index_dir: Path,
+    *,
+    timing: bool = True,
 ) -> Retriever | None:
     """The baseline's configuration, opened to be timed beside `system`: the system's own index
-    when the configuration is unchanged, else one of its own (built once, kept by content key)."""
+    when the configuration is unchanged, else one of its own, kept by content key: with `timing`
+    one only to time it (a dense one embeds TIMING_SAMPLE chunks, not the corpus; the whole
+    index serves as well when a re-run built it), else the whole index, whose hits are read."""
     if beside is None:
         return None
     if beside is system:
@@ -84,12 +89,18 @@ def open_beside(
     corpus = settings.stored("corpus", partition=dataset)
     directory = settings.index_dir(f"{system.name}.baseline", dataset)
     key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
-    if read_stamp(index_stamp(directory)) != key or not directory.is_dir():
-        context.log.info(f"{system.name}: building the baseline configuration's index to time it")
-        chunking = beside.chunking.resolve(_reference(settings, dataset))
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        chunks = chunk_corpus(corpus.frame, chunking, stamp)
-        build_stamped(beside, chunks, directory, settings, key)
+    timing_key = content_key(key, "timing", TIMING_SAMPLE)
+    if read_stamp(index_stamp(directory)) not in ({key, timing_key} if timing else {key}) or (
+        not directory.is_dir()
+    ):
+        what = "to time it" if timing else "to re-run it"
+        context.log.info(f"{system.name}: building the baseline configuration's index {what}")
+        reference = _reference(settings, dataset)
+        chunking = beside.chunking.resolve(reference)
+        chunks = chunked(settings, dataset, corpus.frame, chunking, reference, system)
+        build_stamped(
+            beside, chunks, directory, settings, timing_key if timing else key, timing=timing
+        )
     return beside.open_index(directory)
 
 
@@ -103,6 +114,6 @@ def run_beside(
 ) -> pd.DataFrame:
     """The run of the baseline's configuration on this suite's judged queries."""
     index_dir = settings.index_dir(system.name, settings.dataset(context).name)
-    retriever = open_beside(context, settings, system, beside, index_dir)
+    retriever = open_beside(context, settings, system, beside, index_dir, timing=False)
     asked = loaders.judged_queries(queries, judged, settings.split)
     return execute(retriever.search, asked, settings.top_k)

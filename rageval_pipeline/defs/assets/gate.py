@@ -56,9 +56,12 @@ def _asset_table(
     return read_parquet(path, columns=columns).to_pandas() if path.is_file() else None
 
 
-def _texts(settings: Settings, dataset: str, ids: set[str]) -> report.ReportTexts:
+def _texts(
+    settings: Settings, dataset: str, ids: set[str], runs: list[RunSummary]
+) -> report.ReportTexts:
     """What the report shows beside ids: query texts, and snippets of the listed documents and
-    (for a suite judged at chunk level) of its reference chunking's chunks."""
+    (for a suite judged at chunk level) of its reference chunking's chunks: the stored chunks
+    of a run's system that chunks so, else the corpus chunked here."""
     queries = _asset_table(settings, "queries", dataset, columns=["query_id", "text"])
     corpus = _asset_table(settings, "corpus", dataset, columns=["doc_id", "text"])
     if queries is None or corpus is None:
@@ -66,7 +69,15 @@ def _texts(settings: Settings, dataset: str, ids: set[str]) -> report.ReportText
     texts = report.report_texts(dataset, queries, corpus, ids=ids)
     reference = loaders.reference_chunking(settings.dataset_folder(dataset))
     if reference is not None:
-        chunks = chunk_corpus(corpus.assign(title=None, url=None), reference, "")
+        chunked = reference.model_dump(mode="json")
+        stored = (
+            _asset_table(settings, run.system, "chunks", dataset, columns=["chunk_id", "text"])
+            for run in runs
+            if run.dataset == dataset and (run.config or {}).get("chunking") == chunked
+        )
+        chunks = next((c for c in stored if c is not None), None)
+        if chunks is None:
+            chunks = chunk_corpus(corpus.assign(title=None, url=None), reference, "")
         chunked = report.report_texts(dataset, queries, chunks, target_id="chunk_id", ids=ids)
         texts = texts.merged(chunked)
     return texts
@@ -156,7 +167,7 @@ def build_gate_asset(
         folder = settings.reports_dir / dataset
         ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
         full = report.build_report(
-            verdict, run_summaries, baselines, past, _texts(settings, dataset, ids)
+            verdict, run_summaries, baselines, past, _texts(settings, dataset, ids, run_summaries)
         )
         paths = report.write_reports(
             full,

@@ -49,6 +49,7 @@ from rageval_pipeline.defs.assets.beside import (
     open_beside,
     run_beside,
 )
+from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.assets.dense_index import build_dense_index
 from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
@@ -248,6 +249,12 @@ def build_system_assets(
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
 
+        def chunks_of(of: SystemConfig) -> pd.DataFrame | None:
+            chunking = of.run_chunking(reference)
+            if chunking is None:
+                return None
+            return chunked(settings, dataset, corpus, chunking, reference, of, system)
+
         def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
             return measure_run(
                 produced,
@@ -255,7 +262,7 @@ def build_system_assets(
                 queries,
                 chunk_level=of.chunk_level(reference),
                 ignore_identical_ids=beir.ignores_identical_ids(dataset),
-                evidence=suite_evidence(spans, corpus, of.run_chunking(reference)),
+                evidence=suite_evidence(spans, corpus, lambda: chunks_of(of)),
             )
 
         results = measured(run, system)
