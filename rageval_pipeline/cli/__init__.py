@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         baseline,
         experiments,
         history,
+        lake,
         pool,
         score,
         spans,
@@ -116,7 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (score, validate, spans, baseline, history, suggest, synth, pool, experiments):
+    for module in (
+        score,
+        validate,
+        spans,
+        baseline,
+        history,
+        lake,
+        suggest,
+        synth,
+        pool,
+        experiments,
+    ):
         module.add_parsers(subparsers)
     return parser
 
