@@ -81,8 +81,9 @@ def storage_location(value: str) -> Path | UPath:
     `Path`, else a `UPath` on object storage."""
     if not _URL.match(value):
         return Path(value).resolve()
-    if urlsplit(value).scheme.lower() == "file":
+    scheme = urlsplit(value).scheme.lower()  # schemes are case-insensitive; fsspec's are not
+    if scheme == "file":
         return Path(urlsplit(value).path).resolve()
     from upath import UPath
 
-    return UPath(value.rstrip("/"))
+    return UPath(scheme + value[len(scheme) :].rstrip("/"))
