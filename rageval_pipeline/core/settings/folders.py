@@ -86,4 +86,13 @@ def storage_location(value: str) -> Path | UPath:
         return Path(urlsplit(value).path).resolve()
     from upath import UPath
 
-    return UPath(scheme + value[len(scheme) :].rstrip("/"))
+    from rageval_pipeline.core.settings.limits import ObjectStoreLimits
+
+    url = scheme + value[len(scheme) :].rstrip("/")
+    if scheme != "s3":
+        return UPath(url)
+    path = UPath(url, **ObjectStoreLimits.from_env().s3fs_options())
+    # s3fs retries some errors itself, 5 times over botocore's tries; it takes no argument
+    # for it, but these options make a filesystem of its own (fsspec caches one per options).
+    path.fs.retries = 1
+    return path

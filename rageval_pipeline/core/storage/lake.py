@@ -287,7 +287,8 @@ class Lake(BaseWarehouse):
                 parts = [f"{k}={_segment(v)}" for k, v in group.items()]
                 folder = "/".join([table, *parts])
                 path = f"{folder}/{name}.parquet"
-                self.fs.makedirs(f"{self.root}/{folder}", exist_ok=True)
+                if is_local(self.fs):  # on S3 it would create a deleted bucket anew
+                    self.fs.makedirs(f"{self.root}/{folder}", exist_ok=True)
                 with self.fs.open(f"{self.root}/{path}", "wb") as out:
                     pq.write_table(part, out)
                 files.setdefault(table, []).append(path)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from upath import UPath
 
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
+NO_BUCKET = "no such bucket: create it, or point RAGEVAL_STORAGE at one"
 
 
 class StorageError(InputError):
@@ -89,9 +90,7 @@ def _bucket(target: UPath) -> Iterator[None]:
         yield
     except FileNotFoundError:
         bucket = f"{target.protocol}://{target.path.split('/')[0]}"
-        raise StorageError(
-            bucket, "no such bucket: create it, or point RAGEVAL_STORAGE at one"
-        ) from None
+        raise StorageError(bucket, NO_BUCKET) from None
 
 
 def write_manifest(folder: Path) -> None:
