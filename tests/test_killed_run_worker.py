@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,10 +21,9 @@ import dagster as dg
 import pytest
 
 from rageval_pipeline.defs.resources import WRITE_POOL
-from rageval_pipeline.defs.run_workers import WORKER_TAG
+from rageval_pipeline.defs.run_workers import WORKER_TAG, free_dead_runs, started
 from tests.test_deploy_interrupted import WAITING, Job, kill_all, warehouse_lock_held
 
-pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 RUN_CONFIG = REPO / "deploy" / "run_config"
 
@@ -75,6 +75,7 @@ def instance_env(pipeline_home) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_a_killed_run_worker_stops_its_steps_and_the_next_run_frees_its_slot(
     pipeline_home, instance_env
 ):
@@ -112,3 +113,41 @@ def test_a_killed_run_worker_stops_its_steps_and_the_next_run_frees_its_slot(
     assert dead.status == dg.DagsterRunStatus.FAILURE
     assert any("its run worker (pid" in (m or "") for m in messages), messages[-5:]
     assert after.claimed_slots == []
+
+
+def test_the_daemons_sensor_fails_only_runs_whose_worker_here_is_gone():
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    workers = {
+        "gone": f"{host}:{gone.pid}:{started(os.getpid())}",  # the pid's process has ended
+        "alive": f"{host}:{os.getpid()}:{started(os.getpid())}",
+        "reused": f"{host}:{os.getpid()}:1",  # this pid, but another process's start time
+        "elsewhere": f"another-host:{gone.pid}:1",  # not ours to judge
+    }
+    with dg.instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots(WRITE_POOL, len(workers))
+        runs = {}
+        for name, worker in workers.items():
+            run = instance.add_run(
+                dg.DagsterRun(
+                    job_name="evaluate_bm25",
+                    run_id=f"run-{name}",
+                    status=dg.DagsterRunStatus.STARTED,
+                    tags={WORKER_TAG: worker},
+                )
+            )
+            instance.event_log_storage.claim_concurrency_slot(WRITE_POOL, run.run_id, "m")
+            runs[name] = run.run_id
+        skip = free_dead_runs(dg.build_sensor_context(instance=instance))
+        status = {n: instance.get_run_by_id(r).status for n, r in runs.items()}
+        claimed = instance.event_log_storage.get_concurrency_info(WRITE_POOL).claimed_slots
+    reaped = skip.skip_message.removeprefix("failed 2 dead run(s): ").split(", ")
+    assert sorted(reaped) == ["run-gone", "run-reused"]
+    assert status == {
+        "gone": dg.DagsterRunStatus.FAILURE,
+        "alive": dg.DagsterRunStatus.STARTED,
+        "reused": dg.DagsterRunStatus.FAILURE,
+        "elsewhere": dg.DagsterRunStatus.STARTED,
+    }
+    assert sorted(c.run_id for c in claimed) == ["run-alive", "run-elsewhere"]

@@ -16,8 +16,9 @@ and STEP_SUCCESS events for a run nobody watches. Here:
 - `reap` fails every STARTED run whose recorded worker ran on this host and is dead, and frees
   its pool slots. Every step of every run calls it as it sets up (before its first pool claim
   in a run: the ingest steps run first, in no pool), so the next run on the machine frees a
-  dead run's slot within seconds; `python -m rageval_pipeline.defs.run_workers` does it by
-  hand, or from a cron job when runs are rare.
+  dead run's slot within seconds; with the daemon, the sensor `free_dead_runs` does it every
+  30 s (queued runs cannot start while a dead run holds the queue's place);
+  `python -m rageval_pipeline.defs.run_workers` does it by hand.
 
 A worker on another host (a K8s run pod) is never judged from here: its launcher, which can
 see it, reports it to the daemon's run monitoring.
@@ -124,6 +125,21 @@ def reap(instance: dg.DagsterInstance) -> list[str]:
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)
     return reaped
+
+
+@dg.sensor(
+    name="free_dead_runs",
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Fail the STARTED runs whose run worker on this host is gone and free their "
+    "pool slots (defs/run_workers.py): a dead run otherwise holds the run queue and the "
+    "duckdb_write slot until max_runtime_seconds.",
+)
+def free_dead_runs(context: dg.SensorEvaluationContext):
+    """With the daemon: queued runs wait for a dead run's place in the run queue, so they
+    cannot reap it as they start; the daemon does, every 30 s (on its host)."""
+    reaped = reap(context.instance)
+    return dg.SkipReason(f"failed {len(reaped)} dead run(s): {', '.join(reaped) or 'none'}")
 
 
 def main() -> int:
