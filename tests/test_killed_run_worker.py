@@ -21,7 +21,7 @@ import dagster as dg
 import pytest
 
 from rageval_pipeline.defs.resources import WRITE_POOL
-from rageval_pipeline.defs.run_workers import WORKER_TAG, free_dead_runs, started
+from rageval_pipeline.defs.run_workers import WORKER_TAG, free, free_dead_runs, holders, started
 from tests.test_deploy_interrupted import WAITING, Job, kill_all, warehouse_lock_held
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,6 +142,16 @@ def test_the_daemons_sensor_fails_only_runs_whose_worker_here_is_gone():
         skip = free_dead_runs(dg.build_sensor_context(instance=instance))
         status = {n: instance.get_run_by_id(r).status for n, r in runs.items()}
         claimed = instance.event_log_storage.get_concurrency_info(WRITE_POOL).claimed_slots
+        shown = sorted(holders(instance, WRITE_POOL))
+        free(instance, "run-alive")  # by hand (python -m rageval_pipeline.defs.slots --free)
+        freed = instance.get_run_by_id("run-alive").status
+        left = instance.event_log_storage.get_concurrency_info(WRITE_POOL).claimed_slots
+    assert shown == [
+        f"{WRITE_POOL}: run run-alive step m (STARTED, {workers['alive']})",
+        f"{WRITE_POOL}: run run-elsewhere step m (STARTED, {workers['elsewhere']})",
+    ]
+    assert freed == dg.DagsterRunStatus.FAILURE
+    assert [c.run_id for c in left] == ["run-elsewhere"]
     reaped = skip.skip_message.removeprefix("failed 2 dead run(s): ").split(", ")
     assert sorted(reaped) == ["run-gone", "run-reused"]
     assert status == {

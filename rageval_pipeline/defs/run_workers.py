@@ -18,7 +18,7 @@ and STEP_SUCCESS events for a run nobody watches. Here:
   in a run: the ingest steps run first, in no pool), so the next run on the machine frees a
   dead run's slot within seconds; with the daemon, the sensor `free_dead_runs` does it every
   30 s (queued runs cannot start while a dead run holds the queue's place);
-  `python -m rageval_pipeline.defs.run_workers` does it by hand.
+  `python -m rageval_pipeline.defs.slots` does it by hand (and shows and frees slots).
 
 A worker on another host (a K8s run pod) is never judged from here: its launcher, which can
 see it, reports it to the daemon's run monitoring.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -142,13 +141,20 @@ def free_dead_runs(context: dg.SensorEvaluationContext):
     return dg.SkipReason(f"failed {len(reaped)} dead run(s): {', '.join(reaped) or 'none'}")
 
 
-def main() -> int:
-    """`python -m rageval_pipeline.defs.run_workers`: reap now, on this host."""
-    with dg.DagsterInstance.get() as instance:
-        for run_id in reap(instance):
-            print(f"run {run_id}: its worker is gone; marked failed and its slots freed")
-    return 0
+def holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
+    """One line per claimed slot of `pool`: run, step, the run's status and worker."""
+    lines = []
+    for slot in instance.event_log_storage.get_concurrency_info(pool).claimed_slots:
+        run = instance.get_run_by_id(slot.run_id)
+        status = run.status.value if run else "deleted"
+        worker = run.tags.get(WORKER_TAG, "worker not recorded") if run else "-"
+        lines.append(f"{pool}: run {slot.run_id} step {slot.step_key} ({status}, {worker})")
+    return lines
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def free(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Fail run `run_id` (unless it already ended) and free its pool slots, by hand."""
+    run = instance.get_run_by_id(run_id)
+    if run is not None and not run.is_finished:
+        instance.report_run_failed(run, "failed by hand: python -m rageval_pipeline.defs.slots")
+    instance.event_log_storage.free_concurrency_slots_for_run(run_id)
