@@ -7,6 +7,7 @@ within the bounded tries of RAGEVAL_S3_*."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 import boto3
@@ -18,8 +19,10 @@ from rageval_pipeline.core.io import paths
 from rageval_pipeline.core.storage.choose import open_warehouse
 from rageval_pipeline.core.storage.faults import object_store_error
 from rageval_pipeline.core.storage.location import NO_BUCKET
+from tests.conftest import REPO, make_pipeline_home
 from tests.loopback_http import reply, scripted  # noqa: F401 - the fixture
 from tests.moto_s3 import moto_server
+from tests.test_cli_job import dagster_execute
 from tests.test_storage import _results, _run_row
 
 ALL = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
@@ -136,3 +139,30 @@ def test_throttling_is_retried_then_one_line(scripted, monkeypatch, capsys):  # 
     )
     # The listing of the lake's commits was tried exactly RAGEVAL_S3_ATTEMPTS times.
     assert len(scripted.hits("/bucket")) == 3
+
+
+@pytest.mark.slow
+def test_a_job_step_ends_in_the_same_one_line(tmp_path):
+    """`dagster job execute` with the storage on an endpoint that is down: the first step
+    touching the bucket fails with the line, not botocore's trace."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, **make_pipeline_home(tmp_path), "PYTHONPATH": str(REPO)}
+    env |= {
+        "RAGEVAL_STORAGE": "s3://bucket/eval",
+        "RAGEVAL_SCRATCH": str(tmp_path / "scratch"),
+        "RAGEVAL_S3_ATTEMPTS": "1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    done = dagster_execute("evaluate_bm25", "beir-mini", env, tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1
+    assert (
+        f"http://127.0.0.1:{port}: no answer from the object store (EndpointConnectionError) "
+        f"in 1 try: check AWS_ENDPOINT_URL and the network" in output
+    ), output[-3000:]
+    assert "botocore" not in output

@@ -67,7 +67,8 @@ def object_store_error(exc: BaseException, storage: Path | UPath | None) -> Stor
     if storage is None or not is_remote(storage):
         return None
     bucket = bucket_of(storage)
-    tries = ObjectStoreLimits.from_env().attempts
+    attempts = ObjectStoreLimits.from_env().attempts
+    tries = "1 try" if attempts == 1 else f"{attempts} tries"
     for seen in _chain(exc):
         name = type(seen).__name__
         code = _code(seen)
@@ -94,7 +95,7 @@ def object_store_error(exc: BaseException, storage: Path | UPath | None) -> Stor
         if code in THROTTLED:
             return StorageError(
                 bucket,
-                f"the object store kept asking to slow down ({code}) through {tries} tries: "
+                f"the object store kept asking to slow down ({code}) through {tries}: "
                 f"run fewer steps at once or retry later (RAGEVAL_S3_ATTEMPTS)",
             )
         if name in UNREACHABLE:
@@ -102,7 +103,7 @@ def object_store_error(exc: BaseException, storage: Path | UPath | None) -> Stor
             where = f"{url.scheme}://{url.netloc}" if url.netloc else bucket
             return StorageError(
                 where,
-                f"no answer from the object store ({name}) in {tries} tries: check "
+                f"no answer from the object store ({name}) in {tries}: check "
                 f"AWS_ENDPOINT_URL and the network (RAGEVAL_S3_CONNECT_TIMEOUT_S, "
                 f"RAGEVAL_S3_READ_TIMEOUT_S and RAGEVAL_S3_ATTEMPTS bound the wait)",
             )
