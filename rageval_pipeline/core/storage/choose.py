@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Literal
 
 from rageval_pipeline.core.settings.locations import Deployment
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.lake import Lake, is_local, protocols
-from rageval_pipeline.core.storage.location import NO_BUCKET, StorageError, local_dir
+from rageval_pipeline.core.storage.lake import Lake
+from rageval_pipeline.core.storage.location import (
+    NO_BUCKET,
+    StorageError,
+    is_local,
+    local_dir,
+    protocols,
+)
 from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, Warehouse
 
 if TYPE_CHECKING:

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.commits import LakeError, commit_name, live_files, parse_commit
+from rageval_pipeline.core.storage.location import NO_BUCKET, StorageError, is_local, protocols
 from rageval_pipeline.core.storage.schema import (
     APPENDED_TABLES,
     HISTORY_VIEW,
@@ -167,8 +168,10 @@ class Lake(BaseWarehouse):
 
     def damaged(self, commits: list[dict]) -> LakeError | None:
         """The first live file (in commit order) that is missing or no Parquet file, as a
-        LakeError naming its commit; None when every one opens. Reads each file's footer."""
+        LakeError naming its commit, else None (reads each footer). Other store failures
+        (network, permission, a missing bucket) are no commit's fault: raised as they are."""
         live = {(t, f) for t, files in live_files(commits).items() for f in files}
+        bucket = self.root.split("/")[0]
         for commit in commits:
             shown = self.shown(f"{COMMITS}/{commit['commit']}.json")
             for table, files in commit["files"].items():
@@ -176,10 +179,13 @@ class Lake(BaseWarehouse):
                     try:
                         pq.read_metadata(f"{self.root}/{file}", filesystem=self.fs)
                     except FileNotFoundError:
+                        if not is_local(self.fs) and not self.fs.exists(bucket):
+                            bucket = f"{protocols(self.fs)[0]}://{bucket}"
+                            raise StorageError(bucket, NO_BUCKET) from None
                         return LakeError(shown, "names a missing file", file=file)
-                    except (OSError, ValueError) as exc:
-                        problem = f"names an unreadable Parquet file ({type(exc).__name__})"
-                        return LakeError(shown, problem, file=file)
+                    except pa.ArrowInvalid:
+                        unreadable = "names an unreadable Parquet file (ArrowInvalid)"
+                        return LakeError(shown, unreadable, file=file)
         return None
 
     @contextmanager
@@ -346,14 +352,6 @@ class Lake(BaseWarehouse):
                 if key is not None:
                     commit.finished.append((table, key))
         self.compact(at=COMPACT_AT)
-
-
-def protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
-    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-
-
-def is_local(fs: AbstractFileSystem) -> bool:
-    return bool({"file", "local"} & set(protocols(fs)))
 
 
 def _segment(value: object) -> str:
