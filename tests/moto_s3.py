@@ -3,6 +3,7 @@ loopback port, and the environment that points s3fs/botocore at it: never the in
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -20,12 +21,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def moto_server() -> Iterator[dict[str, str]]:
+def moto_server(env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
     """Run `python -m moto.server` until the block ends; yield the AWS_* variables (dummy
-    keys) that make s3fs talk to it."""
+    keys) that make s3fs talk to it. `env`: the server's own variables (moto's settings, e.g.
+    INITIAL_NO_AUTH_ACTION_COUNT to check credentials and permissions)."""
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -44,7 +44,7 @@ WAITING = f"for the write lock held by pid {os.getpid()}"  # our lock's line, na
 class Job:
     """A `dagster job execute` process of evaluate_bm25 whose output is collected as it comes."""
 
-    def __init__(self, partition: str, env: dict, cwd: Path, **tags: str) -> None:
+    def __init__(self, partition: str, env: dict, cwd: Path, *configs: Path, **tags: str) -> None:
         self.proc = subprocess.Popen(
             [
                 *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline"),
@@ -52,6 +52,7 @@ class Job:
                 *("--tags", json.dumps({"dagster/partition": partition, **tags})),
                 # The pool's "Step blocked" and RUN_SUCCESS are DEBUG events.
                 *("-c", str(REPO / "deploy" / "run_config" / "debug.yaml")),
+                *(arg for config in configs for arg in ("-c", str(config))),
             ],
             env=env,
             cwd=cwd,

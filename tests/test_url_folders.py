@@ -85,6 +85,11 @@ def test_an_object_store_url_is_the_storage_folder_and_a_file_url_a_local_one(mo
     assert str(storage / "assets" / "corpus") == f"{STORAGE_URL}/assets/corpus"
     monkeypatch.setenv("RAGEVAL_STORAGE", "file:///srv/eval")
     assert paths.storage_dir() == Path("/srv/eval")
+    # Schemes are case-insensitive (RFC 3986): `S3://` is s3, not `invalid path value`.
+    monkeypatch.setenv("RAGEVAL_STORAGE", "S3://bucket/eval")
+    assert str(paths.storage_dir()) == STORAGE_URL
+    monkeypatch.setenv("RAGEVAL_STORAGE", "FILE:///srv/eval")
+    assert paths.storage_dir() == Path("/srv/eval")
 
 
 def test_local_folders_and_colons_in_them_are_still_folders(monkeypatch, tmp_path):

@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         experiments,
         gate,
         history,
+        lake,
         pool,
         score,
         spans,
@@ -117,27 +118,60 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    modules = (score, gate, validate, spans, baseline, history, suggest, synth, pool, experiments)
-    for module in modules:
+    for module in (
+        score,
+        gate,
+        validate,
+        spans,
+        baseline,
+        history,
+        lake,
+        suggest,
+        synth,
+        pool,
+        experiments,
+    ):
         module.add_parsers(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = None
     try:
         args = build_parser().parse_args(argv)
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
         return status
     except (InputError, Refused) as exc:
-        error = exc.error if isinstance(exc, Refused) else exc
-        print(f"error: {' '.join(error.describe().split())}", file=sys.stderr)
-        return 2
+        return _refused(exc.error if isinstance(exc, Refused) else exc)
     except BrokenPipeError:
         # The reader stopped early (`rageval eval ... | head -1`): what it read is what it
         # wanted. Point stdout at /dev/null so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        if (error := _object_store_error(exc, args)) is None:
+            raise
+        return _refused(error)
+
+
+def _refused(error: InputError) -> int:
+    """Print an InputError as its one line; the exit status 2."""
+    print(f"error: {' '.join(error.describe().split())}", file=sys.stderr)
+    return 2
+
+
+def _object_store_error(exc: BaseException, args: argparse.Namespace | None) -> InputError | None:
+    """What s3fs or botocore raised, as the one line of core.storage.faults, or None."""
+    from rageval_pipeline.core.io import paths
+    from rageval_pipeline.core.storage.faults import object_store_error
+
+    storage = getattr(args, "storage", None)
+    try:
+        storage = storage or paths.storage_dir()
+    except InputError:
+        return None
+    return object_store_error(exc, storage)
 
 
 def entry() -> None:

@@ -20,6 +20,7 @@ from rageval_pipeline.defs.freshness import fresh_daily
 from rageval_pipeline.defs.jobs import build_jobs
 from rageval_pipeline.defs.partitions import dataset_partitions
 from rageval_pipeline.defs.resources import ParquetIOManager, Settings, WarehouseResource
+from rageval_pipeline.defs.run_workers import free_dead_runs
 from rageval_pipeline.defs.schedules import build_nightly
 from rageval_pipeline.defs.sensors import build_version_sensor
 
@@ -52,7 +53,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         assets=assets,
         jobs=[*jobs, update_baseline],
         schedules=[build_nightly(jobs[0])],
-        sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml")],
+        sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml"), free_dead_runs],
         resources={
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),

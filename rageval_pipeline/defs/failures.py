@@ -1,9 +1,10 @@
 """Expected errors reach people as one line: the one place that turns them into `dg.Failure`.
 
-An `InputError` (bad input, and its kinds `NetworkError`, `ArchiveError`, `StorageError`)
-already says what went wrong, where, and what to do; raised in an asset or the IO manager it
-becomes a `dg.Failure` whose description is that line, not chained to the original (whose trace
-adds nothing and, for network errors, is what the line was made to keep out of logs). Dagster
+An `InputError` (bad input, and its kinds `NetworkError`, `ArchiveError`, `StorageError`;
+an object-store failure is turned into a `StorageError` first: core.storage.faults) already
+says what went wrong, where, and what to do; raised in an asset or the IO manager it becomes
+a `dg.Failure` whose description is that line, not chained to the original (whose trace adds
+nothing and, for network errors, is what the line was made to keep out of logs). Dagster
 shows the description first on the run page and in `dagster job execute`. Retrying would meet
 the same input, so the failure bypasses retry policies. Anything else keeps its trace.
 
@@ -30,6 +31,21 @@ def _failure(exc: InputError) -> dg.Failure:
     return dg.Failure(description=str(exc), allow_retries=False)
 
 
+def expected(exc: Exception) -> InputError | None:
+    """`exc` as an expected error: itself when an InputError, or the one line of
+    core.storage.faults for an object-store failure (credentials, bucket, endpoint,
+    throttling) under the storage folder; None for anything else."""
+    if isinstance(exc, InputError):
+        return exc
+    from rageval_pipeline.core.io import paths
+    from rageval_pipeline.core.storage.faults import object_store_error
+
+    try:
+        return object_store_error(exc, paths.storage_dir())
+    except InputError:
+        return None
+
+
 def one_line_errors(fn: F) -> F:
     """`fn` (a plain function or a generator function, as assets are) with its expected errors
     raised as one-line `dg.Failure`s."""
@@ -39,8 +55,10 @@ def one_line_errors(fn: F) -> F:
         def steps(*args, **kwargs):
             try:
                 return (yield from fn(*args, **kwargs))
-            except InputError as exc:
-                raise _failure(exc) from None
+            except Exception as exc:
+                if (error := expected(exc)) is None:
+                    raise
+                raise _failure(error) from None
 
         wrapped = steps
     else:
@@ -49,8 +67,10 @@ def one_line_errors(fn: F) -> F:
         def call(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
-            except InputError as exc:
-                raise _failure(exc) from None
+            except Exception as exc:
+                if (error := expected(exc)) is None:
+                    raise
+                raise _failure(error) from None
 
         wrapped = call
     setattr(wrapped, MARK, True)

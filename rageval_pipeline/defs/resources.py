@@ -23,6 +23,7 @@ from rageval_pipeline.core.storage.location import (
 )
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
 from rageval_pipeline.core.storage.warehouse import write_parquet
+from rageval_pipeline.defs import run_workers
 from rageval_pipeline.defs.failures import one_line_errors
 
 # Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
@@ -71,6 +72,9 @@ class Settings(dg.ConfigurableResource):
     # Recompute tables, chunks, indexes, runs and metrics even when their inputs and code are
     # unchanged.
     force: bool = False
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        run_workers.claim(context)  # a killed run worker frees its slot and steps: run_workers
 
     @property
     def storage(self) -> Path | UPath:
@@ -127,6 +131,7 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._owner = f"dagster run {context.run_id}" if context.run_id else ""
+        run_workers.claim(context)
 
     @property
     def warehouse(self) -> BaseWarehouse:

@@ -24,6 +24,7 @@ from rageval_pipeline.core.settings.limits import (
     ArchiveLimits,
     FileLimits,
     NetLimits,
+    ObjectStoreLimits,
     WarehouseLimits,
 )
 from rageval_pipeline.core.settings.locations import Deployment, Locations
@@ -86,6 +87,12 @@ FAMILIES: tuple[Family, ...] = (
         "RAGEVAL_WAREHOUSE",
         "Warehouse waits",
         "How long DuckDB readers and writers queue (docs/deploy.md).",
+    ),
+    Family(
+        ObjectStoreLimits,
+        "RAGEVAL_S3",
+        "Object storage calls",
+        "Timeouts and tries of each call to an s3:// storage folder (docs/limits.md).",
     ),
     Family(
         NetLimits,

@@ -81,8 +81,18 @@ def storage_location(value: str) -> Path | UPath:
     `Path`, else a `UPath` on object storage."""
     if not _URL.match(value):
         return Path(value).resolve()
-    if urlsplit(value).scheme.lower() == "file":
+    scheme = urlsplit(value).scheme.lower()  # schemes are case-insensitive; fsspec's are not
+    if scheme == "file":
         return Path(urlsplit(value).path).resolve()
     from upath import UPath
 
-    return UPath(value.rstrip("/"))
+    from rageval_pipeline.core.settings.limits import ObjectStoreLimits
+
+    url = scheme + value[len(scheme) :].rstrip("/")
+    if scheme != "s3":
+        return UPath(url)
+    path = UPath(url, **ObjectStoreLimits.from_env().s3fs_options())
+    # s3fs retries some errors itself, 5 times over botocore's tries; it takes no argument
+    # for it, but these options make a filesystem of its own (fsspec caches one per options).
+    path.fs.retries = 1
+    return path

@@ -46,6 +46,31 @@ class WarehouseLimits(EnvGroup):
     write_wait_s: float = Field(600.0, gt=0, description="a write waits this long for another")
 
 
+class ObjectStoreLimits(EnvGroup):
+    """How long an object-store call (`RAGEVAL_STORAGE=s3://...`) may take; `RAGEVAL_S3_*`.
+    botocore retries the transient failures (connection refused or reset, timeouts, throttling
+    such as SlowDown and 503) in its "standard" mode, and s3fs's own retry loop is turned off,
+    so one call makes at most `attempts` tries: an unreachable endpoint fails within
+    attempts x (connect_timeout_s + read_timeout_s) + ~7 s of backoff, not minutes."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_S3_")
+
+    connect_timeout_s: float = Field(5.0, gt=0, description="TCP/TLS connect, per attempt")
+    read_timeout_s: float = Field(30.0, gt=0, description="waiting for data, per attempt")
+    attempts: int = Field(4, ge=1, description="tries of one call in all, the first included")
+
+    def s3fs_options(self) -> dict:
+        """The `s3fs.S3FileSystem` arguments for these bounds (its own retry loop, which has no
+        argument, is turned off where the filesystem is made: `folders.storage_location`)."""
+        return dict(
+            config_kwargs=dict(
+                connect_timeout=self.connect_timeout_s,
+                read_timeout=self.read_timeout_s,
+                retries=dict(total_max_attempts=self.attempts, mode="standard"),
+            )
+        )
+
+
 class NetLimits(EnvGroup):
     """Bounds of one kind of network call; each field is overridden by `{prefix}_{FIELD}` for
     the prefix it is read with (below)."""

@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Literal
 
 from rageval_pipeline.core.settings.locations import Deployment
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.lake import Lake, is_local
-from rageval_pipeline.core.storage.location import StorageError, local_dir
+from rageval_pipeline.core.storage.lake import Lake
+from rageval_pipeline.core.storage.location import (
+    NO_BUCKET,
+    StorageError,
+    is_local,
+    local_dir,
+    protocols,
+)
 from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, Warehouse
 
 if TYPE_CHECKING:
@@ -55,5 +61,7 @@ def lake_at(fs: AbstractFileSystem, root: str, *, owner: str = "", existing: boo
     """The lake at `root` on `fs` (e.g. an `s3fs.S3FileSystem` and `bucket/eval/lake`)."""
     lake = Lake(fs, root, owner=owner)
     if existing and not lake.commits():
+        if not is_local(fs) and not fs.exists(root.split("/")[0]):
+            raise StorageError(f"{protocols(fs)[0]}://{root.split('/')[0]}", NO_BUCKET)
         raise StorageError(lake.location, "no warehouse yet: run an evaluation first")
     return lake

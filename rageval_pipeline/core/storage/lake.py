@@ -38,7 +38,6 @@ from __future__ import annotations
 import functools
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,7 +49,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.commits import LakeError, commit_name, live_files, parse_commit
+from rageval_pipeline.core.storage.location import NO_BUCKET, StorageError, is_local, protocols
 from rageval_pipeline.core.storage.schema import (
     APPENDED_TABLES,
     HISTORY_VIEW,
@@ -68,8 +70,6 @@ COMMIT = "_commit"  # the column naming the commit of every row in the lake's fi
 # A table with these columns has its files in folders by their values (`dataset=<name>/...`).
 PARTITIONS = ("dataset", "run_id")
 NULL_SEGMENT = "__HIVE_DEFAULT_PARTITION__"  # pyarrow's hive name for a missing value
-_NAMING = threading.Lock()
-_last_ns = 0
 # Per thread: lake -> the in-memory connection of its open read block / the commit being built.
 _OPEN = threading.local()
 FACTS = {
@@ -89,14 +89,6 @@ def _held(kind: str) -> dict:
     if not hasattr(_OPEN, kind):
         setattr(_OPEN, kind, {})
     return getattr(_OPEN, kind)
-
-
-def commit_name() -> str:
-    """A name no other writer picks (uuid4), sorting after this process's earlier commits."""
-    global _last_ns
-    with _NAMING:
-        _last_ns = max(time.time_ns(), _last_ns + 1)
-        return f"{_last_ns:020d}-{uuid.uuid4().hex}"
 
 
 def _staging() -> duckdb.DuckDBPyConnection:
@@ -144,19 +136,57 @@ class Lake(BaseWarehouse):
         return (id(self.fs), self.root)
 
     def commits(self) -> list[dict]:
-        """Every commit, oldest first."""
+        """Every commit, oldest first; a LakeError naming the first that cannot be used."""
+        loaded = self.load_commits()
+        if bad := next((c for c in loaded.values() if isinstance(c, LakeError)), None):
+            raise bad
+        return list(loaded.values())
+
+    def load_commits(self) -> dict[str, dict | LakeError]:
+        """Each commit file, oldest first, by its name as shown to people: its commit, or
+        the LakeError saying why it cannot be used (`rageval lake check` lists them)."""
         folder = f"{self.root}/{COMMITS}"
         self.fs.invalidate_cache(folder)  # object stores cache listings; commits are new files
         try:
             listed = self.fs.ls(folder, detail=False)
         except FileNotFoundError:
-            return []
+            return {}
         protocol = protocols(self.fs)[0]
         paths = sorted(p for p in listed if p.endswith(".json"))
+        loaded: dict[str, dict | LakeError] = {}
         if new := [p for p in paths if (protocol, p) not in _DOCS]:
             for path, data in self.fs.cat(new).items():  # concurrent GETs on object stores
-                _DOCS[protocol, path] = json.loads(data)
-        return [_DOCS[protocol, p] for p in paths]
+                try:
+                    _DOCS[protocol, path] = parse_commit(self.shown(path), data, set(schemas()))
+                except LakeError as exc:
+                    loaded[path] = exc
+        return {self.shown(p): loaded[p] if p in loaded else _DOCS[protocol, p] for p in paths}
+
+    def shown(self, path: str) -> str:
+        """A path under the root as people write it (`s3://bucket/eval/lake/_commits/x.json`)."""
+        return f"{self.location}/{path.removeprefix(self.root).lstrip('/')}"
+
+    def damaged(self, commits: list[dict]) -> LakeError | None:
+        """The first live file (in commit order) that is missing or no Parquet file, as a
+        LakeError naming its commit, else None (reads each footer). Other store failures
+        (network, permission, a missing bucket) are no commit's fault: raised as they are."""
+        live = {(t, f) for t, files in live_files(commits).items() for f in files}
+        bucket = self.root.split("/")[0]
+        for commit in commits:
+            shown = self.shown(f"{COMMITS}/{commit['commit']}.json")
+            for table, files in commit["files"].items():
+                for file in (f for f in files if (table, f) in live):
+                    try:
+                        pq.read_metadata(f"{self.root}/{file}", filesystem=self.fs)
+                    except FileNotFoundError:
+                        if not is_local(self.fs) and not self.fs.exists(bucket):
+                            bucket = f"{protocols(self.fs)[0]}://{bucket}"
+                            raise StorageError(bucket, NO_BUCKET) from None
+                        return LakeError(shown, "names a missing file", file=file)
+                    except pa.ArrowInvalid:
+                        unreadable = "names an unreadable Parquet file (ArrowInvalid)"
+                        return LakeError(shown, unreadable, file=file)
+        return None
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -165,13 +195,23 @@ class Lake(BaseWarehouse):
         if (con := held.get(self._key())) is not None:
             yield con
             return
-        con = self._views(self.commits())
-        held[self._key()] = con
+        commits = self.commits()
         try:
-            yield con
-        finally:
-            del held[self._key()]
-            con.close()
+            con = self._views(commits)
+            held[self._key()] = con
+            try:
+                yield con
+            finally:
+                del held[self._key()]
+                con.close()
+        except InputError:
+            raise
+        except Exception:
+            # A missing or cut file surfaces as FileNotFoundError, ArrowInvalid or a DuckDB
+            # error deep in a scan: name the commit and file instead, when one is to blame.
+            if (bad := self.damaged(commits)) is not None:
+                raise bad from None
+            raise
 
     def _views(self, commits: list[dict]) -> duckdb.DuckDBPyConnection:
         import duckdb
@@ -253,7 +293,8 @@ class Lake(BaseWarehouse):
                 parts = [f"{k}={_segment(v)}" for k, v in group.items()]
                 folder = "/".join([table, *parts])
                 path = f"{folder}/{name}.parquet"
-                self.fs.makedirs(f"{self.root}/{folder}", exist_ok=True)
+                if is_local(self.fs):  # on S3 it would create a deleted bucket anew
+                    self.fs.makedirs(f"{self.root}/{folder}", exist_ok=True)
                 with self.fs.open(f"{self.root}/{path}", "wb") as out:
                     pq.write_table(part, out)
                 files.setdefault(table, []).append(path)
@@ -311,31 +352,6 @@ class Lake(BaseWarehouse):
                 if key is not None:
                     commit.finished.append((table, key))
         self.compact(at=COMPACT_AT)
-
-
-def live_files(commits: list[dict]) -> dict[str, list[str]]:
-    """Each table's files to read: those the commits added, less those a compaction replaced.
-    A compaction counts only when every file it replaces is still live at its turn (commit
-    order); one that lost a race is skipped whole, its rows read from the files it copied."""
-    live: dict[str, dict[str, None]] = {}
-    for commit in commits:
-        replaces = commit.get("replaces", {})
-        if any(f not in live.get(t, {}) for t, files in replaces.items() for f in files):
-            continue
-        for table, files in replaces.items():
-            for f in files:
-                del live[table][f]
-        for table, files in commit["files"].items():
-            live.setdefault(table, {}).update(dict.fromkeys(files))
-    return {table: list(files) for table, files in live.items()}
-
-
-def protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
-    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-
-
-def is_local(fs: AbstractFileSystem) -> bool:
-    return bool({"file", "local"} & set(protocols(fs)))
 
 
 def _segment(value: object) -> str:

@@ -37,9 +37,11 @@ from rageval_pipeline.core.io import paths
 from rageval_pipeline.core.settings.folders import local_folder
 
 if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
     from upath import UPath
 
 MANIFEST = "manifest.json"  # file sizes of an atomically written folder, checked on reading
+NO_BUCKET = "no such bucket: create it, or point RAGEVAL_STORAGE at one"
 
 
 class StorageError(InputError):
@@ -49,6 +51,14 @@ class StorageError(InputError):
 def is_remote(path: Path | UPath) -> bool:
     """True for a `UPath` on object storage; a local `Path` is never remote."""
     return not isinstance(path, PurePath)
+
+
+def protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+
+
+def is_local(fs: AbstractFileSystem) -> bool:
+    return bool({"file", "local"} & set(protocols(fs)))
 
 
 def as_location(value: str | os.PathLike | UPath) -> Path | UPath:
@@ -89,9 +99,7 @@ def _bucket(target: UPath) -> Iterator[None]:
         yield
     except FileNotFoundError:
         bucket = f"{target.protocol}://{target.path.split('/')[0]}"
-        raise StorageError(
-            bucket, "no such bucket: create it, or point RAGEVAL_STORAGE at one"
-        ) from None
+        raise StorageError(bucket, NO_BUCKET) from None
 
 
 def write_manifest(folder: Path) -> None:
