@@ -105,4 +105,4 @@ def run_beside(
     index_dir = settings.index_dir(system.name, settings.dataset(context).name)
     retriever = open_beside(context, settings, system, beside, index_dir)
     asked = loaders.judged_queries(queries, judged, settings.split)
-    return execute(retriever.search, asked, settings.top_k)
+    return execute(retriever.search, asked, settings.depth)
