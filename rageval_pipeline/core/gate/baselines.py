@@ -30,7 +30,7 @@ def baseline_from_summary(
     writes the same file.
     """
     fields = summary.model_dump(
-        exclude={"run_id", "created_at", "baseline_latency", "baseline_rerun"}
+        exclude={"run_id", "created_at", "baseline_latency", "baseline_rerun", "latency_pairs"}
     )
     return Baseline(
         **fields,

@@ -148,6 +148,11 @@ class RunSummary(_SummaryFields):
         description="the baseline's configuration timed beside this run: latency on one machine",
     )
     baseline_rerun: Rerun | None = None
+    latency_pairs: dict[str, dict[str, FiniteFloat]] = Field(
+        default_factory=dict,
+        description="group -> the per-query ratio to the baseline configuration timed beside: "
+        "pairs, ratio_p50, ratio_low (its 95% lower bound)",
+    )
 
 
 class Baseline(_SummaryFields):
