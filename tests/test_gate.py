@@ -600,7 +600,7 @@ def test_baseline_errors_name_file_field_and_line(name, field, line):
 def test_write_then_load_baseline_round_trips(tmp_path):
     run = summary(
         {"nDCG@10": 0.123456789, "R@100": 0.5},
-        per_query={"q1": {"nDCG@10": 0.1}},
+        per_query={"q1": {"nDCG@10": 0.123456789}},  # its mean, as a baseline file must
         latency={"all": {"p50": 1.0000004, "p95": 2.0}},
     )
     baseline = baseline_from_summary(run, note="reviewed")

@@ -29,7 +29,7 @@ def test_each_query_is_timed_through_both_in_alternating_order():
     assert run["doc_id"].tolist() == ["a-doc", "b-doc", "c-doc", "d-doc"]  # system's hits only
     assert run["baseline_latency_ms"].notna().all() and run["latency_ms"].notna().all()
     stats = latency_stats(run)
-    assert sorted(set(stats["timed"])) == ["baseline", "system"]
+    assert sorted(set(stats["timed"])) == ["baseline", "paired", "system"]  # pairs: the ratios
     assert execute(system, QUERIES, 10)["baseline_latency_ms"].isna().all()
 
 

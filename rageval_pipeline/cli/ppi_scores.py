@@ -66,6 +66,7 @@ def population(
 
     sample = load_sample(args.human_sample or sample_path(args.qrels))
     llm = read_qrels(args.llm_qrels)
+    _check_scale(llm[0], human[0], args.llm_qrels)
     check_sample(
         sample,
         set(human[0]["query_id"]),
@@ -74,6 +75,24 @@ def population(
         llm_where=args.llm_qrels,
     )
     return sample, llm
+
+
+def _check_scale(llm: pd.DataFrame, human: pd.DataFrame, where: str) -> None:
+    """LLM grades lie on the human judgments' scale: 0 up to their highest grade (at least 3,
+    the scale `rageval label` writes). Grades 7 and -3 moved an estimate from 0.8018 to 0.8105
+    without a word."""
+    from rageval_pipeline.core.errors import InputError
+
+    top = max(3, int(human["relevance"].max()) if len(human) else 0)
+    outside = llm[~llm["relevance"].between(0, top)]
+    if len(outside):
+        row = outside.iloc[0]
+        raise InputError(
+            where,
+            f"grade {row.relevance} of query {row.query_id!r}, document {row.doc_id!r} is "
+            f"outside the human judgments' scale 0-{top}: fix or drop the line",
+            field="relevance",
+        )
 
 
 def as_json(estimate: PpiEstimate) -> dict:

@@ -16,6 +16,7 @@ from rageval_pipeline.defs.assets.gate import build_gate_asset
 from rageval_pipeline.defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.defs.assets.systems import build_system_assets
 from rageval_pipeline.defs.baseline_job import update_baseline
+from rageval_pipeline.defs.failures import console
 from rageval_pipeline.defs.freshness import fresh_daily
 from rageval_pipeline.defs.jobs import build_jobs
 from rageval_pipeline.defs.partitions import dataset_partitions
@@ -54,6 +55,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         jobs=[*jobs, update_baseline],
         schedules=[build_nightly(jobs[0])],
         sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml"), free_dead_runs],
+        loggers={"console": console},
         resources={
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),

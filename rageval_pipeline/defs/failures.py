@@ -8,12 +8,21 @@ nothing and, for network errors, is what the line was made to keep out of logs).
 shows the description first on the run page and in `dagster job execute`. Retrying would meet
 the same input, so the failure bypasses retry policies. Anything else keeps its trace.
 
+On the terminal (`scripts/evaluate`'s log; `dagster job execute` and `dg launch` with
+`-c deploy/run_config/one_line.yaml`) such a failure is that one line: `console`, the jobs'
+console logger, prints a step failure caused by a
+`dg.Failure` as `... STEP_FAILURE - Execution of step "x" failed: <the line>`, without the
+stack of Dagster's own frames under it, and the run failure after it without the line again
+(`dagster job execute` with a bad `top_k`: 65 lines before, 8 after). Every other error keeps
+its trace, and the event log (the UI's run page) keeps everything.
+
 Raised while the definitions load (a `RAGEVAL_*` folder that is a URL, a bad systems.yaml), it
 becomes a `LoadRefused` instead: no step runs, so there is no run page to show it on.
 """
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -95,3 +104,44 @@ def load_refusal(exc: BaseException) -> LoadRefused | None:
             return LoadRefused(str(seen))
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _failure_line(event: object) -> str | None:
+    """The description of the `dg.Failure` a step or run failure event carries, else None."""
+    error = getattr(getattr(event, "event_specific_data", None), "error", None)
+    if error is None or error.cls_name != dg.Failure.__name__:
+        return None
+    return error.message.split(": ", 1)[-1].strip()  # "dagster...Failure: <description>"
+
+
+class _OneLineFailures(logging.Filter):
+    """Cuts a record whose event failed by a `dg.Failure` to the event's line, ending in the
+    failure's description on a step failure (the run failure repeats nothing)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = getattr(record, "dagster_event", None)  # Dagster's LOG_RECORD_EVENT_ATTR
+        line = _failure_line(event)
+        if line is not None:
+            head = str(record.msg).split("\n\n", 1)[0]
+            record.msg = (
+                head if getattr(event, "is_run_failure", False) else f"{head.rstrip('.')}: {line}"
+            )
+        return True
+
+
+def _console(init_context: dg.InitLoggerContext) -> logging.Logger:
+    logger = dg.colored_console_logger.logger_fn(init_context)
+    logger.addFilter(_OneLineFailures())
+    return logger
+
+
+# The jobs' `console` logger (Definitions' default loggers): Dagster's colored console logger,
+# same config, with one-line failures. Dagster makes a job's loggers only when the run config
+# names them (else it prints through its own): deploy/run_config/one_line.yaml (which
+# scripts/evaluate passes) and debug.yaml do. A job's default config did not help: a
+# partitioned run launched with `-c` dropped it.
+console = dg.LoggerDefinition(
+    _console,
+    config_schema=dg.colored_console_logger.config_schema,
+    description="Dagster's colored console logger; a dg.Failure is printed as its one line",
+)

@@ -16,6 +16,8 @@ from rageval_pipeline.core.storage.choose import open_warehouse
 
 # What Dagster prints for a `dg.Failure` (expected errors and the gate's verdict, see failures.py).
 _FAILURE = re.compile(r"^dagster\._core\.definitions\.events\.Failure: (.+)$")
+# ... and what the project's console logger prints for it (failures.py, one_line.yaml).
+_STEP_FAILED = re.compile(r' - STEP_FAILURE - Execution of step "[^"]+" failed: (.+)$')
 # An exception's own line, e.g. "ValueError: query Q008 ..." (Dagster's wrappers excluded below).
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): (.+)$")
 _WRAPPERS = ("dagster._core.errors.DagsterExecution", "dagster._core.errors.DagsterUserCode")
@@ -33,7 +35,7 @@ def first_error(log: str) -> str | None:
     else an exception's message, else the first ERROR event's message, else the last line."""
     lines = [line.rstrip() for line in log.splitlines()]
     for line in lines:
-        if match := _FAILURE.match(line):
+        if match := _FAILURE.match(line) or _STEP_FAILED.search(line):
             return match.group(1)
     for line in lines:
         if _EXCEPTION.match(line) and not line.startswith(_WRAPPERS):

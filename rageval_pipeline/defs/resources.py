@@ -26,6 +26,9 @@ from rageval_pipeline.core.storage.warehouse import write_parquet
 from rageval_pipeline.defs import run_workers
 from rageval_pipeline.defs.failures import one_line_errors
 
+# The deepest run a step makes: ten times trec_eval's customary 1000, and a bound on the rows
+# a run holds (queries x depth).
+MAX_DEPTH = 10_000
 # Output metadata: the content key (core.storage.reuse) a table was produced or reused for.
 CONTENT_KEY = "content_key"
 
@@ -67,7 +70,7 @@ class Settings(dg.ConfigurableResource):
     data_dir: str | None = None
     baselines_dir: str | None = None
     beir_mirror: str | None = None  # default: $RAGEVAL_BEIR_MIRROR, else BEIR's official host
-    top_k: int = 100
+    top_k: int = 100  # read through `depth`, which checks it
     split: str = "test"
     # Recompute tables, chunks, indexes, runs and metrics even when their inputs and code are
     # unchanged.
@@ -75,6 +78,15 @@ class Settings(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         run_workers.claim(context)  # a killed run worker frees its slot and steps: run_workers
+
+    @property
+    def depth(self) -> int:
+        """`top_k`, checked: Dagster checks run config before the run only by type, and a depth
+        of 0 failed deep inside BM25 (`ValueError: kth(=28) out of bounds`)."""
+        if not 1 <= self.top_k <= MAX_DEPTH:
+            problem = f"must be between 1 and {MAX_DEPTH}, got {self.top_k}"
+            raise InputError("run config", problem, field="settings.top_k")
+        return self.top_k
 
     @property
     def storage(self) -> Path | UPath:

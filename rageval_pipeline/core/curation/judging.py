@@ -317,8 +317,12 @@ def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], 
         out += "\n" if text.endswith("\n") else ""
     else:
         out = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
-    _check_merged(suite_file, out)
-    write_text(suite_file, out)
+    try:  # both write beside the suite file: an unwritable folder fails the first
+        _check_merged(suite_file, out)
+        write_text(suite_file, out)
+    except OSError as error:
+        problem = f"cannot write it ({error.strerror or error}): make it and its folder writable"
+        raise InputError(suite_file, problem) from None
 
 
 def _check_merged(suite_file: Path, text: str) -> None:

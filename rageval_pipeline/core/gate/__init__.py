@@ -11,6 +11,7 @@ from rageval_pipeline.core.gate.baselines import (
     baseline_path,
     load_baseline,
     load_baselines,
+    load_placed,
     write_baseline,
 )
 from rageval_pipeline.core.gate.decide import decide, decide_validation
@@ -80,6 +81,7 @@ __all__ = [
     "decide_validation",
     "load_baseline",
     "load_baselines",
+    "load_placed",
     "load_policy",
     "write_baseline",
 ]

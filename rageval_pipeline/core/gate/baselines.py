@@ -11,7 +11,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.gate.decide import decide
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, worsening
-from rageval_pipeline.core.gate.models import Baseline, RunSummary, Verdict
+from rageval_pipeline.core.gate.models import FROM_FILE, Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.policy import GatePolicy
 from rageval_pipeline.core.gate.quality import compared_measures
 from rageval_pipeline.core.io.config import load_model
@@ -30,7 +30,7 @@ def baseline_from_summary(
     writes the same file.
     """
     fields = summary.model_dump(
-        exclude={"run_id", "created_at", "baseline_latency", "baseline_rerun"}
+        exclude={"run_id", "created_at", "baseline_latency", "baseline_rerun", "latency_pairs"}
     )
     return Baseline(
         **fields,
@@ -108,7 +108,7 @@ def baseline_path(root: Path, dataset: str, system: str) -> Path:
 
 def load_baseline(path: Path) -> Baseline:
     """Read and validate one baseline file; InputError names the file, line and field."""
-    return load_model(Path(path), Baseline)
+    return load_model(Path(path), Baseline, {FROM_FILE: True})
 
 
 def load_baselines(root: Path) -> dict[tuple[str, str], Baseline]:
@@ -116,16 +116,24 @@ def load_baselines(root: Path) -> dict[tuple[str, str], Baseline]:
     root = Path(root)
     out: dict[tuple[str, str], Baseline] = {}
     for path in sorted(root.glob("*/*.json")):
-        baseline = load_baseline(path)
-        if baseline_path(root, baseline.dataset, baseline.system) != path:
-            raise InputError(
-                path,
-                f"holds the baseline of {baseline.dataset}/{baseline.system}, which belongs in "
-                f"{baseline_path(root, baseline.dataset, baseline.system)}",
-                field="dataset" if path.parent.name != baseline.dataset else "system",
-            )
+        baseline = load_placed(root, path)
         out[(baseline.dataset, baseline.system)] = baseline
     return out
+
+
+def load_placed(root: Path, path: Path) -> Baseline:
+    """The baseline at `path`, refused unless its `dataset` and `system` fields name the file
+    it is in (an edit or a copy that did not change them would be compared and rewritten as
+    another dataset's)."""
+    baseline = load_baseline(path)
+    if baseline_path(root, baseline.dataset, baseline.system) != path:
+        raise InputError(
+            path,
+            f"holds the baseline of {baseline.dataset}/{baseline.system}, which belongs in "
+            f"{baseline_path(root, baseline.dataset, baseline.system)}",
+            field="dataset" if path.parent.name != baseline.dataset else "system",
+        )
+    return baseline
 
 
 class Refused(InputError):
@@ -172,7 +180,7 @@ def promote(
     plans = []
     for summary in summaries:
         path = baseline_path(root, summary.dataset, summary.system)
-        old = load_baseline(path) if path.is_file() else None
+        old = load_placed(Path(root), path) if path.is_file() else None
         if old is not None and old.split != summary.split:
             old = None  # another split's baseline is not comparable; it is replaced
         lines = describe_changes(old, summary)

@@ -5,11 +5,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, computed_field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    ValidationInfo,
+    computed_field,
+    model_validator,
+)
 
 from rageval_pipeline.core.gate.decision import Resolution
+from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
-from rageval_pipeline.core.measures.names import Category, MeasureName, OneSpellingEach
+from rageval_pipeline.core.measures.names import (
+    Category,
+    MeasureName,
+    OneSpellingEach,
+    parse_measure,
+)
 from rageval_pipeline.core.statistics.paired import PairedTest
 from rageval_pipeline.core.statistics.sampling import HumanSample
 
@@ -134,6 +149,11 @@ class RunSummary(_SummaryFields):
         description="the baseline's configuration timed beside this run: latency on one machine",
     )
     baseline_rerun: Rerun | None = None
+    latency_pairs: dict[str, dict[str, FiniteFloat]] = Field(
+        default_factory=dict,
+        description="group -> the per-query ratio to the baseline configuration timed beside: "
+        "pairs, ratio_p50, ratio_low (its 95% lower bound)",
+    )
 
 
 class Baseline(_SummaryFields):
@@ -145,6 +165,45 @@ class Baseline(_SummaryFields):
     note: str | None = None
     package_version: str | None = None  # rageval_pipeline's version that measured it
     code_version: str | None = None  # the metrics asset's code version (fingerprint.measures)
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> Baseline:
+        """Read from a file (`load_baseline` says so in the context), which a person may have
+        edited: every value within its measure's range, and each mean the mean of its
+        `per_query` (to the 6 decimals files store), unless the mean is a PPI estimate over
+        LLM-judged queries (`human_sample`)."""
+        if not (info.context or {}).get(FROM_FILE):
+            return self
+        for measure, value in self.measures.items():
+            _in_range(("measures", measure), measure, value)
+        for query, values in self.per_query.items():
+            for measure, value in values.items():
+                _in_range(("per_query", query, measure), measure, value)
+        if self.human_sample is not None or not self.per_query:
+            return self
+        for measure, mean in self.measures.items():
+            values = [q[measure] for q in self.per_query.values() if measure in q]
+            mean_of_queries = sum(values) / len(values) if values else mean
+            if abs(mean_of_queries - mean) > MEAN_TOLERANCE:
+                problem = (
+                    f"{mean} is not the mean of its per_query values ({mean_of_queries:.6f} "
+                    f"over {len(values)} queries): re-record the baseline (`rageval baseline "
+                    "update`) rather than editing it"
+                )
+                raise rule(("measures", measure), problem)
+        return self
+
+
+FROM_FILE = "from_file"  # validation context: the baseline was read from a file
+# Means and per-query values are stored to 6 decimals: the mean of rounded values is within
+# 5e-7 of the rounded mean; anything beyond 1e-5 was edited.
+MEAN_TOLERANCE = 1e-5
+
+
+def _in_range(loc: tuple[str, ...], measure: str, value: float) -> None:
+    top = parse_measure(measure).MAX_VALUE
+    if not 0 <= value <= top:
+        raise rule(loc, f"{value} is outside the range of {measure} (0 to {top:g})")
 
 
 # --------------------------------------------------------------------------------------- verdict

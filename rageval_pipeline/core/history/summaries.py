@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.gate import Rerun, RunSummary
-from rageval_pipeline.core.measures.aggregate import LATENCY_STATS
+from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, PAIRED
 from rageval_pipeline.core.numbers import round_metrics
 from rageval_pipeline.core.results.store import RunResults
 from rageval_pipeline.core.statistics.sampling import HumanSample
@@ -91,6 +91,12 @@ def _latency(lat: pd.DataFrame) -> tuple[dict[str, dict[str, float]], dict[str, 
     return _nested(group[stats], lat["stat"][stats], values[stats.to_numpy()]), timed
 
 
+def _pairs(lat: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """group -> the interleaved pairs' stats (`aggregate.PAIRED_STATS`) of one run's rows."""
+    group = lat["attribute"].where(lat["attribute"] == "all", lat["attribute"] + "=" + lat["group"])
+    return _nested(group, lat["stat"], lat["value"].to_numpy(float))
+
+
 def _top(rankings: pd.DataFrame) -> dict[str, list[dict]]:
     order, groups = _groups(rankings["query_id"])
     ids = rankings["doc_id"].to_numpy(object)[order].tolist()
@@ -168,7 +174,8 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
         run_means = means[means["run_id"] == run.run_id]
         run_latency = latency[latency["run_id"] == run.run_id]
         beside = run_latency["timed"].eq("baseline")
-        latency_stats, timed = _latency(run_latency[~beside])
+        paired = run_latency["timed"].eq(PAIRED)
+        latency_stats, timed = _latency(run_latency[~beside & ~paired])
         baseline_latency, _ = _latency(run_latency[beside])
         out.append(
             run_summary(
@@ -184,6 +191,7 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 latency=latency_stats,
                 latency_queries=timed,
                 baseline_latency=baseline_latency,
+                latency_pairs=_pairs(run_latency[paired]),
                 suite=_text(run, "suite"),
                 machine=_text(run, "machine"),
                 level=_text(run, "level"),

@@ -140,9 +140,43 @@ def latency_stats(
             for group, part in joined.groupby("group", sort=True):
                 rows = _latency_rows(part["latency_ms"].to_numpy())
                 records += [(timed, attribute, str(group), s, v) for s, v in rows]
+    records += _paired_records(run, queries, attributes)
     columns = ["timed", "attribute", "group", "stat", "value"]
     frame = pd.DataFrame.from_records(records, columns=columns)
     return frame.astype({c: str for c in columns[:-1]} | {"value": float})
+
+
+# `timed` of the rows describing the interleaved pairs (system / baseline configuration, per
+# query), and their stats: how many pairs, the median ratio and its 95% lower bound.
+PAIRED = "paired"
+PAIRED_STATS = ("pairs", "ratio_p50", "ratio_low")
+
+
+def _paired_records(
+    run: pd.DataFrame, queries: pd.DataFrame | None, attributes: Sequence[str]
+) -> list[tuple[str, str, str, str, float]]:
+    """The PAIRED rows of each group timed both ways: the per-query ratio's median and its
+    one-sided 95% lower bound (`statistics.sign_test`), as ratios, with the number of pairs."""
+    from rageval_pipeline.core.statistics.sign_test import median_lower_bound
+
+    system, beside = (query_latency(run, column) for column in TIMED.values())
+    pairs = system.merge(beside, on="query_id", suffixes=("", "_beside"))
+    pairs = pairs[(pairs["latency_ms"] > 0) & (pairs["latency_ms_beside"] > 0)]
+    pairs = pairs.assign(latency_ms=np.log(pairs["latency_ms"] / pairs["latency_ms_beside"]))
+    sets = [("all", pairs.assign(group="all"))]
+    if queries is not None:
+        sets += _with_attributes(pairs, queries, attributes)
+    records = []
+    for attribute, joined in sets:
+        for group, part in joined.groupby("group", sort=True):
+            logs = part["latency_ms"].to_numpy(float)
+            low = median_lower_bound(logs)
+            values = (len(logs), np.exp(np.median(logs)), 0.0 if low is None else np.exp(low))
+            records += [
+                (PAIRED, attribute, str(group), stat, float(value))
+                for stat, value in zip(PAIRED_STATS, values, strict=True)
+            ]
+    return records
 
 
 class CategoryMetrics(BaseModel):

@@ -37,6 +37,8 @@ class Measure(BaseModel):
     USES_QRELS: ClassVar[bool] = True
     USES_SOURCE: ClassVar[bool] = False
     USES_SPANS: ClassVar[bool] = False  # computed from evidence spans (`span_names`)
+    # The largest value a query or a mean can take (the smallest is 0): a share, else a count.
+    MAX_VALUE: ClassVar[float] = 1.0
 
     k: int | None = Field(default=None, ge=1, description="rank cutoff")
     rel: int = Field(default=1, ge=1, description="minimum label that counts as relevant")

@@ -59,6 +59,7 @@ class Tokens(_Span):
     CATEGORY = None
     HIGHER_IS_BETTER = False
     PARAMS = frozenset()
+    MAX_VALUE = float("inf")  # a count of tokens
 
 
 SPAN_FAMILIES = (EvidenceRecall, TokenPrecision, TokenIoU, Tokens)

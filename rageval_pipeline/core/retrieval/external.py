@@ -164,7 +164,11 @@ class HttpRetriever:
         if reply.status != 200:
             # The body is never quoted: a server may echo the request's headers there.
             phrase = HTTPStatus(reply.status).phrase if reply.status in _KNOWN_STATUS else ""
-            raise InputError(self.where, f"HTTP {reply.status} {phrase} (not retried)".strip())
+            status = f"HTTP {reply.status} {phrase}".strip()
+            if reply.redirects:  # the status is the redirect target's, not this URL's
+                hops = len(reply.redirects)
+                status += f" at {reply.redirects[-1]}, after {hops} redirect{'s' * (hops > 1)}"
+            raise InputError(self.where, f"{status} (not retried)")
         try:
             parsed = SearchResponse.model_validate_json(reply.content)
         except ValidationError as exc:

@@ -47,6 +47,10 @@ Strategy = Literal[
 ]
 # Strategies whose `overlap` is shared by consecutive windows.
 _OVERLAPPING = ("fixed", "token", "sentence")
+# The largest `size`: far above any useful chunk (a window of a million words is a whole
+# book), and below what chonkie's sentence and recursive chunkers convert to a C integer
+# (10**30 raised OverflowError in them after passing `rageval validate`).
+MAX_SIZE = 1_000_000
 
 _HEADER = re.compile(r"^#{1,6} ")
 _FENCE = re.compile(r"^\s*```")
@@ -60,7 +64,10 @@ class ChunkingConfig(BaseModel):
 
     strategy: Strategy = "document"
     size: int = Field(
-        256, gt=0, description="chunk size in tokens (fixed, token, sentence, recursive)"
+        256,
+        gt=0,
+        le=MAX_SIZE,
+        description="chunk size in tokens (fixed, token, sentence, recursive)",
     )
     overlap: int = Field(32, ge=0, description="tokens shared by consecutive windows")
 
@@ -68,6 +75,8 @@ class ChunkingConfig(BaseModel):
     def _overlap_below_size(self) -> ChunkingConfig:
         if self.strategy in _OVERLAPPING and self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        if self.strategy == "recursive" and "overlap" in self.model_fields_set and self.overlap:
+            raise ValueError("`recursive` chunking takes no overlap: remove `overlap`")
         return self
 
     def resolve(self, reference: ChunkingConfig | None) -> ChunkingConfig:

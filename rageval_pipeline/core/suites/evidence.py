@@ -120,6 +120,9 @@ class Reference:
         naming query, document and span."""
         try:
             evidence, moved = self.locate(span)
+            blank = not self.texts[evidence.doc_id][evidence.start : evidence.end].strip()
+            if blank and getattr(span, "grade", 1) >= 1:  # a top_1_span is evidence too
+                raise Drift("the judged text is only whitespace: no evidence for a grade >= 1")
             chunk = self.chunk_of(evidence)
         except (TargetError, Drift) as error:
             where = f"query {query_id}, document {span.doc!r}, span {span.start}-{span.end}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core.gate import Baseline, baseline_path, load_baseline
+from rageval_pipeline.core.gate import Baseline, baseline_path, load_placed
 from rageval_pipeline.core.retrieval import Retriever, execute
 from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_stamp
 from rageval_pipeline.core.suites import loaders
@@ -51,7 +51,7 @@ def baseline_of(system: SystemConfig, settings: Settings, dataset: str) -> Basel
     path = baseline_path(settings.baselines, dataset, system.name)
     if not path.is_file():
         return None
-    baseline = load_baseline(path)
+    baseline = load_placed(settings.baselines, path)
     return baseline if baseline.split == settings.split else None
 
 
@@ -116,4 +116,4 @@ def run_beside(
     index_dir = settings.index_dir(system.name, settings.dataset(context).name)
     retriever = open_beside(context, settings, system, beside, index_dir, timing=False)
     asked = loaders.judged_queries(queries, judged, settings.split)
-    return execute(retriever.search, asked, settings.top_k)
+    return execute(retriever.search, asked, settings.depth)

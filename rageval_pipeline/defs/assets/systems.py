@@ -152,7 +152,7 @@ def build_system_assets(
             queries, qrels = inputs["queries"].frame, inputs["qrels"].frame
             run_inputs = RunInputs(
                 queries=loaders.judged_queries(queries, qrels, settings.split),
-                top_k=settings.top_k,
+                top_k=settings.depth,
                 index_dir=index_dir,
                 base_dir=settings.data,
                 member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
@@ -201,7 +201,7 @@ def build_system_assets(
         baseline = baseline_of(system, settings, dataset)
         key = content_key(
             versions["metrics"],
-            settings.top_k,
+            settings.depth,
             settings.split,
             system.recorded_config(reference),
             system.chunk_level(reference),
@@ -278,7 +278,7 @@ def build_system_assets(
             split=settings.split,
             system=name,
             fingerprint=fingerprint,
-            k=settings.top_k,
+            k=settings.depth,
             config=system.recorded_config(reference),
             created_at=datetime.now(UTC),
             dagster_run_id=context.run.run_id,
@@ -324,7 +324,7 @@ def _run_key(
         return None
     table_keys = {name: table.key for name, table in inputs.items()}  # content_key sorts them
     timed_beside = None if beside is None else (beside is system, beside.fingerprint())
-    return content_key(version, settings.top_k, settings.split, index_key, table_keys, timed_beside)
+    return content_key(version, settings.depth, settings.split, index_key, table_keys, timed_beside)
 
 
 def _index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDefinition) -> list:
