@@ -37,8 +37,8 @@ from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
 # 2: coverage counted at the judged level; suite, machine, timed latency. 3: span measures, and
-# qrels derived from evidence spans for other chunkings.
-METRICS_VERSION = "3"
+# qrels derived from evidence spans for other chunkings. 4: evidence measures at token budgets.
+METRICS_VERSION = "4"
 
 
 class RunResults(NamedTuple):

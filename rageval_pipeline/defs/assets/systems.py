@@ -22,9 +22,10 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core.gate import Baseline
+from rageval_pipeline.core.gate import Baseline, load_policy
 from rageval_pipeline.core.history.summaries import rerun
 from rageval_pipeline.core.io import beir, tables
+from rageval_pipeline.core.measures.defaults import BUDGETS, DEFAULT_MEASURES, budget_measures
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results.store import (
     METRICS_VERSION,
@@ -198,8 +199,10 @@ def build_system_assets(
         )
         reference = reference_of(partition)
         baseline = baseline_of(system, settings, dataset)
+        measures = _measures(settings, dataset)
         key = content_key(
             versions["metrics"],
+            measures,
             settings.top_k,
             settings.split,
             system.recorded_config(reference),
@@ -220,7 +223,7 @@ def build_system_assets(
             judged = qrels.frame[qrels.frame["split"] == settings.split]
             tables_ = (run.frame, judged, queries.frame, corpus.frame)
             per_query, record = _measure(
-                context, settings, warehouse, partition, *tables_, baseline
+                context, settings, warehouse, partition, *tables_, baseline, measures
             )
             cache.put(key, per_query, record)
         context.log.info(
@@ -240,6 +243,7 @@ def build_system_assets(
         queries: pd.DataFrame,
         corpus: pd.DataFrame,
         baseline: Baseline | None,
+        measures: tuple[str, ...],
     ) -> tuple[pd.DataFrame, dict]:
         """Evaluate the run and store it: (per-query table with its run_id, metadata record).
         When the suite changed since the baseline, the baseline's configuration (a built-in
@@ -254,6 +258,7 @@ def build_system_assets(
                 judged,
                 queries,
                 chunk_level=of.chunk_level(reference),
+                measures=measures,
                 ignore_identical_ids=beir.ignores_identical_ids(dataset),
                 evidence=suite_evidence(spans, corpus, of.run_chunking(reference)),
             )
@@ -298,6 +303,14 @@ def build_system_assets(
         }
 
     return [*out, run, metrics]
+
+
+def _measures(settings: Settings, dataset: str) -> tuple[str, ...]:
+    """DEFAULT_MEASURES and the evidence measures at the token budgets of the dataset's gate
+    policy, which judges a chunking change by them (docs/gate.md)."""
+    path = settings.data / "gate.yaml"
+    budgets = load_policy(path).rules_for(dataset).budgets if path.exists() else BUDGETS
+    return tuple(dict.fromkeys((*DEFAULT_MEASURES, *budget_measures(budgets))))
 
 
 def _run_key(
