@@ -95,6 +95,8 @@ def measure_run(
     if ignore_identical_ids:
         run, dropped = drop_identical_ids(run)
     documents = document_qrels(qrels)
+    if evidence is not None:
+        evidence = evidence.with_passages(run)  # an outside chunker's (core.suites.passages)
     if chunk_level and (qrels["level"] == "chunk").any():
         level, judged, ranked = "chunk", qrels, run
     elif evidence is not None and evidence.chunked:

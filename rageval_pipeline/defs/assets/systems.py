@@ -253,14 +253,18 @@ def build_system_assets(
         spans = spans[spans["split"] == settings.split]
 
         def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
+            # An outside system returning the suite's chunk ids is scored as chunked by it.
+            own = of.returns_suite_chunks(produced, reference, corpus)
             return measure_run(
                 produced,
                 judged,
                 queries,
-                chunk_level=of.chunk_level(reference),
+                chunk_level=own or of.chunk_level(reference),
                 measures=measures,
                 ignore_identical_ids=beir.ignores_identical_ids(dataset),
-                evidence=suite_evidence(spans, corpus, of.run_chunking(reference)),
+                evidence=suite_evidence(
+                    spans, corpus, reference if own else of.run_chunking(reference)
+                ),
             )
 
         results = measured(run, system)
