@@ -3,6 +3,7 @@ chunk ids, passage text or character offsets is scored at chunk level, with span
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -137,3 +138,18 @@ def test_a_run_file_of_section_ids_is_scored_at_chunk_level(suite, tmp_path):
     assert not system.returns_suite_chunks(
         run.assign(doc_id=docs["doc_id"].iloc[0]), reference, docs
     )
+
+
+def test_pooling_takes_a_passage_as_the_reference_sections_it_covers():
+    from rageval_pipeline.core.curation import pool
+    from rageval_pipeline.core.suites.golden import load_suite
+
+    suite = load_suite(Path(__file__).parent / "fixtures" / "pool" / "poolsuite")
+    mapper = pool.ReferenceMap(suite)
+    words = list(re.finditer(r"\S+", mapper.texts["tokens"]))
+    # Tokens 6-11 lie inside section 1 (tokens 6-19); 0-11 cover section 0 too.
+    inside = passage_id("tokens", words[6].start(), words[11].end())
+    assert mapper.to_reference(inside, suite.chunking) == ["tokens:chunk:1"]
+    wider = passage_id("tokens", 0, words[11].end())
+    assert mapper.to_reference(wider, suite.chunking) == ["tokens:chunk:0", "tokens:chunk:1"]
+    assert mapper.to_reference(passage_id("nowhere", 0, 5), suite.chunking) == []

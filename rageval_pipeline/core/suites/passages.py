@@ -23,6 +23,12 @@ def passage_id(doc_id: str, start: int, end: int) -> str:
     return f"{doc_id}:span:{start}-{end}"
 
 
+def split_passage_id(value: str) -> tuple[str, int, int] | None:
+    """`(doc_id, start, end)` of a passage id, None for anything else."""
+    found = _PASSAGE_ID.match(value)
+    return None if found is None else (found["doc"], int(found["start"]), int(found["end"]))
+
+
 def is_passage_id(ids: pd.Series) -> pd.Series:
     """Whether each id has the passage-id form `doc_id:span:start-end`."""
     return ids.astype(str).str.match(_PASSAGE_ID)
