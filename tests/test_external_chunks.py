@@ -153,3 +153,54 @@ def test_pooling_takes_a_passage_as_the_reference_sections_it_covers():
     wider = passage_id("tokens", 0, words[11].end())
     assert mapper.to_reference(wider, suite.chunking) == ["tokens:chunk:0", "tokens:chunk:1"]
     assert mapper.to_reference(passage_id("nowhere", 0, 5), suite.chunking) == []
+
+
+@pytest.mark.slow
+def test_two_http_systems_are_scored_at_chunk_level_through_dagster_job_execute(
+    serve,  # noqa: F811
+    suite,
+    pipeline_home,
+):
+    """The real CLI: one service answers with section ids, one with the sections' text."""
+    import json
+    import os
+
+    from tests.test_cli_job import dagster_execute
+
+    *_, chunks, _, answers = suite
+    texts = dict(zip(chunks["chunk_id"], chunks["text"], strict=True))
+    ids = serve(
+        lambda body: ok([{"id": c, "score": 9.0 - i} for i, c in enumerate(answers[body["query"]])])
+    )
+    text = serve(
+        lambda body: ok(
+            [
+                {"id": f"p{i}", "score": 9.0 - i, "text": texts[c]}
+                for i, c in enumerate(answers[body["query"]])
+            ]
+        )
+    )
+    systems = {
+        "ours_ids": {"retriever": "http", "url": ids.url},
+        "ours_text": {"retriever": "http", "url": text.url},
+    }
+    data = pipeline_home / "data"
+    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
+    (pipeline_home / "dagster_home").mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
+    done = dagster_execute("evaluate_dataset", "techdocs", env, pipeline_home)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    reports = pipeline_home / "storage" / "reports" / "techdocs" / "latest"
+    verdict = json.loads((reports / "gate.json").read_text())
+    assert {(c["system"], c["level"]) for c in verdict["changes"]} == {
+        ("ours_ids", "chunk"),
+        ("ours_text", "chunk"),
+    }
+    values = {
+        (c["system"], c["measure"]): c["value"] for c in verdict["checks"] if c["kind"] == "value"
+    }
+    for measure in ("EvidenceRecall@10", "EvidenceRecall@512t", "TokenPrecision@512t"):
+        assert values[("ours_text", measure)] == pytest.approx(values[("ours_ids", measure)])
+        assert values[("ours_ids", measure)] > 0
+    screen = (reports / "gate.md").read_text().split("## Measures that moved")[0]
+    assert "Scored techdocs/ours_ids at chunk level, techdocs/ours_text at chunk level." in screen
