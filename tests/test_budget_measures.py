@@ -127,3 +127,41 @@ def test_budget_measures_equal_a_direct_token_list_computation(spans, retrieved,
     expected = direct(table, retrieved, budget)
     for measure in BUDGETED:
         assert got[("q", f"{measure}@{budget}t")] == pytest.approx(expected[measure])
+
+
+def test_rageval_eval_scores_budget_measures_with_the_suites_spans(tmp_path, capsys):
+    from rageval_pipeline.cli import main
+    from rageval_pipeline.core.suites import loaders
+    from tests.test_derived_qrels import TECHDOCS, techdocs
+
+    docs, _, qrels, reference = techdocs()
+    chunks = chunk_corpus(docs, reference, "t")
+    # Each query's ten best sections, the best last: a run with something left to find.
+    graded = qrels[qrels["level"] == "chunk"].sort_values(
+        ["query_id", "relevance", "doc_id"], ascending=[True, False, True]
+    )
+    best = graded.groupby("query_id")["doc_id"].agg(lambda ids: list(ids)[:10][::-1])
+    ranked = run(best.to_dict())
+    (tmp_path / "run.trec").write_text(
+        "".join(
+            f"{q} Q0 {d} 0 {s} r\n" for q, d, s in ranked[["query_id", "doc_id", "score"]].values
+        )
+    )
+    (tmp_path / "qrels.txt").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, d, g in qrels[["query_id", "doc_id", "relevance"]].values)
+    )
+    argv = ["eval", str(tmp_path / "qrels.txt"), str(tmp_path / "run.trec"), "--format", "csv"]
+    names = ["EvidenceRecall@512t", "TokenPrecision@1024t", "nDCG@10"]
+    assert main([*argv, *(x for n in names for x in ("-m", n)), "--suite", str(TECHDOCS)]) == 0
+    got = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out)).set_index("measure")
+    spans = loaders.load_part(TECHDOCS, "spans", dataset="techdocs")
+    spans = spans[spans["query_id"].isin(qrels["query_id"])]
+    evidence = EvidenceSet.of(spans, docs, chunks)
+    direct = evaluate_spans(ranked, spans, evidence.units, evidence.tokens, names[:2])
+    for name in names[:2]:
+        mean = direct.loc[direct["measure"] == name, "value"].mean()
+        assert got.loc[name, "value"] == pytest.approx(mean, abs=1e-6)
+    assert 0 < got.loc["EvidenceRecall@512t", "value"] < 1
+    # Without the suite: one line naming the option, exit 2.
+    assert main([*argv, "-m", "EvidenceRecall@512t"]) == 2
+    assert "name their suite with --suite" in capsys.readouterr().err

@@ -154,6 +154,23 @@ class EvidenceSet:
             )
         return cls(spans, Tokens.of(corpus), units, chunks is not None)
 
+    @classmethod
+    def for_ids(
+        cls,
+        spans: pd.DataFrame,
+        corpus: pd.DataFrame,
+        reference: ChunkingConfig | None,
+        run: pd.DataFrame,
+    ) -> EvidenceSet:
+        """For a run of any ids (`rageval eval --suite`): whole documents, the suite's
+        reference chunks and passages each hold their own extent."""
+        whole = cls.of(spans, corpus, None)
+        units = whole.units
+        if reference is not None:
+            chunks = chunk_corpus(corpus, reference, "")[["chunk_id", "doc_id", "start", "end"]]
+            units = pd.concat([chunks.rename(columns={"chunk_id": "id"}), units], ignore_index=True)
+        return replace(whole, units=units).with_passages(run)
+
     def with_passages(self, run: pd.DataFrame) -> EvidenceSet:
         """With the passages an outside system returned (`passages`: ids carrying their
         extents) as its units, judged by derived grades as a chunking's chunks are (in place of
