@@ -121,3 +121,11 @@ def test_a_level_change_is_judged_on_budget_measures_or_refused_without_them():
     refused = judge(summary(VALUES), summary(old, level="document"))
     [level] = [c for c in refused.checks if c.kind == "level"]
     assert level.blocking and not refused.passed
+
+
+def test_a_run_scored_by_document_keeps_its_comparisons_under_a_new_chunking():
+    # Each document ranks by its best chunk, whatever the chunks: nDCG@10 still compares.
+    base = summary(VALUES, level="document")
+    verdict = judge(summary(VALUES, shift={"nDCG@10": -0.3}, size=512, level="document"), base)
+    assert [c.measure for c in verdict.failures if c.kind == "baseline"] == ["nDCG@10"]
+    assert verdict.changes[0].note is None

@@ -11,7 +11,8 @@ equal token budgets (`EvidenceRecall@512t`, `TokenPrecision@512t` at the policy'
 with the token cost (`Tokens@k`) watched. When the baseline has no budget measure, a level
 change stays refused (the `level` check) and a chunking change is judged on absolute limits
 alone until the baseline is re-recorded. An unchanged chunking at one level keeps every
-comparison.
+comparison, and so does a run scored by document under a new chunking: each document ranks by
+its best chunk, whatever the chunks.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def comparability(run: Evaluation, baseline: Baseline | None) -> Comparability:
     level = level_changed(s, baseline)
     if level:
         changed = f"the scoring level changed ({baseline.level} -> {s.level})"
-    elif keys := _chunking_keys(run, baseline):
+    elif s.level == "chunk" and (keys := _chunking_keys(run, baseline)):
         changed = f"the chunking changed ({', '.join(keys)})"
     else:
         return Comparability(None, budgets=budgets)
