@@ -18,7 +18,7 @@ from rageval_pipeline.core.suites.passages import Locator, passage_id, passage_u
 from rageval_pipeline.core.systems import RunInputs
 from rageval_pipeline.core.systems.external import HttpSystem, RunFileSystem
 from tests.test_derived_qrels import TECHDOCS, techdocs
-from tests.test_external import Endpoint, ok, serve  # noqa: F401 - the loopback fixture
+from tests.test_external import ok, serve  # noqa: F401 - serve: the loopback fixture
 
 DOCS = pd.DataFrame({"doc_id": ["a", "b"], "text": ["Alpha beta.\n\n  Gamma   delta.", "beta"]})
 
