@@ -140,7 +140,7 @@ def test_a_run_file_of_section_ids_is_scored_at_chunk_level(suite, tmp_path):
     )
 
 
-def test_pooling_takes_a_passage_as_the_reference_sections_it_covers():
+def test_pooling_takes_a_passage_or_a_document_as_the_reference_sections_it_covers():
     from rageval_pipeline.core.curation import pool
     from rageval_pipeline.core.suites.golden import load_suite
 
@@ -153,6 +153,11 @@ def test_pooling_takes_a_passage_as_the_reference_sections_it_covers():
     wider = passage_id("tokens", 0, words[11].end())
     assert mapper.to_reference(wider, suite.chunking) == ["tokens:chunk:0", "tokens:chunk:1"]
     assert mapper.to_reference(passage_id("nowhere", 0, 5), suite.chunking) == []
+    # A whole document (a system scored by document) is judged by its best section: all pooled.
+    sections = mapper.spans("tokens", suite.chunking)
+    assert len(sections) >= 3
+    expected = [f"tokens:chunk:{n}" for n in range(len(sections))]
+    assert mapper.to_reference("tokens", suite.chunking) == expected
 
 
 @pytest.mark.slow

@@ -157,13 +157,18 @@ class ReferenceMap:
 
     def to_reference(self, unit_id: str, config: ChunkingConfig) -> list[str]:
         """The reference chunk ids a unit covers (itself under the reference chunking); a
-        passage an outside chunker returned (`core.suites.passages`) by its own extent."""
+        passage an outside chunker returned (`core.suites.passages`) by its own extent, a whole
+        document by all of its sections."""
         passage = split_passage_id(unit_id)
         if passage is not None and passage[0] in self.texts:
             doc_id, first, last = passage
             text = self.texts[doc_id]  # its characters as whitespace-token positions
             return self._covered(doc_id, len(text[:first].split()), len(text[:last].split()))
         parsed = split_chunk_id(unit_id)
+        if parsed is None and unit_id in self.texts:
+            # A whole document (an outside system scored by document): it is judged by its
+            # best section, so every section of it is pooled at its rank.
+            return self._covered(unit_id, 0, len(self.texts[unit_id].split()))
         if parsed is None or parsed[0] not in self.texts:
             return []
         doc_id, index = parsed
