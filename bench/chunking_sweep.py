@@ -1,4 +1,6 @@
-"""Chunking sweep on techdocs: BM25 and dense under several chunkings, judged by evidence spans.
+"""Chunking sweep on techdocs: BM25 and dense under several chunkings, judged by evidence spans,
+per chunk (nDCG@10, EvidenceRecall@10, Tokens@10) and at equal token budgets (issue 33:
+EvidenceRecall and TokenPrecision at 512, 1024 and 2048 tokens, what compares chunkings).
 
 Each system is scored at chunk level: under the reference chunking by the suite's own chunk
 judgments, under any other by the qrels derived from the spans (`suites.derived`). The spans are
@@ -17,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from rageval_pipeline.core.measures.aggregate import mean_table
+from rageval_pipeline.core.measures.defaults import budget_measures
 from rageval_pipeline.core.results.store import measure_run
 from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
@@ -35,7 +38,14 @@ CHUNKINGS = {
     "sentence 128/0": ChunkingConfig(strategy="sentence", size=128, overlap=0),
     "recursive 128": ChunkingConfig(strategy="recursive", size=128),
 }
-COLUMNS = ("nDCG@10", "EvidenceRecall@10", "TokenIoU@10", "Tokens@10", "Judged@10")
+COLUMNS = (
+    "nDCG@10",
+    "EvidenceRecall@10",
+    "TokenIoU@10",
+    "Tokens@10",
+    "Judged@10",
+    *budget_measures(),
+)
 
 
 def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from rageval_pipeline.core.io import tables
+from rageval_pipeline.core.measures.defaults import budget_measures
 from rageval_pipeline.core.results.store import measure_run
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
 from rageval_pipeline.core.suites.derived import EvidenceSet, Tokens, derive_qrels, reference_spans
@@ -154,11 +155,12 @@ def test_reference_chunking_scores_are_unchanged_by_evidence_and_gain_span_measu
     evidence = EvidenceSet.of(reference_spans(qrels, chunks, docs), docs, chunks)
     after = measure_run(run, qrels, queries, chunk_level=True, evidence=evidence)
     assert before.level == after.level == "chunk"
-    spanned = after.per_query["measure"].isin(
-        ["EvidenceRecall@10", "TokenPrecision@10", "TokenIoU@10", "Tokens@10"]
-    )
+    span_measures = ["EvidenceRecall@10", "TokenPrecision@10", "TokenIoU@10", "Tokens@10"]
+    span_measures += budget_measures()
+    spanned = after.per_query["measure"].isin(span_measures)
     pd.testing.assert_frame_equal(before.per_query, after.per_query[~spanned])
-    assert spanned.sum() == 4 * qrels.loc[qrels["relevance"] > 0, "query_id"].nunique()
+    n_judged = qrels.loc[qrels["relevance"] > 0, "query_id"].nunique()
+    assert spanned.sum() == len(span_measures) * n_judged
     pd.testing.assert_frame_equal(before.top, after.top)
 
 

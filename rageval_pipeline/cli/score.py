@@ -37,6 +37,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         metavar="MEASURE",
         help=f"e.g. nDCG@10, RR, P(rel=2)@5 (repeatable; default {' '.join(EVAL_MEASURES)})",
     )
+    common.add_argument(
+        "--suite",
+        metavar="SUITE",
+        help="a golden suite (file or folder) whose evidence spans and corpus the span "
+        "measures need (EvidenceRecall@10, TokenPrecision@512t, ...): the run's ids are its "
+        "documents, its reference chunks or passages doc:span:start-end",
+    )
     common.add_argument("--format", choices=FORMATS, default="table")
     common.add_argument(
         "--document-level",
@@ -188,13 +195,42 @@ def _note(path: str, queries: list[str], one: str, many: str) -> None:
     print(f"note: {path}: {text}: {shown}", file=sys.stderr)
 
 
+def _span_scores(
+    suite: str | None, qrels: pd.DataFrame, run: RankedRun | pd.DataFrame, measures: list[Measure]
+) -> pd.DataFrame:
+    """The span measures of the run, over the suite's spans of the queries the qrels judge."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from rageval_pipeline.core.measures.spans import evaluate_spans
+    from rageval_pipeline.core.suites.derived import EvidenceSet
+    from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
+    from rageval_pipeline.core.suites.loaders import suite_spans, suite_tables
+
+    if suite is None:
+        names = ", ".join(str(m) for m in measures)
+        raise InputError(
+            None, f"{names}: computed from evidence spans; name their suite with --suite"
+        )
+    loaded = load_suite(resolve_suite_file(Path(suite)))
+    spans = suite_spans(loaded)
+    spans = spans[spans["query_id"].isin(qrels["query_id"])]
+    ranked = run.table().to_pandas() if not isinstance(run, pd.DataFrame) else run
+    corpus = suite_tables(loaded).corpus
+    evidence = EvidenceSet.for_ids(spans, corpus, loaded.chunking, ranked)
+    return evaluate_spans(ranked, evidence.spans, evidence.units, evidence.tokens, measures)
+
+
 def score_run(
     qrels: Qrels,
     qrels_path: str,
     run: RankedRun | pd.DataFrame,
     path: str,
     measures: list[Measure],
+    suite: str | None = None,
 ) -> pd.DataFrame:
+    import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -210,7 +246,11 @@ def score_run(
             f"{{n}} query has no {rule} and is left out (only queries with one are scored)",
             f"{{n}} queries have no {rule} and are left out (only queries with one are scored)",
         )
-    per_query = evaluate(table, run, measures, judgments)
+    by_qrels = [m for m in measures if not m.USES_SPANS]
+    per_query = evaluate(table, run, by_qrels, judgments)
+    if len(by_qrels) < len(measures):
+        spanned = _span_scores(suite, table, run, [m for m in measures if m.USES_SPANS])
+        per_query = pd.concat([per_query, spanned], ignore_index=True)
     if per_query.empty:
         raise InputError(
             qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
@@ -237,7 +277,7 @@ def run_eval(args: argparse.Namespace) -> int:
     population = ppi_scores.population(
         args, qrels, lambda path: read_judgments(path, [args.run], args.document_level)
     )
-    per_query = score_run(qrels, args.qrels, run, args.run, measures)
+    per_query = score_run(qrels, args.qrels, run, args.run, measures, args.suite)
     ppi = {}
     if population:
         from rageval_pipeline.core.statistics.ppi import nested, ppi_means
@@ -294,7 +334,7 @@ def run_compare(args: argparse.Namespace) -> int:
         run: RankedRun | pd.DataFrame, path: str
     ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         by_llm = None if llm is None else score_run(llm, args.llm_qrels, run, path, measures)
-        return score_run(qrels, args.qrels, run, path, measures), by_llm
+        return score_run(qrels, args.qrels, run, path, measures, args.suite), by_llm
 
     (human_a, llm_a), (human_b, llm_b) = scores(run_a, args.run_a), scores(run_b, args.run_b)
     table = compare_runs(human_a, human_b, permutations=args.permutations, seed=args.seed)

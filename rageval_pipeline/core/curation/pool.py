@@ -33,6 +33,7 @@ from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import suite_tables
 from rageval_pipeline.core.suites.matching import Level
+from rageval_pipeline.core.suites.passages import split_passage_id
 from rageval_pipeline.core.systems import BM25System, DenseSystem, RunInputs, SystemConfig
 
 DEFAULT_DEPTH = 20
@@ -98,7 +99,8 @@ def run_systems(
                 chunks = chunk_corpus(tables.corpus, chunking, "pool")
                 system.build_index(chunks, directory, embeddings_dir=embeddings_dir)
             members = {m: run(m) for m in system.member_names}
-            inputs = RunInputs(tables.queries, k, directory, base_dir, members)
+            corpus = tables.corpus if system.reads_corpus else None  # passages, reranking
+            inputs = RunInputs(tables.queries, k, directory, base_dir, members, corpus=corpus)
             runs[name] = system.produce_run(inputs)
             return runs[name]
 
@@ -150,8 +152,19 @@ class ReferenceMap:
         return self._spans[key]
 
     def to_reference(self, unit_id: str, config: ChunkingConfig) -> list[str]:
-        """The reference chunk ids a unit covers (itself under the reference chunking)."""
+        """The reference chunk ids a unit covers (itself under the reference chunking); a
+        passage an outside chunker returned (`core.suites.passages`) by its own extent, a whole
+        document by all of its sections."""
+        passage = split_passage_id(unit_id)
+        if passage is not None and passage[0] in self.texts:
+            doc_id, first, last = passage
+            text = self.texts[doc_id]  # its characters as whitespace-token positions
+            return self._covered(doc_id, len(text[:first].split()), len(text[:last].split()))
         parsed = split_chunk_id(unit_id)
+        if parsed is None and unit_id in self.texts:
+            # A whole document (an outside system scored by document): it is judged by its
+            # best section, so every section of it is pooled at its rank.
+            return self._covered(unit_id, 0, len(self.texts[unit_id].split()))
         if parsed is None or parsed[0] not in self.texts:
             return []
         doc_id, index = parsed
@@ -160,7 +173,10 @@ class ReferenceMap:
         units = self.spans(doc_id, config)
         if index >= len(units):
             return []
-        start, end = units[index]
+        return self._covered(doc_id, *units[index])
+
+    def _covered(self, doc_id: str, start: int, end: int) -> list[str]:
+        """The reference chunks that tokens [start, end) of `doc_id` cover (COVER)."""
         out = []
         for n, (r_start, r_end) in enumerate(self.spans(doc_id, self.reference)):
             shared = min(end, r_end) - max(start, r_start)

@@ -42,14 +42,22 @@ def level_changed(summary: RunSummary, baseline: Baseline) -> bool:
     return None not in (summary.level, baseline.level) and summary.level != baseline.level
 
 
-def run_change(summary: RunSummary, baseline: Baseline | None) -> RunChange:
-    """The configuration diff and suite status of `summary` against `baseline`."""
-    if baseline is None or baseline.split != summary.split or level_changed(summary, baseline):
+def run_change(
+    summary: RunSummary, baseline: Baseline | None, *, across_levels: bool = False
+) -> RunChange:
+    """The configuration diff and suite status of `summary` against `baseline`; a baseline at
+    another scoring level is compared only `across_levels` (on budget measures: `comparable`)."""
+    if (
+        baseline is None
+        or baseline.split != summary.split
+        or (level_changed(summary, baseline) and not across_levels)
+    ):
         return RunChange(
             dataset=summary.dataset,
             split=summary.split,
             system=summary.system,
             fingerprint=summary.fingerprint,
+            level=summary.level,
             compared_with="thresholds",
         )
     changed = suite_changed(summary, baseline)
@@ -64,6 +72,7 @@ def run_change(summary: RunSummary, baseline: Baseline | None) -> RunChange:
         fingerprint=summary.fingerprint,
         baseline_fingerprint=baseline.fingerprint,
         config=diff,
+        level=summary.level,
         suite_changed=changed,
         compared_with=("rerun" if summary.baseline_rerun else "thresholds")
         if changed

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rageval_pipeline.core.gate.changes import describe, level_changed, rerun_baseline, run_change
+from rageval_pipeline.core.gate.changes import describe, rerun_baseline, run_change
+from rageval_pipeline.core.gate.comparable import Comparability, comparability
 from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
@@ -44,14 +45,14 @@ def _update_hint(summary: RunSummary) -> str:
 
 
 def _baseline_status(
-    run: Evaluation, baseline: Baseline | None, change: RunChange
+    run: Evaluation, baseline: Baseline | None, change: RunChange, rule: Comparability
 ) -> tuple[list[Check], Baseline | None]:
     """What the run is compared with (None: absolute limits only), and the checks that say so.
 
     A changed configuration is checked exactly like an unchanged one (checking changes is the
     gate's purpose); only a changed suite makes the baseline's numbers incomparable."""
     s = run.summary
-    if baseline is not None and level_changed(s, baseline):
+    if baseline is not None and rule.refuses:
         check = run.check(
             kind="level",
             passed=False,
@@ -90,6 +91,11 @@ def _baseline_status(
         )
         assert baseline is not None
         return [check], rerun_baseline(s, baseline) if rerun else None
+    if change.note is not None:  # the units changed: judged on budget measures (`comparable`)
+        check = run.check(
+            kind="configuration", passed=bool(rule.budget), blocking=False, message=change.note
+        )
+        return [check], baseline
     if not change.config and change.baseline_fingerprint == change.fingerprint:
         return [], baseline
     check = run.check(
@@ -105,24 +111,26 @@ def _baseline_status(
 def _decide_run(
     run: Evaluation, baseline: Baseline | None, worst_limit: int
 ) -> tuple[list[Check], list[QueryRegression], RunChange]:
-    change = run_change(run.summary, baseline)
-    checks, baseline = _baseline_status(run, baseline, change)
+    comparable = comparability(run, baseline)
+    change = run_change(run.summary, baseline, across_levels=not comparable.refuses)
+    change = change.model_copy(update={"note": comparable.note(run.label)})
+    checks, baseline = _baseline_status(run, baseline, change, comparable)
     checks += [rule.check(run) for rule in run.rules.limits()]
     worst: list[QueryRegression] = []
-    coverage = unjudged_check(run, baseline)
+    coverage = unjudged_check(run, baseline if comparable.changed is None else None)
     refused = None
     if baseline is not None and run.rules.statistics.rule == "ppi":
         refused = ppi_refusal(run, baseline)
         checks += [refused] if refused else []
     if baseline is not None and refused is None:
-        compared = compared_measures(run, baseline)
+        compared = comparable.compared(compared_measures(run, baseline))
         tests = paired_tests(run, baseline, compared)
         quality = [baseline_check(run, m, baseline, tests.get(m)) for m in compared]
-        primary = primary_measure(compared, run.rules.spike.measure)
+        primary = primary_measure(compared, comparable.primary(run.rules.spike.measure))
         if primary is not None:
             quality.append(spike_check(run, baseline, primary))
             worst = worst_queries(run, baseline, primary, worst_limit)
-        watched = watched_measures(run, baseline, compared)
+        watched = comparable.watched(watched_measures(run, baseline, compared))
         watched_tests = paired_tests(run, baseline, watched)
         side = [watched_check(run, m, baseline, watched_tests.get(m)) for m in watched]
         quality += side_gains_withheld(quality, side)
@@ -133,19 +141,24 @@ def _decide_run(
     if baseline is not None:
         checks += latency_baseline_checks(run, baseline)
     shown = {c.measure for c in checks if c.kind in MEASURE_KINDS}
-    checks += [_value_check(run, m, v) for m, v in run.summary.measures.items() if m not in shown]
+    checks += [
+        _value_check(run, m, v, comparable.not_compared(m, baseline))
+        for m, v in run.summary.measures.items()
+        if m not in shown
+    ]
     return checks, worst, change
 
 
-def _value_check(run: Evaluation, measure: str, value: float) -> Check:
-    """A measure no rule covers: reported so every report shows the run's full results."""
+def _value_check(run: Evaluation, measure: str, value: float, why: str = "") -> Check:
+    """A measure no rule covers: reported so every report shows the run's full results
+    (`why`: why it was not compared with the baseline)."""
     return run.check(
         kind="value",
         measure=measure,
         value=value,
         passed=True,
         blocking=False,
-        message=f"{run.label} {measure} = {value:.4f}",
+        message=f"{run.label} {measure} = {value:.4f}{why}",
     )
 
 

@@ -262,6 +262,10 @@ class RunChange(BaseModel):
     # changed, so against the baseline's configuration re-run on this suite; thresholds: no
     # comparable baseline, so only absolute thresholds decide.
     compared_with: Literal["baseline", "rerun", "thresholds"] = "baseline"
+    level: Literal["document", "chunk"] | None = None  # what the run was scored on
+    # When the chunking or scoring level changed: what the verdict was decided on, in words
+    # (`core.gate.comparable`); None when every measure was comparable.
+    note: str | None = None
 
 
 class QueryRegression(BaseModel):

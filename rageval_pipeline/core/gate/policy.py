@@ -12,6 +12,7 @@ from rageval_pipeline.core.gate.decision import Statistics
 from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, _Strict
 from rageval_pipeline.core.gate.rules import Integrity, LatencyBelow, QueryShare, Rule, Threshold
 from rageval_pipeline.core.io.config import load_model
+from rageval_pipeline.core.measures.defaults import BUDGETS
 from rageval_pipeline.core.measures.names import Measure, MeasureField, OneSpellingEach
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -112,6 +113,11 @@ class GateRules(_Strict):
     tolerance: Tolerance = Field(default_factory=Tolerance)
     latency_tolerance: LatencyTolerance = Field(default_factory=LatencyTolerance)
     compare: Annotated[list[MeasureField], OneSpellingEach] | None = None
+    budgets: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: list(BUDGETS),
+        min_length=1,
+        description="token budgets of the evidence measures a chunking change is judged by",
+    )
     spike: Spike = Field(default_factory=Spike)
     statistics: Statistics = Field(default_factory=Statistics)
     unjudged: UnjudgedSpike = Field(default_factory=UnjudgedSpike)

@@ -16,6 +16,20 @@ _M = TypeVar("_M")  # a Measure or its canonical name
 # `rageval history`.
 PRIMARY_MEASURE = "nDCG@10"
 
+# Token budgets (whitespace tokens, `core.suites.derived`) at which the evidence measures are
+# computed on every run with spans: the prompt sizes a chunking is compared at (the gate
+# policy's `budgets` may name others). 512 is about a 10-section top 10 on techdocs (508
+# tokens), 2048 four 512-token windows.
+BUDGETS = (512, 1024, 2048)
+# The evidence measures a chunking change is judged by at each budget (docs/gate.md).
+BUDGET_FAMILIES = ("EvidenceRecall", "TokenPrecision")
+
+
+def budget_measures(budgets: Iterable[int] = BUDGETS) -> tuple[str, ...]:
+    """The budget-normalized evidence measures at `budgets`: EvidenceRecall@512t, ..."""
+    return tuple(f"{family}@{b}t" for b in budgets for family in BUDGET_FAMILIES)
+
+
 # What the pipeline measures on every run: the one default list.
 DEFAULT_MEASURES = (
     "nDCG@10",
@@ -46,6 +60,8 @@ DEFAULT_MEASURES = (
     "TokenPrecision@10",
     "TokenIoU@10",
     "Tokens@10",
+    # The same evidence at equal prompt sizes, whatever the chunk size: what compares chunkings.
+    *budget_measures(),
 )
 
 # What `rageval eval` and `rageval compare` print when no -m is given, in trec_eval's order:

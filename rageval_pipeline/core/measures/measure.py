@@ -39,8 +39,14 @@ class Measure(BaseModel):
     USES_SPANS: ClassVar[bool] = False  # computed from evidence spans (`span_names`)
     # The largest value a query or a mean can take (the smallest is 0): a share, else a count.
     MAX_VALUE: ClassVar[float] = 1.0
+    BUDGETED: ClassVar[bool] = False  # takes a token budget in place of a rank cutoff (@512t)
 
     k: int | None = Field(default=None, ge=1, description="rank cutoff")
+    budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="token budget: the ranked list cut where its tokens reach it (@512t)",
+    )
     rel: int = Field(default=1, ge=1, description="minimum label that counts as relevant")
     gain: Literal["lin", "exp"] = Field(
         default="lin", description="nDCG gain: label (trec_eval) or 2^label - 1 (Burges)"
@@ -52,7 +58,11 @@ class Measure(BaseModel):
 
     @model_validator(mode="after")
     def _check_family_rules(self) -> Measure:
-        if self.CUTOFF == "required" and self.k is None:
+        if self.budget is not None and not self.BUDGETED:
+            raise ValueError(f"{self.NAME} takes no token budget")
+        if self.budget is not None and self.k is not None:
+            raise ValueError(f"{self.NAME} takes a rank cutoff or a token budget, not both")
+        if self.CUTOFF == "required" and self.k is None and self.budget is None:
             raise ValueError(f"{self.NAME} needs a cutoff, e.g. {self.NAME}@10")
         if self.CUTOFF == "none" and self.k is not None:
             raise ValueError(f"{self.NAME} takes no cutoff")
@@ -91,4 +101,6 @@ class Measure(BaseModel):
             text += "(" + ",".join(shown) + ")"
         if self.k is not None:
             text += f"@{self.k}"
+        if self.budget is not None:
+            text += f"@{self.budget}t"
         return text

@@ -4,8 +4,9 @@ Naming a measure is separate from computing it (see `compute.py`), in the style 
 each family is a frozen pydantic model with a cutoff `k`, a relevance threshold `rel` and, for
 nDCG, a `gain`; `str(measure)` gives the canonical name, which parses back to an equal object.
 
-Canonical syntax: ``Family(param=value,...)@k``; parameters left at their default are omitted and
-the others are sorted by name. The parser also accepts the parameters after the cutoff
+Canonical syntax: ``Family(param=value,...)@k``, or ``@512t`` for a token budget in place of the
+cutoff (`span_names`); parameters left at their default are omitted and the others are sorted by
+name. The parser also accepts the parameters after the cutoff
 (``nDCG@10(gain=exp)``), each family's aliases, case-insensitively (``MRR``, ``MAP``,
 ``NDCG@10``, ``Recall@100``, ``HitRate@10``), and trec_eval's spellings (``ndcg_cut_10``,
 ``ndcg_cut.10``, ``P_5``, ``recall_100``, ``recip_rank``, ``map``, ``success_5``).
@@ -190,7 +191,7 @@ _TREC_EVAL = re.compile(r"^(?P<family>[A-Za-z][A-Za-z_-]*?)[_.](?P<k>\d+)$")
 _SYNTAX = re.compile(
     r"^(?P<family>[A-Za-z][A-Za-z0-9_-]*)"
     r"(?:\((?P<before>[^()]*)\))?"
-    r"(?:@(?P<k>\d+))?"
+    r"(?:@(?P<k>\d+)(?P<tokens>[tT])?)?"
     r"(?:\((?P<after>[^()]*)\))?$"
 )
 
@@ -264,7 +265,7 @@ def _parse(name: str) -> Measure:
             )
         fields[key] = value
     if match["k"] is not None:
-        fields["k"] = int(match["k"])
+        fields["budget" if match["tokens"] else "k"] = int(match["k"])
     return _build(name, family, fields)
 
 

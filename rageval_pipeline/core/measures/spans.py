@@ -3,8 +3,11 @@
 A query is evaluated when it has a span graded >= 1 (as the qrels measures need a label >= 1).
 Its evidence is the union of the token positions (`core.suites.derived`) of its spans graded >= rel;
 its top k are the first k retrieved ids in trec_eval order, each holding the tokens of its
-extent. Token sets are kept as merged intervals of token positions per document, so a token
-held by several spans or chunks is counted once where the definition says so.
+extent. At a token budget B (`@512t`) the list is read in the same order and cut where its
+tokens reach B: the chunk that crosses B keeps its leading tokens only, so exactly B tokens are
+counted (fewer when the whole list holds fewer). Token sets are kept as merged intervals of
+token positions per document, so a token held by several spans or chunks is counted once where
+the definition says so.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def evaluate_spans(
             mine = by_query[query]
             evidence = _merged(_rows(mine[mine["relevance"] >= measure.rel]))
             top = [held[i] for i in lists.get(query, [])[: measure.k] if i in held]
+            if measure.budget is not None:
+                top = _within_budget(top, measure.budget)
             rows.append((query, str(measure), _value(measure, evidence, top)))
     return pd.DataFrame(rows, columns=["query_id", "measure", "value"]).astype(
         {"query_id": "str", "measure": "str", "value": np.float64}
@@ -98,6 +103,19 @@ def evaluate_spans(
 
 def _rows(frame: pd.DataFrame) -> Iterable[tuple[str, int, int]]:
     return zip(frame["doc_id"].astype(str), frame["first"], frame["stop"], strict=True)
+
+
+def _within_budget(top: list[tuple[str, int, int]], budget: int) -> list[tuple[str, int, int]]:
+    """The ranked extents whose tokens, counted in rank order, fill `budget`: the one that
+    crosses it cut to its leading tokens."""
+    kept, left = [], budget
+    for doc, first, stop in top:
+        if left <= 0:
+            break
+        size = min(stop - first, left)
+        kept.append((doc, first, first + size))
+        left -= size
+    return kept
 
 
 def _value(measure: names.Measure, evidence: Intervals, top: list[tuple[str, int, int]]) -> float:

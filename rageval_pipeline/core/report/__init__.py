@@ -126,6 +126,7 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
     """What `scripts/evaluate` prints: the verdict, one line per judged run, where the reports
     are."""
     lines = [f"Gate: {verdict.summary}"]
+    levels = {(r.dataset, r.split, r.system): r.level for r in verdict.changes}
     for key in verdict.runs:
         checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
         failed = [c for c in checks if c.blocking and not c.passed]
@@ -137,6 +138,7 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
             shown += f" ({primary.delta:+.4f} vs baseline)"
         state, _ = run_state(checks)  # the words of the report's verdict table
         state += f", {len(failed)} blocking" if failed else ""
-        lines.append(f"  {'/'.join(key)}: {state}, {shown}")
+        level = f", {levels[key]} level" if levels.get(key) else ""  # what it was scored on
+        lines.append(f"  {'/'.join(key)}: {state}, {shown}{level}")
     lines.append(f"Reports: {directory}/gate.html (also gate.md, report.json, plots/)")
     return "\n".join(lines)

@@ -69,6 +69,9 @@ def _measure_meaning(measure: Measure) -> str:
     parts = [_first_sentence(cls.__doc__ or cls.NAME)]
     if measure.k is not None:
         parts.append(f"@{measure.k}: {Measure.model_fields['k'].description} {measure.k}.")
+    if measure.budget is not None:
+        described = Measure.model_fields["budget"].description
+        parts.append(f"@{measure.budget}t: {described}, {measure.budget} whitespace tokens.")
     for param, value in measure.params().items():
         described = Measure.model_fields[param].description
         parts.append(f"{param}={value}: {described}." if value is not True else f"{described}.")

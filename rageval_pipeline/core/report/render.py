@@ -131,7 +131,7 @@ def _run_tables(checks: list[Check]) -> list[Block]:
         ]
         out.append(
             Details(
-                f"Other measures ({len(shown)}, nothing to compare them with)",
+                f"Other measures ({len(shown)}, not compared with a baseline)",
                 [Table(("Measure", "Value [95% CI]"), shown)],
             )
         )

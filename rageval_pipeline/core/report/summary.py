@@ -162,7 +162,7 @@ def _config_blocks(verdict: Verdict) -> list[Block]:
         f"baseline; judged against the {_COMPARED_WITH[r.compared_with]}."
         for r in verdict.changes
         if r.suite_changed
-    ]
+    ] + [r.note for r in verdict.changes if r.note]  # chunking or level changed (gate.comparable)
     blocks: list[Block] = [Heading(2, "Configuration changes since the baseline")]
     if rows:
         blocks.append(Table(("Run", "Key", "Before", "After"), rows))
@@ -258,7 +258,7 @@ def summary_blocks(report: Report) -> list[Block]:
     """The first screen, each part in a `Section` a reader (or a test) can find by its id."""
     verdict = report.verdict
     title, tone = headline(verdict)
-    runs = []
+    runs, levels = [], []  # levels: what each run's judgments ranked, chunks or documents
     tones: list[Tone | None] = []
     changes = {(r.dataset, r.split, r.system): r for r in verdict.changes}
     for key in verdict.runs:
@@ -266,6 +266,9 @@ def summary_blocks(report: Report) -> list[Block]:
         change = changes.get(key)
         compared = _COMPARED_WITH[change.compared_with] if change else "–"
         runs.append((key[0], key[2], state, compared))
+        levels.append(
+            f"{key[0]}/{key[2]} at {change.level} level" if change and change.level else ""
+        )
         tones.append(run_tone)
     shifted = moved(verdict)
     more = len(shifted) - SHOWN
@@ -276,6 +279,7 @@ def summary_blocks(report: Report) -> list[Block]:
                 Heading(1, title, tone),
                 Para(f"{verdict.summary} · evaluated {iso_date(verdict.created_at) or '–'}"),
                 Table(("Dataset", "System", "Verdict", "Compared with"), runs, tones),
+                *([Para("Scored " + ", ".join(filter(None, levels)) + ".")] if any(levels) else []),
             ],
         ),
         Section("resolution", resolution_blocks(verdict)),

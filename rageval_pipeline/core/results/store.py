@@ -37,8 +37,8 @@ from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
 # 2: coverage counted at the judged level; suite, machine, timed latency. 3: span measures, and
-# qrels derived from evidence spans for other chunkings.
-METRICS_VERSION = "3"
+# qrels derived from evidence spans for other chunkings. 4: evidence measures at token budgets.
+METRICS_VERSION = "4"
 
 
 class RunResults(NamedTuple):
@@ -95,6 +95,8 @@ def measure_run(
     if ignore_identical_ids:
         run, dropped = drop_identical_ids(run)
     documents = document_qrels(qrels)
+    if evidence is not None:
+        evidence = evidence.with_passages(run)  # an outside chunker's (core.suites.passages)
     if chunk_level and (qrels["level"] == "chunk").any():
         level, judged, ranked = "chunk", qrels, run
     elif evidence is not None and evidence.chunked:

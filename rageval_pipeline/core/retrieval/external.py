@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import formats, net
 from rageval_pipeline.core.io.chunk_ids import source_ids
 from rageval_pipeline.core.retrieval.base import Hit
 from rageval_pipeline.core.settings.limits import HTTP_SEARCH, HTTP_SEARCH_DEFAULTS
+from rageval_pipeline.core.suites.passages import Locator, passage_id
 
 MAX_TOP_K = 100  # seed 003: an interactive query asks for 1..100 results
 _KNOWN_STATUS = {s.value for s in HTTPStatus}
@@ -49,11 +50,26 @@ class SearchResult(BaseModel):
     # something to coerce silently; unknown extra keys are ignored for forward compatibility.
     model_config = ConfigDict(strict=True)
 
-    id: str = Field(min_length=1)
+    id: str | None = Field(default=None, min_length=1)
     score: Annotated[float, Field(allow_inf_nan=False)]
     source_id: str | None = None
     content: str | None = None
     metadata: dict[str, Any] | None = None
+    # A passage of the team's own chunker (`core.suites.passages`): its text, located in the
+    # corpus (in `source_id`'s document when given), or its character offsets, end exclusive.
+    text: str | None = Field(default=None, min_length=1)
+    doc_id: str | None = Field(default=None, min_length=1)
+    start: int | None = Field(default=None, ge=0)
+    end: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _named(self) -> SearchResult:
+        offsets = (self.doc_id, self.start, self.end)
+        if None in offsets and any(v is not None for v in offsets):
+            raise ValueError("doc_id, start and end come together (a passage's offsets)")
+        if self.id is None and self.doc_id is None:
+            raise ValueError("a result needs an id, or doc_id, start and end")
+        return self
 
 
 class SearchResponse(BaseModel):
@@ -76,13 +92,35 @@ def _validation_error(where: str, exc: ValidationError, prefix: str = "") -> Inp
     return InputError(where, first["msg"], field=field_path(loc))
 
 
-def _hits(where: str, results: Sequence[SearchResult], prefix: str) -> list[Hit]:
+def _hit(where: str, r: SearchResult, field: str, locator: Locator | None) -> Hit:
+    """The result as a hit: a passage (offsets, or text located by `locator`) gets its passage
+    id, anything else keeps its own id."""
+    if r.doc_id is not None and r.start is not None and r.end is not None:
+        problem = None if locator is None else locator.extent(r.doc_id, r.start, r.end)
+        if problem is not None:
+            raise InputError(where, problem, field=field)
+        return Hit(passage_id(r.doc_id, r.start, r.end), r.score, r.doc_id)
+    if r.text is not None and locator is not None:
+        found = locator.locate(r.text, r.source_id)
+        if found is None:
+            raise InputError(
+                where, "text found in no document of the corpus", field=f"{field}.text"
+            )
+        return Hit(passage_id(*found), r.score, found[0])
+    assert r.id is not None  # SearchResult._named
+    return Hit(r.id, r.score, r.source_id)
+
+
+def _hits(
+    where: str, results: Sequence[SearchResult], prefix: str, locator: Locator | None = None
+) -> list[Hit]:
+    hits = [_hit(where, r, f"{prefix}[{i}]", locator) for i, r in enumerate(results)]
     seen: set[str] = set()
-    for i, r in enumerate(results):
-        if r.id in seen:
-            raise InputError(where, f"duplicate id {r.id!r}", field=f"{prefix}[{i}].id")
-        seen.add(r.id)
-    return [Hit(r.id, r.score, r.source_id) for r in results]
+    for i, hit in enumerate(hits):
+        if hit.doc_id in seen:
+            raise InputError(where, f"duplicate id {hit.doc_id!r}", field=f"{prefix}[{i}].id")
+        seen.add(hit.doc_id)
+    return hits
 
 
 def _check_top_k(where: str, k: int) -> None:
@@ -137,8 +175,10 @@ class HttpRetriever:
         headers: Mapping[str, str] | None = None,
         backoff_s: float = 0.5,
         headers_from_env: Mapping[str, str] | None = None,
+        locator: Locator | None = None,
     ) -> None:
         _check_attempts(attempts, timeout_s)
+        self.locator = locator  # finds passages returned as text (`core.suites.passages`)
         self.url = url
         self.where = net.redact_url(url)  # errors never show a query string (API keys hide there)
         limits = net.NetLimits.from_env(
@@ -175,7 +215,7 @@ class HttpRetriever:
             if exc.errors()[0]["type"] == "json_invalid":
                 raise InputError(self.where, "response is not valid JSON") from None
             raise _validation_error(self.where, exc) from None
-        return _hits(self.where, parsed.results, "results")
+        return _hits(self.where, parsed.results, "results", self.locator)
 
 
 # --- (c) Python entry point --------------------------------------------------------------
@@ -237,8 +277,10 @@ class PythonRetriever:
         attempts: int = 3,
         backoff_s: float = 0.5,
         search_path: Path | None = None,
+        locator: Locator | None = None,
     ) -> None:
         _check_attempts(attempts, timeout_s)
+        self.locator = locator  # finds passages returned as text (`core.suites.passages`)
         self.entry_point = entry_point
         self.function = load_entry_point(entry_point, search_path)
         self.timeout_s = timeout_s
@@ -255,7 +297,7 @@ class PythonRetriever:
             self.attempts,
             self.backoff_s,
         )
-        return _hits(self.entry_point, self._validate(raw), "result")
+        return _hits(self.entry_point, self._validate(raw), "result", self.locator)
 
     def _validate(self, raw: Any) -> list[SearchResult]:
         if not isinstance(raw, list | tuple):

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from rageval_pipeline.core.suites.chunking import content_hash
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
+from rageval_pipeline.core.suites.passages import passage_units
 
 # The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
 # grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
@@ -153,6 +154,34 @@ class EvidenceSet:
                 columns={"chunk_id": "id"}
             )
         return cls(spans, Tokens.of(corpus), units, chunks is not None)
+
+    @classmethod
+    def for_ids(
+        cls,
+        spans: pd.DataFrame,
+        corpus: pd.DataFrame,
+        reference: ChunkingConfig | None,
+        run: pd.DataFrame,
+    ) -> EvidenceSet:
+        """For a run of any ids (`rageval eval --suite`): whole documents, the suite's
+        reference chunks and passages each hold their own extent."""
+        whole = cls.of(spans, corpus, None)
+        units = whole.units
+        if reference is not None:
+            chunks = chunk_corpus(corpus, reference, "")[["chunk_id", "doc_id", "start", "end"]]
+            units = pd.concat([chunks.rename(columns={"chunk_id": "id"}), units], ignore_index=True)
+        return replace(whole, units=units).with_passages(run)
+
+    def with_passages(self, run: pd.DataFrame) -> EvidenceSet:
+        """With the passages an outside system returned (`passages`: ids carrying their
+        extents) as its units, judged by derived grades as a chunking's chunks are (in place of
+        whole documents). Only retrieved passages are known, so the qrels measures' ideal
+        lists hold those alone; the span and budget measures need no ideal list."""
+        found = passage_units(run["doc_id"])
+        if found.empty:
+            return self
+        units = pd.concat([self.units, found], ignore_index=True) if self.chunked else found
+        return replace(self, units=units, chunked=True)
 
 
 def suite_evidence(

@@ -85,6 +85,14 @@ class _System(BaseModel, ABC):
         (core.suites.derived); None when it returns documents or ids of unknown extent."""
         return None
 
+    def returns_suite_chunks(
+        self, run: pd.DataFrame, reference: ChunkingConfig | None, corpus: pd.DataFrame
+    ) -> bool:
+        """Whether the run's ids are the suite's reference chunks though nothing says so in
+        the configuration (an outside system's, `external`): then it is scored like a system
+        chunked by the reference, at chunk level."""
+        return False
+
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:
         """The configuration stored with a run."""
         return self.model_dump(mode="json")

@@ -18,10 +18,25 @@ from rageval_pipeline.core.retrieval.external import (
     PythonRetriever,
     read_run_file,
 )
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, is_chunk_id
+from rageval_pipeline.core.suites.passages import Locator
 from rageval_pipeline.core.systems.base import RunInputs, _System
 
 
-class RunFileSystem(_System):
+class _Outside(_System):
+    """Results made outside the pipeline: the team's own retriever and chunker."""
+
+    def returns_suite_chunks(
+        self, run: pd.DataFrame, reference: ChunkingConfig | None, corpus: pd.DataFrame
+    ) -> bool:
+        """Every retrieved id is a chunk of the suite's reference chunking (`doc:chunk:n`)."""
+        ids = run["doc_id"].dropna().astype(str)
+        if reference is None or ids.empty or not is_chunk_id(ids).all():
+            return False
+        return bool(ids.isin(chunk_corpus(corpus, reference, "")["chunk_id"]).all())
+
+
+class RunFileSystem(_Outside):
     retriever: Literal["run_file"]
     path: str = Field(min_length=1, description="relative to the systems file's folder")
     format: Literal["auto", "trec", "parquet"] = "auto"
@@ -47,21 +62,24 @@ class RunFileSystem(_System):
         return run[run["query_id"].isin(inputs.queries["query_id"])]
 
 
-class _Service(_System):
+class _Service(_Outside):
     """A live search service, asked query by query: its answers are never reused."""
 
     reusable: ClassVar[bool] = False
+    reads_corpus: ClassVar[bool] = True  # passages returned as text are located in it
 
     timeout_s: float = Field(30.0, gt=0)
     concurrency: int = Field(4, ge=1)
     retries: int = Field(3, ge=1, description="attempts in all, the first included")
 
     @abstractmethod
-    def open(self, base_dir: Path) -> Retriever:
-        """A retriever for the service; `base_dir` is the systems file's folder."""
+    def open(self, base_dir: Path, locator: Locator | None = None) -> Retriever:
+        """A retriever for the service; `base_dir` is the systems file's folder, `locator`
+        finds passages it returns as text (`core.suites.passages`)."""
 
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
-        retriever = self.open(inputs.base_dir)
+        corpus = inputs.corpus
+        retriever = self.open(inputs.base_dir, None if corpus is None else Locator(corpus))
         return execute(retriever.search, inputs.queries, inputs.top_k, concurrency=self.concurrency)
 
 
@@ -74,7 +92,7 @@ class HttpSystem(_Service):
         # Timeouts, concurrency, retries and credentials change how, not what, it answers.
         return dict(retriever=self.retriever, url=self.url)
 
-    def open(self, base_dir: Path) -> Retriever:
+    def open(self, base_dir: Path, locator: Locator | None = None) -> Retriever:
         """Headers are read from the environment, and checked, by the retriever only: an
         invalid value is an error naming the header and the variable, never the value."""
         return HttpRetriever(
@@ -82,6 +100,7 @@ class HttpSystem(_Service):
             timeout_s=self.timeout_s,
             attempts=self.retries,
             headers_from_env=self.headers_from_env,
+            locator=locator,
         )
 
 
@@ -92,8 +111,12 @@ class PythonSystem(_Service):
     def _identity(self) -> dict:
         return dict(retriever=self.retriever, entry_point=self.entry_point)
 
-    def open(self, base_dir: Path) -> Retriever:
+    def open(self, base_dir: Path, locator: Locator | None = None) -> Retriever:
         """The entry point's module is looked for first in `base_dir`."""
         return PythonRetriever(
-            self.entry_point, timeout_s=self.timeout_s, attempts=self.retries, search_path=base_dir
+            self.entry_point,
+            timeout_s=self.timeout_s,
+            attempts=self.retries,
+            search_path=base_dir,
+            locator=locator,
         )

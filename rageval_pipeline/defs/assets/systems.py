@@ -22,9 +22,10 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core.gate import Baseline
+from rageval_pipeline.core.gate import Baseline, load_policy
 from rageval_pipeline.core.history.summaries import rerun
 from rageval_pipeline.core.io import beir, tables
+from rageval_pipeline.core.measures.defaults import BUDGETS, DEFAULT_MEASURES, budget_measures
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results.store import (
     METRICS_VERSION,
@@ -199,8 +200,10 @@ def build_system_assets(
         )
         reference = reference_of(partition)
         baseline = baseline_of(system, settings, dataset)
+        measures = _measures(settings, dataset)
         key = content_key(
             versions["metrics"],
+            measures,
             settings.depth,
             settings.split,
             system.recorded_config(reference),
@@ -221,7 +224,7 @@ def build_system_assets(
             judged = qrels.frame[qrels.frame["split"] == settings.split]
             tables_ = (run.frame, judged, queries.frame, corpus.frame)
             per_query, record = _measure(
-                context, settings, warehouse, partition, *tables_, baseline
+                context, settings, warehouse, partition, *tables_, baseline, measures
             )
             cache.put(key, per_query, record)
         context.log.info(
@@ -241,6 +244,7 @@ def build_system_assets(
         queries: pd.DataFrame,
         corpus: pd.DataFrame,
         baseline: Baseline | None,
+        measures: tuple[str, ...],
     ) -> tuple[pd.DataFrame, dict]:
         """Evaluate the run and store it: (per-query table with its run_id, metadata record).
         When the suite changed since the baseline, the baseline's configuration (a built-in
@@ -249,20 +253,23 @@ def build_system_assets(
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
 
-        def chunks_of(of: SystemConfig) -> pd.DataFrame | None:
-            chunking = of.run_chunking(reference)
+        def chunks_of(of: SystemConfig, own: bool) -> pd.DataFrame | None:
+            chunking = reference if own else of.run_chunking(reference)
             if chunking is None:
                 return None
             return chunked(settings, dataset, corpus, chunking, reference, of, system)
 
         def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
+            # An outside system returning the suite's chunk ids is scored as chunked by it.
+            own = of.returns_suite_chunks(produced, reference, corpus)
             return measure_run(
                 produced,
                 judged,
                 queries,
-                chunk_level=of.chunk_level(reference),
+                chunk_level=own or of.chunk_level(reference),
+                measures=measures,
                 ignore_identical_ids=beir.ignores_identical_ids(dataset),
-                evidence=suite_evidence(spans, corpus, lambda: chunks_of(of)),
+                evidence=suite_evidence(spans, corpus, lambda: chunks_of(of, own)),
             )
 
         results = measured(run, system)
@@ -305,6 +312,14 @@ def build_system_assets(
         }
 
     return [*out, run, metrics]
+
+
+def _measures(settings: Settings, dataset: str) -> tuple[str, ...]:
+    """DEFAULT_MEASURES and the evidence measures at the token budgets of the dataset's gate
+    policy, which judges a chunking change by them (docs/gate.md)."""
+    path = settings.data / "gate.yaml"
+    budgets = load_policy(path).rules_for(dataset).budgets if path.exists() else BUDGETS
+    return tuple(dict.fromkeys((*DEFAULT_MEASURES, *budget_measures(budgets))))
 
 
 def _run_key(

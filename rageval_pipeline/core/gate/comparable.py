@@ -1,0 +1,114 @@
+"""Which measures of a run the gate may compare with its baseline, and why (issue 33).
+
+Per-chunk ranking measures (nDCG@10, RR, AP, P@k, R@k, Judged@k, and the span measures at a
+rank cutoff) count retrieved units. When the chunking changed since the baseline, or the run is
+scored at another level (document against chunk), they count other units: a top 10 of
+512-token windows holds eight times the text of a top 10 of sections, so nDCG@10 rises with
+the chunk size whatever the retriever does (techdocs, bm25, reference sections to fixed
+512/128: nDCG@10 +35.9% for 4,108 tokens in the top 10 instead of 508). Then they are reported,
+never compared, improved or failed, and the verdict is decided on the evidence measures at
+equal token budgets (`EvidenceRecall@512t`, `TokenPrecision@512t` at the policy's `budgets`),
+with the token cost (`Tokens@k`) watched. When the baseline has no budget measure, a level
+change stays refused (the `level` check) and a chunking change is judged on absolute limits
+alone until the baseline is re-recorded. An unchanged chunking at one level keeps every
+comparison, and so does a run scored by document under a new chunking: each document ranks by
+its best chunk, whatever the chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rageval_pipeline.core.gate.changes import config_changes, level_changed
+from rageval_pipeline.core.gate.evaluation import Evaluation
+from rageval_pipeline.core.gate.models import Baseline
+from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES, budget_measures
+from rageval_pipeline.core.measures.names import Measure, parse_measure, try_parse
+
+
+@dataclass(frozen=True)
+class Comparability:
+    """What changed in the units a run retrieves, and the budget measures it is judged on then."""
+
+    changed: str | None  # the change in words ("the chunking changed (...)"); None: none
+    budget: tuple[Measure, ...] = ()  # at the policy's budgets, in both run and baseline
+    budgets: tuple[int, ...] = ()  # the policy's
+    level: bool = False  # the scoring level changed (document against chunk)
+
+    @property
+    def refuses(self) -> bool:
+        """A level change with nothing to judge it on: the gate refuses to compare."""
+        return self.level and not self.budget
+
+    def compares(self, measure: Measure) -> bool:
+        """Whether `measure` may be compared with the baseline: every measure when the units
+        did not change; else only measures at a token budget, and the token cost (Tokens@k)."""
+        return self.changed is None or measure.budget is not None or measure.family == "budget"
+
+    def compared(self, measures: list[Measure]) -> list[Measure]:
+        """The measures the verdict is decided on, from the ones it would compare otherwise."""
+        return measures if self.changed is None else list(self.budget)
+
+    def watched(self, measures: list[Measure]) -> list[Measure]:
+        return [m for m in measures if self.compares(m) and m not in self.budget]
+
+    def primary(self, chosen: Measure | None) -> Measure | None:
+        """The policy's spike measure, unless it is no longer comparable."""
+        return chosen if chosen is not None and self.compares(chosen) else None
+
+    def not_compared(self, name: str, baseline: Baseline | None) -> str:
+        """Why a measure of the run was not compared ("" when it was, or nothing changed)."""
+        measure = try_parse(name)
+        if self.changed is None or measure is None or self.compares(measure):
+            return ""
+        before = None if baseline is None else baseline.measures.get(name)
+        was = "" if before is None else f"baseline {before:.4f}; "
+        return f" ({was}not compared: {self.changed} since the baseline, it counts other units)"
+
+    def note(self, label: str) -> str | None:
+        """The first screen's words: what the verdict of `label` was decided on, and why."""
+        if self.changed is None:
+            return None
+        families = " and ".join(BUDGET_FAMILIES)
+        at = ", ".join(str(b) for b in self.budgets)
+        if not self.budget:
+            return (
+                f"{label}: {self.changed} since the baseline, so its per-chunk ranking measures "
+                f"(nDCG, RR, AP, P, R) count other units and are not compared; the baseline has "
+                f"no {families} at {at} tokens to compare instead: only absolute limits apply "
+                "until the baseline is re-recorded."
+            )
+        return (
+            f"{label}: {self.changed} since the baseline, so per-chunk ranking measures (nDCG, "
+            f"RR, AP, P, R) count other units: they are reported, not compared. The verdict is "
+            f"decided on {families} at equal token budgets ({at} tokens); the token cost is "
+            "watched."
+        )
+
+
+def _chunking_keys(run: Evaluation, baseline: Baseline) -> list[str]:
+    """The configuration keys of a chunking (a member's or a reranker's candidates' too)."""
+    changes = config_changes(baseline.config, run.summary.config)
+    return [
+        f"{key}: {before} -> {after}"
+        for key, (before, after) in changes.items()
+        if "chunking" in key.split(".")
+    ]
+
+
+def comparability(run: Evaluation, baseline: Baseline | None) -> Comparability:
+    """The rule of the module for `run` against `baseline` (None: nothing to compare)."""
+    budgets = tuple(run.rules.budgets)
+    if baseline is None:
+        return Comparability(None, budgets=budgets)
+    s = run.summary
+    level = level_changed(s, baseline)
+    if level:
+        changed = f"the scoring level changed ({baseline.level} -> {s.level})"
+    elif s.level == "chunk" and (keys := _chunking_keys(run, baseline)):
+        changed = f"the chunking changed ({', '.join(keys)})"
+    else:
+        return Comparability(None, budgets=budgets)
+    both = set(s.measures) & set(baseline.measures)
+    budget = tuple(parse_measure(m) for m in budget_measures(budgets) if m in both)
+    return Comparability(changed, budget, budgets, level)
