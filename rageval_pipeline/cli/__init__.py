@@ -110,13 +110,25 @@ def build_parser() -> argparse.ArgumentParser:
         score,
         spans,
         suggest,
+        suite,
         synth,
         validate,
     )
 
     parser = argparse.ArgumentParser(prog="rageval", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (score, validate, spans, baseline, history, suggest, synth, pool, experiments):
+    for module in (
+        score,
+        validate,
+        suite,
+        spans,
+        baseline,
+        history,
+        suggest,
+        synth,
+        pool,
+        experiments,
+    ):
         module.add_parsers(subparsers)
     return parser
 

@@ -160,6 +160,15 @@ def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
             file=sys.stderr,
         )
         return 2
+    if result.inconsistent:
+        for problem in result.inconsistent:
+            print(f"error: {problem}", file=sys.stderr)
+        print(
+            f"error: {sheet}: {len(result.inconsistent)} near-duplicate pair(s) graded "
+            "differently; nothing written",
+            file=sys.stderr,
+        )
+        return 2
     print(
         f"merged {sheet} into {suite_file}: {result.added} added, "
         f"{result.overwritten} overwritten, {result.unchanged} unchanged, "

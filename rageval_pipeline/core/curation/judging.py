@@ -40,6 +40,7 @@ from rageval_pipeline.core.curation.pool import PoolEntry, suite_level
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.chunking import split_chunk_id
+from rageval_pipeline.core.suites.consistency import inconsistencies
 from rageval_pipeline.core.suites.evidence import span_entry
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows
@@ -164,6 +165,10 @@ class MergeResult(BaseModel):
     overwritten: int = 0
     skipped: int = 0  # rows with an empty grade
     conflicts: list[Conflict] = []
+    # Near-duplicate targets the merged suite would grade differently (what `rageval validate`
+    # refuses), each naming the sheet line, query and section: nothing is written then.
+    inconsistent: list[str] = []
+    lines: dict[tuple[str, str], int] = {}  # (query id, resolved target) -> sheet line
 
 
 class GradedRow(BaseModel):
@@ -239,6 +244,7 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
         if row.grade is None:
             result.skipped += 1
             continue
+        result.lines[(row.query_id, row.target_id)] = row.line
         existing = judged[row.query_id].get(row.target_id)
         if existing == row.grade:
             result.unchanged += 1
@@ -268,21 +274,37 @@ def _json_indent(text: str) -> str | None:
 def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> MergeResult:
     """Merge a graded sheet into the suite file. Conflicts (a different grade for a judged
     target) stop the merge unless `overwrite`; the caller lists them. Nothing is written when
-    any row is bad, a conflict stands, or the merged suite would not validate."""
+    any row is bad, a conflict stands, or the merged suite would not validate (as `rageval
+    validate` checks it: near-duplicates graded differently are listed in `inconsistent`)."""
     suite = load_suite(suite_file)
     grades, result = plan_merge(suite, sheet)
     if result.conflicts and not overwrite:
         return result
     result.overwritten, result.conflicts = len(result.conflicts), []
-    write_grades(suite_file, suite, grades)
+
+    def refuse(merged: Suite) -> list[str]:
+        out = []
+        for item in inconsistencies(merged):
+            line = result.lines.get((item.query_id, item.target_id))
+            line = line or result.lines.get((item.query_id, item.other_id))
+            where = f"{sheet}:{line}" if line else str(suite_file)
+            out.append(f"{where}: {item.problem}")
+        return out
+
+    result.inconsistent = write_grades(suite_file, suite, grades, refuse)
     return result
 
 
-def write_grades(suite_file: Path, suite: Suite, grades: dict[tuple[str, str], int]) -> None:
+def write_grades(
+    suite_file: Path,
+    suite: Suite,
+    grades: dict[tuple[str, str], int],
+    refuse: Callable[[Suite], list[str]] | None = None,
+) -> list[str]:
     """Set the grades keyed by (query id, resolved target id) in the suite file (see
     `rewrite_suite`); nothing is written when there are none."""
     if not grades:
-        return
+        return []
     queries = {q.id: q for q in suite.queries}
     by_spans = any(q.spans for q in suite.queries)  # a query not judged yet follows the suite
 
@@ -302,12 +324,17 @@ def write_grades(suite_file: Path, suite: Suite, grades: dict[tuple[str, str], i
             judgments = raw.setdefault("judgments", {})
             judgments[written.get(resolved, resolved)] = grade
 
-    rewrite_suite(suite_file, edit)
+    return rewrite_suite(suite_file, edit, refuse)
 
 
-def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], None]) -> None:
+def rewrite_suite(
+    suite_file: Path,
+    edit: Callable[[dict[str, dict[str, Any]]], None],
+    refuse: Callable[[Suite], list[str]] | None = None,
+) -> list[str]:
     """Apply `edit` to the suite file's queries (raw, by id), check that the result is a valid
-    suite, and replace the file atomically. JSON keeps its key order and indentation; YAML is
+    suite, and replace the file atomically; the problems `refuse` finds in the edited suite
+    instead, with nothing written. JSON keeps its key order and indentation; YAML is
     re-dumped (comments are lost)."""
     text = suite_file.read_text(encoding="utf-8")
     raw = json.loads(text) if suite_file.suffix == ".json" else yaml.safe_load(text)
@@ -317,17 +344,20 @@ def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], 
         out += "\n" if text.endswith("\n") else ""
     else:
         out = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
-    _check_merged(suite_file, out)
+    merged = _check_merged(suite_file, out)
+    if refuse is not None and (problems := refuse(merged)):
+        return problems
     write_text(suite_file, out)
+    return []
 
 
-def _check_merged(suite_file: Path, text: str) -> None:
+def _check_merged(suite_file: Path, text: str) -> Suite:
     """Validate the edited text as a suite beside the original (content paths resolve alike)."""
     fd, tmp = tempfile.mkstemp(prefix=".merge-", suffix=suite_file.suffix, dir=suite_file.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
-        load_suite(tmp)
+        return load_suite(tmp)
     except InputError as error:
         problem = f"the edited suite would not validate: {error.problem}"
         raise InputError(suite_file, problem, field=error.field) from None
