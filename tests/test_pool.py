@@ -280,13 +280,14 @@ def test_formula_cells_are_neutralised_in_the_sheet_and_restored_on_merge(tmp_pa
     with sheet.open(newline="", encoding="utf-8") as f:
         cells = list(csv.reader(f))
     assert not [c for row in cells for c in row if c.startswith(FORMULA_STARTS)]
-    assert [row[:3] for row in cells[1:]] == [
+    grade, target = cells[0].index("grade"), cells[0].index("target_id")
+    assert [[*row[:2], row[target]] for row in cells[1:]] == [
         ["'@Q1", "'" + suite["queries"][0]["query"], "'-tokens:chunk:0"],
         ["'@Q1", "'" + suite["queries"][0]["query"], "'-tokens:chunk:2"],
         ["Q2", "''what happens when I send too many requests", "limits:chunk:0"],
     ]
     for row in cells[1:]:
-        row[-1] = "2"  # the judge's grades
+        row[grade] = "2"  # the judge's grades
     with sheet.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f, lineterminator="\n").writerows(cells)
     assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0

@@ -216,7 +216,9 @@ def test_bad_input_is_one_line(judge, tmp_path, capsys):
     args = ["synth", str(SUITE), "--n", "3", "--human-sample", "5", "--out", str(out)]
     assert main([*args, *_systems(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: a human sample of 5 from ") and "\n" not in err
+    # Why so few were kept, by count, then why the sample cannot be drawn.
+    assert err.startswith("error: 3 synthetic queries kept of 3 drawn (0 unparseable, ")
+    assert "; a human sample of 5 from 3 kept" in err and "\n" not in err
     assert not out.exists()  # refused before anything was written
 
 

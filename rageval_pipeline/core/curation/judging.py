@@ -1,17 +1,19 @@
 """Judging sheets: the pool written out for an assessor, and the graded sheet merged back.
 
-A sheet is CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per (query, target):
-query_id, query, target_id, doc_id, start, end, target_text, systems, best_rank, grade. The assessor
-fills `grade` (0-3) from the query and the target text alone; `systems` and `best_rank` say where
-the row came from and are not to be looked at while grading. `start`/`end` are the chunk's
-character offsets in document `doc_id` (empty for a whole-document target): merging refuses a
-row whose offsets are no longer the chunk's (its document changed since the sheet was written),
-and stores the grade as that evidence span in a query judged by spans, and in a query without
-judgments of a suite judged by spans (docs/suite-format.md); a query still written with chunk-id
-judgments keeps them (`rageval spans convert` converts it).
-Merging checks every row before anything is written (one line naming sheet, line and field on
-the first bad row), never replaces an existing judgment unless asked, validates the merged
-suite, then replaces the suite file atomically.
+A sheet is CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per (query, target),
+rows grouped by query (then best rank): query_id, query, excerpt (the passage trimmed around the
+query's words), grade, target_id, doc_id, start, end, systems, best_rank, target_text (whole).
+The assessor fills `grade` (0-3) from the query and the passage alone; `systems` and
+`best_rank` say where the row came from and are not to be looked at while grading.
+`start`/`end` are the chunk's character offsets in document `doc_id` (empty for a
+whole-document target): merging refuses a row whose offsets are no longer the chunk's (its
+document changed since the sheet was written), and stores the grade as that evidence span in a
+query judged by spans, and in a query without judgments of a suite judged by spans
+(docs/suite-format.md); a query still written with chunk-id judgments keeps them (`rageval
+spans convert` converts it). Merging checks every row before anything is written (one line
+naming sheet, line and field on the first bad row), never replaces an existing judgment unless
+asked, validates the merged suite as `rageval validate` does (near-duplicates graded
+differently are listed with their sheet lines), then replaces the suite file atomically.
 
 A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
 cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
@@ -46,17 +48,20 @@ from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 from rageval_pipeline.core.suites.matching import TargetError, resolve_target
 
+# Read left to right by an assessor: the query, the passage around its words, the grade to
+# fill; then what the merge needs and what is not to be looked at while grading.
 COLUMNS = (
     "query_id",
     "query",
+    "excerpt",
+    "grade",
     "target_id",
     "doc_id",
     "start",
     "end",
-    "target_text",
     "systems",
     "best_rank",
-    "grade",
+    "target_text",
 )
 SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"

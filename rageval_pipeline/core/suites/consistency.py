@@ -90,9 +90,10 @@ class Inconsistency(BaseModel):
 
     @property
     def problem(self) -> str:
+        written = f"{self.other}, " if self.other != self.other_id else ""
         return (
             f"query {self.query_id}: {self.target_id} has grade {self.grade}, but its "
-            f"near-duplicate {self.other_id} ({self.other}, {self.reason}) has grade "
+            f"near-duplicate {self.other_id} ({written}{self.reason}) has grade "
             f"{self.other_grade}; grade both from their content, or list the pair under "
             "`distinct` with the reason they differ"
         )

@@ -201,8 +201,8 @@ class Query(StrictModel):
     def judged(self) -> bool:
         """Whether the query has any judgment yet: a new query (`rageval suite init`, then
         written by hand) starts with none, is pooled and graded, and is refused by the gate
-        until it has some."""
-        return bool(self.judgments or self.spans)
+        until it has some. An edge query needs none: nothing in the corpus answers it."""
+        return self.query_type == "edge" or bool(self.judgments or self.spans)
 
     @property
     def grades(self) -> list[int]:
