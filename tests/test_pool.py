@@ -198,14 +198,24 @@ def test_a_bad_jsonl_sheet_line_is_named(suite_dir, tmp_path, capsys, second, pr
     assert (suite_dir / "suite.json").read_bytes() == original
 
 
+def test_a_query_judged_for_the_first_time_gets_its_primary(suite_dir, tmp_path, capsys):
+    # Q3 is an edge query without judgments: its first grade >= 1 names it primary.
+    sheet = _sheet(tmp_path, ["Q3,,tokens:chunk:0,text,x,1,1", "Q3,,tokens:chunk:2,text,x,1,2"])
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0
+    raw = json.loads((suite_dir / "suite.json").read_text())["queries"][2]
+    assert raw["judgments"] == {"tokens:chunk:0": 1, "tokens:chunk:2": 2}
+    assert raw["primary"] == "tokens:chunk:2"
+
+
 def test_merge_that_would_break_the_suite_writes_nothing(suite_dir, tmp_path, capsys):
-    # Q3 is an edge query without a primary: a grade >= 1 would need one.
-    sheet = _sheet(tmp_path, ["Q3,,tokens:chunk:0,text,x,1,2"])
+    # Q1's primary would no longer carry its highest grade.
+    rows = ["Q1,,tokens:chunk:1,text,x,1,2", "Q1,,tokens:chunk:0,text,x,1,3"]
+    sheet = _sheet(tmp_path, rows)
     original = (suite_dir / "suite.json").read_bytes()
-    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert main(["pool", "merge", str(suite_dir), str(sheet), "--overwrite"]) == 2
     assert capsys.readouterr().err == (
-        f"error: {suite_dir / 'suite.json'}: queries[2].primary: the edited suite would not "
-        "validate: field required when a target has grade >= 1\n"
+        f"error: {suite_dir / 'suite.json'}: queries[0].primary: the edited suite would not "
+        "validate: 'tokens:chunk:1' has grade 2, but the highest grade in judgments is 3\n"
     )
     assert (suite_dir / "suite.json").read_bytes() == original
     assert not [p for p in suite_dir.iterdir() if p.name.startswith(".")]

@@ -150,7 +150,7 @@ def _check_cost(to_embed: dict[str, int], args: argparse.Namespace, extra: list[
 def export(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.curation import judging, pool
 
-    judging.write_sheet([], args.output)  # refuse a bad sheet name before the slow part
+    judging.sheet_kind(args.output)  # refuse a bad sheet name before the slow part
     suite, systems, ranks, depth = _pooled(args)
     entries = pool.unjudged(suite, ranks)
     judging.write_sheet(entries, args.output)

@@ -83,7 +83,7 @@ def unescape_cell(value: object) -> object:
     return value
 
 
-def _sheet_kind(path: Path) -> str:
+def sheet_kind(path: Path) -> str:
     if path.suffix not in SHEET_SUFFIXES:
         raise InputError(path, "a judging sheet must end in .csv or .jsonl")
     return path.suffix
@@ -92,9 +92,9 @@ def _sheet_kind(path: Path) -> str:
 def write_sheet(entries: list[PoolEntry], path: Path) -> None:
     """The pool as a judging sheet, grade left empty."""
     rows = [{**e.model_dump(), "grade": ""} for e in entries]
-    if _sheet_kind(path) == ".csv":  # an empty cell, not "None", for a document's offsets
+    if sheet_kind(path) == ".csv":  # an empty cell, not "None", for a document's offsets
         rows = [{k: "" if v is None else v for k, v in row.items()} for row in rows]
-    if _sheet_kind(path) == ".jsonl":
+    if sheet_kind(path) == ".jsonl":
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     else:
         buffer = io.StringIO()
@@ -109,7 +109,7 @@ def write_sheet(entries: list[PoolEntry], path: Path) -> None:
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number where the row starts, row) of a sheet."""
-    if _sheet_kind(path) == ".jsonl":
+    if sheet_kind(path) == ".jsonl":
         yield from jsonl_rows(path)
         return
     try:
@@ -311,7 +311,9 @@ def write_grades(
     if not grades:
         return []
     queries = {q.id: q for q in suite.queries}
-    by_spans = any(q.spans for q in suite.queries)  # a query not judged yet follows the suite
+    # A query not judged yet follows the suite; a suite not judged yet is judged by spans,
+    # which survive edits of its documents (docs/suite-format.md).
+    by_spans = any(q.spans for q in suite.queries) or not any(q.judgments for q in suite.queries)
 
     def edit(raw_queries: dict[str, dict[str, Any]]) -> None:
         for (query_id, resolved), grade in grades.items():
@@ -328,8 +330,26 @@ def write_grades(
             written = {r: t for t, (r, _) in zip(query.judgments, query.qrels, strict=True)}
             judgments = raw.setdefault("judgments", {})
             judgments[written.get(resolved, resolved)] = grade
+        for query_id in {query_id for query_id, _ in grades}:
+            _mark_primary(raw_queries[query_id])
 
     return rewrite_suite(suite_file, edit, refuse)
+
+
+def _mark_primary(raw: dict[str, Any]) -> None:
+    """A query judged for the first time names its primary target: the first of its highest
+    grade (a query that names one keeps it)."""
+    spans, judgments = raw.get("spans") or [], raw.get("judgments") or {}
+    grades = [s["grade"] for s in spans] or list(judgments.values())
+    best = max(grades, default=0)
+    if best < 1 or raw.get("primary") or any(s.get("primary") for s in spans):
+        return
+    if spans:
+        first = next(s for s in spans if s["grade"] == best)
+        first.update(primary=True)
+        first["sha256"] = first.pop("sha256")  # the hash stays last, as span_entry writes it
+    else:
+        raw["primary"] = next(t for t, g in judgments.items() if g == best)
 
 
 def rewrite_suite(

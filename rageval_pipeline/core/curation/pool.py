@@ -70,7 +70,10 @@ def extra_systems() -> dict[str, SystemConfig]:
 
 
 def suite_level(suite: Suite) -> Level:
-    """The level the suite judges at: chunk when any query judges chunks or spans."""
+    """The level the suite judges at: chunk when any query judges chunks or spans; before any
+    judgment (a new suite), chunk when its reference chunking cuts documents into sections."""
+    if not any(q.qrels for q in suite.queries):
+        return "document" if suite.chunking.strategy == "document" else "chunk"
     return "chunk" if any(q.level == "chunk" for q in suite.queries) else "document"
 
 
