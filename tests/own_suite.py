@@ -83,28 +83,30 @@ def grade_sheet(sheet: Path) -> int:
     return len(rows)
 
 
-# The team's search service, called in process (`retriever: python`): word overlap over the
-# suite's sections. BROKEN is the bad change: an inverted filter that keeps only sections
-# sharing no word with the query.
-SEARCH = '''"""The team's search: sections ranked by the words they share with the query."""
+# The team's search service, called in process (`retriever: python`): pages (document ids,
+# the paths `suite init` made them from) ranked by the words their best section shares with
+# the query. BROKEN is the bad change: an inverted filter that keeps only pages sharing no word.
+SEARCH = '''"""The team's search: pages ranked by the words their best section shares."""
 import re
 
-from rageval_pipeline.core.suites.chunking import chunk_id, split_text
+from rageval_pipeline.core.suites.chunking import split_text
 from rageval_pipeline.core.suites.golden import load_suite
 
 BROKEN = {broken}
 _SUITE = load_suite({suite!r})
 _SECTIONS = [
-    (chunk_id(d.id, n), set(re.findall(r"[a-z0-9]+", text.lower())))
+    (d.id, set(re.findall(r"[a-z0-9]+", text.lower())))
     for d in _SUITE.documents
-    for n, text in enumerate(split_text(d.text, _SUITE.chunking))
+    for text in split_text(d.text, _SUITE.chunking)
 ]
 
 
 def search(query, top_k):
     words = set(re.findall(r"[a-z0-9]+", query.lower()))
-    scored = [(sid, len(words & found)) for sid, found in _SECTIONS]
-    keep = [(sid, s) for sid, s in scored if (s == 0) == BROKEN]
+    best = {{}}
+    for page, found in _SECTIONS:
+        best[page] = max(best.get(page, 0), len(words & found))
+    keep = [(page, s) for page, s in best.items() if (s == 0) == BROKEN]
     return sorted(keep, key=lambda hit: (-hit[1], hit[0]))[:top_k]
 '''
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -14,6 +16,7 @@ from rageval_pipeline.core.curation import judging
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import load_suite
+from tests.conftest import REPO
 from tests.own_suite import QUERIES, add_queries, docs_folder, grade_sheet
 
 BM25 = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
@@ -147,3 +150,66 @@ def test_pool_says_what_an_embedding_would_cost_and_asks_first(tmp_path, capsys,
     assert "chunks to embed on the CPU (dense " in err and "dense-fixed128 " in err
     assert "add --embed to go ahead, --no-extra to leave out dense-fixed128, dense-paragraph" in err
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "storage" / "embeddings").exists()
+
+
+@pytest.mark.slow
+def test_the_walkthrough_from_a_docs_folder_to_a_gated_build(pipeline_home, capsys):
+    """docs/own-suite.md end to end on the fixture docs: suite init, queries, pool, the graded
+    sheet merged, an evaluation of the team's Python entry point, its baseline; then the bad
+    change blocked by the CI recipe (deploy/ci/gate.sh, which runs `dagster job execute`: exit
+    1) and the good one passing."""
+    import dagster as dg
+
+    from rageval_pipeline.defs.definitions import build_definitions
+    from tests.own_suite import write_search
+
+    data = pipeline_home / "data"
+    docs = docs_folder(pipeline_home)
+    assert main(["suite", "init", str(docs), "--name", "kettle"]) == 0
+    folder = data / "suites" / "kettle"
+    add_queries(folder / "suite.json")
+    write_search(data, folder, broken=False)
+    team = {"retriever": "python", "entry_point": "team_search:search"}
+    (data / "systems.yaml").write_text(json.dumps({"systems": {"bm25": BM25, "team": team}}))
+    sheet = pipeline_home / "sheet.csv"
+    assert main(["pool", str(folder), "-o", str(sheet), "-k", "5", "--no-extra"]) == 0
+    grade_sheet(sheet)
+    suite = json.loads((folder / "suite.json").read_text())
+    suite["distinct"] = [
+        {"targets": ["api/headers:chunk:1", "api/cookies:chunk:1"], "reason": "headers, cookies"}
+    ]
+    (folder / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    assert main(["pool", "merge", str(folder), str(sheet)]) == 0
+    assert main(["validate", str(folder)]) == 0
+    capsys.readouterr()
+
+    def evaluate(selection=None) -> dg.ExecuteInProcessResult:
+        defs = build_definitions()  # the new suite is a partition once its folder exists
+        return dg.materialize(
+            list(defs.assets),
+            selection=selection,
+            partition_key="kettle",
+            resources=defs.resources,
+            raise_on_error=False,
+        )
+
+    assert evaluate().success
+    assert main(["baseline", "update", "--dataset", "kettle"]) == 0
+    assert (data / "baselines" / "kettle" / "team.json").is_file()
+    write_search(data, folder, broken=True)  # the bad change, evaluated as CI does
+    env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
+    env |= {"RAGEVAL_SUITE": "kettle", "RAGEVAL_SYSTEM": "team"}
+    (pipeline_home / "dagster_home").mkdir()
+    blocked = subprocess.run(
+        ["bash", str(REPO / "deploy" / "ci" / "gate.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert blocked.returncode == 1, blocked.stderr[-2000:]
+    assert blocked.stdout.splitlines()[-1].startswith("FAIL kettle: ")
+    write_search(data, folder, broken=False)  # the fix (this process imported it before)
+    fixed = evaluate("key:team/run+")
+    [check] = fixed.get_asset_check_evaluations()
+    assert fixed.success and check.passed
