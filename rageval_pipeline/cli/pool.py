@@ -12,9 +12,12 @@ import time
 from pathlib import Path
 
 # Pooling embeds the corpus once per dense system and chunking on the CPU. bench/README.md
-# measured all-MiniLM-L6-v2 at ~10 chunks/s on one 2-core worker (18.5 idle, 6 busy), so an
-# 85-page site's extra chunkings take minutes: past this estimate pool asks for --embed.
-CHUNKS_PER_S = 10.0
+# measured all-MiniLM-L6-v2 at ~10 chunks/s on one 2-core worker (18.5 idle, 6 busy); on a
+# machine shared by eight jobs pooling 32 pages ran at 0.6-3.8 chunks/s after a 40 s model
+# load (docs/own-suite.md). The estimate takes the busy side, so an 85-page site's extra
+# chunkings (about 1,800 chunks) are announced as minutes: past a minute pool asks for --embed.
+CHUNKS_PER_S = 5.0
+MODEL_LOAD_S = 20.0
 EMBED_WITHOUT_ASKING_S = 60.0
 
 
@@ -131,11 +134,12 @@ def _check_cost(to_embed: dict[str, int], args: argparse.Namespace, extra: list[
     total = sum(to_embed.values())
     if not total:
         return
-    seconds = total / CHUNKS_PER_S
+    seconds = MODEL_LOAD_S + total / CHUNKS_PER_S
     each = ", ".join(f"{name} {n:,}" for name, n in to_embed.items())
+    took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
     cost = (
-        f"{total:,} chunks to embed on the CPU ({each}), about {seconds / 60:.0f} min at "
-        f"~{CHUNKS_PER_S:.0f} chunks/s (cached for the next time)"
+        f"{total:,} chunks to embed on the CPU ({each}), about {took} at ~{CHUNKS_PER_S:.0f} "
+        "chunks/s after loading the model, longer on a busy machine (cached for the next time)"
     )
     if seconds <= EMBED_WITHOUT_ASKING_S or args.embed:
         print(f"pool: {cost}", file=sys.stderr)

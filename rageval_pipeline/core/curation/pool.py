@@ -66,6 +66,8 @@ def extra_systems() -> dict[str, SystemConfig]:
     for label, chunking in EXTRA_CHUNKINGS.items():
         out[f"bm25-{label}"] = BM25System(retriever="bm25", chunking=chunking)
         out[f"dense-{label}"] = DenseSystem(retriever="dense", chunking=chunking)
+    for name, system in out.items():
+        system._name = name  # as load_systems names a configured one (progress lines)
     return out
 
 
@@ -125,7 +127,9 @@ def run_systems(
             if system.indexed:
                 chunking = system.chunking.resolve(suite.chunking)
                 chunks = chunk_corpus(tables.corpus, chunking, "pool")
-                say(f"{name}: indexing {len(chunks):,} chunks ({_describe(chunking)})")
+                new = system.to_embed(chunks, embeddings_dir)
+                embedding = f", {new:,} to embed: loading the model first" if new else ""
+                say(f"{name}: indexing {len(chunks):,} chunks ({_describe(chunking)}){embedding}")
                 system.build_index(chunks, directory, embeddings_dir=embeddings_dir, log=log)
             inputs = RunInputs(tables.queries, k, directory, base_dir, members)
             runs[name] = system.produce_run(inputs)

@@ -188,12 +188,12 @@ def calibrate(
 def describe(c: calibration.Calibration) -> str:
     """The calibration as the lines `rageval label` prints."""
 
-    def number(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
+    def number(value: float | None, missing: str = "n/a") -> str:
+        return missing if value is None else f"{value:.3f}"
 
     lines = [
         f"calibration of {c.judge} on {c.pairs} human-graded pair(s), {c.unparseable} "
-        f"unparseable: weighted kappa (quadratic) {number(c.kappa_quadratic)} "
+        f"unparseable: weighted kappa (quadratic) {number(c.kappa_quadratic, 'undefined')} "
         f"(floor {c.min_kappa:g}); Kendall's tau of {len(c.systems)} system ranking(s) "
         f"{number(c.kendall_tau)}",
         "confusion (rows: human grade, columns: LLM grade, then unparseable):",
