@@ -136,7 +136,11 @@ def test_parse_verdict(text, verdict):
         ("Final score: 1.", 1),
         ("3", 3),
         ('{"grade": 0}', 0),
-        ("M: 2, T: 3\n##final score: 3", None),  # reasoning around it: not clean
+        # The steps the relevance prompt asks for (issue 34), and nothing else around them.
+        ("M: 2, T: 3\n##final score: 3", 3),
+        ("M: 1\nT: 2\nO: 1\n##final score: 1", 1),
+        ("M: 2\nI think so\n##final score: 2", None),
+        ("M: 2\n##final score: 2\n##final score: 1", None),
         ("Score: 1.", None),
         ("1 or 2", None),
         ("5", None),
@@ -379,3 +383,27 @@ def test_seed_002_nfcorpus_queries_have_grade_2_targets_in_beir_test_qrels(tmp_p
     highly = test[test["relevance"] == 2].groupby("query_id").size()
     # Seed 002's counts of highly relevant documents: 21, 20, 16, 15, 14.
     assert highly[list(correctness.GENERATION_SETS["nfcorpus"])].tolist() == [21, 20, 16, 15, 14]
+
+
+def test_each_calls_attempts_fit_inside_the_step_deadline(ollama, monkeypatch):
+    """Issue 34: with the limits from the environment, a provider that drips bytes ends on
+    the transport's line within the step's deadline (4 x 300 s no longer outlast 1,800 s)."""
+    from rageval_pipeline.core.generation.providers import fit_in_step
+    from rageval_pipeline.core.settings.limits import LLM as PREFIX
+    from rageval_pipeline.core.settings.limits import LLM_DEFAULTS
+
+    defaults = NetLimits.from_env(PREFIX, **LLM_DEFAULTS)
+    config = ProviderConfig(provider="ollama", base_url=ollama.url, model="m")
+    assert fit_in_step(defaults, config) == defaults  # 4 x 300 s + back-offs fit in 1,800 s
+    short = config.model_copy(update={"step_deadline_s": 400.0})
+    assert fit_in_step(defaults, short).deadline_s == pytest.approx(0.9 * (400 - 3.5) / 4)
+    monkeypatch.setenv("RAG_EVAL_ATTEMPTS", "2")
+    monkeypatch.setenv("RAG_EVAL_BACKOFF_S", "0")
+    ollama.drip_s = 0.2
+    llm = LLM(config.model_copy(update={"step_deadline_s": 2.0}), None)
+    with pytest.raises(GenerationError) as info:
+        llm.complete_all(["q"])
+    assert str(info.value) == (
+        f"ollama is unreachable or failing: {ollama.url}/api/chat: failed after 2 attempt(s): "
+        "no complete response within the 0.9 s deadline (RAG_EVAL_DEADLINE_S)"
+    )

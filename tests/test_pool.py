@@ -198,14 +198,24 @@ def test_a_bad_jsonl_sheet_line_is_named(suite_dir, tmp_path, capsys, second, pr
     assert (suite_dir / "suite.json").read_bytes() == original
 
 
+def test_a_query_judged_for_the_first_time_gets_its_primary(suite_dir, tmp_path, capsys):
+    # Q3 is an edge query without judgments: its first grade >= 1 names it primary.
+    sheet = _sheet(tmp_path, ["Q3,,tokens:chunk:0,text,x,1,1", "Q3,,tokens:chunk:2,text,x,1,2"])
+    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0
+    raw = json.loads((suite_dir / "suite.json").read_text())["queries"][2]
+    assert raw["judgments"] == {"tokens:chunk:0": 1, "tokens:chunk:2": 2}
+    assert raw["primary"] == "tokens:chunk:2"
+
+
 def test_merge_that_would_break_the_suite_writes_nothing(suite_dir, tmp_path, capsys):
-    # Q3 is an edge query without a primary: a grade >= 1 would need one.
-    sheet = _sheet(tmp_path, ["Q3,,tokens:chunk:0,text,x,1,2"])
+    # Q1's primary would no longer carry its highest grade.
+    rows = ["Q1,,tokens:chunk:1,text,x,1,2", "Q1,,tokens:chunk:0,text,x,1,3"]
+    sheet = _sheet(tmp_path, rows)
     original = (suite_dir / "suite.json").read_bytes()
-    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 2
+    assert main(["pool", "merge", str(suite_dir), str(sheet), "--overwrite"]) == 2
     assert capsys.readouterr().err == (
-        f"error: {suite_dir / 'suite.json'}: queries[2].primary: the edited suite would not "
-        "validate: field required when a target has grade >= 1\n"
+        f"error: {suite_dir / 'suite.json'}: queries[0].primary: the edited suite would not "
+        "validate: 'tokens:chunk:1' has grade 2, but the highest grade in judgments is 3\n"
     )
     assert (suite_dir / "suite.json").read_bytes() == original
     assert not [p for p in suite_dir.iterdir() if p.name.startswith(".")]
@@ -280,13 +290,14 @@ def test_formula_cells_are_neutralised_in_the_sheet_and_restored_on_merge(tmp_pa
     with sheet.open(newline="", encoding="utf-8") as f:
         cells = list(csv.reader(f))
     assert not [c for row in cells for c in row if c.startswith(FORMULA_STARTS)]
-    assert [row[:3] for row in cells[1:]] == [
+    grade, target = cells[0].index("grade"), cells[0].index("target_id")
+    assert [[*row[:2], row[target]] for row in cells[1:]] == [
         ["'@Q1", "'" + suite["queries"][0]["query"], "'-tokens:chunk:0"],
         ["'@Q1", "'" + suite["queries"][0]["query"], "'-tokens:chunk:2"],
         ["Q2", "''what happens when I send too many requests", "limits:chunk:0"],
     ]
     for row in cells[1:]:
-        row[-1] = "2"  # the judge's grades
+        row[grade] = "2"  # the judge's grades
     with sheet.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f, lineterminator="\n").writerows(cells)
     assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0

@@ -93,7 +93,6 @@ def write(tmp_path: Path, suite: dict, name: str = "case.json") -> Path:
         ),
         ("unknown_version.json", 'version: unknown suite format version "2.0" (known: "1.0")'),
         ("no_documents.json", "documents: must not be empty"),
-        ("no_queries.json", "queries: must not be empty"),
         (
             "primary_not_top_graded.json",
             "queries[0].primary: 'guide' has grade 2, but the highest grade in judgments is 3",
@@ -148,7 +147,6 @@ FIXTURE_LINES = {
     "grade_out_of_range.json": 21,
     "unknown_version.json": 2,
     "no_documents.json": 6,
-    "no_queries.json": 15,
     "primary_not_top_graded.json": 31,
     "missing_primary.json": 16,
     "content_and_content_path.json": 7,

@@ -218,7 +218,9 @@ def test_bad_input_is_one_line(judge, tmp_path, capsys):
     args = ["synth", str(SUITE), "--n", "3", "--human-sample", "5", "--out", str(out)]
     assert main([*args, *_systems(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: a human sample of 5 from ") and "\n" not in err
+    # Why so few were kept, by count, then why the sample cannot be drawn.
+    assert err.startswith("error: 3 synthetic queries kept of 3 drawn (0 unparseable, ")
+    assert "; a human sample of 5 from 3 kept" in err and "\n" not in err
     assert not out.exists()  # refused before anything was written
 
 
@@ -229,3 +231,44 @@ def test_synth_dry_run_counts_and_writes_nothing(judge, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert judge.requests == [] and not out.exists()
     assert printed.startswith("would make 30 call(s), 0 cached; tokens in ")
+
+
+def _umbrela(prompt: str) -> str:
+    """The reply the relevance prompt asks for: step scores, then `##final score: g`."""
+    grade = reply(prompt)["grade"] if "webhook" not in prompt.lower() else 1
+    return f"M: {grade}\nT: 3\n##final score: {grade}"
+
+
+@pytest.mark.parametrize(
+    ("answer", "status"), [(_umbrela, 0), (lambda prompt: "Relevant, I think.", 1)]
+)
+def test_label_reads_its_prompts_format_and_fails_on_garbage(
+    judge, tmp_path, capsys, monkeypatch, answer, status
+):
+    """Issue 34: a judge answering exactly as the prompt asks is read (0 unparseable); one
+    answering garbage ends with exit 1 and the count, and kappa is undefined, not "below"."""
+    judge.reply = answer
+    monkeypatch.setenv("RAG_EVAL_STRUCTURED", "off")
+    monkeypatch.setenv("RAG_EVAL_PRICE_IN", "0.5")
+    monkeypatch.setenv("RAG_EVAL_PRICE_CURRENCY", "EUR")
+    args = ["label", str(SUITE), "--depth", "2", "--check-sample", "5"]
+    assert main([*args, "--out", str(tmp_path / "labels"), *_systems(tmp_path)]) == status
+    printed = capsys.readouterr()
+    labels = [json.loads(line) for line in (tmp_path / "labels/labels.jsonl").open()]
+    tokens_in = int(printed.out.split("tokens in ")[1].split(",")[0])
+    assert f"estimated cost {tokens_in * 0.5 / 1e6:.4f} EUR (openai:fake-1; 0.5 in, 0 out " in (
+        printed.out
+    )
+    assert "per million tokens, from $RAG_EVAL_PRICE_IN/_OUT)" in printed.out
+    if status == 0:
+        assert f"{len(labels)} label(s), 0 unparseable" in printed.out
+        assert all(lab["grade"] is not None for lab in labels)
+        return
+    assert f"{len(labels)} label(s), {len(labels)} unparseable" in printed.out
+    assert printed.err.splitlines()[-1] == (
+        f"error: {len(labels)} of {len(labels)} label(s) unparseable (100%), above "
+        "$RAG_EVAL_MAX_UNPARSEABLE 10%: the judge does not answer in the prompt's format "
+        f"(raw replies in {tmp_path / 'labels'})"
+    )
+    assert "weighted kappa with human grades is undefined on 0 pair(s)" in printed.err
+    assert "below" not in printed.err

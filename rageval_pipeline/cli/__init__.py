@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         score,
         spans,
         suggest,
+        suite,
         synth,
         validate,
     )
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         score,
         gate,
         validate,
+        suite,
         spans,
         baseline,
         history,

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
+
+# Pooling embeds the corpus once per dense system and chunking on the CPU. bench/README.md
+# measured all-MiniLM-L6-v2 at ~10 chunks/s on one 2-core worker (18.5 idle, 6 busy); on a
+# machine shared by eight jobs pooling 32 pages ran at 0.6-3.8 chunks/s after a 40 s model
+# load (docs/own-suite.md). The estimate takes the busy side, so an 85-page site's extra
+# chunkings (about 1,800 chunks) are announced as minutes: past a minute pool asks for --embed.
+CHUNKS_PER_S = 5.0
+MODEL_LOAD_S = 20.0
+EMBED_WITHOUT_ASKING_S = 60.0
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +38,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-k", "--depth", type=int, default=None, help="pool depth (default 20)")
     add_systems_option(parser)
     parser.add_argument("--no-extra", action="store_true", help="pool only the configured systems")
+    parser.add_argument(
+        "--embed",
+        action="store_true",
+        help=f"go ahead with an embedding estimated past {EMBED_WITHOUT_ASKING_S:.0f} s",
+    )
     parser.add_argument(
         "--overwrite", action="store_true", help="merge: replace judgments the sheet contradicts"
     )
@@ -90,22 +105,56 @@ def _pooled(args: argparse.Namespace):
     depth = args.depth or pool.DEFAULT_DEPTH
     suite = load_suite(args.suite)
     systems = dict(load_systems(args.systems))
-    if not args.no_extra:
-        systems |= {n: s for n, s in pool.extra_systems().items() if n not in systems}
+    extra = {} if args.no_extra else pool.extra_systems()
+    systems |= {n: s for n, s in extra.items() if n not in systems}
+    embeddings = paths.storage_dir() / "embeddings"
+    _check_cost(pool.to_embed(suite, systems, embeddings), args, [n for n in extra])
+    start = time.perf_counter()
+
+    def log(line: str) -> None:  # every line with the time since pooling started
+        print(f"[{time.perf_counter() - start:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+    log(f"pooling {len(suite.queries)} queries with {len(systems)} systems: {', '.join(systems)}")
     runs = pool.run_systems(
         suite,
         systems,
         max(depth, pool.RUN_DEPTH),
-        embeddings_dir=paths.storage_dir() / "embeddings",
+        embeddings_dir=embeddings,
         base_dir=args.systems.parent,
+        log=log,
     )
     return suite, list(systems), pool.target_ranks(suite, systems, runs, depth), depth
+
+
+def _check_cost(to_embed: dict[str, int], args: argparse.Namespace, extra: list[str]) -> None:
+    """Say what the embedding will cost; refuse one past EMBED_WITHOUT_ASKING_S without
+    --embed, naming the ways around it."""
+    from rageval_pipeline.core.errors import InputError
+
+    total = sum(to_embed.values())
+    if not total:
+        return
+    seconds = MODEL_LOAD_S + total / CHUNKS_PER_S
+    each = ", ".join(f"{name} {n:,}" for name, n in to_embed.items())
+    took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    cost = (
+        f"{total:,} chunks to embed on the CPU ({each}), about {took} at ~{CHUNKS_PER_S:.0f} "
+        "chunks/s after loading the model, longer on a busy machine (cached for the next time)"
+    )
+    if seconds <= EMBED_WITHOUT_ASKING_S or args.embed:
+        print(f"pool: {cost}", file=sys.stderr)
+        return
+    skip = [n for n in to_embed if n in extra]
+    ways = "add --embed to go ahead"
+    if skip:
+        ways += f", --no-extra to leave out {', '.join(skip)}"
+    raise InputError("pool", f"{cost}: {ways}, or pool with BM25 systems only (--systems)")
 
 
 def export(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.curation import judging, pool
 
-    judging.write_sheet([], args.output)  # refuse a bad sheet name before the slow part
+    judging.sheet_kind(args.output)  # refuse a bad sheet name before the slow part
     suite, systems, ranks, depth = _pooled(args)
     entries = pool.unjudged(suite, ranks)
     judging.write_sheet(entries, args.output)
@@ -157,6 +206,15 @@ def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
         print(
             f"error: {sheet}: {len(result.conflicts)} grade(s) contradict existing judgments; "
             "nothing written (re-run with --overwrite to replace them)",
+            file=sys.stderr,
+        )
+        return 2
+    if result.inconsistent:
+        for problem in result.inconsistent:
+            print(f"error: {problem}", file=sys.stderr)
+        print(
+            f"error: {sheet}: {len(result.inconsistent)} near-duplicate pair(s) graded "
+            "differently; nothing written",
             file=sys.stderr,
         )
         return 2

@@ -105,10 +105,12 @@ def _usage(llm, args: argparse.Namespace) -> str:
     from rageval_pipeline.core.generation.judge_labels import cost
 
     u = llm.usage
+    price_in, price_out, currency, source = _prices(args)
     return (
         f"{'would make' if args.dry_run else 'made'} {u.calls} call(s), {u.cached} cached; "
         f"tokens in {u.input_tokens}, out {u.output_tokens}; estimated cost "
-        f"{cost(u, *_prices(args)):.4f} ({llm.label})"
+        f"{cost(u, price_in, price_out):.4f} {currency} ({llm.label}; {price_in:g} in, "
+        f"{price_out:g} out per million tokens, from {source})"
     )
 
 
@@ -133,11 +135,7 @@ def run_synth(args: argparse.Namespace) -> int:
     print(_usage(llm, args))
     if outcome is not None:
         r = outcome.report
-        print(
-            f"{outcome.companion}: {r.kept} synthetic queries kept of {r.drawn} drawn "
-            f"({r.unparseable} unparseable, {r.duplicates} near-duplicates, "
-            f"{r.not_found_again} not found again in the top 20)"
-        )
+        print(f"{outcome.companion}: {r.describe()}")
         if outcome.sample is not None:
             print(f"human sample: {outcome.sample}; judging sheet: {outcome.sheet}")
     return 0
@@ -148,6 +146,7 @@ def run_label(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.generation import config, judge_labels, labelling, synthetic
     from rageval_pipeline.core.generation.llm import LLM
     from rageval_pipeline.core.io import paths
+    from rageval_pipeline.core.settings.providers import Labelling
     from rageval_pipeline.core.storage.warehouse import write_text
 
     folder = args.out or args.storage / "labels"
@@ -190,15 +189,31 @@ def run_label(args: argparse.Namespace) -> int:
     print(labelling.describe(result))
     if result.refusal:
         print(f"warning: {result.refusal}", file=sys.stderr)
+    limit = Labelling.from_env().max_unparseable
+    if labels and unparseable > limit * len(labels):
+        print(
+            f"error: {unparseable} of {len(labels)} label(s) unparseable ("
+            f"{unparseable / len(labels):.0%}), above $RAG_EVAL_MAX_UNPARSEABLE {limit:.0%}: "
+            f"the judge does not answer in the prompt's format (raw replies in {folder})",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
-def _prices(args: argparse.Namespace) -> tuple[float, float]:
-    """Per million input and output tokens: the options, else $RAG_EVAL_PRICE_IN/_OUT."""
+def _prices(args: argparse.Namespace) -> tuple[float, float, str, str]:
+    """Per million input and output tokens (the options, else $RAG_EVAL_PRICE_IN/_OUT), their
+    currency ($RAG_EVAL_PRICE_CURRENCY) and where the prices came from."""
     from rageval_pipeline.core.settings.providers import Labelling
 
     prices = Labelling.from_env()
+    given = [args.price_in is not None, args.price_out is not None]
+    from_env = {"price_in", "price_out"} & prices.model_fields_set
+    sources = ["--price-in/--price-out"] if any(given) else []
+    sources += ["$RAG_EVAL_PRICE_IN/_OUT"] if from_env and not all(given) else []
     return (
         prices.price_in if args.price_in is None else args.price_in,
         prices.price_out if args.price_out is None else args.price_out,
+        prices.price_currency,
+        " and ".join(sources) or "the default 0: a local model; set $RAG_EVAL_PRICE_IN/_OUT",
     )

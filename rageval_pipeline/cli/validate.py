@@ -67,6 +67,15 @@ def _check(path: Path) -> str:
         for item in found[:-1]:
             print(f"error: {path}: {item.field}: {item.problem}", file=sys.stderr)
         raise InputError(path, found[-1].problem, field=found[-1].field)
+    if not suite.queries:
+        print(f"warning: {path}: no queries yet (add them, then `rageval pool`)", file=sys.stderr)
+    for index, query in enumerate(suite.queries):
+        if not query.judged:  # a new query: pooled and graded next, gated only once judged
+            print(
+                f"warning: {path}: queries[{index}] {query.id}: not yet judged "
+                "(`rageval pool`, grade the sheet, `rageval pool merge`)",
+                file=sys.stderr,
+            )
     return (
         f"{len(suite.documents)} documents, {len(suite.queries)} queries, "
         f"{suite.judgment_count} judgments"

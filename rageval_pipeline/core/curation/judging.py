@@ -1,17 +1,19 @@
 """Judging sheets: the pool written out for an assessor, and the graded sheet merged back.
 
-A sheet is CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per (query, target):
-query_id, query, target_id, doc_id, start, end, target_text, systems, best_rank, grade. The assessor
-fills `grade` (0-3) from the query and the target text alone; `systems` and `best_rank` say where
-the row came from and are not to be looked at while grading. `start`/`end` are the chunk's
-character offsets in document `doc_id` (empty for a whole-document target): merging refuses a
-row whose offsets are no longer the chunk's (its document changed since the sheet was written),
-and stores the grade as that evidence span in a query judged by spans, and in a query without
-judgments of a suite judged by spans (docs/suite-format.md); a query still written with chunk-id
-judgments keeps them (`rageval spans convert` converts it).
-Merging checks every row before anything is written (one line naming sheet, line and field on
-the first bad row), never replaces an existing judgment unless asked, validates the merged
-suite, then replaces the suite file atomically.
+A sheet is CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per (query, target),
+rows grouped by query (then best rank): query_id, query, excerpt (the passage trimmed around the
+query's words), grade, target_id, doc_id, start, end, systems, best_rank, target_text (whole).
+The assessor fills `grade` (0-3) from the query and the passage alone; `systems` and
+`best_rank` say where the row came from and are not to be looked at while grading.
+`start`/`end` are the chunk's character offsets in document `doc_id` (empty for a
+whole-document target): merging refuses a row whose offsets are no longer the chunk's (its
+document changed since the sheet was written), and stores the grade as that evidence span in a
+query judged by spans, and in a query without judgments of a suite judged by spans
+(docs/suite-format.md); a query still written with chunk-id judgments keeps them (`rageval
+spans convert` converts it). Merging checks every row before anything is written (one line
+naming sheet, line and field on the first bad row), never replaces an existing judgment unless
+asked, validates the merged suite as `rageval validate` does (near-duplicates graded
+differently are listed with their sheet lines), then replaces the suite file atomically.
 
 A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
 cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
@@ -40,22 +42,26 @@ from rageval_pipeline.core.curation.pool import PoolEntry, suite_level
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.chunk_ids import split_chunk_id
 from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.suites.consistency import inconsistencies
 from rageval_pipeline.core.suites.evidence import span_entry
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 from rageval_pipeline.core.suites.matching import TargetError, resolve_target
 
+# Read left to right by an assessor: the query, the passage around its words, the grade to
+# fill; then what the merge needs and what is not to be looked at while grading.
 COLUMNS = (
     "query_id",
     "query",
+    "excerpt",
+    "grade",
     "target_id",
     "doc_id",
     "start",
     "end",
-    "target_text",
     "systems",
     "best_rank",
-    "grade",
+    "target_text",
 )
 SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"
@@ -77,7 +83,7 @@ def unescape_cell(value: object) -> object:
     return value
 
 
-def _sheet_kind(path: Path) -> str:
+def sheet_kind(path: Path) -> str:
     if path.suffix not in SHEET_SUFFIXES:
         raise InputError(path, "a judging sheet must end in .csv or .jsonl")
     return path.suffix
@@ -86,9 +92,9 @@ def _sheet_kind(path: Path) -> str:
 def write_sheet(entries: list[PoolEntry], path: Path) -> None:
     """The pool as a judging sheet, grade left empty."""
     rows = [{**e.model_dump(), "grade": ""} for e in entries]
-    if _sheet_kind(path) == ".csv":  # an empty cell, not "None", for a document's offsets
+    if sheet_kind(path) == ".csv":  # an empty cell, not "None", for a document's offsets
         rows = [{k: "" if v is None else v for k, v in row.items()} for row in rows]
-    if _sheet_kind(path) == ".jsonl":
+    if sheet_kind(path) == ".jsonl":
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     else:
         buffer = io.StringIO()
@@ -103,7 +109,7 @@ def write_sheet(entries: list[PoolEntry], path: Path) -> None:
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number where the row starts, row) of a sheet."""
-    if _sheet_kind(path) == ".jsonl":
+    if sheet_kind(path) == ".jsonl":
         yield from jsonl_rows(path)
         return
     try:
@@ -164,6 +170,10 @@ class MergeResult(BaseModel):
     overwritten: int = 0
     skipped: int = 0  # rows with an empty grade
     conflicts: list[Conflict] = []
+    # Near-duplicate targets the merged suite would grade differently (what `rageval validate`
+    # refuses), each naming the sheet line, query and section: nothing is written then.
+    inconsistent: list[str] = []
+    lines: dict[tuple[str, str], int] = {}  # (query id, resolved target) -> sheet line
 
 
 class GradedRow(BaseModel):
@@ -239,6 +249,7 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
         if row.grade is None:
             result.skipped += 1
             continue
+        result.lines[(row.query_id, row.target_id)] = row.line
         existing = judged[row.query_id].get(row.target_id)
         if existing == row.grade:
             result.unchanged += 1
@@ -268,23 +279,41 @@ def _json_indent(text: str) -> str | None:
 def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> MergeResult:
     """Merge a graded sheet into the suite file. Conflicts (a different grade for a judged
     target) stop the merge unless `overwrite`; the caller lists them. Nothing is written when
-    any row is bad, a conflict stands, or the merged suite would not validate."""
+    any row is bad, a conflict stands, or the merged suite would not validate (as `rageval
+    validate` checks it: near-duplicates graded differently are listed in `inconsistent`)."""
     suite = load_suite(suite_file)
     grades, result = plan_merge(suite, sheet)
     if result.conflicts and not overwrite:
         return result
     result.overwritten, result.conflicts = len(result.conflicts), []
-    write_grades(suite_file, suite, grades)
+
+    def refuse(merged: Suite) -> list[str]:
+        out = []
+        for item in inconsistencies(merged):
+            line = result.lines.get((item.query_id, item.target_id))
+            line = line or result.lines.get((item.query_id, item.other_id))
+            where = f"{sheet}:{line}" if line else str(suite_file)
+            out.append(f"{where}: {item.problem}")
+        return out
+
+    result.inconsistent = write_grades(suite_file, suite, grades, refuse)
     return result
 
 
-def write_grades(suite_file: Path, suite: Suite, grades: dict[tuple[str, str], int]) -> None:
+def write_grades(
+    suite_file: Path,
+    suite: Suite,
+    grades: dict[tuple[str, str], int],
+    refuse: Callable[[Suite], list[str]] | None = None,
+) -> list[str]:
     """Set the grades keyed by (query id, resolved target id) in the suite file (see
     `rewrite_suite`); nothing is written when there are none."""
     if not grades:
-        return
+        return []
     queries = {q.id: q for q in suite.queries}
-    by_spans = any(q.spans for q in suite.queries)  # a query not judged yet follows the suite
+    # A query not judged yet follows the suite; a suite not judged yet is judged by spans,
+    # which survive edits of its documents (docs/suite-format.md).
+    by_spans = any(q.spans for q in suite.queries) or not any(q.judgments for q in suite.queries)
 
     def edit(raw_queries: dict[str, dict[str, Any]]) -> None:
         for (query_id, resolved), grade in grades.items():
@@ -301,13 +330,36 @@ def write_grades(suite_file: Path, suite: Suite, grades: dict[tuple[str, str], i
             written = {r: t for t, (r, _) in zip(query.judgments, query.qrels, strict=True)}
             judgments = raw.setdefault("judgments", {})
             judgments[written.get(resolved, resolved)] = grade
+        for query_id in {query_id for query_id, _ in grades}:
+            _mark_primary(raw_queries[query_id])
 
-    rewrite_suite(suite_file, edit)
+    return rewrite_suite(suite_file, edit, refuse)
 
 
-def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], None]) -> None:
+def _mark_primary(raw: dict[str, Any]) -> None:
+    """A query judged for the first time names its primary target: the first of its highest
+    grade (a query that names one keeps it)."""
+    spans, judgments = raw.get("spans") or [], raw.get("judgments") or {}
+    grades = [s["grade"] for s in spans] or list(judgments.values())
+    best = max(grades, default=0)
+    if best < 1 or raw.get("primary") or any(s.get("primary") for s in spans):
+        return
+    if spans:
+        first = next(s for s in spans if s["grade"] == best)
+        first.update(primary=True)
+        first["sha256"] = first.pop("sha256")  # the hash stays last, as span_entry writes it
+    else:
+        raw["primary"] = next(t for t, g in judgments.items() if g == best)
+
+
+def rewrite_suite(
+    suite_file: Path,
+    edit: Callable[[dict[str, dict[str, Any]]], None],
+    refuse: Callable[[Suite], list[str]] | None = None,
+) -> list[str]:
     """Apply `edit` to the suite file's queries (raw, by id), check that the result is a valid
-    suite, and replace the file atomically. JSON keeps its key order and indentation; YAML is
+    suite, and replace the file atomically; the problems `refuse` finds in the edited suite
+    instead, with nothing written. JSON keeps its key order and indentation; YAML is
     re-dumped (comments are lost)."""
     text = suite_file.read_text(encoding="utf-8")
     raw = json.loads(text) if suite_file.suffix == ".json" else yaml.safe_load(text)
@@ -318,20 +370,23 @@ def rewrite_suite(suite_file: Path, edit: Callable[[dict[str, dict[str, Any]]], 
     else:
         out = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
     try:  # both write beside the suite file: an unwritable folder fails the first
-        _check_merged(suite_file, out)
+        merged = _check_merged(suite_file, out)
+        if refuse is not None and (problems := refuse(merged)):
+            return problems
         write_text(suite_file, out)
     except OSError as error:
         problem = f"cannot write it ({error.strerror or error}): make it and its folder writable"
         raise InputError(suite_file, problem) from None
+    return []
 
 
-def _check_merged(suite_file: Path, text: str) -> None:
+def _check_merged(suite_file: Path, text: str) -> Suite:
     """Validate the edited text as a suite beside the original (content paths resolve alike)."""
     fd, tmp = tempfile.mkstemp(prefix=".merge-", suffix=suite_file.suffix, dir=suite_file.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
-        load_suite(tmp)
+        return load_suite(tmp)
     except InputError as error:
         problem = f"the edited suite would not validate: {error.problem}"
         raise InputError(suite_file, problem, field=error.field) from None

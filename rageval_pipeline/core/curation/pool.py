@@ -18,7 +18,9 @@ the pipeline runs them, but into a throwaway folder.
 
 from __future__ import annotations
 
+import re
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from statistics import mean
@@ -34,7 +36,7 @@ from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import suite_tables
 from rageval_pipeline.core.suites.matching import Level
 from rageval_pipeline.core.suites.passages import split_passage_id
-from rageval_pipeline.core.systems import BM25System, DenseSystem, RunInputs, SystemConfig
+from rageval_pipeline.core.systems import BM25System, DenseSystem, Log, RunInputs, SystemConfig
 
 DEFAULT_DEPTH = 20
 # Systems run this deep (the pipeline's default top_k) whatever the pool depth, so a fused system
@@ -61,12 +63,32 @@ def extra_systems() -> dict[str, SystemConfig]:
     for label, chunking in EXTRA_CHUNKINGS.items():
         out[f"bm25-{label}"] = BM25System(retriever="bm25", chunking=chunking)
         out[f"dense-{label}"] = DenseSystem(retriever="dense", chunking=chunking)
+    for name, system in out.items():
+        system._name = name  # as load_systems names a configured one (progress lines)
     return out
 
 
 def suite_level(suite: Suite) -> Level:
-    """The level the suite judges at: chunk when any query judges chunks or spans."""
+    """The level the suite judges at: chunk when any query judges chunks or spans; before any
+    judgment (a new suite), chunk when its reference chunking cuts documents into sections."""
+    if not any(q.qrels for q in suite.queries):
+        return "document" if suite.chunking.strategy == "document" else "chunk"
     return "chunk" if any(q.level == "chunk" for q in suite.queries) else "document"
+
+
+def to_embed(
+    suite: Suite, systems: Mapping[str, SystemConfig], embeddings_dir: Path
+) -> dict[str, int]:
+    """System -> how many of its chunks would be embedded (not in the cache yet), for the
+    systems that embed any: the cost of pooling, known before anything runs."""
+    corpus = suite_tables(suite).corpus
+    out = {}
+    for name, system in systems.items():
+        if system.indexed:
+            chunks = chunk_corpus(corpus, system.chunking.resolve(suite.chunking), "pool")
+            if n := system.to_embed(chunks, embeddings_dir):
+                out[name] = n
+    return out
 
 
 def run_systems(
@@ -77,12 +99,14 @@ def run_systems(
     embeddings_dir: Path,
     base_dir: Path,
     queries: pd.DataFrame | None = None,
+    log: Log | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The RUN table of every system over every query of the suite (edge queries included),
     or over `queries` (a QUERIES table, e.g. synthetic queries) on the suite's documents.
 
     Fusion members are run first whatever order `systems` is in; `base_dir` is the systems
-    file's folder (for run files and Python entry points).
+    file's folder (for run files and Python entry points). `log` hears each system as it
+    starts and ends, and an embedding's progress (done, rate, ETA).
     """
     tables = suite_tables(suite)
     if queries is not None:
@@ -94,19 +118,33 @@ def run_systems(
             if name in runs:
                 return runs[name]
             system, directory = systems[name], Path(work) / name
+            members = {m: run(m) for m in system.member_names}
+            start = time.perf_counter()
+            say = log or (lambda _: None)
             if system.indexed:
                 chunking = system.chunking.resolve(suite.chunking)
                 chunks = chunk_corpus(tables.corpus, chunking, "pool")
-                system.build_index(chunks, directory, embeddings_dir=embeddings_dir)
-            members = {m: run(m) for m in system.member_names}
+                new = system.to_embed(chunks, embeddings_dir)
+                embedding = f", {new:,} to embed: loading the model first" if new else ""
+                say(f"{name}: indexing {len(chunks):,} chunks ({_describe(chunking)}){embedding}")
+                system.build_index(chunks, directory, embeddings_dir=embeddings_dir, log=log)
             corpus = tables.corpus if system.reads_corpus else None  # passages, reranking
             inputs = RunInputs(tables.queries, k, directory, base_dir, members, corpus=corpus)
             runs[name] = system.produce_run(inputs)
+            say(
+                f"{name}: ran {len(tables.queries):,} queries "
+                f"({len(runs)}/{len(systems)} systems, {time.perf_counter() - start:.1f} s)"
+            )
             return runs[name]
 
         for name in systems:
             run(name)
     return runs
+
+
+def _describe(chunking: ChunkingConfig) -> str:
+    sized = chunking.strategy in ("fixed", "token", "sentence", "recursive")
+    return f"{chunking.strategy} {chunking.size}/{chunking.overlap}" if sized else chunking.strategy
 
 
 def unit_chunking(system: SystemConfig, reference: ChunkingConfig) -> ChunkingConfig | None:
@@ -214,6 +252,30 @@ def target_ranks(
     ].min()
 
 
+# A sheet row shows the passage trimmed to this many characters around the query's words, so
+# that an assessor reads a screen of rows, not a wall of sections; target_text keeps it whole.
+EXCERPT_CHARS = 320
+_TERM = re.compile(r"[^\W_]{3,}")
+
+
+def excerpt(query: str, text: str, width: int = EXCERPT_CHARS) -> str:
+    """`text` trimmed to the `width` characters holding the most occurrences of the query's
+    words (3 letters or more, any case), cut at spaces, `…` where text was cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    terms = {t.lower() for t in _TERM.findall(query)}
+    hits = [m.start() for m in _TERM.finditer(flat) if m.group().lower() in terms]
+    best = max(hits, key=lambda h: sum(h <= o < h + width for o in hits), default=0)
+    start = max(0, min(best - width // 4, len(flat) - width))
+    if start:
+        start = flat.find(" ", start) + 1 or start
+    end = start + width
+    if end < len(flat):
+        end = flat.rfind(" ", start, end) if flat.rfind(" ", start, end) > start else end
+    return ("…" if start else "") + flat[start:end].strip() + ("…" if end < len(flat) else "")
+
+
 class PoolEntry(BaseModel):
     """One unjudged target that some system put in its top k for a query."""
 
@@ -221,6 +283,7 @@ class PoolEntry(BaseModel):
 
     query_id: str
     query: str
+    excerpt: str = ""  # the passage trimmed around the query's words (`excerpt`)
     target_id: str
     # The target's span: the reference chunk's characters [start, end) in document doc_id (a
     # grade merged back is stored as that span); no offsets for a whole-document target.
@@ -263,6 +326,7 @@ def pool_entries(
                 doc_id=target_id if span is None else span.doc_id,
                 start=None if span is None else span.start,
                 end=None if span is None else span.end,
+                excerpt=excerpt(text_of[query_id], target_text(suite, target_id)),
                 target_text=target_text(suite, target_id),
                 systems=" ".join(
                     f"{s}@{r}" for s, r in zip(group["system"], group["rank"], strict=True)

@@ -155,11 +155,17 @@ def calibrate(
     judge = labels[0].judge if labels else ""
     usable = weighted is not None and weighted >= min_kappa
     refusal = None
-    if not usable:
-        shown = "undefined" if weighted is None else f"{weighted:.3f}"
+    if weighted is None:  # no pair, or one grade only on a side: kappa has no value
         refusal = (
             f"LLM labels of {judge} refused for gating: their weighted kappa with human grades "
-            f"is {shown} on {len(pairs)} pair(s), below calibration.min_kappa {min_kappa:g}"
+            f"is undefined on {len(pairs)} pair(s) with a parseable label (calibration."
+            f"min_kappa {min_kappa:g} needs human-graded pairs of several grades)"
+        )
+    elif not usable:
+        refusal = (
+            f"LLM labels of {judge} refused for gating: their weighted kappa with human grades "
+            f"is {weighted:.3f} on {len(pairs)} pair(s), below calibration.min_kappa "
+            f"{min_kappa:g}"
         )
     return Calibration(
         judge=judge,

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from rageval_pipeline.core.curation import judging, pool
 from rageval_pipeline.core.generation import calibration, judge_labels, synthetic
+from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.labels import read_sheet
 from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.statistics.sampling import write_sample
@@ -81,8 +82,18 @@ def synthesize(
         suite, [(q, text) for q, text, _, _ in unique], synthetic.ROUND_TRIP_DEPTH
     )
     kept = synthetic.round_trip(unique, ranks, llm)
+    report = synthetic.SynthReport(
+        drawn=n,
+        unparseable=unparseable,
+        duplicates=len(candidates) - len(unique),
+        not_found_again=len(unique) - len(kept),
+        kept=len(kept),
+    )
     # Drawn before anything is written: a sample the kept queries cannot fill leaves no file.
-    drawn = synthetic.human_sample(kept, human_sample) if human_sample else None
+    try:
+        drawn = synthetic.human_sample(kept, human_sample) if human_sample else None
+    except GenerationError as error:  # say why so few were kept
+        raise GenerationError(f"{report.describe()}; {error}") from None
     companion = synthetic.companion_path(folder, suite)
     synthetic.write_companion(companion, kept)
     sample_path = sheet = None
@@ -93,13 +104,6 @@ def synthesize(
         text_of = {q.id: q.query for q in kept if q.id in chosen}
         sheet = folder / f"{suite.name}.synthetic.sheet.jsonl"
         judging.write_sheet(pool.pool_entries(suite, ranks[ranks["rank"] <= depth], text_of), sheet)
-    report = synthetic.SynthReport(
-        drawn=n,
-        unparseable=unparseable,
-        duplicates=len(candidates) - len(unique),
-        not_found_again=len(unique) - len(kept),
-        kept=len(kept),
-    )
     return SynthOutcome(report=report, companion=companion, sample=sample_path, sheet=sheet)
 
 
@@ -184,12 +188,12 @@ def calibrate(
 def describe(c: calibration.Calibration) -> str:
     """The calibration as the lines `rageval label` prints."""
 
-    def number(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
+    def number(value: float | None, missing: str = "n/a") -> str:
+        return missing if value is None else f"{value:.3f}"
 
     lines = [
         f"calibration of {c.judge} on {c.pairs} human-graded pair(s), {c.unparseable} "
-        f"unparseable: weighted kappa (quadratic) {number(c.kappa_quadratic)} "
+        f"unparseable: weighted kappa (quadratic) {number(c.kappa_quadratic, 'undefined')} "
         f"(floor {c.min_kappa:g}); Kendall's tau of {len(c.systems)} system ranking(s) "
         f"{number(c.kendall_tau)}",
         "confusion (rows: human grade, columns: LLM grade, then unparseable):",

@@ -50,6 +50,20 @@ class Completion(BaseModel):
     output_tokens: int | None = None
 
 
+def fit_in_step(limits: NetLimits, config: ProviderConfig) -> NetLimits:
+    """The limits with each attempt's deadline cut so that every attempt of one call, and the
+    back-offs between them, fit inside the step's total deadline: a provider that drips bytes
+    then ends within `RAG_EVAL_STEP_DEADLINE_S` on the transport's own line (`failed after 4
+    attempt(s): no complete response within the 135 s deadline`), never past it; a tenth of
+    the step is kept for what surrounds the attempts. With the defaults (4 x 300 s, 1,800 s)
+    nothing is cut."""
+    backoffs = sum(limits.backoff_s * 2**n for n in range(limits.attempts - 1))
+    room = 0.9 * (config.step_deadline_s - backoffs) / limits.attempts
+    if limits.deadline_s <= room or room <= 0:
+        return limits
+    return limits.model_copy(update={"deadline_s": room})
+
+
 class Client:
     """POST one prompt as a single user message, return the model's text and usage."""
 
@@ -58,7 +72,7 @@ class Client:
     def __init__(self, config: ProviderConfig, limits: NetLimits | None = None) -> None:
         self.config = config
         self.url = config.base_url + self.path
-        self.limits = limits or NetLimits.from_env(LLM, **LLM_DEFAULTS)
+        self.limits = limits or fit_in_step(NetLimits.from_env(LLM, **LLM_DEFAULTS), config)
         self._session: HttpSession | None = None
         self._aborted = False
         self._lock = threading.Lock()

@@ -73,6 +73,14 @@ class SynthReport(BaseModel):
     not_found_again: int
     kept: int
 
+    def describe(self) -> str:
+        """Why queries were dropped, by count."""
+        return (
+            f"{self.kept} synthetic queries kept of {self.drawn} drawn ({self.unparseable} "
+            f"unparseable, {self.duplicates} near-duplicates, {self.not_found_again} not found "
+            f"again in the top {ROUND_TRIP_DEPTH})"
+        )
+
 
 class Unit(BaseModel):
     target_id: str

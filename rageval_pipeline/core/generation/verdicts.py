@@ -6,7 +6,9 @@ so the reply is a JSON object. Whatever the provider, only a clean reply parses:
 
 - a JSON object holding exactly the one field (`{"verdict": "TRUE"}`, `{"grade": 2}`), or
 - exactly the token, once whitespace, markdown emphasis and closing punctuation are trimmed
-  (`TRUE`, `**False.**`, `3`, `##final score: 2`).
+  (`TRUE`, `**False.**`, `3`, `##final score: 2`), or
+- for a grade, the reply the relevance prompt asks for: its step scores `M: 2` and `T: 3` (and
+  `O: 2`), one per line or separated by `,`/`;`, and exactly one `##final score: 2`.
 
 Everything else (a sentence around the token, a negation, both verdicts, a duplicated JSON key,
 a grade among other numbers) is `unparseable`: counted, reported and never TRUE.
@@ -26,6 +28,9 @@ Verdict = Literal["TRUE", "FALSE", "unparseable"]
 # punctuation that closes a statement. Not "?" ("TRUE?" is a question) nor quotes.
 _TRIM = " \t\r\n*_`~.!,;:"
 _GRADE = re.compile(r"(?:#*\s*final\s+score\s*:\s*)?([0-3])", re.IGNORECASE)
+_FINAL = re.compile(r"#*\s*final\s+score\s*:\s*([0-3])", re.IGNORECASE)
+_STEP = re.compile(r"#*\s*\(?[MTO]\)?\s*[:=]\s*[0-3]", re.IGNORECASE)  # prompts.RELEVANCE's steps
+_PARTS = re.compile(r"[\n;,]")
 
 
 class Structured(BaseModel):
@@ -96,4 +101,11 @@ def parse_grade(text: str) -> int | None:
     if is_json:  # bool is an int in Python: {"grade": true} is not a grade
         return value if type(value) is int and value in GRADE.values else None
     match = _GRADE.fullmatch(text.strip(_TRIM))
-    return int(match.group(1)) if match else None
+    if match:
+        return int(match.group(1))
+    parts = [p.strip(_TRIM) for p in _PARTS.split(text) if p.strip(_TRIM)]
+    finals = [m for p in parts if (m := _FINAL.fullmatch(p))]
+    steps = [p for p in parts if _STEP.fullmatch(p)]
+    if len(finals) == 1 and len(steps) == len(parts) - 1:
+        return int(finals[0].group(1))
+    return None

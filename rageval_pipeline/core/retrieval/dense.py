@@ -195,6 +195,24 @@ def embed_passages(
     )
 
 
+def uncached(
+    chunks: pd.DataFrame,
+    cache: Path,
+    *,
+    model_name: str = DEFAULT_MODEL,
+    max_seq_length: int = 256,
+    backend: Backend = "torch",
+    device: Device = "cpu",
+) -> int:
+    """How many distinct passages of `chunks` `embed_passages` would have to embed (the rest
+    are in the cache): what an embedding will cost, known before the model is loaded."""
+    store = EmbeddingCache(
+        cache, model_key(model_name, max_seq_length, backend, _runs_on(backend, device))
+    )
+    keys = {text_key(text) for text in passage_texts(chunks)}
+    return len(keys) - len(store.get(list(keys)))
+
+
 def passage_texts(chunks: pd.DataFrame) -> list[str]:
     # Title + " " + text, as BEIR's dense baselines embed a passage (and as our BM25 indexes it).
     return (chunks["title"].fillna("") + " " + chunks["text"].fillna("")).str.strip().tolist()

@@ -141,6 +141,15 @@ class Labelling(EnvGroup):
     )
     price_in: float = Field(0.0, ge=0, description="price per million input tokens (0: local)")
     price_out: float = Field(0.0, ge=0, description="price per million output tokens")
+    price_currency: str = Field(
+        "USD", min_length=1, description="the currency the prices are in, printed with the cost"
+    )
+    max_unparseable: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="share of unparseable labels above which `rageval label` exits 1",
+    )
 
 
 # Any of these set turns the generation group on (`core.generation.config.configured`).

@@ -11,7 +11,9 @@ and `upgrade-guide:chunk:5` (0.52), is deliberately below the line: the upgrade 
 two facts (index generations, fusion replacing score mixing) that some queries ask about, so
 their grades may differ. Texts that say different things stay under 0.40 in both suites. An
 assessor who reads the same text twice for one query must give it one grade; a difference is a
-judging slip, reported by `rageval validate` as an error.
+judging slip, reported by `rageval validate` as an error. On templated pages two texts can
+share their words and still say different things ("set headers" and "set cookies"): the suite's
+`distinct` list names such a pair, with the reason, and its grades may then differ.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class Inconsistency(BaseModel):
     query_id: str
     target: str  # as written in the file (a span: `spans[3]`)
     other: str
+    target_id: str  # resolved: the section (reference chunk) or document it is
+    other_id: str
     grade: int
     other_grade: int
     reason: str
@@ -87,15 +91,19 @@ class Inconsistency(BaseModel):
 
     @property
     def problem(self) -> str:
+        written = f"{self.other}, " if self.other != self.other_id else ""
         return (
-            f"grade {self.grade}, but its near-duplicate {self.other!r} ({self.reason}) has "
-            f"grade {self.other_grade}; grade both from their content"
+            f"query {self.query_id}: {self.target_id} has grade {self.grade}, but its "
+            f"near-duplicate {self.other_id} ({written}{self.reason}) has grade "
+            f"{self.other_grade}; grade both from their content, or list the pair under "
+            "`distinct` with the reason they differ"
         )
 
 
 def inconsistencies(suite: Suite) -> list[Inconsistency]:
     """Every pair of near-duplicate targets of one query with different grades, file order."""
     found = []
+    distinct = suite.distinct_pairs
     for index, query in enumerate(suite.queries):
         written = [f"spans[{i}]" for i in range(len(query.spans))] or list(query.judgments)
         judged = [
@@ -104,7 +112,7 @@ def inconsistencies(suite: Suite) -> list[Inconsistency]:
         ]
         texts = {resolved: target_text(suite, resolved) for _, resolved, _ in judged}
         for (t1, r1, g1), (t2, r2, g2) in combinations(judged, 2):
-            if g1 == g2:
+            if g1 == g2 or frozenset((r1, r2)) in distinct:
                 continue
             reason = near_duplicate(texts[r1], texts[r2])
             if reason is not None:
@@ -114,6 +122,8 @@ def inconsistencies(suite: Suite) -> list[Inconsistency]:
                         query_id=query.id,
                         target=t2,
                         other=t1,
+                        target_id=r2,
+                        other_id=r1,
                         grade=g2,
                         other_grade=g1,
                         reason=reason,

@@ -173,7 +173,7 @@ class Query(StrictModel):
         if self.top_1_chunk is not None and self.top_1_span is not None:
             raise rule(("top_1_span",), "give top_1_chunk or top_1_span, not both")
         best = max(self.grades, default=0)
-        if best == 0 and not edge:
+        if best == 0 and not edge and self.judged:
             field = "spans" if self.spans else "judgments"
             raise rule((field,), "needs a target with grade >= 1 unless query_type is edge")
         if self.spans:
@@ -194,6 +194,13 @@ class Query(StrictModel):
         if self.top_1_chunk is not None and split_chunk_id(self.top_1_chunk) is None:
             raise rule(("top_1_chunk",), "must be a chunk id '<document>:chunk:<n>'")
         return self
+
+    @property
+    def judged(self) -> bool:
+        """Whether the query has any judgment yet: a new query (`rageval suite init`, then
+        written by hand) starts with none, is pooled and graded, and is refused by the gate
+        until it has some. An edge query needs none: nothing in the corpus answers it."""
+        return self.query_type == "edge" or bool(self.judgments or self.spans)
 
     @property
     def grades(self) -> list[int]:
@@ -273,6 +280,14 @@ class Query(StrictModel):
         return self._top_1_chunk_id
 
 
+class Distinct(StrictModel):
+    """Two targets whose texts are near-duplicates (core.suites.consistency) but say different
+    things ("set headers" and "set cookies" on templated pages): their grades may differ."""
+
+    targets: tuple[str, str] = Field(description="two document or chunk ids")
+    reason: str = Field(min_length=1, description="what tells them apart, for the next reader")
+
+
 class Suite(StrictModel):
     """A golden suite, format 1.0: documents, queries and graded judgments."""
 
@@ -289,7 +304,13 @@ class Suite(StrictModel):
     )
     match: MatchMode = "exact"
     documents: list[Document] = Field(min_length=1)
-    queries: list[Query] = Field(min_length=1)
+    queries: list[Query] = Field(
+        default_factory=list, description="may be empty while the suite is being written"
+    )
+    distinct: list[Distinct] = Field(
+        default_factory=list,
+        description="near-duplicate target pairs that differ in what matters: graded freely",
+    )
 
     _reference: Reference | None = PrivateAttr(None)
 
@@ -324,7 +345,27 @@ class Suite(StrictModel):
         )
         for index, query in enumerate(self.queries):
             query._resolve(self._reference, ("queries", index))
+        for index, pair in enumerate(self.distinct):
+            for side, target in enumerate(pair.targets):
+                try:
+                    resolve_target(target, self._reference.chunk_counts, self.match)
+                except TargetError as error:
+                    raise rule(("distinct", index, "targets", side), str(error)) from None
         return self
+
+    @property
+    def unjudged(self) -> list[Query]:
+        """Queries without any judgment yet (file order)."""
+        return [q for q in self.queries if not q.judged]
+
+    @property
+    def distinct_pairs(self) -> set[frozenset[str]]:
+        """The `distinct` pairs, by resolved target id."""
+        counts = self.reference.chunk_counts
+        return {
+            frozenset(resolve_target(t, counts, self.match)[0] for t in pair.targets)
+            for pair in self.distinct
+        }
 
     @property
     def reference(self) -> Reference:

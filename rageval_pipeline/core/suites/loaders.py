@@ -116,6 +116,21 @@ def suite_file(folder: Path) -> Path | None:
     return next((folder / n for n in SUITE_FILES if (folder / n).exists()), None)
 
 
+def require_judged(folder: Path) -> None:
+    """The gate's one-line refusal of a golden suite holding a query not yet judged (a new
+    suite's query before its sheet is merged): such a query would count as a failure of every
+    system. BEIR folders always carry their qrels."""
+    if (path := suite_file(folder)) is None:
+        return
+    if unjudged := load_suite(path).unjudged:
+        ids = ", ".join(q.id for q in unjudged[:3]) + (", ..." if len(unjudged) > 3 else "")
+        raise InputError(
+            path,
+            f"{len(unjudged)} query(ies) not yet judged ({ids}): the gate does not gate an "
+            "unjudged query; judge them (`rageval pool`, `rageval pool merge`) or remove them",
+        )
+
+
 def load_dataset(folder: Path) -> Dataset:
     """Load a BEIR folder or a golden-suite folder."""
     if (path := suite_file(folder)) is not None:

@@ -64,6 +64,11 @@ class _Indexed(_System):
     def open_index(self, directory: Path) -> Retriever:
         """The saved index, ready to search."""
 
+    def to_embed(self, chunks: pd.DataFrame, embeddings_dir: Path) -> int:
+        """How many texts building the index would run through a model (cache misses): what
+        the build costs before it starts (none for a lexical index)."""
+        return 0
+
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
         baseline = None if inputs.baseline is None else inputs.baseline.search
         search = self.open_index(inputs.index_dir).search
@@ -176,3 +181,8 @@ class DenseSystem(_Indexed):
 
     def open_index(self, directory: Path) -> Retriever:
         return dense.DenseIndex.load(directory)
+
+    def to_embed(self, chunks: pd.DataFrame, embeddings_dir: Path) -> int:
+        encoding = self._encoding(None, "")
+        del encoding["batch_size"], encoding["progress"]
+        return dense.uncached(chunks, embeddings_dir, **encoding)

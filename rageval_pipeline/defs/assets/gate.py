@@ -152,6 +152,7 @@ def build_gate_asset(
         the latest evaluation of every system of the dataset), with JSON, Markdown and HTML
         reports in `reports/<dataset>/<time>/` and `reports/<dataset>/latest/`."""
         dataset = settings.dataset(context).name
+        loaders.require_judged(settings.dataset_folder(dataset))
         store = warehouse.warehouse
         with store.read():  # one connection for every read
             runs = select_runs(store, dagster_run_id=context.run.run_id, dataset=dataset)

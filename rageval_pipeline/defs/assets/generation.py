@@ -24,6 +24,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, prompts
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.settings.providers import GenerationScope
+from rageval_pipeline.core.storage.location import StorageError
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
@@ -219,41 +220,50 @@ def _system_assets(
     system: systems.SystemConfig, catalog: dict, common: dict, versions: dict[str, str]
 ) -> list[dg.AssetsDefinition]:
     name = system.name
-    chunk_ins = {f"chunks_{s}": dg.AssetIn([s, "chunks"]) for s in chunk_sources(system, catalog)}
+    sources = chunk_sources(system, catalog)
 
     @dg.asset(
         key=[name, "answers"],
-        ins={
-            "ground_truth": dg.AssetIn("ground_truth"),
-            "run": dg.AssetIn([name, "run"]),
-            "corpus": dg.AssetIn("corpus"),
-            **chunk_ins,
-        },
+        ins={"ground_truth": dg.AssetIn("ground_truth"), "corpus": dg.AssetIn("corpus")},
+        deps=[[name, "run"], *([s, "chunks"] for s in sources)],
+        output_required=False,
         kinds={"parquet"},
-        description=f"Answers generated from {name}'s retrieved context.",
+        description=f"Answers generated from {name}'s retrieved context (skipped, with a "
+        f"warning, when {name} has not been evaluated on the dataset).",
         code_version=versions["answers"],
         **common,
     )
-    @one_line()
     def answers(
         context: dg.AssetExecutionContext,
         settings: Settings,
         generation: GenerationSettings,
         ground_truth: pd.DataFrame,
-        run: pd.DataFrame,
         corpus: pd.DataFrame,
-        **chunks: pd.DataFrame,
-    ) -> pd.DataFrame:
-        llm = generation.llm(settings, "answer")
-        texts = correctness.unit_texts(corpus, *chunks.values())
-        df = correctness.rag_answers(
-            llm, run, _references(ground_truth), texts, generation.context_k
-        )
+    ) -> Iterator[dg.Output]:
+        # The run and chunks are read from storage, not loaded as inputs: a system the user has
+        # not evaluated (the documented recipe evaluates bm25 only) is left out with one line
+        # instead of failing the job on its missing chunks; its judgments are skipped with it.
+        dataset = settings.dataset(context).name
+        try:
+            run = settings.stored(name, "run", partition=dataset).frame
+            chunks = [settings.stored(s, "chunks", partition=dataset).frame for s in sources]
+        except StorageError:
+            context.log.warning(
+                f"{dataset}/{name}: not answered: {name} has not been evaluated on {dataset} "
+                f"(run evaluate_{name} or evaluate_dataset first, or leave it out with "
+                "RAG_EVAL_SYSTEMS)"
+            )
+            return
+        with one_line():
+            llm = generation.llm(settings, "answer")
+            texts = correctness.unit_texts(corpus, *chunks)
+            df = correctness.rag_answers(
+                llm, run, _references(ground_truth), texts, generation.context_k
+            )
         empty = int((df["context_ids"] == "[]").sum())
         if empty:  # e.g. an external system whose ids are not in the corpus
             context.log.warning(f"{empty} answer(s) had no retrieved text to answer from")
-        context.add_output_metadata({"answers": len(df), "no_context": empty, **_usage(llm)})
-        return df
+        yield dg.Output(df, metadata={"answers": len(df), "no_context": empty, **_usage(llm)})
 
     @dg.asset(
         key=[name, "answer_judgments"],

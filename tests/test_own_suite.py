@@ -1,0 +1,215 @@
+"""A team's own suite (issue 34, docs/own-suite.md): `rageval suite init` from a folder of
+Markdown, text, HTML and PDF, queries that start unjudged, pooling, the graded sheet merged
+back, and the gate over the team's own Python entry point."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+
+import pytest
+
+from rageval_pipeline.cli import main
+from rageval_pipeline.core.curation import judging
+from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.golden import load_suite
+from tests.conftest import REPO
+from tests.own_suite import QUERIES, add_queries, docs_folder, grade_sheet
+
+BM25 = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
+
+
+def _init(tmp_path, capsys):
+    docs, data = docs_folder(tmp_path), tmp_path / "data"
+    assert main(["suite", "init", str(docs), "--name", "kettle", "--data", str(data)]) == 0
+    return docs, data / "suites" / "kettle", capsys.readouterr()
+
+
+def test_suite_init_reads_every_format_with_ids_from_paths(tmp_path, capsys):
+    docs, folder, printed = _init(tmp_path, capsys)
+    suite = load_suite(folder)
+    assert printed.out.startswith(
+        f"wrote {folder / 'suite.json'}: 9 documents (3 html, 4 markdown, 1 pdf, 1 plain), "
+        "reference chunking markdown_headers ("
+    )
+    assert suite.queries == [] and suite.chunking.strategy == "markdown_headers"
+    ids = [d.id for d in suite.documents]
+    assert ids == sorted(ids) and "guide/install" in ids and "api/cookies" in ids
+    texts = {d.id: d.text for d in suite.documents}
+    # HTML: headers as Markdown headers, navigation, styles and footers dropped, code kept.
+    assert texts["api/cookies"].startswith("# Response cookies\n\n")
+    assert "## Setting response cookies" in texts["api/cookies"]
+    assert "response.set_cookie(name, value)" in texts["api/cookies"]
+    assert "Home" not in texts["api/cookies"] and "font:" not in texts["api/cookies"]
+    assert "- Register a handler" in texts["api/errors"] and "track()" not in texts["api/errors"]
+    assert {d.id: d.title for d in suite.documents}["api/errors"] == "Errors"
+    # PDF: one section per page; plain text kept as it is.
+    assert texts["guide/faq"] == "## Page 1\n\nKettle is licensed under MIT.\n"
+    assert texts["README"] == (docs / "README.txt").read_text()
+    # The suite is a suite: validate accepts it and says it has no queries yet.
+    assert main(["validate", str(folder)]) == 0
+    assert "no queries yet" in capsys.readouterr().err
+    # A second init refuses to overwrite; two files with one id are refused by name.
+    assert main(["suite", "init", str(docs), "--name", "kettle", "--data", str(folder.parents[1])])
+    assert "exists already" in capsys.readouterr().err
+    (docs / "guide" / "install.html").write_text("<h1>Install</h1><p>pip</p>")
+    assert main(["suite", "init", str(docs), "--name", "other", "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {docs / 'guide' / 'install.md'}: has the id 'guide/install' of "
+        "guide/install.html: rename one\n"
+    )
+    assert not (tmp_path / "suites" / "other").exists()
+
+
+def test_unjudged_queries_are_pooled_graded_merged_and_then_gated(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RAGEVAL_STORAGE", str(tmp_path / "storage"))
+    _, folder, _ = _init(tmp_path, capsys)
+    add_queries(folder / "suite.json")
+    assert main(["validate", str(folder)]) == 0  # a warning per query, not an error
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == len(QUERIES)
+    assert warnings[0].endswith(
+        "queries[0] K01: not yet judged (`rageval pool`, grade the sheet, `rageval pool merge`)"
+    )
+    with pytest.raises(InputError) as refused:  # the gate's one line
+        loaders.require_judged(folder)
+    assert str(refused.value).startswith(
+        f"{folder / 'suite.json'}: 10 query(ies) not yet judged (K01, K02, K03, ...): the gate "
+        "does not gate an unjudged query"
+    )
+    systems = tmp_path / "systems.yaml"
+    systems.write_text(json.dumps({"systems": {"bm25": BM25}}))
+    sheet = tmp_path / "sheet.csv"
+    argv = ["pool", str(folder), "-o", str(sheet), "--systems", str(systems), "--no-extra"]
+    assert main([*argv, "-k", "5"]) == 0
+    printed = capsys.readouterr()
+    assert "pooling 10 queries with 1 systems: bm25" in printed.err
+    assert "bm25: indexing " in printed.err and "bm25: ran 10 queries" in printed.err
+    with sheet.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[:4] == ["query_id", "query", "excerpt", "grade"]
+    assert [r["query_id"] for r in rows] == sorted(r["query_id"] for r in rows)  # by query
+    assert all(r["query"] == QUERIES[r["query_id"]][0] for r in rows)
+    assert all(len(r["excerpt"]) <= len(r["target_text"]) + 2 for r in rows)
+    answered = {(r["query_id"], r["target_id"]) for r in rows}
+    assert {(q, target) for q, (_, target) in QUERIES.items()} <= answered
+    # The assessor grades the cookie section 3 and its templated twin, the headers section, 0
+    # for K09: near-duplicates graded apart, which merge refuses by sheet line and section.
+    grade_sheet(sheet)
+    line = next(  # where the row starts in the file (cells hold line breaks)
+        n
+        for n, r in judging._rows(sheet)
+        if (r["query_id"], r["target_id"]) == ("K09", "api/headers:chunk:1")
+    )
+    before = (folder / "suite.json").read_text()
+    assert main(["pool", "merge", str(folder), str(sheet)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(
+        f"error: {sheet}:{line}: query K09: api/headers:chunk:1 has grade 0, but its "
+        "near-duplicate api/cookies:chunk:1 ("
+    )
+    assert err[-1] == (
+        f"error: {sheet}: 1 near-duplicate pair(s) graded differently; nothing written"
+    )
+    assert (folder / "suite.json").read_text() == before
+    # The team says why the two differ; the merge then writes a suite validate accepts.
+    suite = json.loads(before)
+    suite["distinct"] = [
+        {
+            "targets": ["api/headers:chunk:1", "api/cookies:chunk:1"],
+            "reason": "templated pages: one sets headers, the other cookies",
+        }
+    ]
+    (folder / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    assert main(["pool", "merge", str(folder), str(sheet)]) == 0
+    assert f"{len(rows)} added" in capsys.readouterr().out
+    assert main(["validate", str(folder)]) == 0
+    assert capsys.readouterr().err == ""
+    loaders.require_judged(folder)  # judged: the gate takes it
+
+
+def test_pool_says_what_an_embedding_would_cost_and_asks_first(tmp_path, capsys, monkeypatch):
+    """Past the threshold nothing is embedded (no model loaded) without --embed."""
+    import rageval_pipeline.cli.pool as pool_cli
+
+    monkeypatch.setenv("RAGEVAL_STORAGE", str(tmp_path / "storage"))
+    _, folder, _ = _init(tmp_path, capsys)
+    add_queries(folder / "suite.json")
+    systems = tmp_path / "systems.yaml"
+    dense = {"retriever": "dense", "chunking": {"strategy": "reference"}}
+    systems.write_text(json.dumps({"systems": {"bm25": BM25, "dense": dense}}))
+    monkeypatch.setattr(pool_cli, "CHUNKS_PER_S", 0.1)  # as if the corpus were large
+    argv = ["pool", str(folder), "-o", str(tmp_path / "s.csv"), "--systems", str(systems)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: pool: ") and err.count("\n") == 1
+    assert "chunks to embed on the CPU (dense " in err and "dense-fixed128 " in err
+    assert "add --embed to go ahead, --no-extra to leave out dense-fixed128, dense-paragraph" in err
+    assert not (tmp_path / "s.csv").exists() and not (tmp_path / "storage" / "embeddings").exists()
+
+
+@pytest.mark.slow
+def test_the_walkthrough_from_a_docs_folder_to_a_gated_build(pipeline_home, capsys):
+    """docs/own-suite.md end to end on the fixture docs: suite init, queries, pool, the graded
+    sheet merged, an evaluation of the team's Python entry point, its baseline; then the bad
+    change blocked by the CI recipe (deploy/ci/gate.sh, which runs `dagster job execute`: exit
+    1) and the good one passing."""
+    import dagster as dg
+
+    from rageval_pipeline.defs.definitions import build_definitions
+    from tests.own_suite import write_search
+
+    data = pipeline_home / "data"
+    docs = docs_folder(pipeline_home)
+    assert main(["suite", "init", str(docs), "--name", "kettle"]) == 0
+    folder = data / "suites" / "kettle"
+    add_queries(folder / "suite.json")
+    write_search(data, folder, broken=False)
+    team = {"retriever": "python", "entry_point": "team_search:search"}
+    (data / "systems.yaml").write_text(json.dumps({"systems": {"bm25": BM25, "team": team}}))
+    sheet = pipeline_home / "sheet.csv"
+    assert main(["pool", str(folder), "-o", str(sheet), "-k", "5", "--no-extra"]) == 0
+    grade_sheet(sheet)
+    suite = json.loads((folder / "suite.json").read_text())
+    suite["distinct"] = [
+        {"targets": ["api/headers:chunk:1", "api/cookies:chunk:1"], "reason": "headers, cookies"}
+    ]
+    (folder / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    assert main(["pool", "merge", str(folder), str(sheet)]) == 0
+    assert main(["validate", str(folder)]) == 0
+    capsys.readouterr()
+
+    def evaluate(selection=None) -> dg.ExecuteInProcessResult:
+        defs = build_definitions()  # the new suite is a partition once its folder exists
+        return dg.materialize(
+            list(defs.assets),
+            selection=selection,
+            partition_key="kettle",
+            resources=defs.resources,
+            raise_on_error=False,
+        )
+
+    assert evaluate().success
+    assert main(["baseline", "update", "--dataset", "kettle"]) == 0
+    assert (data / "baselines" / "kettle" / "team.json").is_file()
+    write_search(data, folder, broken=True)  # the bad change, evaluated as CI does
+    env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
+    env |= {"RAGEVAL_SUITE": "kettle", "RAGEVAL_SYSTEM": "team"}
+    (pipeline_home / "dagster_home").mkdir()
+    blocked = subprocess.run(
+        ["bash", str(REPO / "deploy" / "ci" / "gate.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert blocked.returncode == 1, blocked.stderr[-2000:]
+    assert blocked.stdout.splitlines()[-1].startswith("FAIL kettle: ")
+    write_search(data, folder, broken=False)  # the fix (this process imported it before)
+    fixed = evaluate("key:team/run+")
+    [check] = fixed.get_asset_check_evaluations()
+    assert fixed.success and check.passed
