@@ -1,4 +1,5 @@
-"""Shared fixtures: a loopback HTTP server, small BEIR archives, an isolated pipeline home."""
+"""Shared fixtures: a loopback HTTP server, small BEIR archives, an isolated pipeline home, and
+beir-mini evaluated once per session (per xdist worker) and copied into each test's home."""
 
 from __future__ import annotations
 
@@ -93,6 +94,12 @@ def make_pipeline_home(root: Path) -> dict[str, str]:
     )
     (data / "gate.yaml").write_text((REPO / "data" / "gate.yaml").read_text())
     (data / "baselines").mkdir()
+    return make_pipeline_home_env(root)
+
+
+def make_pipeline_home_env(root: Path) -> dict[str, str]:
+    """The RAGEVAL_* environment variables naming the data and storage folders under `root`."""
+    data = root / "data"
     return {
         "RAGEVAL_DATA": str(data),
         "RAGEVAL_STORAGE": str(root / "storage"),
@@ -105,6 +112,52 @@ def make_pipeline_home(root: Path) -> dict[str, str]:
 def pipeline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """make_pipeline_home in tmp_path, wired through the RAGEVAL_* environment variables."""
     for name, value in make_pipeline_home(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    return tmp_path
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A pipeline home whose beir-mini partition was materialized whole (every asset, check
+    and report), and that materialization's result (its events; read-only)."""
+
+    home: Path
+    result: object  # dagster.ExecuteInProcessResult
+
+
+@pytest.fixture(scope="session")
+def evaluated_template(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
+    """beir-mini evaluated once per session in a template home (15-22 s, mostly the gate's
+    plots): tests get a copy through `evaluated_home`, never this folder itself."""
+    import dagster as dg
+
+    from rageval_pipeline.defs.definitions import build_definitions
+
+    root = tmp_path_factory.mktemp("evaluated-template")
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in make_pipeline_home(root).items():
+            env.setenv(name, value)
+        defs = build_definitions()
+        result = dg.materialize(
+            list(defs.assets),
+            partition_key="beir-mini",
+            resources=defs.resources,
+            raise_on_error=False,
+        )
+    assert result.success
+    return Evaluated(root, result)
+
+
+@pytest.fixture
+def evaluated_home(
+    evaluated_template: Evaluated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """pipeline_home with beir-mini already evaluated: a copy of the session's template (its
+    data and storage folders) in tmp_path, wired through the RAGEVAL_* variables. A copy reuses
+    every step's result as the original would (test_pipeline's reuse tests run on copies)."""
+    for folder in ("data", "storage"):
+        shutil.copytree(evaluated_template.home / folder, tmp_path / folder, symlinks=True)
+    for name, value in make_pipeline_home_env(tmp_path).items():
         monkeypatch.setenv(name, value)
     return tmp_path
 

@@ -18,7 +18,7 @@ from rageval_pipeline.core.retrieval.shards import split
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.loaders import read_corpus, read_queries
 from rageval_pipeline.core.systems import DenseSystem
-from tests.tiny_bert import save_tiny_bert
+from tests.tiny_bert import save_tiny_bi_encoder
 
 BEIR_MINI = Path(__file__).resolve().parents[1] / "data" / "suites" / "beir-mini"
 WORDS = [f"w{i}" for i in range(300)]
@@ -43,17 +43,8 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    """A 2-layer BERT, hidden size 32, word-level vocabulary of WORDS, random weights, saved as
-    a sentence-transformers folder (mean pooling, normalised): what `model:` may name."""
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import BertModel
-
-    folder = tmp_path_factory.mktemp("tiny-bi-encoder")
-    save_tiny_bert(folder / "bert", WORDS, BertModel)
-    transformer = models.Transformer(str(folder / "bert"), max_seq_length=64)
-    modules = [transformer, models.Pooling(32, "mean"), models.Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
-    return folder / "st"
+    """A 2-layer BERT over WORDS with random weights (tests/tiny_bert.py)."""
+    return save_tiny_bi_encoder(tmp_path_factory.mktemp("tiny-bi-encoder"), WORDS)
 
 
 def synthetic(n: int, seed: int = 7) -> pd.DataFrame:

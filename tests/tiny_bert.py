@@ -1,8 +1,14 @@
 """A tiny BERT (2 layers, hidden size 32) over a word-level vocabulary, random weights from a
-fixed seed: what the dense and reranker tests load instead of a real model (no downloads)."""
+fixed seed: what the dense and reranker tests load instead of a real model (no downloads).
+Tests that check retrieval plumbing rather than MiniLM's numbers embed with it in
+milliseconds; the MiniLM-number checks (tests/test_dense.py, tests/test_shards.py's beir-mini
+test, the executor and journey tests) keep the packaged model."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -31,3 +37,23 @@ def save_tiny_bert(folder: Path, words: list[str], model_class: type, **config: 
     torch.manual_seed(0)
     model_class(bert).save_pretrained(folder)
     return folder
+
+
+def save_tiny_bi_encoder(folder: Path, words: list[str]) -> Path:
+    """A tiny BERT for `words` saved as a sentence-transformers folder (mean pooling,
+    normalised, max_seq_length 64) under `folder`: what a dense system's `model:` may name."""
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertModel
+
+    save_tiny_bert(folder / "bert", words, BertModel)
+    transformer = models.Transformer(str(folder / "bert"), max_seq_length=64)
+    modules = [transformer, models.Pooling(32, "mean"), models.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
+    return folder / "st"
+
+
+def vocabulary(texts: Iterable[str], size: int = 3000) -> list[str]:
+    """The `size` most frequent words and punctuation marks of `texts`, as the word-level
+    tokenizer splits them (so that real text is not mostly [UNK])."""
+    counts = Counter(t for text in texts for t in re.findall(r"\w+|[^\w\s]", text))
+    return [word for word, _ in counts.most_common(size)]
