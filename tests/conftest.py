@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import io
 import json
+import os
 import shutil
 import threading
 import zipfile
@@ -16,6 +17,11 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["tests.loopback_http"]  # the `scripted` server of the network tests
+
+# torch (and BLAS) on one thread in the tests and every process they start (set before any
+# import of torch): two pytest workers on 2 cores, each with two-thread kernels that spin
+# against the other processes, made MiniLM and the tiny model 10-20x slower on a busy box.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_BEIR = REPO.parent / "shared" / "data" / "beir"

@@ -13,7 +13,6 @@ from rageval_pipeline.core.results.store import measure_run
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
 from rageval_pipeline.core.suites.derived import EvidenceSet, Tokens, derive_qrels, reference_spans
 from rageval_pipeline.core.suites.loaders import load_dataset
-from tests.tiny_bert import save_tiny_bi_encoder, vocabulary
 
 TECHDOCS = Path(__file__).resolve().parents[1] / "data" / "suites" / "techdocs"
 
@@ -163,21 +162,11 @@ def test_reference_chunking_scores_are_unchanged_by_evidence_and_gain_span_measu
     pd.testing.assert_frame_equal(before.top, after.top)
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """A tiny bi-encoder over techdocs' words: these tests judge another chunking's run, not
-    MiniLM's numbers (tests/test_dense.py does), so a random-weight model ranks well enough."""
-    docs, queries, _, _ = techdocs()
-    words = vocabulary([*docs["title"], *docs["text"], *queries["text"]])
-    return save_tiny_bi_encoder(tmp_path_factory.mktemp("tiny-bi-encoder"), words)
-
-
-def dense_run(chunks: pd.DataFrame, queries: pd.DataFrame, cache: Path, model: Path):
+def dense_run(chunks: pd.DataFrame, queries: pd.DataFrame, cache: Path) -> pd.DataFrame:
     from rageval_pipeline.core.retrieval.base import execute
     from rageval_pipeline.core.retrieval.dense import DenseIndex
 
-    index = DenseIndex.build(chunks, cache, model_name=str(model), max_seq_length=64)
-    return execute(index.search, queries, 100)
+    return execute(DenseIndex.build(chunks, cache).search, queries, 100)
 
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense"])
@@ -186,16 +175,11 @@ def dense_run(chunks: pd.DataFrame, queries: pd.DataFrame, cache: Path, model: P
     [ChunkingConfig(strategy="fixed", size=128, overlap=32), ChunkingConfig(strategy="sentence")],
     ids=["fixed", "sentence"],
 )
-def test_another_chunking_is_judged_at_chunk_level_by_derived_qrels(
-    chunking, retriever, tmp_path, request
-):
+def test_another_chunking_is_judged_at_chunk_level_by_derived_qrels(chunking, retriever, tmp_path):
     docs, queries, qrels, reference = techdocs()
     spans = reference_spans(qrels, chunk_corpus(docs, reference, "t"), docs)
     chunks = chunk_corpus(docs, chunking, "t")
-    if retriever == "bm25":
-        run = bm25_run(chunks, queries)
-    else:
-        run = dense_run(chunks, queries, tmp_path, request.getfixturevalue("tiny_model"))
+    run = bm25_run(chunks, queries) if retriever == "bm25" else dense_run(chunks, queries, tmp_path)
     plain = measure_run(run, qrels, queries, chunk_level=False)
     assert plain.level == "document"  # without spans: today's fallback
     results = measure_run(

@@ -29,18 +29,6 @@ def corpus_chunks(corpus: pd.DataFrame, chunking: ChunkingConfig | None = None):
     return chunk_corpus(corpus.assign(url="", metadata="{}"), chunking, "2026-01-01T00:00:00Z")
 
 
-@pytest.fixture
-def one_thread():
-    """torch on one thread: its two-thread kernels spin against other processes on a busy
-    2-core box, which made the tiny model's 5,000 documents 6x slower. Vectors are alike."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     """A 2-layer BERT over WORDS with random weights (tests/tiny_bert.py)."""
@@ -101,7 +89,7 @@ def test_beir_mini_sharded_equals_unsharded_exactly(tmp_path):
     assert_same_index_and_run(system, chunks, queries, tmp_path)
 
 
-def test_five_thousand_documents_sharded_equal_unsharded_exactly(tiny_model, one_thread, tmp_path):
+def test_five_thousand_documents_sharded_equal_unsharded_exactly(tiny_model, tmp_path):
     chunks = corpus_chunks(synthetic(5000))
     rng = random.Random(1)
     queries = pd.DataFrame(

@@ -1,14 +1,8 @@
 """A tiny BERT (2 layers, hidden size 32) over a word-level vocabulary, random weights from a
-fixed seed: what the dense and reranker tests load instead of a real model (no downloads).
-Tests that check retrieval plumbing rather than MiniLM's numbers embed with it in
-milliseconds; the MiniLM-number checks (tests/test_dense.py, tests/test_shards.py's beir-mini
-test, the executor and journey tests) keep the packaged model."""
+fixed seed: what the dense and reranker tests load instead of a real model (no downloads)."""
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -50,10 +44,3 @@ def save_tiny_bi_encoder(folder: Path, words: list[str]) -> Path:
     modules = [transformer, models.Pooling(32, "mean"), models.Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
     return folder / "st"
-
-
-def vocabulary(texts: Iterable[str], size: int = 3000) -> list[str]:
-    """The `size` most frequent words and punctuation marks of `texts`, as the word-level
-    tokenizer splits them (so that real text is not mostly [UNK])."""
-    counts = Counter(t for text in texts for t in re.findall(r"\w+|[^\w\s]", text))
-    return [word for word, _ in counts.most_common(size)]
