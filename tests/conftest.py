@@ -168,8 +168,30 @@ def evaluated_home(
     return tmp_path
 
 
+# The files that took longest in CI (scripts/test prints the slowest tests), heaviest first:
+# under `--dist loadfile` a long file started last is the whole run's tail, and the last three
+# hold no `slow` test, so the marker alone left them among the short files.
+HEAVIEST = (
+    "test_shards_executors.py",  # multiprocess and Celery executors (MiniLM, PostgreSQL)
+    "test_journey.py",  # the saturated machine, three more jobs
+    "test_deploy_postgres.py",  # two suites on a PostgreSQL instance
+    "test_labels_job.py",
+    "test_object_storage_job.py",  # S3 (moto)
+    "test_shards.py",  # beir-mini with MiniLM at 1, 2 and 4 shards
+    "test_derived_qrels.py",  # techdocs with MiniLM at two chunkings
+    "test_pipeline.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding end-to-end (`slow`) tests run first, each file's own order kept: under
-    scripts/test's `--dist loadfile` the long files start early and short ones fill the tail."""
+    """The HEAVIEST files first, then the other files holding end-to-end (`slow`) tests, then
+    the rest, each file's own order kept: under scripts/test's `--dist loadfile` the long files
+    start early and short ones fill the tail."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if item.path.name in HEAVIEST:
+            return 0, HEAVIEST.index(item.path.name)
+        return (1 if item.path in slow_files else 2), 0
+
+    items.sort(key=rank)
