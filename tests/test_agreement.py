@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 from rageval_pipeline.cli import main
 from rageval_pipeline.core.curation import agreement
@@ -45,6 +44,8 @@ def _judgments(suite_dir: Path) -> dict[str, dict[str, int]]:
 
 
 def test_kappas_raw_agreement_and_confusion_match_sklearn(tmp_path):
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix  # 1.6 s: not at collection
+
     report = agreement.compare(load_suite(FIXTURE), _sheet(tmp_path))
     second = [g for _, _, g in SECOND]
     grades = [0, 1, 2, 3]

@@ -5,36 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from rageval_pipeline.core.gate import baseline_path
+from tests.jobs import BIN, dagster_execute
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
-
-
-def dagster_execute(job: str, partition: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            str(BIN / "dagster"),
-            "job",
-            "execute",
-            "-m",
-            "rageval_pipeline",
-            "-j",
-            job,
-            "--tags",
-            json.dumps({"dagster/partition": partition}),
-        ],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+__all__ = ["BIN", "dagster_execute"]  # shared from tests/jobs.py (other tests import them here)
 
 
 def test_gate_exit_codes_follow_the_committed_baseline(pipeline_home):

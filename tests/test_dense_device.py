@@ -1,13 +1,12 @@
 """`device: auto | cpu | cuda` of dense systems (issue 27): what each resolves to, for torch and
 for ONNX Runtime, on this CPU-only machine and with CUDA made visible (resolution only: no
-model is loaded on a GPU here)."""
+model is loaded on a GPU here). torch and onnxruntime are imported by the tests that use them,
+not at collection."""
 
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime
 import pytest
-import torch
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.retrieval.dense import DenseIndex, model_key
@@ -18,6 +17,9 @@ CPU, CUDA = "CPUExecutionProvider", "CUDAExecutionProvider"
 
 
 def test_auto_is_the_cpu_on_a_machine_without_a_gpu():
+    import onnxruntime
+    import torch
+
     assert not torch.cuda.is_available()
     assert [torch_device(d) for d in ("auto", "cpu")] == ["cpu", "cpu"]
     assert CUDA not in onnxruntime.get_available_providers()
@@ -36,6 +38,9 @@ def test_cuda_asked_for_without_a_gpu_is_one_line():
 
 
 def test_auto_is_cuda_when_torch_or_onnxruntime_sees_it(monkeypatch):
+    import onnxruntime
+    import torch
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert [torch_device(d) for d in ("auto", "cuda", "cpu")] == ["cuda", "cuda", "cpu"]
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CUDA, CPU])

@@ -10,7 +10,6 @@ slot (and says so: the lock names its holder). The server comes from the DAGSTER
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -29,6 +28,7 @@ import yaml
 from rageval_pipeline.core.storage import locks
 from rageval_pipeline.defs.resources import WRITE_POOL
 from tests.dagster_ui import BIN, stop
+from tests.jobs import DEBUG, job_command
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow
@@ -46,14 +46,8 @@ class Job:
 
     def __init__(self, partition: str, env: dict, cwd: Path, *configs: Path, **tags: str) -> None:
         self.proc = subprocess.Popen(
-            [
-                *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline"),
-                *("-j", "evaluate_bm25"),
-                *("--tags", json.dumps({"dagster/partition": partition, **tags})),
-                # The pool's "Step blocked" and RUN_SUCCESS are DEBUG events.
-                *("-c", str(REPO / "deploy" / "run_config" / "debug.yaml")),
-                *(arg for config in configs for arg in ("-c", str(config))),
-            ],
+            # The pool's "Step blocked" and RUN_SUCCESS are DEBUG events.
+            job_command("evaluate_bm25", partition, DEBUG, *configs, **tags),
             env=env,
             cwd=cwd,
             stdout=subprocess.PIPE,

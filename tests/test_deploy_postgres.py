@@ -8,7 +8,6 @@ The server comes from the DAGSTER_PG_* variables (`.ci/run` starts one on 127.0.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import subprocess
@@ -20,7 +19,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.dagster_ui import BIN, graphql, running_webserver
+from tests.dagster_ui import graphql, running_webserver
+from tests.jobs import DEBUG, job_command
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -63,12 +63,7 @@ def postgres_env() -> Iterator[dict[str, str]]:
 
 def start_job(partition: str, env: dict, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [
-            *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline"),
-            *("-j", "evaluate_dataset", "-c", str(MULTIPROCESS)),
-            *("-c", str(REPO / "deploy" / "run_config" / "debug.yaml")),  # RUN_SUCCESS is DEBUG
-            *("--tags", json.dumps({"dagster/partition": partition})),
-        ],
+        job_command("evaluate_dataset", partition, MULTIPROCESS, DEBUG),
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from rageval_pipeline.core.gate import GatePolicy, baseline_from_summary, decide
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.storage.warehouse import Warehouse
+from tests.jobs import dagster_execute
 from tests.test_baseline_cli import poor_run_file, rageval, summary
 
 BIN = Path(sys.executable).parent
@@ -47,17 +47,8 @@ def test_experiments_record_number_and_export_in_seed_shape(tmp_path):
 
 
 def execute(env: dict, cwd: Path, description: str | None = None) -> int:
-    tags = {"dagster/partition": "beir-mini"}
-    if description:
-        tags[experiments.DESCRIPTION_TAG] = description
-    command = ["job", "execute", "-m", "rageval_pipeline", "-j", "evaluate_dataset"]
-    return subprocess.run(
-        [str(BIN / "dagster"), *command, "--tags", json.dumps(tags)],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        timeout=600,
-    ).returncode
+    tags = {experiments.DESCRIPTION_TAG: description} if description else {}
+    return dagster_execute("evaluate_dataset", "beir-mini", env, cwd, **tags).returncode
 
 
 @pytest.mark.slow

@@ -14,9 +14,9 @@ import yaml
 
 from rageval_pipeline.core.generation import synthetic
 from rageval_pipeline.core.statistics.sampling import load_sample
+from tests.jobs import dagster_execute
 from tests.llm_servers import FakeLLM
 from tests.scripted_judge import grade_like_a_human, reply
-from tests.test_cli_job import BIN
 from tests.test_generation_job import base_env
 
 pytestmark = pytest.mark.slow
@@ -26,16 +26,7 @@ RUN_CONFIG = {"resources": {"labels": {"config": {"n": 16, "human_sample": 4, "d
 def execute(job: str, env: dict, home) -> subprocess.CompletedProcess:
     config = home / "labels.json"
     config.write_text(json.dumps(RUN_CONFIG))
-    tags = json.dumps({"dagster/partition": "techdocs"})
-    command = [str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline", "-j", job]
-    return subprocess.run(
-        [*command, "--tags", tags, "-c", str(config)],
-        env=env,
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return dagster_execute(job, "techdocs", env, home, config)
 
 
 def test_label_dataset_synthesizes_labels_calibrates_and_gates_with_ppi(pipeline_home):

@@ -36,11 +36,10 @@ def _asset_file(home: Path, *key: str, partition: str = PARTITION) -> Path:
 
 
 @pytest.fixture
-def evaluated(pipeline_home):
-    defs = build_definitions()
-    result = _materialize(defs)
-    assert result.success
-    return defs, result, pipeline_home
+def evaluated(evaluated_template, evaluated_home):
+    """beir-mini evaluated (a copy of the session's template, tests/conftest.py): definitions
+    built on the copy, the template's materialization result, the copy's home."""
+    return build_definitions(), evaluated_template.result, evaluated_home
 
 
 def test_end_to_end_writes_tables_warehouse_and_passing_gate(evaluated):

@@ -18,7 +18,7 @@ from rageval_pipeline.core.retrieval.shards import split
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.loaders import read_corpus, read_queries
 from rageval_pipeline.core.systems import TIMING_SAMPLE, DenseSystem
-from tests.tiny_bert import save_tiny_bert
+from tests.tiny_bert import save_tiny_bi_encoder
 
 BEIR_MINI = Path(__file__).resolve().parents[1] / "data" / "suites" / "beir-mini"
 WORDS = [f"w{i}" for i in range(300)]
@@ -29,31 +29,10 @@ def corpus_chunks(corpus: pd.DataFrame, chunking: ChunkingConfig | None = None):
     return chunk_corpus(corpus.assign(url="", metadata="{}"), chunking, "2026-01-01T00:00:00Z")
 
 
-@pytest.fixture
-def one_thread():
-    """torch on one thread: its two-thread kernels spin against other processes on a busy
-    2-core box, which made the tiny model's 5,000 documents 6x slower. Vectors are alike."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    """A 2-layer BERT, hidden size 32, word-level vocabulary of WORDS, random weights, saved as
-    a sentence-transformers folder (mean pooling, normalised): what `model:` may name."""
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import BertModel
-
-    folder = tmp_path_factory.mktemp("tiny-bi-encoder")
-    save_tiny_bert(folder / "bert", WORDS, BertModel)
-    transformer = models.Transformer(str(folder / "bert"), max_seq_length=64)
-    modules = [transformer, models.Pooling(32, "mean"), models.Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
-    return folder / "st"
+    """A 2-layer BERT over WORDS with random weights (tests/tiny_bert.py)."""
+    return save_tiny_bi_encoder(tmp_path_factory.mktemp("tiny-bi-encoder"), WORDS)
 
 
 def synthetic(n: int, seed: int = 7) -> pd.DataFrame:
@@ -110,7 +89,7 @@ def test_beir_mini_sharded_equals_unsharded_exactly(tmp_path):
     assert_same_index_and_run(system, chunks, queries, tmp_path)
 
 
-def test_five_thousand_documents_sharded_equal_unsharded_exactly(tiny_model, one_thread, tmp_path):
+def test_five_thousand_documents_sharded_equal_unsharded_exactly(tiny_model, tmp_path):
     chunks = corpus_chunks(synthetic(5000))
     rng = random.Random(1)
     queries = pd.DataFrame(

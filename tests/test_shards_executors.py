@@ -22,7 +22,9 @@ from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.dense import DenseIndex
 from rageval_pipeline.core.suites.loaders import read_queries
 from rageval_pipeline.defs.definitions import build_definitions
+from tests.conftest import make_pipeline_home
 from tests.dagster_ui import BIN
+from tests.jobs import DEBUG, dagster_execute
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -36,21 +38,35 @@ def dense_only(home: Path, shards: int) -> None:
     (home / "data" / "systems.yaml").write_text(json.dumps({"systems": {"dense": dense}}))
 
 
-def unsharded_in_process(home: Path) -> DenseIndex:
-    """The index built in one step's process, one shard; then the embeddings and the index are
-    removed, so the sharded run embeds everything again (the chunks stay)."""
-    dense_only(home, 1)
-    defs = build_definitions()
-    result = dg.materialize(
-        list(defs.assets),
-        selection=dg.AssetSelection.assets(["dense", "index"]).upstream(),
-        partition_key="beir-mini",
-        resources=dict(defs.resources),
-    )
+@pytest.fixture(scope="module")
+def unsharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DenseIndex]:
+    """The index built in one step's process, one shard, once for both executors; then the
+    embeddings and the index are removed from its home's storage, so that a sharded run on a
+    copy of that storage embeds everything again (the chunks stay)."""
+    root = tmp_path_factory.mktemp("unsharded")
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in make_pipeline_home(root).items():
+            env.setenv(name, value)
+        dense_only(root, 1)
+        defs = build_definitions()
+        result = dg.materialize(
+            list(defs.assets),
+            selection=dg.AssetSelection.assets(["dense", "index"]).upstream(),
+            partition_key="beir-mini",
+            resources=dict(defs.resources),
+        )
     assert result.success
-    index = DenseIndex.load(home / "storage" / "indexes" / "dense" / "beir-mini")
-    shutil.rmtree(home / "storage" / "embeddings")
-    shutil.rmtree(home / "storage" / "indexes")
+    index = DenseIndex.load(root / "storage" / "indexes" / "dense" / "beir-mini")
+    shutil.rmtree(root / "storage" / "embeddings")
+    shutil.rmtree(root / "storage" / "indexes")
+    return root / "storage", index
+
+
+@pytest.fixture
+def expected(unsharded: tuple[Path, DenseIndex], pipeline_home: Path) -> DenseIndex:
+    """The unsharded index; its home's storage copied into pipeline_home."""
+    storage, index = unsharded
+    shutil.copytree(storage, pipeline_home / "storage")
     return index
 
 
@@ -58,15 +74,8 @@ def materialize_index(home: Path, env: dict, *configs: Path) -> str:
     """`dagster job execute` of evaluate_dense's dense/index step (the job, unlike
     `asset materialize`'s implicit one, has the executor $RAGEVAL_EXECUTOR names) for
     beir-mini; its output."""
-    command = [
-        *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline"),
-        *("-j", "evaluate_dense", "-o", "dense__index"),
-        *("--tags", json.dumps({"dagster/partition": "beir-mini"})),
-        *(arg for config in configs for arg in ("-c", str(config))),
-        *("-c", str(RUN_CONFIG / "debug.yaml")),  # step events are DEBUG
-    ]
-    done = subprocess.run(
-        command, env=env, cwd=home, capture_output=True, text=True, timeout=600, check=False
+    done = dagster_execute(
+        "evaluate_dense", "beir-mini", env, home, *configs, DEBUG, op="dense__index"
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
@@ -94,8 +103,7 @@ def worker_env(home: Path) -> dict[str, str]:
     return env
 
 
-def test_multiprocess_sharded_index_equals_in_process_unsharded(pipeline_home, tmp_path):
-    expected = unsharded_in_process(pipeline_home)
+def test_multiprocess_sharded_index_equals_in_process_unsharded(expected, pipeline_home, tmp_path):
     dense_only(pipeline_home, 3)
     two_at_once = tmp_path / "two.yaml"
     two_at_once.write_text("execution: {config: {multiprocess: {max_concurrent: 2}}}\n")
@@ -107,9 +115,9 @@ def test_multiprocess_sharded_index_equals_in_process_unsharded(pipeline_home, t
 def test_celery_worker_on_postgres_sharded_index_equals_unsharded(
     pipeline_home,
     postgres_env,  # noqa: F811 (the fixture)
+    expected,
 ):
     pytest.importorskip("dagster_celery", reason="the `deploy` extra (dagster-celery) is missing")
-    expected = unsharded_in_process(pipeline_home)
     dense_only(pipeline_home, 2)
     env = worker_env(pipeline_home) | postgres_env
     shutil.copy(

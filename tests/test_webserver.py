@@ -4,17 +4,16 @@ is absent). Screenshots land in the test's tmp folder (and in $RAGEVAL_SCREENSHO
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from tests.cdp import chromium_page
 from tests.conftest import make_pipeline_home
-from tests.dagster_ui import BIN, MODULE, graphql, graphql_when_loaded, running_webserver
+from tests.dagster_ui import graphql, graphql_when_loaded, running_webserver
+from tests.jobs import dagster_execute
 
 pytestmark = pytest.mark.slow
 
@@ -26,17 +25,7 @@ def evaluated_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     home = tmp_path_factory.mktemp("evaluated")
     (home / "dagster_home").mkdir()
     env = {**os.environ, **make_pipeline_home(home), "DAGSTER_HOME": str(home / "dagster_home")}
-    job = subprocess.run(
-        [
-            *(str(BIN / "dagster"), "job", "execute", *MODULE, "-j", "evaluate_dataset"),
-            *("--tags", json.dumps({"dagster/partition": "beir-mini"})),
-        ],
-        env=env,
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    job = dagster_execute("evaluate_dataset", "beir-mini", env, home)
     assert job.returncode == 0, job.stderr[-3000:]
     with running_webserver(env, home, home / "webserver.log") as url:
         graphql_when_loaded(url, "{ assetNodes { id } }")

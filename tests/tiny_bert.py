@@ -31,3 +31,16 @@ def save_tiny_bert(folder: Path, words: list[str], model_class: type, **config: 
     torch.manual_seed(0)
     model_class(bert).save_pretrained(folder)
     return folder
+
+
+def save_tiny_bi_encoder(folder: Path, words: list[str]) -> Path:
+    """A tiny BERT for `words` saved as a sentence-transformers folder (mean pooling,
+    normalised, max_seq_length 64) under `folder`: what a dense system's `model:` may name."""
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertModel
+
+    save_tiny_bert(folder / "bert", words, BertModel)
+    transformer = models.Transformer(str(folder / "bert"), max_seq_length=64)
+    modules = [transformer, models.Pooling(32, "mean"), models.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
+    return folder / "st"

@@ -1,0 +1,40 @@
+"""The one way tests run the real `dagster job execute` CLI on `rageval_pipeline`: the command
+(for a test that watches a running process) and a finished run's output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[1]
+DEBUG = REPO / "deploy" / "run_config" / "debug.yaml"  # step events and RUN_SUCCESS are DEBUG
+
+
+def job_command(
+    job: str, partition: str, *configs: Path, op: str | None = None, **tags: str
+) -> list[str]:
+    """`dagster job execute` of `job` for `partition` with run configs `configs` (`-c`), only
+    the op selection `op` (`-o`) if given, and extra run `tags`."""
+    return [
+        *(str(BIN / "dagster"), "job", "execute", "-m", "rageval_pipeline", "-j", job),
+        *(("-o", op) if op else ()),
+        *("--tags", json.dumps({"dagster/partition": partition, **tags})),
+        *(arg for config in configs for arg in ("-c", str(config))),
+    ]
+
+
+def dagster_execute(
+    job: str, partition: str, env: dict, cwd: Path, *configs: Path, op: str | None = None, **tags
+) -> subprocess.CompletedProcess:
+    """The finished job_command run in `cwd` with `env`; its stdout and stderr as text."""
+    return subprocess.run(
+        job_command(job, partition, *configs, op=op, **tags),
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
