@@ -113,3 +113,19 @@ def search(query, top_k):
 
 def write_search(data: Path, suite_dir: Path, *, broken: bool) -> None:
     (data / "team_search.py").write_text(SEARCH.format(broken=broken, suite=str(suite_dir)))
+
+
+def judge(folder: Path, sheet: Path, *pool_args: str) -> None:
+    """Pool the suite's queries, grade the sheet, say why the templated twins differ, merge:
+    steps 3 to 5 of docs/own-suite.md."""
+    from rageval_pipeline.cli import main
+
+    assert main(["pool", str(folder), "-o", str(sheet), "-k", "5", *pool_args]) == 0
+    grade_sheet(sheet)
+    suite = json.loads((folder / "suite.json").read_text())
+    suite["distinct"] = [
+        {"targets": ["api/headers:chunk:1", "api/cookies:chunk:1"], "reason": "headers, cookies"}
+    ]
+    (folder / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    assert main(["pool", "merge", str(folder), str(sheet)]) == 0
+    assert main(["validate", str(folder)]) == 0

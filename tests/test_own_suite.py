@@ -17,7 +17,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import load_suite
 from tests.conftest import REPO
-from tests.own_suite import QUERIES, add_queries, docs_folder, grade_sheet
+from tests.own_suite import QUERIES, add_queries, docs_folder, grade_sheet, judge
 
 BM25 = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
 
@@ -171,16 +171,7 @@ def test_the_walkthrough_from_a_docs_folder_to_a_gated_build(pipeline_home, caps
     write_search(data, folder, broken=False)
     team = {"retriever": "python", "entry_point": "team_search:search"}
     (data / "systems.yaml").write_text(json.dumps({"systems": {"bm25": BM25, "team": team}}))
-    sheet = pipeline_home / "sheet.csv"
-    assert main(["pool", str(folder), "-o", str(sheet), "-k", "5", "--no-extra"]) == 0
-    grade_sheet(sheet)
-    suite = json.loads((folder / "suite.json").read_text())
-    suite["distinct"] = [
-        {"targets": ["api/headers:chunk:1", "api/cookies:chunk:1"], "reason": "headers, cookies"}
-    ]
-    (folder / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
-    assert main(["pool", "merge", str(folder), str(sheet)]) == 0
-    assert main(["validate", str(folder)]) == 0
+    judge(folder, pipeline_home / "sheet.csv", "--no-extra")
     capsys.readouterr()
 
     def evaluate(selection=None) -> dg.ExecuteInProcessResult:
@@ -213,3 +204,44 @@ def test_the_walkthrough_from_a_docs_folder_to_a_gated_build(pipeline_home, caps
     fixed = evaluate("key:team/run+")
     [check] = fixed.get_asset_check_evaluations()
     assert fixed.success and check.passed
+
+
+def test_the_llm_path_on_the_teams_suite(tmp_path, capsys, monkeypatch):
+    """docs/own-suite.md's LLM path on the judged fixture suite, against the scripted loopback
+    judge: synth (with why queries were dropped), the human sample's sheet graded, label (0
+    unparseable, the calibration written)."""
+    from rageval_pipeline.core.generation.config import SWITCHES
+    from tests.llm_servers import FakeLLM
+    from tests.scripted_judge import grade_like_a_human, reply
+
+    for name in SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAGEVAL_STORAGE", str(tmp_path / "storage"))
+    _, folder, _ = _init(tmp_path, capsys)
+    add_queries(folder / "suite.json")
+    systems = tmp_path / "systems.yaml"
+    systems.write_text(json.dumps({"systems": {"bm25": BM25}}))
+    judge(folder, tmp_path / "sheet.csv", "--systems", str(systems), "--no-extra")
+    fake = FakeLLM("openai", reply=reply).start()
+    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
+    common = ["--systems", str(systems), "--depth", "3"]
+    try:
+        capsys.readouterr()
+        synth = ["synth", str(folder), "--n", "12", "--human-sample", "3", *common]
+        assert main(synth) == 0
+        printed = capsys.readouterr().out
+        assert "synthetic queries kept of 12 drawn (" in printed
+        assert "near-duplicates" in printed and "not found again in the top 20" in printed
+        sample_sheet = folder / "kettle.synthetic.sheet.jsonl"
+        grade_like_a_human(sample_sheet)  # the human sample, judged
+        label = ["label", str(folder), "--synthetic", str(folder / "kettle.synthetic.jsonl")]
+        out = tmp_path / "labels"
+        assert main([*label, "--human", str(sample_sheet), *common, "--out", str(out)]) == 0
+    finally:
+        fake.stop()
+    printed = capsys.readouterr()
+    labels = [json.loads(line) for line in (out / "labels.jsonl").open()]
+    assert f"{len(labels)} label(s), 0 unparseable" in printed.out
+    assert json.loads((out / "calibration.json").read_text())["pairs"] > 0
