@@ -12,7 +12,7 @@ import numpy as np
 
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
-from rageval_pipeline.core.gate.ppi_rule import ppi_tests
+from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
 from rageval_pipeline.core.statistics.paired import PairedTest, paired_test, with_holm
@@ -48,12 +48,13 @@ def paired_tests(
     run: Evaluation, baseline: Baseline, measures: list[Measure]
 ) -> dict[Measure, PairedTest]:
     """Run against baseline per measure on the queries both measured, Holm-adjusted together;
-    under rule `ppi`, the PPI++ paired deltas on the whole population instead."""
+    under rule `ppi`, the PPI++ paired deltas on the whole population for the measures it was
+    measured with (the others, such as span measures, on the suite's queries)."""
     stats = run.rules.statistics
-    if stats.rule == "ppi":
-        return ppi_tests(run, baseline, measures)
-    tests = {}
+    tests = ppi_tests(run, baseline, measures) if stats.rule == "ppi" else {}
     for measure in measures:
+        if measure in tests:
+            continue
         pairs = per_query_pairs(run, baseline, measure)
         if len(pairs) < 2:
             continue  # no per-query values (an old baseline): the mean alone decides
@@ -81,11 +82,11 @@ def _proven(run: Evaluation, measure: Measure, allowed: float, test: PairedTest 
     return test.ci_low > allowed + EPS
 
 
-def _stats_text(run: Evaluation, test: PairedTest | None, allowed: float) -> str:
+def _stats_text(run: Evaluation, measure: Measure, test: PairedTest | None, allowed: float) -> str:
     if test is None:
         return ""
     level = 1 - run.rules.statistics.alpha
-    ppi = run.rules.statistics.rule == "ppi"
+    ppi = run.rules.statistics.rule == "ppi" and str(measure) in measured_on_population(run.summary)
     text = f"; {'PPI++ ' if ppi else ''}paired delta {test.delta:+.4f} over {test.n} queries"
     text += " (LLM-judged, bias corrected on the random human sample)" if ppi else ""
     if test.ci_low is not None and test.ci_high is not None:
@@ -161,7 +162,7 @@ def baseline_check(
         inconclusive=unsure,
         improved=not beyond and _improved(run, measure, allowed, test),
     )
-    text = _stats_text(run, test, allowed)
+    text = _stats_text(run, measure, test, allowed)
     if test is None and beyond:
         text = "; no per-query values in both run and baseline, so the mean alone decides"
     return check.model_copy(update={"message": check.message + text})
@@ -194,7 +195,9 @@ def watched_check(
         paired=test,
         improved=rose,
     )
-    return check.model_copy(update={"message": check.message + _stats_text(run, test, allowed)})
+    return check.model_copy(
+        update={"message": check.message + _stats_text(run, measure, test, allowed)}
+    )
 
 
 def spike_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Check:

@@ -26,6 +26,7 @@ from rageval_pipeline.core.gate import Baseline
 from rageval_pipeline.core.history.summaries import rerun
 from rageval_pipeline.core.io import beir, tables
 from rageval_pipeline.core.numbers import round_metric
+from rageval_pipeline.core.results.ppi_tables import population_tables
 from rageval_pipeline.core.results.store import (
     METRICS_VERSION,
     RunRecord,
@@ -49,6 +50,7 @@ from rageval_pipeline.defs.assets.beside import (
     open_beside,
     run_beside,
 )
+from rageval_pipeline.defs.assets.companion import Companion, companion
 from rageval_pipeline.defs.assets.dense_index import build_dense_index
 from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
@@ -144,13 +146,19 @@ def build_system_assets(
         index_dir = settings.index_dir(name, dataset)
         beside = baseline_system(system, settings, dataset, baseline_of(system, settings, dataset))
         key = _run_key(system, versions["run"], settings, index_dir, inputs, beside)
+        extra = companion(settings, dataset)  # its queries are run too, for PPI
+        if key is not None and extra is not None:
+            key = content_key(key, extra.key)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
         result = None if settings.force or key is None else cache.get(key)
         reused = result is not None
         if result is None:
             queries, qrels = inputs["queries"].frame, inputs["qrels"].frame
+            judged = loaders.judged_queries(queries, qrels, settings.split)
+            if extra is not None:
+                judged = pd.concat([judged, extra.queries], ignore_index=True)
             run_inputs = RunInputs(
-                queries=loaders.judged_queries(queries, qrels, settings.split),
+                queries=judged,
                 top_k=settings.top_k,
                 index_dir=index_dir,
                 base_dir=settings.data,
@@ -198,6 +206,7 @@ def build_system_assets(
         )
         reference = reference_of(partition)
         baseline = baseline_of(system, settings, dataset)
+        extra = companion(settings, dataset)
         key = content_key(
             versions["metrics"],
             settings.top_k,
@@ -208,6 +217,7 @@ def build_system_assets(
             [table.key for table in (run, qrels, queries, corpus)],
             # What a changed suite is judged against: the baseline's configuration re-run.
             None if baseline is None else [baseline.suite, baseline.config],
+            None if extra is None else extra.key,
         )
         cache = FrameCache(settings.cache_dir(name, "metrics", dataset))
         per_query = None if settings.force else cache.get(key)
@@ -220,7 +230,7 @@ def build_system_assets(
             judged = qrels.frame[qrels.frame["split"] == settings.split]
             tables_ = (run.frame, judged, queries.frame, corpus.frame)
             per_query, record = _measure(
-                context, settings, warehouse, partition, *tables_, baseline
+                context, settings, warehouse, partition, *tables_, baseline, extra
             )
             cache.put(key, per_query, record)
         context.log.info(
@@ -240,10 +250,12 @@ def build_system_assets(
         queries: pd.DataFrame,
         corpus: pd.DataFrame,
         baseline: Baseline | None,
+        extra: Companion | None,
     ) -> tuple[pd.DataFrame, dict]:
         """Evaluate the run and store it: (per-query table with its run_id, metadata record).
         When the suite changed since the baseline, the baseline's configuration (a built-in
-        one) is run and measured on this suite too: what the gate then checks the run against."""
+        one) is run and measured on this suite too: what the gate then checks the run against.
+        With a companion set, the run's rows of its queries are measured apart, for PPI."""
         dataset, reference = partition.name, reference_of(partition)
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
@@ -258,7 +270,19 @@ def build_system_assets(
                 evidence=suite_evidence(spans, corpus, of.run_chunking(reference)),
             )
 
-        results = measured(run, system)
+        in_companion = run["query_id"].isin([] if extra is None else extra.queries["query_id"])
+        results = measured(run[~in_companion], system)
+        if extra is not None:
+            ppi = population_tables(
+                run[in_companion],
+                extra.human,
+                extra.llm,
+                extra.queries,
+                extra.sample,
+                chunk_level=system.chunk_level(reference),
+                where=extra.sheet,
+            )
+            results = results._replace(ppi=ppi)
         suite = suite_digest(judged, queries, corpus["doc_id"])
         beside = baseline_system(system, settings, dataset, baseline)
         rerun_json = None
@@ -278,6 +302,7 @@ def build_system_assets(
             suite=suite,
             machine=machine_digest(),
             baseline_rerun=rerun_json,
+            human_sample=None if extra is None else extra.sample.model_dump_json(),
         )
         coverage = qrels_coverage(
             judged, corpus, queries["query_id"], level=results.level, reference=reference
