@@ -37,7 +37,11 @@ def companion(pipeline_home, monkeypatch):
     monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
     monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
     monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
-    suite = pipeline_home / "data" / "suites" / SUITE
+    data = pipeline_home / "data"
+    policy = yaml.safe_load((data / "gate.yaml").read_text())  # the scripted judge's kappa: 0.32
+    policy["datasets"][SUITE]["calibration"] = {"min_kappa": 0.3}
+    (data / "gate.yaml").write_text(yaml.safe_dump(policy))
+    suite = data / "suites" / SUITE
     storage = pipeline_home / "storage"
     made = pipeline_home / "synthetic"
     try:

@@ -26,7 +26,6 @@ from rageval_pipeline.core.gate import Baseline
 from rageval_pipeline.core.history.summaries import rerun
 from rageval_pipeline.core.io import beir, tables
 from rageval_pipeline.core.numbers import round_metric
-from rageval_pipeline.core.results.ppi_tables import population_tables
 from rageval_pipeline.core.results.store import (
     METRICS_VERSION,
     RunRecord,
@@ -50,7 +49,7 @@ from rageval_pipeline.defs.assets.beside import (
     open_beside,
     run_beside,
 )
-from rageval_pipeline.defs.assets.companion import Companion, companion
+from rageval_pipeline.defs.assets.companion import Companion, companion, split_run
 from rageval_pipeline.defs.assets.dense_index import build_dense_index
 from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
@@ -270,18 +269,9 @@ def build_system_assets(
                 evidence=suite_evidence(spans, corpus, of.run_chunking(reference)),
             )
 
-        in_companion = run["query_id"].isin([] if extra is None else extra.queries["query_id"])
-        results = measured(run[~in_companion], system)
-        if extra is not None:
-            ppi = population_tables(
-                run[in_companion],
-                extra.human,
-                extra.llm,
-                extra.queries,
-                extra.sample,
-                chunk_level=system.chunk_level(reference),
-                where=extra.sheet,
-            )
+        rows = split_run(run, extra)
+        results = measured(rows.suite, system)
+        if (ppi := rows.ppi(system.chunk_level(reference), context.log.warning)) is not None:
             results = results._replace(ppi=ppi)
         suite = suite_digest(judged, queries, corpus["doc_id"])
         beside = baseline_system(system, settings, dataset, baseline)
@@ -302,7 +292,7 @@ def build_system_assets(
             suite=suite,
             machine=machine_digest(),
             baseline_rerun=rerun_json,
-            human_sample=None if extra is None else extra.sample.model_dump_json(),
+            human_sample=None if ppi is None else rows.sample_json,
         )
         coverage = qrels_coverage(
             judged, corpus, queries["query_id"], level=results.level, reference=reference
