@@ -53,6 +53,7 @@ def _summary(truth: np.ndarray, llm: np.ndarray | None, sample: HumanSample) -> 
         measures={"nDCG@10": float(np.mean([v["nDCG@10"] for v in per_query.values()]))},
         per_query=per_query,
         n_queries=len(per_query),
+        sample_per_query={} if llm is None else per_query,
         llm_per_query=llm_values,
         human_sample=None if llm is None else sample,
     )
@@ -114,7 +115,7 @@ def test_a_drawn_query_without_a_human_value_is_refused_by_the_gate_not_scored_z
     missing = sample.drawn()[0]
     short = _summary(run, run_llm, sample)
     short = short.model_copy(
-        update={"per_query": {q: v for q, v in short.per_query.items() if q != missing}}
+        update={"sample_per_query": {q: v for q, v in short.per_query.items() if q != missing}}
     )
     verdict = _verdict(short, _summary(base, base_llm, sample), "ppi")
     [refused] = [c for c in verdict.checks if c.kind == "baseline"]

@@ -66,7 +66,9 @@ def stored(tmp_path: Path) -> tuple[Warehouse, dict]:
             created_at=datetime(2026, 11, 26, hour, tzinfo=UTC),
             human_sample=SAMPLE.model_dump_json(),
         )
-        results = human._replace(ppi=ppi_tables(estimates, by_llm.per_query, SAMPLE))
+        results = human._replace(
+            ppi=ppi_tables(estimates, by_llm.per_query, SAMPLE, human.per_query)
+        )
         store_results(tmp_path, warehouse, record, results, QUERIES)
         values[hour] = (nested(human.per_query), nested(by_llm.per_query), estimates["RR"])
     return warehouse, values
@@ -88,8 +90,11 @@ def test_ppi_rows_are_stored_beside_the_human_ones_with_their_label_source(store
     )
     sources = warehouse.query("SELECT DISTINCT label_source FROM run_metrics")["label_source"]
     assert sources.tolist() == ["human"]
-    per_query = warehouse.query("SELECT count(*) AS n FROM label_query_metrics WHERE measure='RR'")
-    assert per_query["n"][0] == 2 * N
+    per_query = warehouse.query(
+        "SELECT label_source, count(*) AS n FROM label_query_metrics WHERE measure = 'RR' "
+        "GROUP BY ALL ORDER BY ALL"
+    )
+    assert per_query.values.tolist() == [["human", 2 * HUMAN], ["llm", 2 * N]]
 
 
 def test_the_gate_judges_stored_runs_with_the_ppi_rule(stored):

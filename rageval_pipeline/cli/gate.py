@@ -125,6 +125,7 @@ def run_gate(args: argparse.Namespace) -> int:
             run_summary(
                 per_query,
                 mean_table(per_query),
+                sample_per_query=None if population is None else per_query,
                 llm_per_query=by_llm,
                 dataset=dataset,
                 split="test",

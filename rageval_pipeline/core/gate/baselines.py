@@ -88,7 +88,7 @@ def write_baseline(baseline: Baseline, path: Path) -> None:
     """Write with sorted keys, 2-space indent and 6-decimal floats, so diffs stay small; the
     PPI fields only when set, so baselines without LLM labels keep their bytes."""
     ppi = baseline.human_sample is not None or baseline.llm_per_query
-    unused = set() if ppi else {"llm_per_query", "human_sample"}
+    unused = set() if ppi else {"llm_per_query", "human_sample", "sample_per_query"}
     data = _round_floats(baseline.model_dump(mode="json", exclude=unused))
     write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 

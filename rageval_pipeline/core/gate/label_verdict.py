@@ -57,7 +57,8 @@ def summaries(
             run_id=content_key(dataset, system, sample.frame_digest())[:16],
             created_at=created_at,
             measures={m: sum(v[m] for v in per_query.values()) / len(drawn) for m in measures},
-            per_query=per_query,
+            per_query=per_query,  # the population is the sample's: its human values are the run's
+            sample_per_query=per_query,
             n_queries=len(drawn),
             llm_per_query={q: {m: llms[m][system][q] for m in measures} for q in frame},
             human_sample=sample,

@@ -118,8 +118,12 @@ class _SummaryFields(_Strict):
     top: dict[str, list[Listed]] = Field(
         default_factory=dict, description="query -> its first 10 ids with their grades"
     )
-    # Prediction-powered inference (statistics.rule `ppi`, docs/statistics.md): `per_query`
-    # then holds the human-judged random sample, these the LLM-judged whole population.
+    # Prediction-powered inference (statistics.rule `ppi`, docs/statistics.md) over a population
+    # of queries (a suite's companion set, or the suite itself): values with human qrels on its
+    # recorded random sample, and with LLM qrels on every query of it.
+    sample_per_query: dict[str, MeasureValues] = Field(
+        default_factory=dict, description="query -> values with human qrels, drawn queries"
+    )
     llm_per_query: dict[str, MeasureValues] = Field(
         default_factory=dict, description="query -> values with LLM qrels, every query"
     )

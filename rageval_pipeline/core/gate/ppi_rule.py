@@ -1,7 +1,7 @@
 """`statistics.rule: ppi`: the paired delta against the baseline judged by its PPI++ interval.
 
 Both the run and its baseline carry per-query values with human qrels on a recorded random
-sample (`per_query`) and with LLM qrels on every query of the population (`llm_per_query`),
+sample (`sample_per_query`) and with LLM qrels on every query of the population (`llm_per_query`),
 and the same sampling record (`human_sample`). The delta's PPI++ interval (core.statistics.ppi) then
 decides exactly as the bootstrap interval does under `interval`. Without those inputs the gate
 does not fall back to another rule: it refuses, in one line, to judge the run's measures. The
@@ -15,20 +15,20 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
 from rageval_pipeline.core.measures.measure import Measure
-from rageval_pipeline.core.statistics.paired import PairedTest, with_holm
+from rageval_pipeline.core.statistics.paired import PairedTest
 from rageval_pipeline.core.statistics.sampling import check_drawn
 
 
 def _not_the_draw(summary: RunSummary | Baseline) -> str | None:
     """Why the summary's human-judged queries miss some of its recorded draw; None when they
-    do not. (Only the missing side can be seen here: `per_query` also holds the measures that
-    need no judgment, such as Diversity@10, for every query of the run; the PPI estimate reads
+    do not. (Only the missing side can be seen here: the measures that need no judgment, such
+    as Diversity@10, have values for every query the run retrieved for; the PPI estimate reads
     the drawn queries alone, and a drawn query without a value for a measure is refused by
     `ppi.sampled_values`.)"""
     sample = summary.human_sample
     assert sample is not None
     try:
-        check_drawn(sample, set(summary.per_query) & set(sample.drawn()), where=None)
+        check_drawn(sample, set(summary.sample_per_query) & set(sample.drawn()), where=None)
     except InputError as error:
         return error.problem
     return None
@@ -61,17 +61,24 @@ def refusal(run: Evaluation, baseline: Baseline) -> Check | None:
     )
 
 
+def measured_on_population(summary: RunSummary) -> set[str]:
+    """The measures the PPI population was measured with (its drawn queries' human values):
+    not the span measures, for instance, which need the suite's evidence spans."""
+    return {m for values in summary.sample_per_query.values() for m in values}
+
+
 def ppi_tests(
     run: Evaluation, baseline: Baseline, measures: list[Measure]
 ) -> dict[Measure, PairedTest]:
-    """Per measure, the PPI++ paired delta run - baseline as a PairedTest, Holm-adjusted
-    together (`refusal` has passed)."""
+    """Per measure measured on the population, the PPI++ paired delta run - baseline as a
+    PairedTest, not yet Holm-adjusted (`refusal` has passed)."""
     from rageval_pipeline.core.statistics.ppi import as_paired_test, ppi_deltas
 
     s, stats = run.summary, run.rules.statistics
     assert s.human_sample is not None
+    measures = [m for m in measures if str(m) in measured_on_population(s)]
     deltas = ppi_deltas(
-        (baseline.per_query, s.per_query),
+        (baseline.sample_per_query, s.sample_per_query),
         (baseline.llm_per_query, s.llm_per_query),
         s.human_sample,
         measures,
@@ -79,4 +86,4 @@ def ppi_tests(
         power=stats.power,
         where=run.label,
     )
-    return with_holm({m: as_paired_test(d) for m, d in deltas.items()})
+    return {m: as_paired_test(d) for m, d in deltas.items()}

@@ -13,7 +13,7 @@ import numpy as np
 from rageval_pipeline.core.gate.decision import judge, resolution, resolution_text, tests
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
-from rageval_pipeline.core.gate.ppi_rule import ppi_tests
+from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
 from rageval_pipeline.core.statistics.paired import PairedTest
@@ -49,24 +49,28 @@ def paired_tests(
     run: Evaluation, baseline: Baseline, measures: list[Measure]
 ) -> dict[Measure, PairedTest]:
     """Run against baseline per measure on the queries both measured, decided together
-    (core/gate/decision.py); under rule `ppi`, the PPI++ paired deltas on the whole population."""
-    if run.rules.statistics.rule == "ppi":
-        return ppi_tests(run, baseline, measures)
+    (core/gate/decision.py); under rule `ppi`, the PPI++ paired deltas on the whole population
+    for the measures it was measured with (the others, such as span measures, on the suite's
+    queries)."""
+    stats = run.rules.statistics
+    found = ppi_tests(run, baseline, measures) if stats.rule == "ppi" else {}
     values = {}
     for measure in measures:
+        if measure in found:
+            continue
         pairs = per_query_pairs(run, baseline, measure)
         if len(pairs) < 2:
             continue  # no per-query values (an old baseline): the mean alone decides
         _, reference, value = zip(*pairs, strict=True)
         values[measure] = (np.array(reference), np.array(value))
-    return tests(values, run.rules.statistics)
+    return {**found, **tests(values, stats)}
 
 
-def _stats_text(run: Evaluation, test: PairedTest | None) -> str:
+def _stats_text(run: Evaluation, measure: Measure, test: PairedTest | None) -> str:
     if test is None:
         return ""
     level = 1 - run.rules.statistics.alpha
-    ppi = run.rules.statistics.rule == "ppi"
+    ppi = run.rules.statistics.rule == "ppi" and str(measure) in measured_on_population(run.summary)
     text = f"; {'PPI++ ' if ppi else ''}paired delta {test.delta:+.4f} over {test.n} queries"
     text += " (LLM-judged, bias corrected on the random human sample)" if ppi else ""
     if test.ci_low is not None and test.ci_high is not None:
@@ -122,7 +126,7 @@ def baseline_check(
         improved=verdict.improved,
         resolution=res,
     )
-    text = _stats_text(run, test)
+    text = _stats_text(run, measure, test)
     if test is None and beyond:
         text = "; no per-query values in both run and baseline, so the mean alone decides"
     if unsure:
@@ -163,7 +167,7 @@ def watched_check(
         paired=test,
         improved=verdict.improved,
     )
-    return check.model_copy(update={"message": check.message + _stats_text(run, test)})
+    return check.model_copy(update={"message": check.message + _stats_text(run, measure, test)})
 
 
 def side_gains_withheld(compared: list[Check], watched: list[Check]) -> list[Check]:

@@ -102,7 +102,7 @@ def synthesize(
         write_sample(drawn, sample_path)
         chosen = set(drawn.drawn())
         text_of = {q.id: q.query for q in kept if q.id in chosen}
-        sheet = folder / f"{suite.name}.synthetic.sheet.jsonl"
+        sheet = synthetic.sheet_path(folder, suite)
         judging.write_sheet(pool.pool_entries(suite, ranks[ranks["rank"] <= depth], text_of), sheet)
     return SynthOutcome(report=report, companion=companion, sample=sample_path, sheet=sheet)
 

@@ -212,6 +212,11 @@ def companion_path(folder: Path, suite: Suite) -> Path:
     return folder / f"{suite.name}.synthetic.jsonl"
 
 
+def sheet_path(folder: Path, suite: Suite) -> Path:
+    """The judging sheet of the companion set's human sample (graded: its human qrels)."""
+    return folder / f"{suite.name}.synthetic.sheet.jsonl"
+
+
 def write_companion(path: Path, queries: list[SyntheticQuery]) -> None:
     write_text(path, "".join(q.model_dump_json() + "\n" for q in queries))
 

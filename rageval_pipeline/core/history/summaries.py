@@ -10,6 +10,7 @@ import pandas as pd
 from rageval_pipeline.core.gate import Rerun, RunSummary
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, PAIRED
 from rageval_pipeline.core.numbers import round_metrics
+from rageval_pipeline.core.results.ppi_tables import HUMAN, LLM
 from rageval_pipeline.core.results.store import RunResults
 from rageval_pipeline.core.statistics.sampling import HumanSample
 from rageval_pipeline.core.storage.base import BaseWarehouse
@@ -128,18 +129,21 @@ def run_summary(
     per_query: pd.DataFrame,
     means: pd.DataFrame,
     *,
+    sample_per_query: pd.DataFrame | None = None,
     llm_per_query: pd.DataFrame | None = None,
     **fields,
 ) -> RunSummary:
     """A RunSummary of one evaluated run's per-query and mean tables (query_id/measure/value;
-    measure/value/ci_low/ci_high) and, for PPI, its per-query values with LLM qrels; `fields`
-    are the rest (dataset, system, run_id, ...). At the baselines' precision (they are stored
+    measure/value/ci_low/ci_high) and, for PPI, its per-query values on the population's drawn
+    queries with human qrels and on all of them with LLM qrels; `fields` are the rest
+    (dataset, system, run_id, ...). At the baselines' precision (they are stored
     rounded), so that rounding never shows as a per-query change or a "regression" of
     -0.0000001: the gate reads a stored run and `rageval gate` a run file alike."""
     return RunSummary(
         measures=dict(zip(means["measure"], round_metrics(means["value"]), strict=True)),
         per_query=_rounded(per_query),
         intervals=_intervals(means),
+        sample_per_query={} if sample_per_query is None else _rounded(sample_per_query),
         llm_per_query={} if llm_per_query is None else _rounded(llm_per_query),
         **fields,
     )
@@ -158,14 +162,14 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
     ids = runs["run_id"].tolist()
     where = f"WHERE run_id IN ({', '.join('?' * len(ids))})"
     with warehouse.read() as con:  # one connection for the five reads
-        means, per_query, latency, rankings, by_llm = (
+        means, per_query, latency, rankings, labelled = (
             con.execute(f"SELECT * FROM {table} {where} {tail}", ids).df()
             for table, tail in (
                 ("run_metrics", ""),
                 ("query_metrics", ""),
                 ("latency", ""),
                 ("rankings", "ORDER BY query_id, rank"),
-                ("label_query_metrics", "AND label_source = 'llm'"),
+                ("label_query_metrics", ""),
             )
         )
     out = []
@@ -173,6 +177,7 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
         pq = per_query[per_query["run_id"] == run.run_id]
         run_means = means[means["run_id"] == run.run_id]
         run_latency = latency[latency["run_id"] == run.run_id]
+        by_label = labelled[labelled["run_id"] == run.run_id]
         beside = run_latency["timed"].eq("baseline")
         paired = run_latency["timed"].eq(PAIRED)
         latency_stats, timed = _latency(run_latency[~beside & ~paired])
@@ -181,7 +186,8 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
             run_summary(
                 pq,
                 run_means,
-                llm_per_query=by_llm[by_llm["run_id"] == run.run_id],
+                sample_per_query=by_label[by_label["label_source"] == HUMAN],
+                llm_per_query=by_label[by_label["label_source"] == LLM],
                 dataset=run.dataset,
                 split=run.split,
                 system=run.system,

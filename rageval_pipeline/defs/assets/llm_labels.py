@@ -221,7 +221,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
             )
             for r in llm_labels.to_dict("records")
         ]
-        sheet = _companion_folder(settings, dataset, suite) / f"{suite.name}.synthetic.sheet.jsonl"
+        sheet = synthetic.sheet_path(_companion_folder(settings, dataset, suite), suite)
         second = config.second_judge()
         policy = load_policy(settings.data / "gate.yaml")
         result = labelling.calibrate(
@@ -277,7 +277,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
             (out / "calibration.json").read_text("utf-8")
         )
         folder = _companion_folder(settings, dataset, suite)
-        sheet = folder / f"{suite.name}.synthetic.sheet.jsonl"
+        sheet = synthetic.sheet_path(folder, suite)
         companion = synthetic.read_companion(synthetic.companion_path(folder, suite))
         pooling = labels.pooling(settings)
         _, ranks = labelling.pooled(suite, companion, pooling, labels.depth)

@@ -51,6 +51,7 @@ from rageval_pipeline.defs.assets.beside import (
     run_beside,
 )
 from rageval_pipeline.defs.assets.chunked import chunked
+from rageval_pipeline.defs.assets.companion import Companion, companion, split_run
 from rageval_pipeline.defs.assets.dense_index import build_dense_index
 from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
@@ -146,13 +147,19 @@ def build_system_assets(
         index_dir = settings.index_dir(name, dataset)
         beside = baseline_system(system, settings, dataset, baseline_of(system, settings, dataset))
         key = _run_key(system, versions["run"], settings, index_dir, inputs, beside)
+        extra = companion(settings, dataset)  # its queries are run too, for PPI
+        if key is not None and extra is not None:
+            key = content_key(key, extra.key)
         cache = FrameCache(settings.cache_dir(name, "run", dataset))
         result = None if settings.force or key is None else cache.get(key)
         reused = result is not None
         if result is None:
             queries, qrels = inputs["queries"].frame, inputs["qrels"].frame
+            judged = loaders.judged_queries(queries, qrels, settings.split)
+            if extra is not None:
+                judged = pd.concat([judged, extra.queries], ignore_index=True)
             run_inputs = RunInputs(
-                queries=loaders.judged_queries(queries, qrels, settings.split),
+                queries=judged,
                 top_k=settings.depth,
                 index_dir=index_dir,
                 base_dir=settings.data,
@@ -201,6 +208,7 @@ def build_system_assets(
         reference = reference_of(partition)
         baseline = baseline_of(system, settings, dataset)
         measures = _measures(settings, dataset)
+        extra = companion(settings, dataset)
         key = content_key(
             versions["metrics"],
             measures,
@@ -212,6 +220,7 @@ def build_system_assets(
             [table.key for table in (run, qrels, queries, corpus)],
             # What a changed suite is judged against: the baseline's configuration re-run.
             None if baseline is None else [baseline.suite, baseline.config],
+            None if extra is None else extra.key,
         )
         cache = FrameCache(settings.cache_dir(name, "metrics", dataset))
         per_query = None if settings.force else cache.get(key)
@@ -224,7 +233,7 @@ def build_system_assets(
             judged = qrels.frame[qrels.frame["split"] == settings.split]
             tables_ = (run.frame, judged, queries.frame, corpus.frame)
             per_query, record = _measure(
-                context, settings, warehouse, partition, *tables_, baseline, measures
+                context, settings, warehouse, partition, *tables_, baseline, measures, extra
             )
             cache.put(key, per_query, record)
         context.log.info(
@@ -245,10 +254,12 @@ def build_system_assets(
         corpus: pd.DataFrame,
         baseline: Baseline | None,
         measures: tuple[str, ...],
+        extra: Companion | None,
     ) -> tuple[pd.DataFrame, dict]:
         """Evaluate the run and store it: (per-query table with its run_id, metadata record).
         When the suite changed since the baseline, the baseline's configuration (a built-in
-        one) is run and measured on this suite too: what the gate then checks the run against."""
+        one) is run and measured on this suite too: what the gate then checks the run against.
+        With a companion set, the run's rows of its queries are measured apart, for PPI."""
         dataset, reference = partition.name, reference_of(partition)
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
@@ -272,7 +283,10 @@ def build_system_assets(
                 evidence=suite_evidence(spans, corpus, lambda: chunks_of(of, own)),
             )
 
-        results = measured(run, system)
+        rows = split_run(run, extra)
+        results = measured(rows.suite, system)
+        if (ppi := rows.ppi(system.chunk_level(reference), context.log.warning)) is not None:
+            results = results._replace(ppi=ppi)
         suite = suite_digest(judged, queries, corpus["doc_id"])
         beside = baseline_system(system, settings, dataset, baseline)
         rerun_json = None
@@ -292,6 +306,7 @@ def build_system_assets(
             suite=suite,
             machine=machine_digest(),
             baseline_rerun=rerun_json,
+            human_sample=None if ppi is None else rows.sample_json,
         )
         coverage = qrels_coverage(
             judged, corpus, queries["query_id"], level=results.level, reference=reference
