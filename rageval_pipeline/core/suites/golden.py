@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.bounds import quote_json
+from rageval_pipeline.core.io.bounds import confined, quote_json
 from rageval_pipeline.core.io.config import parse, rule, validate
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.documents import Document

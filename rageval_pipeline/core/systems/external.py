@@ -12,13 +12,14 @@ from pydantic import Field, PrivateAttr
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import confined
+from rageval_pipeline.core.io.chunk_ids import is_chunk_id
 from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.external import (
     HttpRetriever,
     PythonRetriever,
     read_run_file,
 )
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, is_chunk_id
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.passages import Locator
 from rageval_pipeline.core.systems.base import RunInputs, _System
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from rageval_pipeline.core.generation import labelling, synthetic
 from rageval_pipeline.core.generation.calibration import Calibration
+from rageval_pipeline.core.io.chunk_ids import is_chunk_id
 from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.io.formats import read_qrels
 from rageval_pipeline.core.io.tables import QUERIES
@@ -28,7 +29,6 @@ from rageval_pipeline.core.results.ppi_tables import population_tables
 from rageval_pipeline.core.statistics.sampling import HumanSample, load_sample
 from rageval_pipeline.core.storage.reuse import content_key, file_digest
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import is_chunk_id
 from rageval_pipeline.core.suites.golden import load_suite
 from rageval_pipeline.defs.resources import Settings
 
