@@ -9,10 +9,9 @@ its JSON Schema is generated from these models (`core.suites.schema`).
 from __future__ import annotations
 
 import datetime
-import json
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     Field,
