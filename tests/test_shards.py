@@ -127,9 +127,7 @@ def test_a_shard_whose_chunks_changed_is_refused_in_one_line(tmp_path):
         system.embed_shard(changed, shard, embeddings_dir=tmp_path)
 
 
-def test_a_timing_index_embeds_a_sample_and_is_as_large_as_the_whole(
-    tiny_model, one_thread, tmp_path
-):
+def test_a_timing_index_embeds_a_sample_and_is_as_large_as_the_whole(tiny_model, tmp_path):
     """The baseline's configuration timed beside a changed system (docs/gate.md) embeds
     TIMING_SAMPLE chunks, not the corpus; its index still holds a vector per chunk, so a
     search multiplies as many vectors as the whole index's does."""
