@@ -110,6 +110,8 @@ def test_unchanged_code_passes_on_a_saturated_machine(home, techdocs_embeddings)
         for burner in burners:
             burner.kill()
     assert done.returncode == 0, done.stdout[-3000:]
+    log = (root / "storage" / "last-run.log").read_text()
+    assert "dense index for techdocs: {'shards': 1, 'n_chunks': 200, 'embedded': 0" in log
     gate, _ = _verdict(root)
     assert gate["passed"] and gate["categories"] == []
     assert done.stdout.strip().splitlines()[-1].startswith("PASS")
