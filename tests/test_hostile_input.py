@@ -401,3 +401,17 @@ def test_fuzzed_span_entries_validate_or_are_refused_in_one_line(tmp_path, capsy
     assert status in (0, 2)
     if status == 2:
         assert err.count("\n") == 1 and err.startswith(f"error: {suite / 'suite.json'}")
+
+
+def test_scripts_evaluate_reads_the_one_line_step_failure():
+    from rageval_pipeline.defs.job_summary import first_error
+
+    log = (
+        "2026-11-28 13:33:49 +0000 - dagster - ERROR - evaluate_bm25 - d3f7 - 16072 - bm25__run"
+        ' - STEP_FAILURE - Execution of step "bm25__run" failed: run config: settings.top_k: '
+        "must be between 1 and 10000, got 0\n"
+        "2026-11-28 13:33:49 +0000 - dagster - ERROR - evaluate_bm25 - d3f7 - 16072 - "
+        'RUN_FAILURE - Execution of run for "evaluate_bm25" failed. '
+        "Steps failed: ['bm25__run'].\n"
+    )
+    assert first_error(log) == "run config: settings.top_k: must be between 1 and 10000, got 0"
