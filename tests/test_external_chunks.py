@@ -67,13 +67,13 @@ def _run(url: str, suite, tmp_path: Path) -> pd.DataFrame:
 
 def _measured(run: pd.DataFrame, suite, own: bool):
     docs, queries, qrels, reference, _, spans, _ = suite
-    chunking = reference if own else None
+    chunks = chunk_corpus(docs, reference, "") if own else None
     return measure_run(
         run,
         qrels,
         queries,
         chunk_level=own,
-        evidence=suite_evidence(spans, docs, chunking),
+        evidence=suite_evidence(spans, docs, lambda: chunks),
         measures=("nDCG@10", "EvidenceRecall@10", "EvidenceRecall@512t", "TokenPrecision@512t"),
     )
 

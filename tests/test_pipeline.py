@@ -148,9 +148,11 @@ def test_baseline_regression_fails_the_blocking_check(evaluated):
     path = baseline_path(baselines, PARTITION, "bm25")
     assert load_baseline(path).measures["nDCG@10"] > 0
     raw = json.loads(path.read_text())
-    raw["measures"]["nDCG@10"] = min(1.0, raw["measures"]["nDCG@10"] + 0.2)
     for values in raw["per_query"].values():  # the gate judges paired per-query values
         values["nDCG@10"] = min(1.0, values["nDCG@10"] + 0.2)
+    # A baseline's mean must be its per-query values' mean (a loaded baseline is checked).
+    per_query = [values["nDCG@10"] for values in raw["per_query"].values()]
+    raw["measures"]["nDCG@10"] = sum(per_query) / len(per_query)
     path.write_text(json.dumps(raw))
     result = dg.materialize(
         list(defs.assets),
