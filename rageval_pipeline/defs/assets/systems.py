@@ -38,24 +38,20 @@ from rageval_pipeline.core.results.store import (
 from rageval_pipeline.core.retrieval.machine import machine_digest
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_stamp
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.suites.derived import suite_evidence
-from rageval_pipeline.core.systems import DenseSystem, RunInputs, SystemConfig
+from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.defs.assets.beside import (
     baseline_of,
     baseline_system,
-    build_stamped,
     index_stamp,
     open_beside,
     run_beside,
 )
 from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.assets.companion import Companion, companion, split_run
-from rageval_pipeline.defs.assets.dense_index import build_dense_index
-from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
+from rageval_pipeline.defs.assets.indexes import index_assets, reference_of
 from rageval_pipeline.defs.failures import one_line_errors
-from rageval_pipeline.defs.partitions import partitioned_check
 from rageval_pipeline.defs.resources import (
     CONTENT_KEY,
     Dataset,
@@ -93,10 +89,6 @@ def _metrics_metadata(dataset: str, record: dict, reused: bool, key: str) -> dic
     return text | plotted | {"reused": reused, CONTENT_KEY: key}
 
 
-def reference_of(dataset: Dataset) -> ChunkingConfig | None:
-    return loaders.reference_chunking(dataset.folder)
-
-
 def code_versions(system: SystemConfig) -> dict[str, str]:
     """The code version of each of the system's assets: its fingerprint, with the version of
     the code behind each stage (chunks depend on the chunking only)."""
@@ -122,7 +114,7 @@ def build_system_assets(
     out: list[dg.AssetsDefinition] = []
 
     if system.indexed:
-        out += _index_assets(system, versions, datasets)
+        out += index_assets(system, versions, datasets)
 
     # What a run is made from, by input name: the asset key of each stored table.
     sources = {"queries": ("queries",), "qrels": ("qrels",)}
@@ -355,65 +347,3 @@ def _run_key(
     table_keys = {name: table.key for name, table in inputs.items()}  # content_key sorts them
     timed_beside = None if beside is None else (beside is system, beside.fingerprint())
     return content_key(version, settings.depth, settings.split, index_key, table_keys, timed_beside)
-
-
-def _index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDefinition) -> list:
-    """`<system>/chunks` and `<system>/index` of an indexed system (a dense one's embeds its
-    corpus shard by shard: defs/assets/dense_index.py)."""
-    name = system.name
-    common = dict(partitions_def=datasets, group_name=f"system_{name}")
-
-    @dg.asset(
-        key=[name, "chunks"],
-        deps=["corpus"],
-        check_specs=[
-            partitioned_check(check, asset=[name, "chunks"], partitions_def=datasets, blocking=True)
-            for check in CHUNK_CHECKS
-        ],
-        description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
-        kinds={"parquet"},
-        code_version=versions["chunks"],
-        **common,
-    )
-    @one_line_errors
-    def chunks(context: dg.AssetExecutionContext, settings: Settings):
-        partition = settings.dataset(context)
-        dataset = partition.name
-        corpus = settings.stored("corpus", partition=dataset)
-        chunking = system.chunking.resolve(reference_of(partition))
-        key = content_key(versions["chunks"], chunking.model_dump(mode="json"), corpus.key)
-        cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
-        df = None if settings.force else cache.get(key)
-        reused = df is not None
-        if df is None:
-            stamp = datetime.now(UTC).isoformat(timespec="seconds")
-            df = chunk_corpus(corpus.frame, chunking, stamp)
-            cache.put(key, df)
-        meta = {"chunks": len(df), "documents": corpus.rows, "chunking": chunking.strategy}
-        # A reused table is not written again: the IO manager keeps the file of the same key.
-        yield dg.Output(df, metadata=meta | {"reused": reused, CONTENT_KEY: key})
-        yield from chunk_check_results(df)
-
-    if isinstance(system, DenseSystem):
-        return [chunks, build_dense_index(system, versions["index"], datasets)]
-
-    @dg.asset(
-        key=[name, "index"],
-        deps=[dg.AssetKey([name, "chunks"])],
-        description=f"The {system.retriever} index of {name}.",
-        code_version=versions["index"],
-        **common,
-    )
-    @one_line_errors
-    def index(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
-        dataset = settings.dataset(context).name
-        chunks = settings.stored(name, "chunks", partition=dataset)
-        directory = settings.index_dir(name, dataset)
-        key = content_key(versions["index"], chunks.key)
-        if not settings.force and directory.is_dir() and read_stamp(index_stamp(directory)) == key:
-            return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
-        stats = build_stamped(system, chunks.frame, directory, settings, key, context.log.info)
-        context.log.info(f"{name} index for {dataset}: {stats}")
-        return dg.MaterializeResult(metadata={**stats, "reused": False, "path": str(directory)})
-
-    return [chunks, index]
