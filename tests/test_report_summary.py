@@ -353,3 +353,33 @@ def test_dashboards_plot_the_watched_measures_that_moved(changed):
     assert values["techdocs/bm25 R@100 delta"] == pytest.approx(-0.1425)
     assert values["techdocs/bm25 R@100 ci_high"] < 0
     assert "techdocs/bm25 RR(rel=2) delta" not in values  # watched, and it held
+
+
+def test_a_latency_rise_the_pairs_do_not_establish_is_noise_not_an_inconclusive_run(changed):
+    """An unchanged system timed on a loaded machine: its p95 rose, the interleaved pairs do not
+    establish it (core/gate/latency.py). The run is not INCONCLUSIVE and nobody is told to add
+    queries for it."""
+    verdict = changed.verdict
+    template = next(c for c in verdict.checks if c.system == "bm25")
+    noisy = template.model_copy(
+        update={
+            "kind": "latency_baseline",
+            "measure": "p95",
+            "group": "intent=conceptual",
+            "value": 990.0,
+            "reference": 485.0,
+            "passed": False,
+            "blocking": False,
+            "inconclusive": True,
+            "improved": False,
+            "category": None,
+            "paired": None,
+            "resolution": None,
+        }
+    )
+    quiet = [c for c in verdict.checks if c.system != "bm25"] + [noisy]
+    report = changed.model_copy(update={"verdict": verdict.model_copy(update={"checks": quiet})})
+    summary = to_markdown(report).split("## Details", 1)[0]
+    assert "| techdocs | bm25 | INCONCLUSIVE |" not in summary
+    assert "cannot tell a drop of the band from none on p95" not in summary
+    assert "techdocs/bm25: latency p95 [intent=conceptual] rose in its percentiles" in summary

@@ -43,10 +43,19 @@ def interval(check: Check) -> str:
     return f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}]"
 
 
+def _unmoved(check: Check) -> bool:
+    """No query moved: the paired differences have no spread, so what the suite could detect
+    is unknown (a change that moves queries will say)."""
+    res = check.resolution
+    return res is not None and res.detectable - res.band <= 1e-9
+
+
 def _gap(check: Check) -> str:
     res = check.resolution
     if res is None:
         return "–"
+    if _unmoved(check):
+        return "no query moved: known once a change moves some"
     if res.resolves:
         return "resolved"
     if res.needed is None:
@@ -65,7 +74,7 @@ def _row(check: Check) -> tuple[str, ...]:
         check.measure or "",
         interval(check),
         "–" if res is None else f"{res.band:.4f}",
-        "–" if res is None else f"{res.detectable:.4f}",
+        "–" if res is None or _unmoved(check) else f"{res.detectable:.4f}",
         "–" if res is None else str(res.queries),
         _gap(check),
     )

@@ -41,7 +41,7 @@ def run_state(checks: list[Check]) -> tuple[str, Tone]:
         named = {c.category for c in failed if c.category}
         named |= {"inconclusive" for c in failed if c.inconclusive}
         return "FAIL" + (f" ({', '.join(sorted(named))})" if named else ""), "fail"
-    if any(c.inconclusive for c in checks):
+    if any(_undecided(c) for c in checks):
         return "INCONCLUSIVE", "warn"
     warned = [c for c in checks if not c.passed and c.kind not in _CONTEXT_KINDS]
     if warned:
@@ -50,6 +50,12 @@ def run_state(checks: list[Check]) -> tuple[str, Tone]:
     if any(c.improved for c in checks):
         return "PASS, improved", "better"
     return "PASS", "pass"
+
+
+def _undecided(check: Check) -> bool:
+    """A measure the suite cannot tell from a drop of the band. A latency rise that the
+    interleaved pairs do not establish is machine noise, not a question for the suite."""
+    return check.inconclusive and check.kind not in LATENCY_KINDS
 
 
 def headline(verdict: Verdict) -> tuple[str, Tone]:
@@ -199,7 +205,15 @@ def next_steps(report: Report) -> list[str]:
                 f"{name} {state}: look at the worst queries in its details{first}, and at "
                 "its recommendations."
             )
-        unsure = [c for c in checks if c.inconclusive]
+        noisy = [c for c in checks if c.inconclusive and c.kind in LATENCY_KINDS]
+        if noisy:
+            steps.append(
+                f"{name}: latency {', '.join(sorted({moved_label(c) for c in noisy}))} rose in "
+                "its percentiles, but the interleaved pairs do not establish it (the machine's "
+                "load, not the change): nothing blocks; time it again on a quieter machine if "
+                "it matters."
+            )
+        unsure = [c for c in checks if _undecided(c)]
         if unsure:
             needed = [c.resolution.needed for c in unsure if c.resolution and c.resolution.needed]
             more = f" (about {max(needed)} human-judged queries)" if needed else ""
