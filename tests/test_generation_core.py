@@ -181,6 +181,18 @@ def test_cache_makes_no_call_on_rerun(ollama, tmp_path):
     assert json.loads(entries[0].read_text())["model"] == "m"
 
 
+def test_another_server_under_the_same_model_name_is_a_miss(ollama, tmp_path):
+    """A cached answer of one server is never another's: a garbage-answering server keeps
+    its garbage (issue 34 found the first server's answers replayed for the second)."""
+    make_llm(ollama, tmp_path).complete("a question")
+    other = FakeLLM("ollama").start()
+    try:
+        make_llm(other, tmp_path).complete("a question")
+        assert len(other.requests) == 1 and len(ollama.requests) == 1
+    finally:
+        other.stop()
+
+
 def test_dry_run_counts_calls_and_tokens_without_calling(ollama, tmp_path):
     make_llm(ollama, tmp_path).complete("cached already")
     dry = LLM(ProviderConfig(base_url=ollama.url, model="m"), tmp_path, dry_run=True)

@@ -1,9 +1,10 @@
 """A provider client behind a response cache, a concurrency limit, n samples and a dry run.
 
-The cache key is the SHA-256 of (provider, model, sampling parameters, sample number, prompt
-hash): a re-run with nothing changed makes no call, and any change (model, temperature, seed,
-a word of the prompt) misses. Entries are JSON files under `$RAGEVAL_STORAGE/llm_cache/`,
-written atomically, holding the prompt and completion for audit. A dry run calls nothing and
+The cache key is the SHA-256 of (provider, server URL, model, sampling parameters, sample
+number, prompt hash): a re-run with nothing changed makes no call, and any change (another
+server under the same model name, temperature, seed, a word of the prompt) misses. Entries are
+JSON files under `$RAGEVAL_STORAGE/llm_cache/`, written atomically, holding the prompt and
+completion for audit. A dry run calls nothing and
 counts the calls and tokens (prompt characters / 4, and at most `max_tokens` out) a run would
 spend on what is not cached yet.
 
@@ -82,6 +83,7 @@ class LLM:
         c = self.config
         key = dict(
             provider=c.provider,
+            server=c.base_url,  # one model name on two servers may be two models
             model=c.model,
             params=c.params(),
             sample=sample,
