@@ -162,13 +162,18 @@ def test_the_first_screen_shows_the_human_only_and_ppi_intervals_with_the_effect
     assert test.effective_n == pytest.approx(HUMAN * ((high - low) / (ppi_high - ppi_low)) ** 2)
     assert round(test.effective_n) == 224  # docs/gate.md's worked example
     assert Verdict.model_validate_json(verdict.model_dump_json()) == verdict  # the JSON keeps it
+    # The gap to resolving the band, in human-judged queries: alone, or at this LLM-judged share.
+    res = _ndcg(verdict).resolution
+    assert (res.queries, res.llm_per_human) == (HUMAN, POPULATION / HUMAN)
+    assert res.needed_ppi / res.needed == pytest.approx(HUMAN / test.effective_n, rel=0.01)
 
     row = (
         f"| synth/ours | nDCG@10 | {only.delta:+.4f} [{low:+.4f}, {high:+.4f}] | {HUMAN} | "
         f"{test.delta:+.4f} [{ppi_low:+.4f}, {ppi_high:+.4f}] | {POPULATION} | 224 |"
     )
+    gap = f"| {HUMAN} | about {res.needed} queries (+{res.needed - HUMAN}), or {res.needed_ppi} "
     first_screen = to_markdown(verdict).split("## What this suite can tell", 1)[1].split("\n## ")[0]
-    assert row in first_screen and "Effective n" in first_screen
+    assert row in first_screen and gap in first_screen and "Effective n" in first_screen
     html = to_html(verdict).split('id="resolution"', 1)[1].split("</section>")[0]
     assert f"{only.delta:+.4f} [{low:+.4f}, {high:+.4f}]" in html and "<td>224</td>" in html
 

@@ -89,9 +89,12 @@ class Resolution(BaseModel):
     power: float
     detectable: float  # the drop that FAILs with `power`: band + MDE
     resolves: bool  # (z(1 - alpha/2) + z(0.9)) * sd / sqrt(n) <= band
-    queries: int  # paired queries now
+    queries: int  # paired queries now (under PPI: the human-judged ones)
     needed: int | None  # queries that would resolve the band (None: a band of 0 never is)
     needed_ppi: int | None  # human-judged queries that would, with PPI (PPI_GAIN)
+    # Set when PPI decided: its LLM-judged queries per human-judged one, kept in `needed_ppi`,
+    # whose gain is then the measured effective n per human-judged query.
+    llm_per_human: float | None = None
 
 
 @dataclass(frozen=True)
@@ -174,28 +177,35 @@ def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resol
     z_alpha = _z(1 - stats.alpha / 2)
     se = test.mde / (z_alpha + _z(stats.power))
     margin = (z_alpha + _z(RESOLVE_POWER)) * se
+    # Under PPI the gap is counted in human-judged queries: the interval is worth effective_n
+    # of them alone, and each drawn one is worth effective_n / n at this LLM-judged share.
+    human = test.human_only if test.effective_n else None
+    worth = test.effective_n if human is not None and test.effective_n else test.n
+    gain = worth / human.n if human is not None else PPI_GAIN
     if margin <= EPS:
-        needed: int | None = max(test.n, MIN_PASS_QUERIES)
+        needed: int | None = max(math.ceil(worth), MIN_PASS_QUERIES)
     elif band <= EPS:
         needed = None
     else:
-        needed = max(MIN_PASS_QUERIES, math.ceil(test.n * (margin / band) ** 2))
+        needed = max(MIN_PASS_QUERIES, math.ceil(worth * (margin / band) ** 2))
     return Resolution(
         band=band,
         power=stats.power,
         detectable=band + test.mde,
         resolves=margin <= band + EPS and test.n >= MIN_PASS_QUERIES,
-        queries=test.n,
+        queries=test.n if human is None else human.n,
         needed=needed,
-        needed_ppi=None if needed is None else max(2, math.ceil(needed / PPI_GAIN)),
+        needed_ppi=None if needed is None else max(2, math.ceil(needed / gain)),
+        llm_per_human=None if human is None else test.n / human.n,
     )
 
 
 def resolution_text(res: Resolution) -> str:
     """One clause for a check's message: the detectable drop beside the band, and the gap."""
+    judged = "" if res.llm_per_human is None else " human-judged, with PPI"
     text = (
         f"this suite fails a drop of {res.detectable:.4f} or more with {res.power:.0%} power "
-        f"(band {res.band:.4f}, {res.queries} queries)"
+        f"(band {res.band:.4f}, {res.queries} queries{judged})"
     )
     if res.resolves:
         return text + " and resolves the band"
@@ -204,5 +214,11 @@ def resolution_text(res: Resolution) -> str:
     ppi = res.needed_ppi or 0
     return (
         f"{text}; to resolve the band it needs about {res.needed} human-judged queries, or "
-        f"about {ppi} in a random sample of {ppi * PPI_LLM_PER_HUMAN} LLM-judged ones with PPI"
+        f"about {ppi} in a random sample of {llm_judged(res)} LLM-judged ones with PPI"
     )
+
+
+def llm_judged(res: Resolution) -> int:
+    """The LLM-judged queries beside `needed_ppi` human-judged ones: this suite's share under
+    PPI, else PPI_LLM_PER_HUMAN."""
+    return round((res.needed_ppi or 0) * (res.llm_per_human or PPI_LLM_PER_HUMAN))

@@ -7,7 +7,7 @@ with PPI, its human-only and PPI++ intervals side by side with the effective sam
 from __future__ import annotations
 
 from rageval_pipeline.core.gate import Check, Verdict
-from rageval_pipeline.core.gate.decision import PPI_LLM_PER_HUMAN
+from rageval_pipeline.core.gate.decision import llm_judged
 from rageval_pipeline.core.report.blocks import Block, Heading, Para, Table, Tone
 from rageval_pipeline.core.statistics.paired import PairedTest
 
@@ -65,10 +65,9 @@ def _gap(check: Check) -> str:
         return "resolved"
     if res.needed is None:
         return "never (a band of 0)"
-    ppi = res.needed_ppi or 0
     return (
-        f"about {res.needed} queries (+{max(res.needed - res.queries, 0)}), or {ppi} human- "
-        f"and {ppi * PPI_LLM_PER_HUMAN} LLM-judged with PPI"
+        f"about {res.needed} queries (+{max(res.needed - res.queries, 0)}), or "
+        f"{res.needed_ppi or 0} human- and {llm_judged(res)} LLM-judged with PPI"
     )
 
 
