@@ -182,8 +182,9 @@ def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resol
     human = test.human_only if test.effective_n else None
     worth = test.effective_n if human is not None and test.effective_n else test.n
     gain = worth / human.n if human is not None else PPI_GAIN
-    if margin <= EPS:
-        needed: int | None = max(math.ceil(worth), MIN_PASS_QUERIES)
+    queries = test.n if human is None else human.n
+    if margin <= EPS:  # (a zero-width PPI interval is worth infinitely many)
+        needed: int | None = max(queries, MIN_PASS_QUERIES)
     elif band <= EPS:
         needed = None
     else:
@@ -193,7 +194,7 @@ def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resol
         power=stats.power,
         detectable=band + test.mde,
         resolves=margin <= band + EPS and test.n >= MIN_PASS_QUERIES,
-        queries=test.n if human is None else human.n,
+        queries=queries,
         needed=needed,
         needed_ppi=None if needed is None else max(2, math.ceil(needed / gain)),
         llm_per_human=None if human is None else test.n / human.n,
