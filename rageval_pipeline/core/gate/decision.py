@@ -19,7 +19,8 @@ Across measures PASS is an intersection-union test (the run passes only when eve
 measure does), which needs no correction: a false PASS needs every measure's own test wrong.
 IMPROVED (the interval's low end above +band) decides nothing: it offers a reviewed baseline update.
 `significance` (a Holm-corrected randomization test on a mean beyond the band) and `point` (the
-mean alone) remain as options; `ppi` decides as `interval` on the PPI++ interval.
+mean alone) remain as options; `ppi` decides as `interval` on the PPI++ interval, its
+human-judged sample the size MIN_PASS_QUERIES counts.
 
 The suite's power under this rule (`Resolution`): a drop of band + MDE fails with probability
 `power`, MDE = (z(1 - alpha/2) + z(power)) * sd / sqrt(n) from the SD of the paired differences.
@@ -56,6 +57,7 @@ Outcome = Literal["pass", "fail", "inconclusive"]
 # Below this many paired queries the percentile bootstrap interval is too narrow to pass on
 # (bench/operating_characteristics.py: a true drop of the band passes 6.9% of the time at 10
 # queries, 8.6% at 5; 4.1% at 20): a measure passes there only when nothing moved per query.
+# Under PPI the count is the human-judged sample's, whose normal interval is as narrow there.
 MIN_PASS_QUERIES = 20
 RESOLVE_POWER = 0.9  # the band is resolved when no change passes and 2x band fails this often
 # PPI++'s effective sample per human-judged query with ~10x as many LLM-judged ones: its interval
@@ -133,6 +135,12 @@ def tests(
     )
 
 
+def _sample(test: PairedTest) -> int:
+    """The queries the interval's validity rests on: under PPI its human-judged sample (3 of 30
+    LLM-judged passed a drop of the band 14.6% of the time, bench/operating_characteristics.py)."""
+    return test.n if test.human_only is None else test.human_only.n
+
+
 def _oriented(low: float | None, high: float | None, sign: float) -> tuple[float, float] | None:
     if low is None or high is None:
         return None
@@ -159,7 +167,7 @@ def judge(
         family = _oriented(test.family_low, test.family_high, sign) or interval
         spread = interval[1] - interval[0] > EPS
         unmoved = max(abs(interval[0]), abs(interval[1])) <= ROUNDING
-        trusted = test.n >= MIN_PASS_QUERIES or not spread
+        trusted = _sample(test) >= MIN_PASS_QUERIES or not spread
         if unmoved or (interval[0] >= -band - EPS and trusted):
             outcome = "pass"
         else:
@@ -182,7 +190,7 @@ def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resol
     human = test.human_only if test.effective_n else None
     worth = test.effective_n if human is not None and test.effective_n else test.n
     gain = worth / human.n if human is not None else PPI_GAIN
-    queries = test.n if human is None else human.n
+    queries = _sample(test)
     if margin <= EPS:  # (a zero-width PPI interval is worth infinitely many)
         needed: int | None = max(queries, MIN_PASS_QUERIES)
     elif band <= EPS:
@@ -193,7 +201,7 @@ def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resol
         band=band,
         power=stats.power,
         detectable=band + test.mde,
-        resolves=margin <= band + EPS and test.n >= MIN_PASS_QUERIES,
+        resolves=margin <= band + EPS and _sample(test) >= MIN_PASS_QUERIES,
         queries=queries,
         needed=needed,
         needed_ppi=None if needed is None else max(2, math.ceil(needed / gain)),
