@@ -181,3 +181,52 @@ def test_the_first_screen_shows_the_human_only_and_ppi_intervals_with_the_effect
     human_only = _verdict(run_summary, base_summary, "interval")
     assert _ndcg(human_only).paired.human_only is None
     assert "Effective n" not in to_markdown(human_only)
+
+
+def _with(summary: RunSummary, measure: str, truth: np.ndarray, llm: np.ndarray) -> RunSummary:
+    """The summary with a second measure on the same queries."""
+
+    def add(values: dict, source: np.ndarray) -> dict:
+        return {q: {**v, measure: float(source[int(q[1:])])} for q, v in values.items()}
+
+    human = add(summary.per_query, truth)
+    return summary.model_copy(
+        update={
+            "measures": {
+                **summary.measures,
+                measure: float(np.mean(truth[[int(q[1:]) for q in human]])),
+            },
+            "per_query": human,
+            "sample_per_query": human,
+            "llm_per_query": add(summary.llm_per_query, llm),
+        }
+    )
+
+
+def test_ppi_fail_claims_are_bonferroni_widened_and_p_values_holm_adjusted_across_measures():
+    from ppi_py import ppi_mean_ci
+
+    from rageval_pipeline.core.statistics.paired import holm
+
+    base, run, base_llm, run_llm, sample = _world()
+    rng = np.random.default_rng(7)
+    base_r, run_r = rng.uniform(0.2, 1.0, POPULATION), rng.uniform(0.2, 1.0, POPULATION)
+    run_summary = _with(_summary(run, run_llm, sample), "R@100", run_r, np.clip(run_r + 0.05, 0, 1))
+    base_summary = _with(
+        _summary(base, base_llm, sample), "R@100", base_r, np.clip(base_r + 0.05, 0, 1)
+    )
+    verdict = _verdict(run_summary, base_summary, "ppi")
+    checks = {c.measure: c.paired for c in verdict.checks if c.kind == "baseline"}
+    assert set(checks) == {"nDCG@10", "R@100"}
+
+    drawn = [int(q[1:]) for q in sample.drawn()]
+    others = [i for i in range(POPULATION) if i not in set(drawn)]
+    human, llm = run - base, run_llm - base_llm
+    wide = [v[0] for v in ppi_mean_ci(human[drawn], llm[drawn], llm[others], alpha=0.05 / 2)]
+    ndcg = checks["nDCG@10"]
+    assert (ndcg.family_low, ndcg.family_high) == pytest.approx(wide, abs=1e-12)
+    assert ndcg.family_low < ndcg.ci_low and ndcg.family_high > ndcg.ci_high
+    raw = [checks[m].p_value for m in ("nDCG@10", "R@100")]
+    assert [checks[m].p_holm for m in ("nDCG@10", "R@100")] == pytest.approx(list(holm(raw)))
+    # The drop is still established beyond the band with the widened interval.
+    assert ndcg.family_high < -0.05 * base_summary.measures["nDCG@10"]

@@ -114,11 +114,12 @@ def _z(p: float) -> float:
 
 
 def tests(
-    pairs: dict[_K, tuple[np.ndarray, np.ndarray]], stats: Statistics
+    pairs: dict[_K, tuple[np.ndarray, np.ndarray]], stats: Statistics, *, family: int | None = None
 ) -> dict[_K, PairedTest]:
     """Per measure the paired test of (baseline, run) values, decided together: each carries its
-    (1 - alpha/m) interval for FAIL claims and its Holm-adjusted p-value."""
-    family = len(pairs)
+    (1 - alpha/m) interval for FAIL claims and its Holm-adjusted p-value; m is `family`, the
+    measures decided together (these pairs unless others are, as PPI deltas)."""
+    family = len(pairs) if family is None else family
     return with_holm(
         {
             key: paired_test(

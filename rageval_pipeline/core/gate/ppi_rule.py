@@ -77,19 +77,21 @@ def measured_on_population(summary: RunSummary) -> set[str]:
 
 
 def ppi_tests(
-    run: Evaluation, baseline: Baseline, measures: list[Measure]
+    run: Evaluation, baseline: Baseline, measures: list[Measure], family: int
 ) -> dict[Measure, PairedTest]:
-    """Per measure measured on the population, the PPI++ paired delta run - baseline as a
-    PairedTest, not yet Holm-adjusted (`refusal` has passed)."""
+    """Per measure (each measured on the population), the PPI++ paired delta run - baseline as
+    a PairedTest, among `family` measures decided together, not yet Holm-adjusted (`refusal`
+    has passed)."""
     s = run.summary
     assert s.human_sample is not None
     return paired_ppi(
         (baseline.sample_per_query, s.sample_per_query),
         (baseline.llm_per_query, s.llm_per_query),
         s.human_sample,
-        [m for m in measures if str(m) in measured_on_population(s)],
+        measures,
         run.rules.statistics,
         where=run.label,
+        family=family,
     )
 
 
@@ -101,13 +103,23 @@ def paired_ppi(
     stats: Statistics,
     *,
     where: str | None,
+    family: int = 1,
 ) -> dict[_M, PairedTest]:
     """The gate's PairedTest per measure from (baseline, run) per-query values with human qrels
     on the drawn queries and LLM qrels on the whole frame: what `judge` decides under `ppi`
-    (bench/operating_characteristics.py measures its error rates through this function)."""
+    (bench/operating_characteristics.py measures its error rates through this function). With
+    `family` m > 1 measures decided together, its (1 - alpha/m) PPI++ interval bounds FAIL
+    claims, as the bootstrap's does under `interval`."""
     from rageval_pipeline.core.statistics.ppi import as_paired_test, ppi_deltas
 
-    deltas = ppi_deltas(
-        human, llm, sample, measures, alpha=stats.alpha, power=stats.power, where=where
-    )
-    return {m: as_paired_test(d) for m, d in deltas.items()}
+    def deltas(alpha: float) -> dict:
+        return ppi_deltas(human, llm, sample, measures, alpha=alpha, power=stats.power, where=where)
+
+    tests = {m: as_paired_test(d) for m, d in deltas(stats.alpha).items()}
+    if family <= 1:
+        return tests
+    wide = deltas(stats.alpha / family)
+    return {
+        m: t.model_copy(update={"family_low": wide[m].ci_low, "family_high": wide[m].ci_high})
+        for m, t in tests.items()
+    }
