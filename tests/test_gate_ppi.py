@@ -134,3 +134,99 @@ def test_baselines_keep_the_ppi_fields_and_only_when_they_are_set(tmp_path):
     assert not {"llm_per_query", "human_sample"} & set(
         json.loads((tmp_path / "human.json").read_text())
     )
+
+
+def test_the_first_screen_shows_the_human_only_and_ppi_intervals_with_the_effective_n():
+    from ppi_py import classical_mean_ci, ppi_mean_ci
+
+    from rageval_pipeline.core.report import to_html, to_markdown
+
+    base, run, base_llm, run_llm, sample = _world()
+    run_summary, base_summary = _summary(run, run_llm, sample), _summary(base, base_llm, sample)
+    verdict = _verdict(run_summary, base_summary, "ppi")
+    test = _ndcg(verdict).paired
+
+    # Against ppi_py on the per-query differences: the human-only interval is its classical
+    # one on the sample, the effective n the sample size scaled by the squared width ratio.
+    drawn = [int(q[1:]) for q in sample.drawn()]
+    others = [i for i in range(POPULATION) if i not in set(drawn)]
+    human, llm = run - base, run_llm - base_llm
+    low, high = classical_mean_ci(human[drawn], alpha=0.05)
+    ppi_low, ppi_high = (v[0] for v in ppi_mean_ci(human[drawn], llm[drawn], llm[others], 0.05))
+    only = test.human_only
+    assert (only.n, test.n) == (HUMAN, POPULATION)
+    assert (only.delta, only.ci_low, only.ci_high) == pytest.approx(
+        (human[drawn].mean(), low, high), abs=1e-12
+    )
+    assert (test.ci_low, test.ci_high) == pytest.approx((ppi_low, ppi_high), abs=1e-12)
+    assert test.effective_n == pytest.approx(HUMAN * ((high - low) / (ppi_high - ppi_low)) ** 2)
+    assert round(test.effective_n) == 224  # docs/gate.md's worked example
+    assert Verdict.model_validate_json(verdict.model_dump_json()) == verdict  # the JSON keeps it
+    # The gap to resolving the band, in human-judged queries: alone, or at this LLM-judged share.
+    res = _ndcg(verdict).resolution
+    assert (res.queries, res.llm_per_human) == (HUMAN, POPULATION / HUMAN)
+    assert res.needed_ppi / res.needed == pytest.approx(HUMAN / test.effective_n, rel=0.01)
+
+    row = (
+        f"| synth/ours | nDCG@10 | {only.delta:+.4f} [{low:+.4f}, {high:+.4f}] | {HUMAN} | "
+        f"{test.delta:+.4f} [{ppi_low:+.4f}, {ppi_high:+.4f}] | {POPULATION} | 224 |"
+    )
+    gap = f"| {HUMAN} | about {res.needed} queries (+{res.needed - HUMAN}), or {res.needed_ppi} "
+    first_screen = to_markdown(verdict).split("## What this suite can tell", 1)[1].split("\n## ")[0]
+    assert row in first_screen and gap in first_screen and "Effective n" in first_screen
+    html = to_html(verdict).split('id="resolution"', 1)[1].split("</section>")[0]
+    assert f"{only.delta:+.4f} [{low:+.4f}, {high:+.4f}]" in html and "<td>224</td>" in html
+
+    # Human-only, the delta's interval is the bootstrap's and no PPI table is shown.
+    human_only = _verdict(run_summary, base_summary, "interval")
+    assert _ndcg(human_only).paired.human_only is None
+    assert "Effective n" not in to_markdown(human_only)
+
+
+def _with(summary: RunSummary, measure: str, truth: np.ndarray, llm: np.ndarray) -> RunSummary:
+    """The summary with a second measure on the same queries."""
+
+    def add(values: dict, source: np.ndarray) -> dict:
+        return {q: {**v, measure: float(source[int(q[1:])])} for q, v in values.items()}
+
+    human = add(summary.per_query, truth)
+    return summary.model_copy(
+        update={
+            "measures": {
+                **summary.measures,
+                measure: float(np.mean(truth[[int(q[1:]) for q in human]])),
+            },
+            "per_query": human,
+            "sample_per_query": human,
+            "llm_per_query": add(summary.llm_per_query, llm),
+        }
+    )
+
+
+def test_ppi_fail_claims_are_bonferroni_widened_and_p_values_holm_adjusted_across_measures():
+    from ppi_py import ppi_mean_ci
+
+    from rageval_pipeline.core.statistics.paired import holm
+
+    base, run, base_llm, run_llm, sample = _world()
+    rng = np.random.default_rng(7)
+    base_r, run_r = rng.uniform(0.2, 1.0, POPULATION), rng.uniform(0.2, 1.0, POPULATION)
+    run_summary = _with(_summary(run, run_llm, sample), "R@100", run_r, np.clip(run_r + 0.05, 0, 1))
+    base_summary = _with(
+        _summary(base, base_llm, sample), "R@100", base_r, np.clip(base_r + 0.05, 0, 1)
+    )
+    verdict = _verdict(run_summary, base_summary, "ppi")
+    checks = {c.measure: c.paired for c in verdict.checks if c.kind == "baseline"}
+    assert set(checks) == {"nDCG@10", "R@100"}
+
+    drawn = [int(q[1:]) for q in sample.drawn()]
+    others = [i for i in range(POPULATION) if i not in set(drawn)]
+    human, llm = run - base, run_llm - base_llm
+    wide = [v[0] for v in ppi_mean_ci(human[drawn], llm[drawn], llm[others], alpha=0.05 / 2)]
+    ndcg = checks["nDCG@10"]
+    assert (ndcg.family_low, ndcg.family_high) == pytest.approx(wide, abs=1e-12)
+    assert ndcg.family_low < ndcg.ci_low and ndcg.family_high > ndcg.ci_high
+    raw = [checks[m].p_value for m in ("nDCG@10", "R@100")]
+    assert [checks[m].p_holm for m in ("nDCG@10", "R@100")] == pytest.approx(list(holm(raw)))
+    # The drop is still established beyond the band with the widened interval.
+    assert ndcg.family_high < -0.05 * base_summary.measures["nDCG@10"]

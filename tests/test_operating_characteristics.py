@@ -1,6 +1,7 @@
 """The gate's per-measure decision keeps its published error rates (docs/gate.md, "Operating
 characteristics"): a reduced, fixed-seed run of bench/operating_characteristics.py, which drives
-the shipped `core.gate.decision` over simulated paired nDCG@10-like suites."""
+the shipped `core.gate.decision` over simulated paired nDCG@10-like suites, human-only and under
+the PPI rule (the gate's `ppi_rule.paired_ppi` on simulated LLM labels)."""
 
 from __future__ import annotations
 
@@ -10,24 +11,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.operating_characteristics import BAND, simulate
+from bench.operating_characteristics import BAND, simulate, size
 from rageval_pipeline.core.gate import decision
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "gate.md"
+EFFECTS = [(0.0, "0"), (-1.0, "-1 x band"), (-2.0, "-2 x band"), (1.0, "+1 x band")]
 WORLDS = 500  # the first 500 of the table's 1,000 suites (the same seed and resamples)
 
 
-def published(effect: str, n: int) -> dict[str, float]:
-    """The docs table's row for a true change and suite size, as shares."""
-    row = re.search(rf"^\| {re.escape(effect)} \| {n} \| (.*) \|$", DOC.read_text(), re.M)
+def published(effect: str, n: int, rule: str = "interval") -> dict[str, float]:
+    """The docs table's row for a true change, suite size and rule, as shares."""
+    cell = re.escape(size(n, rule))
+    row = re.search(rf"^\| {re.escape(effect)} \| {cell} \| (.*) \|$", DOC.read_text(), re.M)
     assert row, f"docs/gate.md has no row for {effect} at n = {n}"
     cells = [float(c.rstrip("%")) / 100 for c in row[1].split(" | ")[:4]]
     return dict(zip(("pass", "fail", "inconclusive", "blocked"), cells, strict=True))
 
 
-@pytest.mark.parametrize(
-    ("effect", "name"), [(0.0, "0"), (-1.0, "-1 x band"), (-2.0, "-2 x band"), (1.0, "+1 x band")]
-)
+@pytest.mark.parametrize(("effect", "name"), EFFECTS)
 def test_the_decision_keeps_its_bounds_and_its_published_rates_at_50_queries(effect, name):
     measured = simulate(effect, 50, WORLDS, seed=50, resamples=1000)
     if effect <= -1:
@@ -40,11 +41,31 @@ def test_the_decision_keeps_its_bounds_and_its_published_rates_at_50_queries(eff
         assert measured[key] == pytest.approx(table[key], abs=0.04), key
 
 
+@pytest.mark.parametrize("n", [20, 50])
+@pytest.mark.parametrize(("effect", "name"), EFFECTS)
+def test_the_ppi_rule_keeps_its_bounds_and_its_published_rates(effect, name, n):
+    # n human-judged of 10 n LLM-judged queries, a judge that favours the run by a whole band:
+    # the first 400 of the table's worlds (same seed), about 1 s each.
+    measured = simulate(effect, n, 400, seed=n, rule="ppi")
+    if effect <= -1:
+        assert measured["pass"] <= 0.05  # at any suite size
+    if effect <= -2 and n == 50:
+        assert measured["blocked"] >= 0.95  # a 10% drop on 50 queries
+    assert 1.5 < measured["effective_n_per_human"] < 3.5  # PPI_GAIN's premise, about 2
+    table = published(name, n, "ppi")
+    # A share's standard error against the table is at most 2.5 points here.
+    for key in ("pass", "fail", "blocked"):
+        assert measured[key] == pytest.approx(table[key], abs=0.06), key
+
+
 @pytest.mark.parametrize("n", [5, 10])
 def test_a_drop_of_the_band_on_a_tiny_suite_does_not_pass(n):
     # The percentile bootstrap runs narrow below 20 queries (a true drop of the band passed
     # 6.9% of the time at 10): there only a change that moved no query passes.
     assert simulate(-1.0, n, 300, seed=n, resamples=300)["pass"] == 0.0
+    # Under PPI the size that counts is the human-judged sample's, not the LLM-judged
+    # population's: 5 of 50 passed a drop of the band 8.5% of the time when it was.
+    assert simulate(-1.0, n, 300, seed=n, rule="ppi")["pass"] == 0.0
 
 
 def test_no_change_passes_at_least_90_percent_when_the_suite_resolves_the_band():

@@ -87,6 +87,10 @@ def test_evaluate_dataset_decides_with_ppi_over_the_companion_set(pipeline_home,
     compared = [c for c in verdict["checks"] if c["kind"] == "baseline"]
     [ndcg] = [c for c in compared if c["measure"] == "nDCG@10"]
     assert "PPI++ paired delta" in ndcg["message"] and ndcg["paired"]["n"] == len(companion.frame)
+    # The first screen puts the human-only interval on the drawn queries beside the PPI++ one.
+    assert ndcg["paired"]["human_only"]["n"] == len(companion.drawn())
+    first_screen = (reports / "gate.md").read_text().split("## What this suite can tell")[1]
+    assert "| Effective n |" in first_screen.split("\n## ")[0]
     assert done.returncode == (0 if verdict["passed"] else 1)
     warehouse = Warehouse(pipeline_home / "storage" / "rageval.duckdb")
     rows = warehouse.query(

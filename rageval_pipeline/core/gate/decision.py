@@ -19,7 +19,8 @@ Across measures PASS is an intersection-union test (the run passes only when eve
 measure does), which needs no correction: a false PASS needs every measure's own test wrong.
 IMPROVED (the interval's low end above +band) decides nothing: it offers a reviewed baseline update.
 `significance` (a Holm-corrected randomization test on a mean beyond the band) and `point` (the
-mean alone) remain as options; `ppi` decides as `interval` on the PPI++ interval.
+mean alone) remain as options; `ppi` decides as `interval` on the PPI++ interval, its
+human-judged sample the size MIN_PASS_QUERIES counts.
 
 The suite's power under this rule (`Resolution`): a drop of band + MDE fails with probability
 `power`, MDE = (z(1 - alpha/2) + z(power)) * sd / sqrt(n) from the SD of the paired differences.
@@ -56,6 +57,7 @@ Outcome = Literal["pass", "fail", "inconclusive"]
 # Below this many paired queries the percentile bootstrap interval is too narrow to pass on
 # (bench/operating_characteristics.py: a true drop of the band passes 6.9% of the time at 10
 # queries, 8.6% at 5; 4.1% at 20): a measure passes there only when nothing moved per query.
+# Under PPI the count is the human-judged sample's, whose normal interval is as narrow there.
 MIN_PASS_QUERIES = 20
 RESOLVE_POWER = 0.9  # the band is resolved when no change passes and 2x band fails this often
 # PPI++'s effective sample per human-judged query with ~10x as many LLM-judged ones: its interval
@@ -89,9 +91,12 @@ class Resolution(BaseModel):
     power: float
     detectable: float  # the drop that FAILs with `power`: band + MDE
     resolves: bool  # (z(1 - alpha/2) + z(0.9)) * sd / sqrt(n) <= band
-    queries: int  # paired queries now
+    queries: int  # paired queries now (under PPI: the human-judged ones)
     needed: int | None  # queries that would resolve the band (None: a band of 0 never is)
     needed_ppi: int | None  # human-judged queries that would, with PPI (PPI_GAIN)
+    # Set when PPI decided: its LLM-judged queries per human-judged one, kept in `needed_ppi`,
+    # whose gain is then the measured effective n per human-judged query.
+    llm_per_human: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,11 +114,12 @@ def _z(p: float) -> float:
 
 
 def tests(
-    pairs: dict[_K, tuple[np.ndarray, np.ndarray]], stats: Statistics
+    pairs: dict[_K, tuple[np.ndarray, np.ndarray]], stats: Statistics, *, family: int | None = None
 ) -> dict[_K, PairedTest]:
     """Per measure the paired test of (baseline, run) values, decided together: each carries its
-    (1 - alpha/m) interval for FAIL claims and its Holm-adjusted p-value."""
-    family = len(pairs)
+    (1 - alpha/m) interval for FAIL claims and its Holm-adjusted p-value; m is `family`, the
+    measures decided together (these pairs unless others are, as PPI deltas)."""
+    family = len(pairs) if family is None else family
     return with_holm(
         {
             key: paired_test(
@@ -128,6 +134,12 @@ def tests(
             for key, (reference, value) in pairs.items()
         }
     )
+
+
+def _sample(test: PairedTest) -> int:
+    """The queries the interval's validity rests on: under PPI its human-judged sample (3 of 30
+    LLM-judged passed a drop of the band 14.6% of the time, bench/operating_characteristics.py)."""
+    return test.n if test.human_only is None else test.human_only.n
 
 
 def _oriented(low: float | None, high: float | None, sign: float) -> tuple[float, float] | None:
@@ -156,7 +168,7 @@ def judge(
         family = _oriented(test.family_low, test.family_high, sign) or interval
         spread = interval[1] - interval[0] > EPS
         unmoved = max(abs(interval[0]), abs(interval[1])) <= ROUNDING
-        trusted = test.n >= MIN_PASS_QUERIES or not spread
+        trusted = _sample(test) >= MIN_PASS_QUERIES or not spread
         if unmoved or (interval[0] >= -band - EPS and trusted):
             outcome = "pass"
         else:
@@ -174,28 +186,36 @@ def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resol
     z_alpha = _z(1 - stats.alpha / 2)
     se = test.mde / (z_alpha + _z(stats.power))
     margin = (z_alpha + _z(RESOLVE_POWER)) * se
-    if margin <= EPS:
-        needed: int | None = max(test.n, MIN_PASS_QUERIES)
+    # Under PPI the gap is counted in human-judged queries: the interval is worth effective_n
+    # of them alone, and each drawn one is worth effective_n / n at this LLM-judged share.
+    human = test.human_only if test.effective_n else None
+    worth = test.effective_n if human is not None and test.effective_n else test.n
+    gain = worth / human.n if human is not None else PPI_GAIN
+    queries = _sample(test)
+    if margin <= EPS:  # (a zero-width PPI interval is worth infinitely many)
+        needed: int | None = max(queries, MIN_PASS_QUERIES)
     elif band <= EPS:
         needed = None
     else:
-        needed = max(MIN_PASS_QUERIES, math.ceil(test.n * (margin / band) ** 2))
+        needed = max(MIN_PASS_QUERIES, math.ceil(worth * (margin / band) ** 2))
     return Resolution(
         band=band,
         power=stats.power,
         detectable=band + test.mde,
-        resolves=margin <= band + EPS and test.n >= MIN_PASS_QUERIES,
-        queries=test.n,
+        resolves=margin <= band + EPS and _sample(test) >= MIN_PASS_QUERIES,
+        queries=queries,
         needed=needed,
-        needed_ppi=None if needed is None else max(2, math.ceil(needed / PPI_GAIN)),
+        needed_ppi=None if needed is None else max(2, math.ceil(needed / gain)),
+        llm_per_human=None if human is None else test.n / human.n,
     )
 
 
 def resolution_text(res: Resolution) -> str:
     """One clause for a check's message: the detectable drop beside the band, and the gap."""
+    judged = "" if res.llm_per_human is None else " human-judged, with PPI"
     text = (
         f"this suite fails a drop of {res.detectable:.4f} or more with {res.power:.0%} power "
-        f"(band {res.band:.4f}, {res.queries} queries)"
+        f"(band {res.band:.4f}, {res.queries} queries{judged})"
     )
     if res.resolves:
         return text + " and resolves the band"
@@ -204,5 +224,11 @@ def resolution_text(res: Resolution) -> str:
     ppi = res.needed_ppi or 0
     return (
         f"{text}; to resolve the band it needs about {res.needed} human-judged queries, or "
-        f"about {ppi} in a random sample of {ppi * PPI_LLM_PER_HUMAN} LLM-judged ones with PPI"
+        f"about {ppi} in a random sample of {llm_judged(res)} LLM-judged ones with PPI"
     )
+
+
+def llm_judged(res: Resolution) -> int:
+    """The LLM-judged queries beside `needed_ppi` human-judged ones: this suite's share under
+    PPI, else PPI_LLM_PER_HUMAN."""
+    return round((res.needed_ppi or 0) * (res.llm_per_human or PPI_LLM_PER_HUMAN))

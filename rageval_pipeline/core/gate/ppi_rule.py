@@ -11,12 +11,21 @@ query set that is not the recorded draw never decides.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
+
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.gate.decision import Statistics
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
 from rageval_pipeline.core.measures.measure import Measure
 from rageval_pipeline.core.statistics.paired import PairedTest
-from rageval_pipeline.core.statistics.sampling import check_drawn
+from rageval_pipeline.core.statistics.sampling import HumanSample, check_drawn
+
+if TYPE_CHECKING:
+    from rageval_pipeline.core.statistics.ppi import PerQuery
+
+_M = TypeVar("_M")  # a Measure or its canonical name
 
 
 def _not_the_draw(summary: RunSummary | Baseline) -> str | None:
@@ -68,22 +77,49 @@ def measured_on_population(summary: RunSummary) -> set[str]:
 
 
 def ppi_tests(
-    run: Evaluation, baseline: Baseline, measures: list[Measure]
+    run: Evaluation, baseline: Baseline, measures: list[Measure], family: int
 ) -> dict[Measure, PairedTest]:
-    """Per measure measured on the population, the PPI++ paired delta run - baseline as a
-    PairedTest, not yet Holm-adjusted (`refusal` has passed)."""
-    from rageval_pipeline.core.statistics.ppi import as_paired_test, ppi_deltas
-
-    s, stats = run.summary, run.rules.statistics
+    """Per measure (each measured on the population), the PPI++ paired delta run - baseline as
+    a PairedTest, among `family` measures decided together, not yet Holm-adjusted (`refusal`
+    has passed)."""
+    s = run.summary
     assert s.human_sample is not None
-    measures = [m for m in measures if str(m) in measured_on_population(s)]
-    deltas = ppi_deltas(
+    return paired_ppi(
         (baseline.sample_per_query, s.sample_per_query),
         (baseline.llm_per_query, s.llm_per_query),
         s.human_sample,
         measures,
-        alpha=stats.alpha,
-        power=stats.power,
+        run.rules.statistics,
         where=run.label,
+        family=family,
     )
-    return {m: as_paired_test(d) for m, d in deltas.items()}
+
+
+def paired_ppi(
+    human: tuple[PerQuery, PerQuery],
+    llm: tuple[PerQuery, PerQuery],
+    sample: HumanSample,
+    measures: Sequence[_M],
+    stats: Statistics,
+    *,
+    where: str | None,
+    family: int = 1,
+) -> dict[_M, PairedTest]:
+    """The gate's PairedTest per measure from (baseline, run) per-query values with human qrels
+    on the drawn queries and LLM qrels on the whole frame: what `judge` decides under `ppi`
+    (bench/operating_characteristics.py measures its error rates through this function). With
+    `family` m > 1 measures decided together, its (1 - alpha/m) PPI++ interval bounds FAIL
+    claims, as the bootstrap's does under `interval`."""
+    from rageval_pipeline.core.statistics.ppi import as_paired_test, ppi_deltas
+
+    def deltas(alpha: float) -> dict:
+        return ppi_deltas(human, llm, sample, measures, alpha=alpha, power=stats.power, where=where)
+
+    tests = {m: as_paired_test(d) for m, d in deltas(stats.alpha).items()}
+    if family <= 1:
+        return tests
+    wide = deltas(stats.alpha / family)
+    return {
+        m: t.model_copy(update={"family_low": wide[m].ci_low, "family_high": wide[m].ci_high})
+        for m, t in tests.items()
+    }

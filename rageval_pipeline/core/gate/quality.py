@@ -16,7 +16,7 @@ from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
-from rageval_pipeline.core.statistics.paired import PairedTest
+from rageval_pipeline.core.statistics.paired import PairedTest, with_holm
 
 
 def _shared(
@@ -49,21 +49,26 @@ def paired_tests(
     run: Evaluation, baseline: Baseline, measures: list[Measure]
 ) -> dict[Measure, PairedTest]:
     """Run against baseline per measure on the queries both measured, decided together
-    (core/gate/decision.py); under rule `ppi`, the PPI++ paired deltas on the whole population
-    for the measures it was measured with (the others, such as span measures, on the suite's
-    queries)."""
+    (core/gate/decision.py: Bonferroni-widened intervals for FAIL claims, Holm-adjusted
+    p-values); under rule `ppi`, the PPI++ paired deltas on the whole population for the
+    measures it was measured with (the others, such as span measures, on the suite's queries)."""
     stats = run.rules.statistics
-    found = ppi_tests(run, baseline, measures) if stats.rule == "ppi" else {}
+    ppi: list[Measure] = []
+    if stats.rule == "ppi":
+        population = measured_on_population(run.summary)
+        ppi = [m for m in measures if str(m) in population]
     values = {}
     for measure in measures:
-        if measure in found:
+        if measure in ppi:
             continue
         pairs = per_query_pairs(run, baseline, measure)
         if len(pairs) < 2:
             continue  # no per-query values (an old baseline): the mean alone decides
         _, reference, value = zip(*pairs, strict=True)
         values[measure] = (np.array(reference), np.array(value))
-    return {**found, **tests(values, stats)}
+    family = len(ppi) + len(values)
+    found = ppi_tests(run, baseline, ppi, family) if ppi else {}
+    return with_holm({**found, **tests(values, stats, family=family)})
 
 
 def _stats_text(run: Evaluation, measure: Measure, test: PairedTest | None) -> str:

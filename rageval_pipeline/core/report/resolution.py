@@ -1,13 +1,15 @@
 """What the suite can tell, on the first screen: per compared measure its paired delta and
 interval (the primary measure's always, improvements and changes within the band included), the
 band, the drop the suite fails with 80% power under the gate's rule, and the queries that would
-resolve the band (core/gate/decision.py, docs/gate.md "The decision")."""
+resolve the band (core/gate/decision.py, docs/gate.md "The decision"); for each measure decided
+with PPI, its human-only and PPI++ intervals side by side with the effective sample size."""
 
 from __future__ import annotations
 
 from rageval_pipeline.core.gate import Check, Verdict
-from rageval_pipeline.core.gate.decision import PPI_LLM_PER_HUMAN
+from rageval_pipeline.core.gate.decision import llm_judged
 from rageval_pipeline.core.report.blocks import Block, Heading, Para, Table, Tone
+from rageval_pipeline.core.statistics.paired import PairedTest
 
 _HEADER = (
     "Run",
@@ -17,6 +19,15 @@ _HEADER = (
     "Detectable drop (80% power)",
     "Queries",
     "To resolve the band",
+)
+_PPI_HEADER = (
+    "Run",
+    "Measure",
+    "Human-only delta [95% CI]",
+    "Human-judged",
+    "PPI++ delta [95% CI]",
+    "LLM-judged",
+    "Effective n",
 )
 
 
@@ -36,8 +47,11 @@ def compared(verdict: Verdict) -> list[Check]:
 
 def interval(check: Check) -> str:
     """`+0.0230 [+0.0051, +0.0410]`: the paired delta and its interval."""
-    test = check.paired
-    assert test is not None
+    assert check.paired is not None
+    return _interval(check.paired)
+
+
+def _interval(test: PairedTest) -> str:
     if test.ci_low is None or test.ci_high is None:
         return f"{test.delta:+.4f}"
     return f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}]"
@@ -60,10 +74,9 @@ def _gap(check: Check) -> str:
         return "resolved"
     if res.needed is None:
         return "never (a band of 0)"
-    ppi = res.needed_ppi or 0
     return (
-        f"about {res.needed} queries (+{max(res.needed - res.queries, 0)}), or {ppi} human- "
-        f"and {ppi * PPI_LLM_PER_HUMAN} LLM-judged with PPI"
+        f"about {res.needed} queries (+{max(res.needed - res.queries, 0)}), or "
+        f"{res.needed_ppi or 0} human- and {llm_judged(res)} LLM-judged with PPI"
     )
 
 
@@ -88,6 +101,33 @@ def _tone(check: Check) -> Tone | None:
     return "better" if check.improved else None
 
 
+def _ppi_row(check: Check) -> tuple[str, ...]:
+    test = check.paired
+    assert test is not None and test.human_only is not None and test.effective_n is not None
+    return (
+        f"{check.dataset}/{check.system}",
+        check.measure or "",
+        _interval(test.human_only),
+        str(test.human_only.n),
+        _interval(test),
+        str(test.n),
+        f"{test.effective_n:.0f}",
+    )
+
+
+def _ppi_blocks(checks: list[Check]) -> list[Block]:
+    """The measures decided with PPI: both intervals, and what the LLM-judged queries are worth."""
+    ppi = [c for c in checks if c.paired is not None and c.paired.human_only is not None]
+    if not ppi:
+        return []
+    note = (
+        "Decided with PPI (statistics.rule: ppi): the PPI++ interval over every LLM-judged "
+        "query, the judge's bias corrected on the random human-judged sample, is as narrow as "
+        "the human-only one would be on the effective n human-judged queries."
+    )
+    return [Table(_PPI_HEADER, [_ppi_row(c) for c in ppi], [_tone(c) for c in ppi]), Para(note)]
+
+
 def resolution_blocks(verdict: Verdict) -> list[Block]:
     checks = compared(verdict)
     blocks: list[Block] = [Heading(2, "What this suite can tell")]
@@ -98,4 +138,5 @@ def resolution_blocks(verdict: Verdict) -> list[Block]:
         "is below; until the suite resolves the band, a change there is inconclusive."
     )
     rows = [_row(c) for c in checks]
-    return [*blocks, Table(_HEADER, rows, [_tone(c) for c in checks]).compact(), Para(note)]
+    table = Table(_HEADER, rows, [_tone(c) for c in checks]).compact()
+    return [*blocks, table, Para(note), *_ppi_blocks(checks)]

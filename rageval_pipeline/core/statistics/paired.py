@@ -158,6 +158,11 @@ class PairedTest(BaseModel):
     # what a claim of a difference beyond the band needs (core/gate/decision.py). Unset: as ci.
     family_low: float | None = None
     family_high: float | None = None
+    # Set when the delta is a PPI++ estimate (core/statistics/ppi.py): the human-judged queries
+    # alone would give this interval's width (n is then the LLM-judged population), and the same
+    # delta on the human sample alone, beside it in the report.
+    effective_n: float | None = None
+    human_only: PairedTest | None = None
 
 
 def _finite(value: float) -> float | None:

@@ -225,7 +225,8 @@ def ppi_deltas(
 
 
 def as_paired_test(delta: PpiEstimate) -> PairedTest:
-    """The gate's view of a PPI paired delta: its interval and MDE decide (rule `ppi`)."""
+    """The gate's view of a PPI paired delta: its interval and MDE decide (rule `ppi`); the
+    human-only delta and interval on the sample, and the effective n, ride along for the report."""
     return PairedTest(
         n=delta.n_llm,
         delta=delta.estimate,
@@ -233,4 +234,13 @@ def as_paired_test(delta: PpiEstimate) -> PairedTest:
         ci_high=delta.ci_high,
         p_value=delta.p_value,
         mde=delta.mde,
+        effective_n=delta.effective_n,
+        human_only=PairedTest(
+            n=delta.n_human,
+            delta=delta.human_mean,
+            ci_low=delta.human_ci_low,
+            ci_high=delta.human_ci_high,
+            p_value=None,
+            mde=delta.mde_human,
+        ),
     )
