@@ -14,7 +14,7 @@ from rageval_pipeline.core.gate.baselines import baseline_from_summary
 from rageval_pipeline.core.gate.models import RunSummary
 from rageval_pipeline.core.gate.policy import GatePolicy
 from rageval_pipeline.core.measures.aggregate import latency_stats
-from rageval_pipeline.core.statistics.sign_test import median_lower_bound
+from rageval_pipeline.core.statistics.median_bound import median_lower_bound
 
 
 @pytest.mark.parametrize("n", [5, 6, 10, 23, 50, 200])

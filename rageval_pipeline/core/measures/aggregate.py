@@ -156,8 +156,8 @@ def _paired_records(
     run: pd.DataFrame, queries: pd.DataFrame | None, attributes: Sequence[str]
 ) -> list[tuple[str, str, str, str, float]]:
     """The PAIRED rows of each group timed both ways: the per-query ratio's median and its
-    one-sided 95% lower bound (`statistics.sign_test`), as ratios, with the number of pairs."""
-    from rageval_pipeline.core.statistics.sign_test import median_lower_bound
+    one-sided 95% lower bound (`statistics.median_bound`), as ratios, with the number of pairs."""
+    from rageval_pipeline.core.statistics.median_bound import median_lower_bound
 
     system, beside = (query_latency(run, column) for column in TIMED.values())
     pairs = system.merge(beside, on="query_id", suffixes=("", "_beside"))
