@@ -15,7 +15,7 @@ from rageval_pipeline.core.measures.spans import evaluate_spans
 from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.core.suites.derived import EvidenceSet, Tokens
 from tests.test_derived_qrels import SPANS, WINDOWS, corpus
-from tests.test_span_measures import extent, run, token_set, values
+from tests.test_span_measures import drawn_tables, extent, run, token_set, values
 
 BUDGETED = ["EvidenceRecall", "TokenPrecision", "TokenIoU"]
 
@@ -110,16 +110,7 @@ def direct(spans: pd.DataFrame, extents: list[tuple[str, int, int]], budget: int
     budget=st.integers(1, 40),
 )
 def test_budget_measures_equal_a_direct_token_list_computation(spans, retrieved, budget):
-    table = pd.DataFrame(
-        [
-            dict(split="test", query_id="q", doc_id=d, start=a, end=b, relevance=g, sha256="")
-            for (d, a, b), g in spans
-        ]
-    )
-    units = pd.DataFrame(
-        [dict(id=f"u{i}", doc_id=d, start=a, end=b) for i, (d, a, b) in enumerate(retrieved)],
-        columns=["id", "doc_id", "start", "end"],
-    )
+    table, units = drawn_tables(spans, retrieved)
     names = [f"{m}@{budget}t" for m in BUDGETED]
     got = values(
         evaluate_spans(run({"q": list(units["id"])}), table, units, Tokens.of(corpus()), names)

@@ -105,13 +105,8 @@ def extent() -> st.SearchStrategy[tuple[str, int, int]]:
     return st.sampled_from(sorted(DOCS)).flatmap(within)
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    spans=st.lists(st.tuples(extent(), st.integers(0, 3)), min_size=1, max_size=6),
-    retrieved=st.lists(extent(), max_size=8),
-    k=st.integers(1, 6),
-)
-def test_span_measures_equal_a_direct_token_set_computation(spans, retrieved, k):
+def drawn_tables(spans: list, retrieved: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The SPANS table of drawn (extent, grade) pairs and the units of the drawn extents."""
     table = pd.DataFrame(
         [
             dict(split="test", query_id="q", doc_id=d, start=a, end=b, relevance=g, sha256="")
@@ -122,6 +117,17 @@ def test_span_measures_equal_a_direct_token_set_computation(spans, retrieved, k)
         [dict(id=f"u{i}", doc_id=d, start=a, end=b) for i, (d, a, b) in enumerate(retrieved)],
         columns=["id", "doc_id", "start", "end"],
     )
+    return table, units
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    spans=st.lists(st.tuples(extent(), st.integers(0, 3)), min_size=1, max_size=6),
+    retrieved=st.lists(extent(), max_size=8),
+    k=st.integers(1, 6),
+)
+def test_span_measures_equal_a_direct_token_set_computation(spans, retrieved, k):
+    table, units = drawn_tables(spans, retrieved)
     ranked = run({"q": list(units["id"])})
     got = values(
         evaluate_spans(ranked, table, units, Tokens.of(corpus()), [f"{m}@{k}" for m in MEASURES])
