@@ -4,10 +4,12 @@ EvidenceRecall and TokenPrecision at 512, 1024 and 2048 tokens, what compares ch
 
 Each system is scored at chunk level: under the reference chunking by the suite's own chunk
 judgments, under any other by the qrels derived from the spans (`suites.derived`). The spans are
-the reference chunking's judged chunk extents (`evidence.reference_spans`). Means come with
-their 95% bootstrap intervals (`aggregate.mean_table`). Embeddings go to the pipeline's cache.
+the suite's own, read as the pipeline's metrics step reads them (`loaders.load_part`,
+`derived.suite_evidence`), so the table follows whatever judgments the checkout holds. Means
+come with their 95% bootstrap intervals (`aggregate.mean_table`). Embeddings go to the
+pipeline's content-addressed cache, so a second sweep embeds nothing.
 
-    nice .venv/bin/python bench/chunking_sweep.py [--storage DIR] [--bm25-only]
+    HF_HUB_OFFLINE=1 nice .venv/bin/python bench/chunking_sweep.py [--storage DIR] [--bm25-only]
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from rageval_pipeline.core.retrieval.base import execute
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
-from rageval_pipeline.core.suites.derived import EvidenceSet, reference_spans
-from rageval_pipeline.core.suites.loaders import load_dataset
+from rageval_pipeline.core.suites.derived import suite_evidence
+from rageval_pipeline.core.suites.loaders import load_dataset, load_part
 
 SUITE = Path(__file__).resolve().parents[1] / "data" / "suites" / "techdocs"
 DEPTH = 100  # the pipeline's top k
@@ -38,14 +40,7 @@ CHUNKINGS = {
     "sentence 128/0": ChunkingConfig(strategy="sentence", size=128, overlap=0),
     "recursive 128": ChunkingConfig(strategy="recursive", size=128),
 }
-COLUMNS = (
-    "nDCG@10",
-    "EvidenceRecall@10",
-    "TokenIoU@10",
-    "Tokens@10",
-    "Judged@10",
-    *budget_measures(),
-)
+COLUMNS = ("nDCG@10", "Tokens@10", *budget_measures())
 
 
 def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:
@@ -53,19 +48,25 @@ def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:
     qrels = data.qrels[data.qrels["split"] == "test"]
     queries = data.queries[data.queries["query_id"].isin(qrels["query_id"])]
     reference = data.reference_chunking
-    spans = reference_spans(qrels, chunk_corpus(data.corpus, reference, ""), data.corpus)
+    spans = load_part(SUITE, "spans", dataset=SUITE.name)
+    spans = spans[spans["split"] == "test"]
     rows = []
     for label, config in CHUNKINGS.items():
         chunking = config.resolve(reference)
         chunks = chunk_corpus(data.corpus, chunking, ingested_at="1970-01-01T00:00:00Z")
-        evidence = EvidenceSet.of(spans, data.corpus, chunks)
+        evidence = suite_evidence(spans, data.corpus, lambda: chunks)  # noqa: B023
         indexes = {"bm25": BM25Index.build(chunks)}
         if dense:
             indexes["dense"] = DenseIndex.build(chunks, storage / "embeddings")
         for system, index in indexes.items():
             run = execute(index.search, queries, DEPTH)
             results = measure_run(
-                run, qrels, queries, chunk_level=chunking == reference, evidence=evidence
+                run,
+                qrels,
+                queries,
+                chunk_level=chunking == reference,
+                measures=COLUMNS,
+                evidence=evidence,
             )
             means = mean_table(results.per_query).set_index("measure")
             row = {"system": system, "chunking": label, "chunks": len(chunks)}

@@ -130,8 +130,9 @@ def test_summary_comes_first_with_verdict_config_diff_moved_measures_and_next_st
     md = to_markdown(changed)
     summary = md.split("## Details", 1)[0]
     assert summary.startswith("# Retrieval gate: FAIL\n")
-    assert "| techdocs | bm25 | FAIL (ranking_shift) | baseline |" in summary
-    assert "| techdocs | hybrid | PASS, improved | baseline |" in summary
+    # Compared with the stored baseline, dated when it was recorded (its run's own day).
+    assert "| techdocs | bm25 | FAIL (ranking_shift) | stored baseline of 2026-11-20 |" in summary
+    assert "| techdocs | hybrid | PASS, improved | stored baseline of 2026-11-20 |" in summary
     assert "| techdocs/bm25 | k1 | 1.5 | 0.3 |" in summary  # the config diff, old -> new
     moved = summary.split("## Measures that moved", 1)[1]
     ndcg = next(line for line in moved.splitlines() if "| techdocs/bm25 | nDCG@10 |" in line)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rageval_pipeline.core.gate.changes import config_changes, level_changed
+from rageval_pipeline.core.gate.changes import chunking_changes, level_changed
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES, budget_measures
@@ -86,16 +86,6 @@ class Comparability:
         )
 
 
-def _chunking_keys(run: Evaluation, baseline: Baseline) -> list[str]:
-    """The configuration keys of a chunking (a member's or a reranker's candidates' too)."""
-    changes = config_changes(baseline.config, run.summary.config)
-    return [
-        f"{key}: {before} -> {after}"
-        for key, (before, after) in changes.items()
-        if "chunking" in key.split(".")
-    ]
-
-
 def comparability(run: Evaluation, baseline: Baseline | None) -> Comparability:
     """The rule of the module for `run` against `baseline` (None: nothing to compare)."""
     budgets = tuple(run.rules.budgets)
@@ -105,7 +95,7 @@ def comparability(run: Evaluation, baseline: Baseline | None) -> Comparability:
     level = level_changed(s, baseline)
     if level:
         changed = f"the scoring level changed ({baseline.level} -> {s.level})"
-    elif s.level == "chunk" and (keys := _chunking_keys(run, baseline)):
+    elif s.level == "chunk" and (keys := chunking_changes(baseline.config, s.config)):
         changed = f"the chunking changed ({', '.join(keys)})"
     else:
         return Comparability(None, budgets=budgets)

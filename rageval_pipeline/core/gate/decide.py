@@ -73,8 +73,8 @@ def _baseline_status(
             f"thresholds apply. Record one after review: {_update_hint(s)}",
         )
         return [check], None
+    rerun = change.compared_with == "rerun"
     if change.suite_changed:
-        rerun = change.compared_with == "rerun"
         judged = (
             "judged against the baseline's configuration re-run on this suite"
             if rerun
@@ -89,15 +89,26 @@ def _baseline_status(
             f"comparable: {judged}. Review the run and re-record the baseline: "
             f"{_update_hint(s)}",
         )
-        assert baseline is not None
-        return [check], rerun_baseline(s, baseline) if rerun else None
+        return [check], baseline if rerun else None
+    checks = []
+    if rerun:
+        checks.append(
+            run.check(
+                kind="configuration",
+                passed=True,
+                blocking=False,
+                message=f"{run.label}: {change.rerun_reason} since the stored baseline, so it is "
+                "judged against the baseline's configuration re-run in this run on the same "
+                "queries, query by query",
+            )
+        )
     if change.note is not None:  # the units changed: judged on budget measures (`comparable`)
         check = run.check(
             kind="configuration", passed=bool(rule.budget), blocking=False, message=change.note
         )
-        return [check], baseline
+        return [*checks, check], baseline
     if not change.config and change.baseline_fingerprint == change.fingerprint:
-        return [], baseline
+        return checks, baseline
     check = run.check(
         kind="configuration",
         passed=True,
@@ -105,14 +116,19 @@ def _baseline_status(
         message=f"{run.label} configuration changed since its baseline ({describe(change)}); "
         "judged against the baseline with paired statistics",
     )
-    return [check], baseline
+    return [*checks, check], baseline
 
 
 def _decide_run(
-    run: Evaluation, baseline: Baseline | None, worst_limit: int
+    run: Evaluation, stored: Baseline | None, worst_limit: int
 ) -> tuple[list[Check], list[QueryRegression], RunChange]:
+    # The baseline's configuration re-run in this run, when there is one, is what the run is
+    # compared with (`changes.rerun_reason`); the stored baseline says what changed since.
+    s = run.summary
+    rerun = stored is not None and stored.split == s.split and s.baseline_rerun is not None
+    baseline = rerun_baseline(s, stored) if rerun else stored
     comparable = comparability(run, baseline)
-    change = run_change(run.summary, baseline, across_levels=not comparable.refuses)
+    change = run_change(s, stored, across_levels=not comparable.refuses)
     change = change.model_copy(update={"note": comparable.note(run.label)})
     checks, baseline = _baseline_status(run, baseline, change, comparable)
     checks += [rule.check(run) for rule in run.rules.limits()]

@@ -133,9 +133,12 @@ class _SummaryFields(_Strict):
 
 
 class Rerun(_Strict):
-    """The baseline's configuration re-run and measured on the run's suite: what a run is judged
-    against when the suite changed since its baseline (built-in systems only)."""
+    """The baseline's configuration re-run and measured on the run's queries in the same run:
+    what a built-in system is judged against, query by query, when the stored baseline's numbers
+    do not serve (`changes.rerun_reason`: the suite or the chunking changed, or it lacks a
+    measure the run has)."""
 
+    reason: str | None = None  # why, in words ("the chunking changed"); None: the suite did
     measures: MeasureValues
     per_query: dict[str, MeasureValues] = Field(default_factory=dict)
     intervals: Annotated[dict[MeasureName, tuple[FiniteFloat, FiniteFloat]], OneSpellingEach] = (
@@ -262,10 +265,12 @@ class RunChange(BaseModel):
     baseline_fingerprint: str | None = None
     config: list[ConfigChange] = Field(default_factory=list)
     suite_changed: bool = False
-    # baseline: measures judged against the baseline with paired statistics; rerun: the suite
-    # changed, so against the baseline's configuration re-run on this suite; thresholds: no
-    # comparable baseline, so only absolute thresholds decide.
+    # baseline: measures judged against the stored baseline with paired statistics; rerun:
+    # against the baseline's configuration re-run in this run (`changes.rerun_reason`);
+    # thresholds: no comparable baseline, so only absolute thresholds decide.
     compared_with: Literal["baseline", "rerun", "thresholds"] = "baseline"
+    baseline_recorded_at: str | None = None  # when the stored baseline was recorded
+    rerun_reason: str | None = None  # why the baseline's configuration was re-run
     level: Literal["document", "chunk"] | None = None  # what the run was scored on
     # When the chunking or scoring level changed: what the verdict was decided on, in words
     # (`core.gate.comparable`); None when every measure was comparable.

@@ -109,11 +109,13 @@ def _top(rankings: pd.DataFrame) -> dict[str, list[dict]]:
     }
 
 
-def rerun(results: RunResults) -> Rerun:
-    """The baseline's configuration measured on a run's suite (`measure_run`'s results), at the
-    baselines' precision, as the gate reads it back from the `runs` row."""
+def rerun(results: RunResults, reason: str | None = None) -> Rerun:
+    """The baseline's configuration measured on a run's queries (`measure_run`'s results), at
+    the baselines' precision, as the gate reads it back from the `runs` row; `reason`: why it
+    was re-run (`gate.changes.rerun_reason`)."""
     pq, means = results.per_query, results.means
     return Rerun(
+        reason=reason,
         measures=dict(zip(means["measure"], round_metrics(means["value"]), strict=True)),
         per_query=_rounded(pq),
         intervals=_intervals(means),

@@ -21,7 +21,7 @@ from rageval_pipeline.core.report.index import write_index
 from rageval_pipeline.core.report.model import Report, build_report
 from rageval_pipeline.core.report.plots import render as render_figure
 from rageval_pipeline.core.report.plots import render_cached
-from rageval_pipeline.core.report.summary import run_state
+from rageval_pipeline.core.report.summary import compared_with, run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage.location import as_location
 from rageval_pipeline.core.storage.warehouse import write_text
@@ -126,7 +126,7 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
     """What `scripts/evaluate` prints: the verdict, one line per judged run, where the reports
     are."""
     lines = [f"Gate: {verdict.summary}"]
-    levels = {(r.dataset, r.split, r.system): r.level for r in verdict.changes}
+    changes = {(r.dataset, r.split, r.system): r for r in verdict.changes}
     for key in verdict.runs:
         checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
         failed = [c for c in checks if c.blocking and not c.passed]
@@ -138,7 +138,9 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
             shown += f" ({primary.delta:+.4f} vs baseline)"
         state, _ = run_state(checks)  # the words of the report's verdict table
         state += f", {len(failed)} blocking" if failed else ""
-        level = f", {levels[key]} level" if levels.get(key) else ""  # what it was scored on
-        lines.append(f"  {'/'.join(key)}: {state}, {shown}{level}")
+        change = changes.get(key)
+        level = f", {change.level} level" if change and change.level else ""  # scored on
+        against = f", against the {compared_with(change)}" if change else ""
+        lines.append(f"  {'/'.join(key)}: {state}, {shown}{level}{against}")
     lines.append(f"Reports: {directory}/gate.html (also gate.md, report.json, plots/)")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rageval_pipeline.core.gate import Check, Verdict
+from rageval_pipeline.core.gate import Check, RunChange, Verdict
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
@@ -23,11 +23,24 @@ RunKey = tuple[str, str, str]
 # configuration diff and the next steps instead.
 _CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value"})
 _LIMIT_KINDS = frozenset({"threshold", "target", "latency"})  # a fixed limit, not a baseline
-_COMPARED_WITH = {
-    "baseline": "baseline",
-    "rerun": "baseline's configuration re-run on this suite",
-    "thresholds": "thresholds only",
-}
+
+
+def compared_with(change: RunChange | None) -> str:
+    """What a run was compared with, in the words of the first screen and the terminal: the
+    stored baseline (and when it was recorded), the baseline's configuration re-run in this run
+    (`gate.changes.rerun_reason`), or thresholds only."""
+    if change is None:
+        return "–"
+    if change.compared_with == "rerun":
+        return "baseline configuration re-run in this run"
+    if change.compared_with == "thresholds":
+        return "thresholds only"
+    return _stored(change)
+
+
+def _stored(change: RunChange) -> str:
+    recorded = iso_date(change.baseline_recorded_at)[:10]
+    return f"stored baseline of {recorded}" if recorded else "stored baseline"
 
 
 def _checks(verdict: Verdict, key: RunKey) -> list[Check]:
@@ -165,10 +178,18 @@ def _config_blocks(verdict: Verdict) -> list[Block]:
     ]
     notes = [
         f"{r.dataset}/{r.system}: the suite (corpus, queries or judgments) changed since the "
-        f"baseline; judged against the {_COMPARED_WITH[r.compared_with]}."
+        f"baseline; judged against the {compared_with(r)}."
         for r in verdict.changes
         if r.suite_changed
-    ] + [r.note for r in verdict.changes if r.note]  # chunking or level changed (gate.comparable)
+    ]
+    notes += [
+        f"{r.dataset}/{r.system}: {r.rerun_reason} since the {_stored(r)}, so the baseline "
+        "values are its configuration re-run in this run on the same queries, compared query "
+        "by query."
+        for r in verdict.changes
+        if r.compared_with == "rerun" and not r.suite_changed
+    ]
+    notes += [r.note for r in verdict.changes if r.note]  # chunking or level changed (comparable)
     blocks: list[Block] = [Heading(2, "Configuration changes since the baseline")]
     if rows:
         blocks.append(Table(("Run", "Key", "Before", "After"), rows))
@@ -278,8 +299,7 @@ def summary_blocks(report: Report) -> list[Block]:
     for key in verdict.runs:
         state, run_tone = run_state(_checks(verdict, key))
         change = changes.get(key)
-        compared = _COMPARED_WITH[change.compared_with] if change else "–"
-        runs.append((key[0], key[2], state, compared))
+        runs.append((key[0], key[2], state, compared_with(change)))
         levels.append(
             f"{key[0]}/{key[2]} at {change.level} level" if change and change.level else ""
         )

@@ -23,6 +23,7 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core.gate import Baseline, load_policy
+from rageval_pipeline.core.gate.changes import chunking_changes, rerun_reason
 from rageval_pipeline.core.history.summaries import rerun
 from rageval_pipeline.core.io import beir, tables
 from rageval_pipeline.core.measures.defaults import BUDGETS, DEFAULT_MEASURES, budget_measures
@@ -137,7 +138,13 @@ def build_system_assets(
         dataset = partition.name
         inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
         index_dir = settings.index_dir(name, dataset)
-        beside = baseline_system(system, settings, dataset, baseline_of(system, settings, dataset))
+        baseline = baseline_of(system, settings, dataset)
+        beside = baseline_system(system, settings, dataset, baseline)
+        # A chunking change re-runs the baseline's configuration in the metrics step: its whole
+        # index is built here once, to time it and then read its hits.
+        whole = baseline is not None and bool(
+            chunking_changes(baseline.config, system.recorded_config(reference_of(partition)))
+        )
         key = _run_key(system, versions["run"], settings, index_dir, inputs, beside)
         extra = companion(settings, dataset)  # its queries are run too, for PPI
         if key is not None and extra is not None:
@@ -159,7 +166,9 @@ def build_system_assets(
                 corpus=inputs["corpus"].frame if system.reads_corpus else None,
                 reference=reference_of(partition),
                 embeddings_dir=settings.storage / "embeddings",
-                baseline=open_beside(context, settings, system, beside, index_dir),
+                baseline=open_beside(
+                    context, settings, system, beside, index_dir, timing=not whole
+                ),
             )
             result = tables.conform(system.produce_run(run_inputs), tables.RUN).to_pandas()
             if key is not None:
@@ -210,8 +219,8 @@ def build_system_assets(
             system.chunk_level(reference),
             beir.ignores_identical_ids(dataset),
             [table.key for table in (run, qrels, queries, corpus)],
-            # What a changed suite is judged against: the baseline's configuration re-run.
-            None if baseline is None else [baseline.suite, baseline.config],
+            # Whether the baseline's configuration is re-run (changes.rerun_reason).
+            None if baseline is None else [baseline.suite, baseline.config, *baseline.measures],
             None if extra is None else extra.key,
         )
         cache = FrameCache(settings.cache_dir(name, "metrics", dataset))
@@ -249,9 +258,11 @@ def build_system_assets(
         extra: Companion | None,
     ) -> tuple[pd.DataFrame, dict]:
         """Evaluate the run and store it: (per-query table with its run_id, metadata record).
-        When the suite changed since the baseline, the baseline's configuration (a built-in
-        one) is run and measured on this suite too: what the gate then checks the run against.
-        With a companion set, the run's rows of its queries are measured apart, for PPI."""
+        When the stored baseline's numbers do not serve (`changes.rerun_reason`: the suite or
+        the chunking changed, or it lacks a measure), the baseline's configuration (a built-in
+        one) is run and measured on the same queries too: what the gate then checks the run
+        against, query by query. With a companion set, the run's rows of its queries are
+        measured apart, for PPI."""
         dataset, reference = partition.name, reference_of(partition)
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
@@ -260,7 +271,9 @@ def build_system_assets(
             chunking = reference if own else of.run_chunking(reference)
             if chunking is None:
                 return None
-            return chunked(settings, dataset, corpus, chunking, reference, of, system)
+            # Stored chunks are looked up under the configured system's (and its members')
+            # names only: the baseline's configuration beside it carries the same name.
+            return chunked(settings, dataset, corpus, chunking, reference, system)
 
         def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
             # An outside system returning the suite's chunk ids is scored as chunked by it.
@@ -281,18 +294,20 @@ def build_system_assets(
             results = results._replace(ppi=ppi)
         suite = suite_digest(judged, queries, corpus["doc_id"])
         beside = baseline_system(system, settings, dataset, baseline)
-        rerun_json = None
-        if beside is not None and baseline.suite not in (None, suite):
-            context.log.info(f"{name}: the suite changed; re-running the baseline's configuration")
+        config, rerun_json = system.recorded_config(reference), None
+        measured_names = results.means["measure"]
+        why = None if beside is None else rerun_reason(config, suite, measured_names, baseline)
+        if why is not None:
+            context.log.info(f"{name}: {why}; re-running the baseline's configuration beside it")
             again = run_beside(context, settings, system, beside, judged, queries)
-            rerun_json = rerun(measured(again, beside)).model_dump_json()
+            rerun_json = rerun(measured(again, beside), why).model_dump_json()
         record = RunRecord(
             dataset=dataset,
             split=settings.split,
             system=name,
             fingerprint=fingerprint,
             k=settings.depth,
-            config=system.recorded_config(reference),
+            config=config,
             created_at=datetime.now(UTC),
             dagster_run_id=context.run.run_id,
             suite=suite,
