@@ -194,7 +194,11 @@ def test_two_http_systems_are_scored_at_chunk_level_through_dagster_job_execute(
     (pipeline_home / "dagster_home").mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
     done = dagster_execute("evaluate_dataset", "techdocs", env, pipeline_home)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    terminal = done.stdout + done.stderr
+    assert done.returncode == 0, terminal[-6000:]
+    # Each system's scoring level in the terminal (its metrics step's line) ...
+    for name in systems:
+        assert re.search(rf"techdocs/{name} \(chunk level\): .*EvidenceRecall@512t=", terminal)
     reports = pipeline_home / "storage" / "reports" / "techdocs" / "latest"
     verdict = json.loads((reports / "gate.json").read_text())
     assert {(c["system"], c["level"]) for c in verdict["changes"]} == {
@@ -207,5 +211,6 @@ def test_two_http_systems_are_scored_at_chunk_level_through_dagster_job_execute(
     for measure in ("EvidenceRecall@10", "EvidenceRecall@512t", "TokenPrecision@512t"):
         assert values[("ours_text", measure)] == pytest.approx(values[("ours_ids", measure)])
         assert values[("ours_ids", measure)] > 0
+    # ... and on the report's first screen.
     screen = (reports / "gate.md").read_text().split("## Measures that moved")[0]
     assert "Scored techdocs/ours_ids at chunk level, techdocs/ours_text at chunk level." in screen
