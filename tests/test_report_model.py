@@ -208,7 +208,7 @@ def test_the_report_explains_the_measure_the_gate_judged(context):
     assert (
         short_summary(verdict, Path("r"))
         .splitlines()[1]
-        .endswith(", P@5 0.4000 (-0.2000 vs baseline)")
+        .endswith(", P@5 0.4000 (-0.2000 vs baseline), against the stored baseline of 2026-01-01")
     )
 
 
@@ -282,8 +282,10 @@ def test_short_summary_is_the_verdict_one_line_per_system_and_where(context, tmp
     assert len(lines) == 4
     # bm25's drops are beyond tolerance but 8 queries cannot tell them from the band's: they
     # block, in the report's word.
+    # Each line says what the run was compared with (the stored baseline, and its date).
     assert lines[1] == (
         "  hotel/test/bm25: FAIL (inconclusive), 2 blocking, nDCG@10 0.5125 (-0.0375 vs baseline)"
+        ", against the stored baseline of 2026-01-01"
     )
-    assert lines[2] == "  hotel/test/dense: PASS, nDCG@10 0.6000"
+    assert lines[2] == "  hotel/test/dense: PASS, nDCG@10 0.6000, thresholds only"
     assert lines[3] == f"Reports: {tmp_path}/gate.html (also gate.md, report.json, plots/)"

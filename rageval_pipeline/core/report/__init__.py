@@ -140,7 +140,9 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
         state += f", {len(failed)} blocking" if failed else ""
         change = changes.get(key)
         level = f", {change.level} level" if change and change.level else ""  # scored on
-        against = f", against the {compared_with(change)}" if change else ""
+        against = "" if change is None else f", {compared_with(change)}"
+        if change is not None and change.compared_with != "thresholds":
+            against = f", against the {compared_with(change)}"
         lines.append(f"  {'/'.join(key)}: {state}, {shown}{level}{against}")
     lines.append(f"Reports: {directory}/gate.html (also gate.md, report.json, plots/)")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from rageval_pipeline.core.gate import Check, RunChange, Verdict
+from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
@@ -181,21 +182,51 @@ def _config_blocks(verdict: Verdict) -> list[Block]:
         f"baseline; judged against the {compared_with(r)}."
         for r in verdict.changes
         if r.suite_changed
-    ]
-    notes += [
-        f"{r.dataset}/{r.system}: {r.rerun_reason} since the {_stored(r)}, so the baseline "
-        "values are its configuration re-run in this run on the same queries, compared query "
-        "by query."
-        for r in verdict.changes
-        if r.compared_with == "rerun" and not r.suite_changed
-    ]
-    notes += [r.note for r in verdict.changes if r.note]  # chunking or level changed (comparable)
+    ] + [_rerun_words(r) for r in verdict.changes if r.rerun_reason and not r.note]
     blocks: list[Block] = [Heading(2, "Configuration changes since the baseline")]
     if rows:
         blocks.append(Table(("Run", "Key", "Before", "After"), rows))
     else:
         blocks.append(Para("No configuration changed since the baselines."))
     return blocks + ([Bullets(notes)] if notes else [])
+
+
+def _rerun_words(change: RunChange) -> str:
+    return (
+        f"{change.dataset}/{change.system}: {change.rerun_reason} since the {_stored(change)}, "
+        "so the baseline values are its configuration re-run in this run on the same queries, "
+        "compared query by query."
+    )
+
+
+def _budget_blocks(verdict: Verdict) -> list[Block]:
+    """Where the chunking or the scoring level changed (`gate.comparable`), in words what the
+    verdict was decided on, and both configurations' evidence at each token budget side by
+    side: their per-chunk ranking measures count other units."""
+    notes = [r.note for r in verdict.changes if r.note]
+    notes += [_rerun_words(r) for r in verdict.changes if r.note and r.rerun_reason]
+    judged = {(r.dataset, r.split, r.system) for r in verdict.changes if r.note}
+    cells: dict[tuple[RunKey, int], dict[str, str]] = {}
+    failed: set[tuple[RunKey, int]] = set()
+    for c in verdict.checks:
+        key, measure = (c.dataset, c.split, c.system), try_parse(c.measure or "")
+        if key not in judged or c.kind != "baseline" or measure is None or not measure.budget:
+            continue
+        word = status(c)[0] if not c.passed or c.improved or c.inconclusive else "PASS"
+        row = (key, measure.budget)
+        cells.setdefault(row, {})[measure.NAME] = (
+            f"{number(c, c.reference)} → {number(c, c.value)} {word}"
+        )
+        failed |= {row} if c.blocking and not c.passed else set()
+    if not cells:
+        return [Bullets(notes)] if notes else []
+    rows = [
+        (f"{k[0]}/{k[2]}", f"{budget} tokens", *(got.get(f, "–") for f in BUDGET_FAMILIES))
+        for (k, budget), got in sorted(cells.items(), key=lambda item: (item[0][0], item[0][1]))
+    ]
+    tones: list[Tone] = ["fail" if row in failed else "pass" for row in sorted(cells)]
+    header = ("Run", "Budget", *(f"{f}: baseline → this run" for f in BUDGET_FAMILIES))
+    return [Bullets(notes), Table(header, rows, tones)]
 
 
 def _update(dataset: str, system: str, note: str) -> str:
@@ -314,6 +345,7 @@ def summary_blocks(report: Report) -> list[Block]:
                 Para(f"{verdict.summary} · evaluated {iso_date(verdict.created_at) or '–'}"),
                 Table(("Dataset", "System", "Verdict", "Compared with"), runs, tones),
                 *([Para("Scored " + ", ".join(filter(None, levels)) + ".")] if any(levels) else []),
+                *_budget_blocks(verdict),
             ],
         ),
         Section("resolution", resolution_blocks(verdict)),
