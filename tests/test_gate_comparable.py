@@ -3,6 +3,8 @@ on the evidence measures at token budgets, never on per-chunk ranking measures."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rageval_pipeline.core.gate import (
     GatePolicy,
     RunSummary,
@@ -129,3 +131,37 @@ def test_a_run_scored_by_document_keeps_its_comparisons_under_a_new_chunking():
     verdict = judge(summary(VALUES, shift={"nDCG@10": -0.3}, size=512, level="document"), base)
     assert [c.measure for c in verdict.failures if c.kind == "baseline"] == ["nDCG@10"]
     assert verdict.changes[0].note is None
+
+
+def test_a_stored_baseline_without_budgets_is_replaced_by_its_configuration_re_run():
+    """A built-in system's baseline recorded before the budget measures: the job re-ran its
+    configuration on the same queries (`Rerun`), and the run is judged against that at each
+    budget, both configurations side by side on the first screen."""
+    from rageval_pipeline.core.gate import Rerun
+    from rageval_pipeline.core.report import short_summary
+
+    stored = summary({m: v for m, v in VALUES.items() if m not in BUDGETED})
+    again = summary(VALUES)  # the reference configuration, measured in this run
+    rerun = Rerun(reason="the chunking changed", measures=again.measures, per_query=again.per_query)
+    bigger = {"nDCG@10": 0.19, "Tokens@10": 3600.0, "EvidenceRecall@512t": -0.2}
+    run = summary(VALUES, shift=bigger, size=512).model_copy(update={"baseline_rerun": rerun})
+    verdict = judge(run, stored)
+    assert [(c.measure, c.category) for c in verdict.failures] == [
+        ("EvidenceRecall@512t", "recall_drop")
+    ]
+    [change] = verdict.changes
+    assert change.compared_with == "rerun" and change.rerun_reason == "the chunking changed"
+    assert checks_of(verdict, "nDCG@10") == ["value"]
+    baselines = {("techdocs", "bm25"): baseline_from_summary(stored)}
+    screen = to_markdown(build_report(verdict, [run], baselines)).split("## What this suite")[0]
+    assert (
+        "| techdocs | bm25 | FAIL (recall_drop) | baseline configuration re-run in this run |"
+        in (screen)
+    )
+    assert "the chunking changed since the stored baseline of 2026-11-28" in screen
+    assert (
+        "| techdocs/bm25 | 512 tokens | 0.4200 → 0.2200 FAIL recall_drop | 0.3200 → 0.3200 PASS |"
+        in (screen)
+    )
+    line = short_summary(verdict, Path("r")).splitlines()[1]
+    assert line.endswith(", chunk level, against the baseline configuration re-run in this run")

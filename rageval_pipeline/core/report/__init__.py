@@ -140,7 +140,7 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
         state += f", {len(failed)} blocking" if failed else ""
         change = changes.get(key)
         level = f", {change.level} level" if change and change.level else ""  # scored on
-        against = "" if change is None else f", {compared_with(change)}"
+        against = "" if change is None else f", {compared_with(change)}"  # compared with
         if change is not None and change.compared_with != "thresholds":
             against = f", against the {compared_with(change)}"
         lines.append(f"  {'/'.join(key)}: {state}, {shown}{level}{against}")

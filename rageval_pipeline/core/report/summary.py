@@ -182,13 +182,18 @@ def _config_blocks(verdict: Verdict) -> list[Block]:
         f"baseline; judged against the {compared_with(r)}."
         for r in verdict.changes
         if r.suite_changed
-    ] + [_rerun_words(r) for r in verdict.changes if r.rerun_reason and not r.note]
+    ] + [_rerun_words(r) for r in verdict.changes if _rerun(r) and not r.note]
     blocks: list[Block] = [Heading(2, "Configuration changes since the baseline")]
     if rows:
         blocks.append(Table(("Run", "Key", "Before", "After"), rows))
     else:
         blocks.append(Para("No configuration changed since the baselines."))
     return blocks + ([Bullets(notes)] if notes else [])
+
+
+def _rerun(change: RunChange) -> bool:
+    """Re-run for another reason than a changed suite (which says so on its own)."""
+    return change.compared_with == "rerun" and not change.suite_changed
 
 
 def _rerun_words(change: RunChange) -> str:
@@ -204,7 +209,7 @@ def _budget_blocks(verdict: Verdict) -> list[Block]:
     verdict was decided on, and both configurations' evidence at each token budget side by
     side: their per-chunk ranking measures count other units."""
     notes = [r.note for r in verdict.changes if r.note]
-    notes += [_rerun_words(r) for r in verdict.changes if r.note and r.rerun_reason]
+    notes += [_rerun_words(r) for r in verdict.changes if r.note and _rerun(r)]
     judged = {(r.dataset, r.split, r.system) for r in verdict.changes if r.note}
     cells: dict[tuple[RunKey, int], dict[str, str]] = {}
     failed: set[tuple[RunKey, int]] = set()
@@ -220,11 +225,12 @@ def _budget_blocks(verdict: Verdict) -> list[Block]:
         failed |= {row} if c.blocking and not c.passed else set()
     if not cells:
         return [Bullets(notes)] if notes else []
+    order = sorted(cells)
     rows = [
-        (f"{k[0]}/{k[2]}", f"{budget} tokens", *(got.get(f, "–") for f in BUDGET_FAMILIES))
-        for (k, budget), got in sorted(cells.items(), key=lambda item: (item[0][0], item[0][1]))
+        (f"{k[0]}/{k[2]}", f"{b} tokens", *(cells[k, b].get(f, "–") for f in BUDGET_FAMILIES))
+        for k, b in order
     ]
-    tones: list[Tone] = ["fail" if row in failed else "pass" for row in sorted(cells)]
+    tones: list[Tone] = ["fail" if row in failed else "pass" for row in order]
     header = ("Run", "Budget", *(f"{f}: baseline → this run" for f in BUDGET_FAMILIES))
     return [Bullets(notes), Table(header, rows, tones)]
 
