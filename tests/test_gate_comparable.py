@@ -156,12 +156,12 @@ def test_a_stored_baseline_without_budgets_is_replaced_by_its_configuration_re_r
     screen = to_markdown(build_report(verdict, [run], baselines)).split("## What this suite")[0]
     assert (
         "| techdocs | bm25 | FAIL (recall_drop) | baseline configuration re-run in this run |"
-        in (screen)
+        in screen
     )
     assert "the chunking changed since the stored baseline of 2026-11-28" in screen
     assert (
         "| techdocs/bm25 | 512 tokens | 0.4200 → 0.2200 FAIL recall_drop | 0.3200 → 0.3200 PASS |"
-        in (screen)
+        in screen
     )
     line = short_summary(verdict, Path("r")).splitlines()[1]
     assert line.endswith(", chunk level, against the baseline configuration re-run in this run")
