@@ -208,8 +208,12 @@ def _budget_blocks(verdict: Verdict) -> list[Block]:
     """Where the chunking or the scoring level changed (`gate.comparable`), in words what the
     verdict was decided on, and both configurations' evidence at each token budget side by
     side: their per-chunk ranking measures count other units."""
-    notes = [r.note for r in verdict.changes if r.note]
-    notes += [_rerun_words(r) for r in verdict.changes if r.note and _rerun(r)]
+    notes = [
+        words
+        for r in verdict.changes
+        if r.note
+        for words in (r.note, *([_rerun_words(r)] if _rerun(r) else []))
+    ]
     judged = {(r.dataset, r.split, r.system) for r in verdict.changes if r.note}
     cells: dict[tuple[RunKey, int], dict[str, str]] = {}
     failed: set[tuple[RunKey, int]] = set()
