@@ -54,7 +54,7 @@ def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:
     for label, config in CHUNKINGS.items():
         chunking = config.resolve(reference)
         chunks = chunk_corpus(data.corpus, chunking, ingested_at="1970-01-01T00:00:00Z")
-        evidence = suite_evidence(spans, data.corpus, lambda: chunks)  # noqa: B023
+        evidence = suite_evidence(spans, data.corpus, lambda c=chunks: c)
         indexes = {"bm25": BM25Index.build(chunks)}
         if dense:
             indexes["dense"] = DenseIndex.build(chunks, storage / "embeddings")
