@@ -124,6 +124,8 @@ def test_a_chonkie_reference_chunking_validates(tmp_path, capsys, chunking):
     [
         ({"strategy": "sentence", "size": 10**30}, f"less than or equal to {MAX_SIZE}"),
         ({"strategy": "recursive", "size": 64, "overlap": 10}, "takes no overlap"),
+        # The issue's `sentence` of size 1, overlap left out: the default overlap is named.
+        ({"strategy": "sentence", "size": 1}, "size 1 is not above the default overlap (32)"),
     ],
 )
 def test_chunker_settings_out_of_range_are_refused(tmp_path, capsys, chunking, problem):
