@@ -14,6 +14,8 @@ import hashlib
 import http.server
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -122,6 +124,8 @@ def test_a_chonkie_reference_chunking_validates(tmp_path, capsys, chunking):
     [
         ({"strategy": "sentence", "size": 10**30}, f"less than or equal to {MAX_SIZE}"),
         ({"strategy": "recursive", "size": 64, "overlap": 10}, "takes no overlap"),
+        # The issue's `sentence` of size 1, overlap left out: the default overlap is named.
+        ({"strategy": "sentence", "size": 1}, "size 1 is not above the default overlap (32)"),
     ],
 )
 def test_chunker_settings_out_of_range_are_refused(tmp_path, capsys, chunking, problem):
@@ -141,6 +145,29 @@ def test_spans_convert_on_an_unwritable_suite_is_one_line(tmp_path, capsys):
     finally:
         suite.chmod(0o755)
     assert "cannot write it" in line and "make it and its folder writable" in line
+
+
+def test_spans_convert_that_cannot_write_is_one_line_even_as_root(tmp_path, capsys):
+    """CI runs as root, which writes through file modes: a file-size limit of 0 makes the write
+    fail for root too (EFBIG, through the same OSError path as EACCES). Nothing is replaced."""
+    suite = _write_suite(tmp_path / "hostile", {"strategy": "paragraph"}, _good_spans())
+    (suite / "documents" / "guide.md").write_text("Moved down.\n\n" + TEXT, encoding="utf-8")
+    before = (suite / "suite.json").read_bytes()
+    files = sorted(suite.iterdir())
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an error, not a killed process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, limit[1]))
+    try:
+        assert main(["spans", "convert", str(suite)]) == 2
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        signal.signal(signal.SIGXFSZ, handler)
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {suite / 'suite.json'}: cannot write it (File too large): make it and its "
+        "folder writable\n"
+    )
+    assert (suite / "suite.json").read_bytes() == before and sorted(suite.iterdir()) == files
 
 
 def test_a_run_config_top_k_of_0_ends_the_step_in_one_line(tmp_path):

@@ -6,7 +6,6 @@ folder lookup and run config."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ BIN = Path(sys.executable).parent
 STORAGE_URL = "s3://bucket/eval"
 UNSUPPORTED = "ftp://host/eval"
 REFUSED = "is a URL; give a local folder (only the storage folder may be a URL)"
-NOT_STORAGE = "ftp:// is not supported for storage; give a local folder or an s3:// or gs:// URL"
+NOT_STORAGE = "ftp:// is not supported for storage; give a local folder or an s3:// URL"
 
 
 def _environment(tmp_path: Path, **variables: str) -> dict[str, str]:
@@ -39,9 +38,6 @@ def _no_url_folder(cwd: Path) -> None:
     assert not [p.name for p in cwd.iterdir() if p.name.endswith(":")]
 
 
-GCSFS = "installed" if importlib.util.find_spec("gcsfs") else "missing"
-
-
 @pytest.mark.parametrize(
     ("variable", "value", "problem"),
     [
@@ -53,7 +49,7 @@ GCSFS = "installed" if importlib.util.find_spec("gcsfs") else "missing"
             "RAGEVAL_STORAGE",
             "http://key:secret@host:9000/eval?token=t",
             "'http://host:9000/eval': http:// is not supported for storage; give a local folder "
-            "or an s3:// or gs:// URL",
+            "or an s3:// URL",
         ),
         (
             "RAGEVAL_STORAGE",
@@ -62,11 +58,14 @@ GCSFS = "installed" if importlib.util.find_spec("gcsfs") else "missing"
             "s3fs reads (docs/deploy.md, Object storage)",
         ),
         ("RAGEVAL_STORAGE", "s3:///eval", "'s3:///eval' names no bucket"),
-        pytest.param(
+        # Google Cloud Storage is refused by name, gcsfs installed or not: its failures would
+        # end in gcsfs's traces, not in one line.
+        (
             "RAGEVAL_STORAGE",
             "gs://bucket/eval",
-            "'gs://bucket/eval' needs gcsfs, which is not installed: pip install gcsfs",
-            marks=pytest.mark.skipif(GCSFS == "installed", reason="gcsfs is installed"),
+            "'gs://bucket/eval': gs:// (Google Cloud Storage) is not supported for storage: its "
+            "failures are not turned into one line nor tested here; give a local folder or an "
+            "s3:// URL (any S3-compatible store, through AWS_ENDPOINT_URL)",
         ),
     ],
 )

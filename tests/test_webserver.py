@@ -5,31 +5,58 @@ is absent). Screenshots land in the test's tmp folder (and in $RAGEVAL_SCREENSHO
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.cdp import chromium_page
 from tests.conftest import make_pipeline_home
-from tests.dagster_ui import graphql, graphql_when_loaded, running_webserver
+from tests.dagster_ui import free_port, graphql, graphql_when_loaded, running_webserver
 from tests.jobs import dagster_execute
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def evaluated_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The UI over an instance that has evaluated beir-mini once (metrics, gate, its check);
-    one for the module: the tests only read it."""
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A home and its environment whose instance has evaluated beir-mini once (metrics, gate,
+    its check); one for the module: the tests only read it, or add runs of other datasets."""
     home = tmp_path_factory.mktemp("evaluated")
     (home / "dagster_home").mkdir()
     env = {**os.environ, **make_pipeline_home(home), "DAGSTER_HOME": str(home / "dagster_home")}
     job = dagster_execute("evaluate_dataset", "beir-mini", env, home)
     assert job.returncode == 0, job.stderr[-3000:]
+    return home, env
+
+
+@pytest.fixture(scope="module")
+def evaluated_webserver(evaluated) -> Iterator[str]:
+    """The UI over that instance."""
+    home, env = evaluated
     with running_webserver(env, home, home / "webserver.log") as url:
         graphql_when_loaded(url, "{ assetNodes { id } }")
         yield url
+
+
+@pytest.fixture(scope="module")
+def failed_run(evaluated) -> tuple[str, str]:
+    """A run of scifact in that instance that fails on an expected error (its mirror does not
+    answer; a few seconds): its run id and the one line it failed with."""
+    home, env = evaluated
+    mirror = f"http://127.0.0.1:{free_port()}"  # nobody listens there
+    job = dagster_execute(
+        "evaluate_bm25",
+        "scifact",
+        env | {"RAGEVAL_BEIR_MIRROR": mirror, "RAGEVAL_BEIR_ATTEMPTS": "1"},
+        home,
+        op="ingest",  # the ingest step alone: no gate check of scifact to fail after it
+    )
+    assert job.returncode == 1
+    [run_id] = re.findall(r"Run ([0-9a-f-]+) resulted in failure", job.stderr)
+    return run_id, f"{mirror}/scifact.zip: failed after 1 attempt(s): connection failed"
 
 
 def test_ui_serves_the_asset_graph_jobs_and_partitions(evaluated_webserver):
@@ -52,6 +79,29 @@ def test_ui_serves_the_asset_graph_jobs_and_partitions(evaluated_webserver):
     assert {"evaluate_dataset", "ingest_dataset", "evaluate_bm25"} <= names
 
 
+FAILURES = """query ($id: ID!) {
+  logsForRun(runId: $id) { ... on EventConnection { events {
+    __typename
+    ... on ExecutionStepFailureEvent { stepKey error { message stack } }
+    ... on RunFailureEvent { error { message stack } }
+  } } }
+}"""
+
+
+def test_ui_stores_an_expected_failure_as_its_line(evaluated_webserver, failed_run):
+    """What the run page draws a failed step from: the one line, with no stack."""
+    run_id, line = failed_run
+    events = graphql(evaluated_webserver, FAILURES, {"id": run_id})["logsForRun"]["events"]
+    failures = [e for e in events if e["__typename"].endswith("FailureEvent")]
+    assert [e["__typename"] for e in failures] == ["ExecutionStepFailureEvent", "RunFailureEvent"]
+    assert failures[0]["stepKey"] == "ingest"
+    for failure in failures:
+        assert failure["error"]["stack"] == []
+        assert failure["error"]["message"].startswith(
+            f"dagster._core.definitions.events.Failure: {line}"
+        )
+
+
 EXPAND_A_GROUP = """(() => {
   const group = document.querySelector('[class*=collapsedGroupNodeBox]');
   if (group) group.click();
@@ -61,7 +111,7 @@ STAGES = ("beir_archive", "corpus", "queries", "qrels", "chunks", "index", "run"
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
-def test_ui_in_headless_chromium(evaluated_webserver, tmp_path):
+def test_ui_in_headless_chromium(evaluated_webserver, failed_run, tmp_path):
     url, shots = evaluated_webserver, tmp_path / "screenshots"
     shots.mkdir()
     with chromium_page(tmp_path / "profile") as page:
@@ -106,6 +156,14 @@ def test_ui_in_headless_chromium(evaluated_webserver, tmp_path):
         page.wait_for("nightly", "Running", "0 2 * * *")
         page.wait_until("document.querySelector('input[type=checkbox]')?.checked === true")
         page.screenshot(shots / "5-nightly-schedule.png")
+
+        # A step that failed on an expected error shows its one line, and no stack under it
+        # (defs/failures.py): the step's failure, and the run's that repeats it.
+        run_id, line = failed_run
+        page.goto(f"{url}/runs/{run_id}")
+        text = page.wait_for("STEP_FAILURE", "RUN_FAILURE", line)
+        assert text.count(line) == 2 and "Stack Trace" not in text
+        page.screenshot(shots / "6-failed-step.png")
     for shot in shots.iterdir():
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     if keep := os.environ.get("RAGEVAL_SCREENSHOTS"):

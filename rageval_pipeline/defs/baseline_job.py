@@ -10,6 +10,7 @@ import dagster as dg
 from rageval_pipeline.core.gate import load_policy
 from rageval_pipeline.core.gate.baselines import promote
 from rageval_pipeline.core.history.summaries import select_runs, summaries
+from rageval_pipeline.defs.failures import refusal
 from rageval_pipeline.defs.resources import Settings, WarehouseResource
 
 
@@ -30,7 +31,7 @@ def update_baseline_op(
     store = warehouse.warehouse
     runs = select_runs(store, dataset=config.dataset, system=config.system)
     if runs.empty:
-        raise dg.Failure(f"no evaluation of dataset {config.dataset!r} to promote")
+        raise refusal(f"no evaluation of dataset {config.dataset!r} to promote")
     written = promote(
         summaries(store, runs),
         settings.baselines,

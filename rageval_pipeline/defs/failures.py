@@ -3,18 +3,19 @@
 An `InputError` (bad input, and its kinds `NetworkError`, `ArchiveError`, `StorageError`;
 an object-store failure is turned into a `StorageError` first: core.storage.faults) already
 says what went wrong, where, and what to do; raised in an asset or the IO manager it becomes
-a `dg.Failure` whose description is that line, not chained to the original (whose trace adds
-nothing and, for network errors, is what the line was made to keep out of logs). Dagster
-shows the description first on the run page and in `dagster job execute`. Retrying would meet
-the same input, so the failure bypasses retry policies. Anything else keeps its trace.
+a `refusal`: a `dg.Failure` whose description is that line, not chained to the original (whose
+trace adds nothing and, for network errors, is what the line was made to keep out of logs),
+and whose stored error is the line alone, without the stack of Dagster's own frames. The run
+page and `dagster job execute` (no run config needed) show the step's failure as the line,
+and the run's failure repeats it. Retrying would meet the same input, so the failure bypasses
+retry policies. Anything else keeps its trace. Other expected ends of a step (the gate's FAIL
+verdict, a missing generation set) raise a `refusal` too.
 
-On the terminal (`scripts/evaluate`'s log; `dagster job execute` and `dg launch` with
-`-c deploy/run_config/one_line.yaml`) such a failure is that one line: `console`, the jobs'
-console logger, prints a step failure caused by a
-`dg.Failure` as `... STEP_FAILURE - Execution of step "x" failed: <the line>`, without the
-stack of Dagster's own frames under it, and the run failure after it without the line again
-(`dagster job execute` with a bad `top_k`: 65 lines before, 8 after). Every other error keeps
-its trace, and the event log (the UI's run page) keeps everything.
+`console`, the jobs' console logger, prints a step failure caused by a `dg.Failure` as
+`... STEP_FAILURE - Execution of step "x" failed: <the line>` and the run failure after it
+without the line again: the line once. Dagster uses it only when run config names it
+(`scripts/evaluate` passes `deploy/run_config/one_line.yaml`; `dagster job execute` and
+`dg launch` take `-c deploy/run_config/one_line.yaml`).
 
 Raised while the definitions load (a `RAGEVAL_*` folder that is a URL, a bad systems.yaml), it
 becomes a `LoadRefused` instead: no step runs, so there is no run page to show it on.
@@ -28,6 +29,8 @@ from typing import TypeVar
 
 import click
 import dagster as dg
+from dagster._core.errors import DagsterUserCodeProcessError
+from dagster._utils.error import SerializableErrorInfo
 
 from rageval_pipeline.core.errors import InputError
 
@@ -36,8 +39,35 @@ MARK = "one_line_errors"
 F = TypeVar("F", bound=Callable)
 
 
-def _failure(exc: InputError) -> dg.Failure:
-    return dg.Failure(description=str(exc), allow_retries=False)
+class _OneLineFailure(dg.Failure, DagsterUserCodeProcessError):
+    """A `dg.Failure` whose stored error is its line alone, with no stack.
+
+    Dagster stores a step failure's error with the frames it passed through: its own (about 20),
+    then the `raise`. It offers no public way to leave them out (a failure hook runs after the
+    event is stored; `Failure` metadata adds to it; the console logger is the project's only
+    when run config names it; DAGSTER_REDACT_USER_CODE_ERRORS hides the message too). What it
+    does have is its own path for an error that happened in another process: the error of a
+    `DagsterUserCodeProcessError` is stored as that process serialised it
+    (`dagster._utils.error.serializable_error_info_from_exc_info`). This failure is one, with
+    the line as its error, so the run page and `dagster job execute` show the line and no
+    `Stack Trace:`. Both are internal to Dagster 1.13: should a later Dagster drop the path,
+    this is an ordinary `dg.Failure` again (the line first, then the frames), and
+    tests/test_job_output.py says so.
+    """
+
+    def __init__(self, line: str) -> None:
+        Exception.__init__(self, line)  # each base's __init__ wants the other's arguments
+        self.description, self.metadata, self.allow_retries = line, {}, False
+        failure = f"{dg.Failure.__module__}.{dg.Failure.__qualname__}"
+        self.user_code_process_error_infos = [
+            SerializableErrorInfo(f"{failure}: {line}\n", [], dg.Failure.__name__)
+        ]
+
+
+def refusal(line: str) -> dg.Failure:
+    """The step's end for an expected failure: `line` is all that is shown and stored, and a
+    retry policy does not retry it (it would meet the same input)."""
+    return _OneLineFailure(line)
 
 
 def expected(exc: Exception) -> InputError | None:
@@ -67,7 +97,7 @@ def one_line_errors(fn: F) -> F:
             except Exception as exc:
                 if (error := expected(exc)) is None:
                     raise
-                raise _failure(error) from None
+                raise refusal(str(error)) from None
 
         wrapped = steps
     else:
@@ -79,7 +109,7 @@ def one_line_errors(fn: F) -> F:
             except Exception as exc:
                 if (error := expected(exc)) is None:
                     raise
-                raise _failure(error) from None
+                raise refusal(str(error)) from None
 
         wrapped = call
     setattr(wrapped, MARK, True)

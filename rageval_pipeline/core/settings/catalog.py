@@ -65,7 +65,7 @@ FAMILIES: tuple[Family, ...] = (
         "RAGEVAL",
         "Folders and hosts",
         "Read on each use. The folders are local paths, except the storage folder, which may "
-        "be an object-store URL (`s3://bucket/eval` with s3fs, `gs://` with gcsfs; "
+        "be an object-store URL (`s3://bucket/eval` with s3fs; `gs://` is refused; "
         "docs/deploy.md, Object storage). Any other URL is refused with one line, never taken "
         "for a local folder.",
     ),

@@ -62,7 +62,7 @@ class Locations(EnvGroup):
     storage: str | None = Field(
         None,
         description="everything the pipeline writes: Parquet, the warehouse, indexes, caches, "
-        "reports; a local folder or an `s3://` / `gs://` URL (docs/deploy.md, Object storage)",
+        "reports; a local folder or an `s3://` URL (docs/deploy.md, Object storage)",
         json_schema_extra={"shown": "`data/storage/`"},
     )
     scratch: Path | None = Field(

@@ -74,6 +74,11 @@ class ChunkingConfig(BaseModel):
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
         if self.strategy in _OVERLAPPING and self.overlap >= self.size:
+            if "overlap" not in self.model_fields_set:  # say where the overlap comes from
+                raise ValueError(
+                    f"size {self.size} is not above the default overlap ({self.overlap}): "
+                    f"set `overlap` below {self.size} too"
+                )
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
         if self.strategy == "recursive" and "overlap" in self.model_fields_set and self.overlap:
             raise ValueError("`recursive` chunking takes no overlap: remove `overlap`")

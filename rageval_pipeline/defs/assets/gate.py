@@ -35,7 +35,7 @@ from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, chunk_corpus, integrity
 from rageval_pipeline.defs.checks import measured_integrity
-from rageval_pipeline.defs.failures import one_line_errors
+from rageval_pipeline.defs.failures import one_line_errors, refusal
 from rageval_pipeline.defs.job_summary import verdict_line
 from rageval_pipeline.defs.partitions import partitioned_check
 from rageval_pipeline.defs.resources import (
@@ -238,7 +238,7 @@ def build_gate_asset(
         if not verdict.passed:
             # Instead of Dagster's DagsterAssetCheckFailedError (printed twice with its trace
             # and no verdict): the failed check is recorded above, the step fails with the line.
-            raise dg.Failure(description=line, allow_retries=False)
+            raise refusal(line)
         context.log.info(line)
 
     return gate

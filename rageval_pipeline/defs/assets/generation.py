@@ -30,6 +30,7 @@ from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.defs.executors import executor_from_env
+from rageval_pipeline.defs.failures import refusal
 from rageval_pipeline.defs.resources import Settings, WarehouseResource
 
 GROUP = "generation"
@@ -55,7 +56,7 @@ class GenerationSettings(dg.ConfigurableResource):
         if self.queries:
             return tuple(self.queries), "resources.generation.config.queries"
         if dataset not in correctness.GENERATION_SETS:
-            raise dg.Failure(
+            raise refusal(
                 f"no generation set for {dataset}: set resources.generation.config.queries"
             )
         return correctness.GENERATION_SETS[dataset], DEFAULT_SET.format(dataset=dataset)
@@ -71,7 +72,7 @@ def one_line() -> Iterator[None]:
     try:
         yield
     except (config.GenerationError, InputError) as exc:
-        raise dg.Failure(description=str(exc)) from None
+        raise refusal(str(exc)) from None
 
 
 def _queries_file(folder: Path) -> Path:

@@ -36,6 +36,7 @@ from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.defs.assets.generation import one_line
 from rageval_pipeline.defs.executors import executor_from_env
+from rageval_pipeline.defs.failures import refusal
 from rageval_pipeline.defs.resources import Settings
 
 GROUP = "llm_labels"
@@ -65,7 +66,7 @@ class LabelSettings(dg.ConfigurableResource):
         names = self.systems or list(catalog)
         unknown = sorted(set(names) - set(catalog))
         if unknown:
-            raise dg.Failure(f"resources.labels.config.systems names unknown system(s) {unknown}")
+            raise refusal(f"resources.labels.config.systems names unknown system(s) {unknown}")
         wanted = set(names) | {m for n in names for m in catalog[n].member_names}
         return labelling.Pooling(
             systems={n: s for n, s in catalog.items() if n in wanted},
@@ -77,7 +78,7 @@ class LabelSettings(dg.ConfigurableResource):
 def _suite(settings: Settings, dataset: str) -> Suite:
     folder = settings.dataset_folder(dataset)
     if loaders.suite_file(folder) is None:
-        raise dg.Failure(f"{dataset}: synthetic queries and LLM labels need a golden suite")
+        raise refusal(f"{dataset}: synthetic queries and LLM labels need a golden suite")
     return load_suite(folder)
 
 
@@ -300,7 +301,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
             context.log.info(check.message)
         line = f"PPI {dataset}: {verdict.summary}"
         if not verdict.passed:
-            raise dg.Failure(description=line)
+            raise refusal(line)
         context.log.info(line)
         return dg.MaterializeResult(metadata={"verdict": verdict.summary})
 
