@@ -5,7 +5,6 @@ Named for what it does to runs, scoring them; `core.measures.evaluate` is the on
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -107,7 +106,6 @@ def _inputs_reading_the_run_ahead(
     try:
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
         arrow = raw is not None and args.llm_qrels is None
-        jemalloc_pool()
         if arrow:
             pyarrow_without_pandas()
         from rageval_pipeline.core.io.delimited import fetch
@@ -125,19 +123,6 @@ def _inputs_reading_the_run_ahead(
         return measures, qrels, ahead.result()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-
-
-def jemalloc_pool() -> None:
-    """pyarrow's jemalloc pool for `eval`, in place of its default (mimalloc), before anything
-    is read. mimalloc touched fresh huge pages for the CSV reader's buffers: 41% of the CPU of
-    `rageval eval` on the 5M-row bench files was the kernel zeroing them (perf, at load 8).
-    Side by side in one script run (bench/README.md, "Issue 35"): FIGURE."""
-    from contextlib import suppress
-
-    import pyarrow as pa
-
-    with suppress(NotImplementedError):  # (a pyarrow built without jemalloc keeps its own)
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
 
 
 def pyarrow_without_pandas() -> None:
@@ -174,9 +159,6 @@ _NO_PANDAS = _NoPandas()
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    # No cyclic garbage collection in a process this short: the collector ran over every
-    # object the imports made, again and again (5% of the CPU on the bench files; FIGURE).
-    gc.disable()
     measures, qrels, run = _inputs_reading_the_run_ahead(args)
     population = ppi_scores.population(
         args, qrels, lambda path: read_judgments(path, [args.run], args.document_level)
