@@ -133,8 +133,10 @@ def pyarrow_without_pandas() -> None:
     imports it. So a TREC run scored by the numpy and Arrow kernels (`pandas_free` measures, no
     `--document-level` or `--llm-qrels`) reads, scores and prints with no pandas at all.
 
-    The one process-level trick of `eval` besides the read-ahead (bench/README.md, "Issue 35"):
-    on the 5M-row bench files, best of 5 side by side in one script run, FIGURE."""
+    The one process-level trick of `eval` besides the read-ahead (bench/README.md, "Issue 35",
+    2026-11-28 at load 6-8): on the 5M-row bench files, six runs of each build alternating,
+    1.62 s median wall (1.39-2.56) and 0.86 s user CPU against 2.57 s (2.00-3.04) and 1.10 s
+    with pandas; two `side_by_side.py` runs at that load (7 each) did not tell them apart."""
     import pyarrow as pa
 
     if "pandas" in sys.modules:  # (imported already: nothing to save)
