@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -194,3 +195,59 @@ def test_a_run_that_is_not_qrels_is_not_called_swapped():
     assert done.returncode == 2
     assert "swapped" not in done.stderr
     assert done.stderr.startswith(f"error: {RUN_A}:1: found 6 whitespace-separated fields")
+
+
+@pytest.mark.slow
+def test_arrow_path_imports_no_pandas_and_agrees_with_pytrec_eval(tmp_path):
+    """`rageval eval` on TREC files with the numpy-and-Arrow measures (`pyarrow_without_pandas`)
+    never imports pandas, and every per-query value and mean is pytrec_eval's: graded labels,
+    tied scores, unjudged documents, rows out of order, a judged query the run lacks (0)."""
+    import pytrec_eval
+
+    rng = np.random.default_rng(35)
+    qrels, run = [], []
+    for q in range(40):
+        docs = rng.choice(60, size=30, replace=False)
+        qrels += [(f"q{q}", f"d{d}", int(rng.integers(0, 4))) for d in docs[:15]]
+        if q != 7:  # q7 is judged and not retrieved
+            run += [(f"q{q}", f"d{d}", float(rng.integers(0, 6))) for d in docs[5:]]
+    order = rng.permutation(len(run))
+    (tmp_path / "qrels.trec").write_text("".join(f"{q} 0 {d} {r}\n" for q, d, r in qrels))
+    lines = [f"{run[i][0]} Q0 {run[i][1]} 1 {run[i][2]!r} t\n" for i in order]
+    (tmp_path / "run.trec").write_text("".join(lines))
+    pairs = {
+        "nDCG@10": "ndcg_cut_10",
+        "P@5": "P_5",
+        "R@10": "recall_10",
+        "RR": "recip_rank",
+        "AP": "map",
+        "Rprec": "Rprec",
+        "Success@3": "success_3",
+    }
+    argv = ["eval", str(tmp_path / "qrels.trec"), str(tmp_path / "run.trec"), "--format", "json"]
+    argv += [flag for measure in pairs for flag in ("-m", measure)]
+    program = (
+        "import sys; from rageval_pipeline.cli import main; status = main(sys.argv[1:]); "
+        "sys.exit(3 if 'pandas' in sys.modules else status)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr  # 3: pandas was imported
+    ours = json.loads(done.stdout)
+
+    trec_qrels: dict[str, dict[str, int]] = {}
+    for q, d, r in qrels:
+        trec_qrels.setdefault(q, {})[d] = r
+    trec_run: dict[str, dict[str, float]] = {}
+    for q, d, s in run:
+        trec_run.setdefault(q, {})[d] = s
+    evaluator = pytrec_eval.RelevanceEvaluator(trec_qrels, set(pairs.values()))
+    theirs = evaluator.evaluate(trec_run)
+    judged = {q for q, _, r in qrels if r >= 1}
+    assert set(ours["per_query"]) == judged and "q7" in judged
+    for measure, name in pairs.items():
+        expected = [theirs[q][name] if q in theirs else 0.0 for q in sorted(judged)]
+        got = [ours["per_query"][q][measure] for q in sorted(judged)]
+        assert got == pytest.approx(expected, abs=1e-9), measure
+        assert ours["mean"][measure] == pytest.approx(np.mean(expected), abs=1e-9), measure

@@ -1,7 +1,7 @@
 """`rageval gate`: the release gate on run files, for a CI that has runs but no Dagster.
 
 The baseline's run and the new run are scored against the qrels by `rageval eval`'s code
-(`score`), each made a `RunSummary` as the gate reads a stored run back (`history.summaries`),
+(`scoring`), each made a `RunSummary` as the gate reads a stored run back (`history.summaries`),
 the baseline's recorded from its summary, and decided by `core.gate.decide` under the policy:
 the same decision, verdict and report as the `gate` asset. Exit 0 when the verdict passes, 1
 when it is blocked, 2 on bad input (one line naming file, line and field).
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rageval_pipeline.cli import ppi_scores, score
+from rageval_pipeline.cli import ppi_scores, scoring
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.defaults import EVAL_MEASURES
 
@@ -107,19 +107,19 @@ def run_gate(args: argparse.Namespace) -> int:
     rules = policy.rules_for(dataset)
     wanted = args.measures or [*GATE_MEASURES, *(str(m) for m in rules.compare or ())]
     args.measures = list(dict.fromkeys(wanted))
-    measures = score.parse_measures(args)
+    measures = scoring.parse_measures(args)
     files = [args.baseline, args.run]
-    qrels = score.read_judgments(args.qrels, files, document_level=False)
+    qrels = scoring.read_judgments(args.qrels, files, document_level=False)
     population = ppi_scores.population(
-        args, qrels, lambda path: score.read_judgments(path, files, document_level=False)
+        args, qrels, lambda path: scoring.read_judgments(path, files, document_level=False)
     )
     summaries: list[RunSummary] = []
     for path in files:
-        ranked = score.read_run_file(path, document_level=False)
-        per_query = score.score_run(qrels, args.qrels, ranked, path, measures)
+        ranked = scoring.read_run_file(path, document_level=False)
+        per_query = scoring.score_run(qrels, args.qrels, ranked, path, measures)
         by_llm = None
         if population is not None:
-            by_llm = score.score_run(population[1], args.llm_qrels, ranked, path, measures)
+            by_llm = scoring.score_run(population[1], args.llm_qrels, ranked, path, measures)
         digest = file_digest(Path(path))[:16]
         summaries.append(
             run_summary(

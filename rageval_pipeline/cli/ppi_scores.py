@@ -47,7 +47,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# The qrels table and its side of the join, as `rageval eval` reads them (`score.read_judgments`).
+# The qrels table and its side of the join, as `rageval eval` reads them
+# (`scoring.read_judgments`).
 Qrels = tuple["pd.DataFrame", "Judgments"]
 
 

@@ -7,21 +7,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rageval_pipeline.cli import at_least, ppi_scores
+from rageval_pipeline.cli.scoring import (
+    parse_measures,
+    read_judgments,
+    read_run_file,
+    score_columns,
+    score_run,
+)
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.defaults import EVAL_MEASURES
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rageval_pipeline.cli.scoring import Qrels
     from rageval_pipeline.core.io.ranking import RankedRun
-    from rageval_pipeline.core.measures.join import Judgments
-    from rageval_pipeline.core.measures.names import Measure
-
-    Qrels = tuple[pd.DataFrame, Judgments]  # a qrels table and its side of the join
+    from rageval_pipeline.core.measures.compute import Columns
+    from rageval_pipeline.core.statistics.ppi import PpiEstimate
 
 FORMATS = ("table", "json", "csv")
 
@@ -80,36 +85,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_compare, refuse=parser.error)
 
 
-def parse_measures(args: argparse.Namespace) -> list[Measure]:
-    """The measures asked for, parsed once here; a bad one exits 2, as argparse would.
-    Parsed here rather than while parsing arguments: naming a measure imports pydantic
-    (0.15 s), which `eval` spends while its run is read."""
-    from rageval_pipeline.core.measures import parse_measure
-
-    measures = []
-    for text in args.measures or EVAL_MEASURES:
-        try:
-            measures.append(parse_measure(text))
-        except InputError as exc:
-            args.refuse(f"argument -m/--measure: {exc.problem}")
-    return measures
-
-
-def read_run_file(path: str, document_level: bool) -> RankedRun | pd.DataFrame:
-    from rageval_pipeline.core.io.formats import read_ranked_run, read_run
-    from rageval_pipeline.core.io.ranking import to_document_level
-
-    # A TREC run goes to the measures engine as its reader left it (checked, in Arrow).
-    return to_document_level(read_run(path)) if document_level else read_ranked_run(path)
-
-
 def _inputs_reading_the_run_ahead(
     args: argparse.Namespace,
 ) -> tuple[list[str], Qrels, RankedRun | pd.DataFrame]:
     """`eval`'s measures, qrels and run, the run read in a thread started first thing: its
     bytes while numpy and pyarrow import, then its CSV parse, checks and trec_eval order (I/O
-    and Arrow release the GIL) while this thread imports pandas and the measures engine
-    (0.6 s), names the measures, reads the qrels and makes their side of the join. Those come
+    and Arrow release the GIL) while this thread imports the measures engine, names the
+    measures (pydantic, 0.15 s), reads the qrels and makes their side of the join. Those come
     first, so their errors do; the thread is not waited for then.
 
     The one speed trick kept in the CLI (bench/README.md, "Issue 23"): `rageval eval` on the
@@ -123,16 +105,19 @@ def _inputs_reading_the_run_ahead(
     pool = ThreadPoolExecutor(max_workers=1)  # one thread: the parse follows the read
     try:
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
+        arrow = raw is not None and args.llm_qrels is None
+        if arrow:
+            pyarrow_without_pandas()
         from rageval_pipeline.core.io.delimited import fetch
         from rageval_pipeline.core.io.formats import TREC_RUN, read_ranked_run
 
         if raw is not None:
             ahead = pool.submit(lambda: read_ranked_run(fetch(*raw.result(), TREC_RUN)))
-        import rageval_pipeline.core.measures.compute  # noqa: F401 (imported while it parses)
+        from rageval_pipeline.core.measures.compute import pandas_free  # (while it parses)
 
         measures = parse_measures(args)
-
-        qrels = read_judgments(args.qrels, [args.run], args.document_level)
+        arrow = arrow and pandas_free(measures)
+        qrels = read_judgments(args.qrels, [args.run], args.document_level, arrow=arrow)
         if raw is None:
             return measures, qrels, read_run_file(args.run, document_level=True)
         return measures, qrels, ahead.result()
@@ -140,136 +125,39 @@ def _inputs_reading_the_run_ahead(
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def read_judgments(path: str, runs: list[str], document_level: bool) -> Qrels:
-    """The qrels and their side of the join (`Judgments`), for any number of runs.
+def pyarrow_without_pandas() -> None:
+    """`rageval eval`'s Arrow path: pyarrow looks for pandas once, on its first conversion of
+    numpy or Python values (`pa.array`, `to_numpy`, a scalar argument), only to recognise pandas
+    objects, and imports it (0.46 s) if installed. Looked for while `import pandas` fails, it
+    finds none and stops looking; a pandas conversion (`to_pandas`, `from_pandas`) still
+    imports it. So a TREC run scored by the numpy and Arrow kernels (`pandas_free` measures, no
+    `--document-level` or `--llm-qrels`) reads, scores and prints with no pandas at all.
 
-    `--document-level` is refused for chunk-level qrels, which no document id can match (every
-    score would be 0). The rule, never a guess from some of the ids: the qrels are chunk-level
-    when every judged id has the chunk-id form `doc:chunk:n` (`core.suites.chunking`)."""
-    from rageval_pipeline.core.io.chunk_ids import is_chunk_id
-    from rageval_pipeline.core.io.formats import read_keyed_qrels
-    from rageval_pipeline.core.measures.join import Judgments
-
-    try:
-        table, keys = read_keyed_qrels(path)
-    except InputError as error:
-        raise _swapped(path, runs) or error from None
-    if document_level and is_chunk_id(table["doc_id"]).all():
-        raise InputError(
-            path,
-            "every judged id is a chunk id (doc:chunk:n): these are chunk-level judgments, "
-            "which --document-level cannot match; score the chunk run without it",
-        )
-    return table, Judgments.of(table, keys)
-
-
-def _swapped(qrels: str, runs: list[str]) -> InputError | None:
-    """When QRELS, which did not read as qrels, reads as a run, and a RUN reads as qrels but
-    not as a run, the two were given in each other's place. Read only on that error path."""
-    from rageval_pipeline.core.io.formats import read_qrels, read_run
-
-    if not _reads(read_run, qrels):
-        return None
-    for run in runs:
-        if _reads(read_qrels, run) and not _reads(read_run, run):
-            return InputError(
-                qrels,
-                f"reads as a run and {run} as qrels: the arguments look swapped "
-                "(QRELS comes first, then the run)",
-            )
-    return None
-
-
-def _reads(reader: Callable[[str], object], path: str) -> bool:
-    try:
-        reader(path)
-    except InputError:
-        return False
-    return True
-
-
-def _note(path: str, queries: list[str], one: str, many: str) -> None:
-    """One line on stderr: `one` or `many` with the count filled in, then the first queries."""
-    text = (one if len(queries) == 1 else many).format(n=len(queries))
-    shown = ", ".join(queries[:5]) + (" ..." if len(queries) > 5 else "")
-    print(f"note: {path}: {text}: {shown}", file=sys.stderr)
-
-
-def _span_scores(
-    suite: str | None, qrels: pd.DataFrame, run: RankedRun | pd.DataFrame, measures: list[Measure]
-) -> pd.DataFrame:
-    """The span measures of the run, over the suite's spans of the queries the qrels judge."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    from rageval_pipeline.core.measures.spans import evaluate_spans
-    from rageval_pipeline.core.suites.derived import EvidenceSet
-    from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
-    from rageval_pipeline.core.suites.loaders import suite_spans, suite_tables
-
-    if suite is None:
-        names = ", ".join(str(m) for m in measures)
-        raise InputError(
-            None, f"{names}: computed from evidence spans; name their suite with --suite"
-        )
-    loaded = load_suite(resolve_suite_file(Path(suite)))
-    spans = suite_spans(loaded)
-    spans = spans[spans["query_id"].isin(qrels["query_id"])]
-    ranked = run.table().to_pandas() if not isinstance(run, pd.DataFrame) else run
-    corpus = suite_tables(loaded).corpus
-    evidence = EvidenceSet.for_ids(spans, corpus, loaded.chunking, ranked)
-    return evaluate_spans(ranked, evidence.spans, evidence.units, evidence.tokens, measures)
-
-
-def score_run(
-    qrels: Qrels,
-    qrels_path: str,
-    run: RankedRun | pd.DataFrame,
-    path: str,
-    measures: list[Measure],
-    suite: str | None = None,
-) -> pd.DataFrame:
-    import pandas as pd
+    The one process-level trick of `eval` besides the read-ahead (bench/README.md, "Issue 35",
+    2026-11-28 at load 6-8): on the 5M-row bench files, six runs of each build alternating,
+    1.62 s median wall (1.39-2.56) and 0.86 s user CPU against 2.57 s (2.00-3.04) and 1.10 s
+    with pandas; two `side_by_side.py` runs at that load (7 each) did not tell them apart."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    from rageval_pipeline.core.measures import evaluate, unjudged_queries
-    from rageval_pipeline.core.measures.prepare import distinct_query_ids
+    if "pandas" in sys.modules:  # (imported already: nothing to save)
+        return
+    sys.meta_path.insert(0, _NO_PANDAS)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_NO_PANDAS)
 
-    table, judgments = qrels
-    if left_out := unjudged_queries(table, run):
-        rule = f"relevant judgment (label >= 1) in {qrels_path}"
-        _note(
-            path,
-            left_out,
-            f"{{n}} query has no {rule} and is left out (only queries with one are scored)",
-            f"{{n}} queries have no {rule} and are left out (only queries with one are scored)",
-        )
-    by_qrels = [m for m in measures if not m.USES_SPANS]
-    per_query = evaluate(table, run, by_qrels, judgments)
-    if len(by_qrels) < len(measures):
-        spanned = _span_scores(suite, table, run, [m for m in measures if m.USES_SPANS])
-        per_query = pd.concat([per_query, spanned], ignore_index=True)
-    if per_query.empty:
-        raise InputError(
-            qrels_path, "no query has a relevant judgment (label >= 1): nothing to evaluate"
-        )
-    scored = pa.array(per_query["query_id"].unique(), pa.large_string())
-    in_run = distinct_query_ids(run)
-    if not pc.any(pc.is_in(in_run, value_set=scored)).as_py():
-        raise InputError(path, f"no query of the run is judged in {qrels_path}")
-    absent = scored.filter(pc.invert(pc.is_in(scored, value_set=in_run)))
-    if len(absent):
-        _note(
-            path,
-            sorted(absent.to_pylist()),
-            f"{{n}} judged query of {qrels_path} is not in the run and scores 0 on every "
-            "measure (as trec_eval -c scores it; plain trec_eval skips it)",
-            f"{{n}} judged queries of {qrels_path} are not in the run and score 0 on every "
-            "measure (as trec_eval -c scores them; plain trec_eval skips them)",
-        )
-    return per_query
+
+class _NoPandas:
+    """A module finder under which `import pandas` fails (ModuleNotFoundError)."""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("No module named 'pandas'", name=name)
+
+
+_NO_PANDAS = _NoPandas()
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -277,43 +165,56 @@ def run_eval(args: argparse.Namespace) -> int:
     population = ppi_scores.population(
         args, qrels, lambda path: read_judgments(path, [args.run], args.document_level)
     )
-    per_query = score_run(qrels, args.qrels, run, args.run, measures, args.suite)
+    columns = score_columns(qrels, args.qrels, run, args.run, measures, args.suite)
     ppi = {}
     if population:
+        import pandas as pd
+
         from rageval_pipeline.core.statistics.ppi import nested, ppi_means
 
         sample, llm = population
         by_llm = score_run(llm, args.llm_qrels, run, args.run, measures)
         named = [str(m) for m in measures]
+        per_query = pd.DataFrame(dict(zip(("query_id", "measure", "value"), columns, strict=True)))
         ppi = ppi_means(nested(per_query), nested(by_llm), sample, named, where=args.qrels)
     del run  # (its arrays are freed before the output is built)
+    print_scores(columns, args.format, args.per_query, ppi)
+    return 0
 
-    import pandas as pd
 
-    from rageval_pipeline.core.measures.aggregate import mean_table
+def print_scores(columns: Columns, form: str, per_query: bool, ppi: dict[str, PpiEstimate]) -> None:
+    """`eval`'s output: each measure's mean over its queries ('all'), with `per_query` each
+    query's values first (queries ascending, measures as asked), then any PPI estimates."""
+    import numpy as np
 
-    means = mean_table(per_query, intervals=False)  # printed without intervals
-    if args.format == "json":
+    queries, measures, values = columns
+    named = list(dict.fromkeys(measures))
+    means = {m: values[measures == m].mean() for m in named}
+    if form == "json":
         nested: dict[str, dict[str, float]] = {}
-        for query_id, measure, value in per_query.itertuples(index=False):
+        for query_id, measure, value in zip(queries, measures, values, strict=True):
             nested.setdefault(query_id, {})[measure] = value
-        document = {"mean": dict(zip(means["measure"], means["value"], strict=True))}
+        document = {"mean": means}
         if ppi:
             document["ppi"] = {m: ppi_scores.as_json(e) for m, e in ppi.items()}
         print(json.dumps(document | {"per_query": nested}, indent=2))
-        return 0
-    rows = means.assign(query_id="all")[["measure", "query_id", "value"]]
-    if args.per_query:
-        ordered = per_query.sort_values(["query_id"], kind="stable")
-        rows = pd.concat([ordered[["measure", "query_id", "value"]], rows], ignore_index=True)
-    if args.format == "csv":
-        print(rows.to_csv(index=False, float_format="%.6f"), end="")
-    else:
-        for measure, query_id, value in rows.itertuples(index=False):
-            print(f"{measure:<12}\t{query_id}\t{value:.4f}")
-        for measure, estimate in ppi.items():
-            print(ppi_scores.line(measure, estimate))
-    return 0
+        return
+    rows = [(m, "all", v) for m, v in means.items()]
+    if per_query:
+        order = np.argsort(queries, kind="stable")
+        each = zip(measures[order], queries[order], values[order], strict=True)
+        rows = [*each, *rows]
+    if form == "csv":
+        import csv
+
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow(("measure", "query_id", "value"))
+        out.writerows((m, q, f"{v:.6f}") for m, q, v in rows)
+        return
+    for measure, query_id, value in rows:
+        print(f"{measure:<12}\t{query_id}\t{value:.4f}")
+    for measure, estimate in ppi.items():
+        print(ppi_scores.line(measure, estimate))
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -71,10 +71,12 @@ def synthesize(
     seed: int,
     human_sample: int,
     depth: int,
+    chunks: pd.DataFrame | None = None,
 ) -> SynthOutcome | None:
     """Write the companion set, the human sample and its sheet into `folder`; None on a dry
-    run (the LLM's usage says what it would spend)."""
-    candidates, unparseable = synthetic.write_queries(llm, suite, n, seed)
+    run (the LLM's usage says what it would spend). `chunks`: the corpus chunked by the
+    suite's chunking, when stored (`synthetic.units`)."""
+    candidates, unparseable = synthetic.write_queries(llm, suite, n, seed, chunks)
     if llm.dry_run:
         return None
     unique = synthetic.without_duplicates(suite, candidates)

@@ -87,11 +87,14 @@ class Unit(BaseModel):
     text: str
 
 
-def units(suite: Suite) -> list[Unit]:
-    """The suite's judging targets with at least MIN_UNIT_WORDS words, in corpus order."""
+def units(suite: Suite, chunks: pd.DataFrame | None = None) -> list[Unit]:
+    """The suite's judging targets with at least MIN_UNIT_WORDS words, in corpus order.
+    `chunks`: the corpus chunked by the suite's chunking, when the caller has them stored
+    (the pipeline's `<system>/chunks`); else it is chunked here."""
     corpus = suite_tables(suite).corpus
     if suite_level(suite) == "chunk":
-        chunks = chunk_corpus(corpus, suite.chunking, "")
+        if chunks is None:
+            chunks = chunk_corpus(corpus, suite.chunking, "")
         pairs = zip(chunks["chunk_id"], chunks["text"], strict=True)
     else:
         pairs = zip(corpus["doc_id"], corpus["text"], strict=True)
@@ -139,11 +142,12 @@ def queries_table(rows: list[tuple[str, str]]) -> pd.DataFrame:
 
 
 def write_queries(
-    llm: LLM, suite: Suite, n: int, seed: int
+    llm: LLM, suite: Suite, n: int, seed: int, chunks: pd.DataFrame | None = None
 ) -> tuple[list[tuple[str, str, Unit, int]], int]:
     """Candidate (id, query, unit, sample) rows and the number of unparseable replies.
-    Ids are `syn-<draw number>`: stable when n grows or a filter changes."""
-    drawn = draws(units(suite), n, seed)
+    Ids are `syn-<draw number>`: stable when n grows or a filter changes. `chunks`: as
+    `units` takes them."""
+    drawn = draws(units(suite, chunks), n, seed)
     jobs = [(prompts.SYNTHETIC_QUERY.format(passage=u.text), s) for u, s in drawn]
     replies = llm.complete_jobs(jobs)
     out, unparseable = [], 0

@@ -202,6 +202,15 @@ def read_keyed_qrels(
 ) -> tuple[pd.DataFrame, np.ndarray | None]:
     """`read_qrels`, and the `keys.pair_keys` of the rows when the text reader made them (all
     distinct), for `measures.join.Judgments.of`; else None."""
+    table, keys = read_keyed_qrels_table(path, split)
+    return table.to_pandas(), keys
+
+
+def read_keyed_qrels_table(
+    path: str | Path, split: str | None = None
+) -> tuple[pa.Table, np.ndarray | None]:
+    """`read_keyed_qrels` in Arrow: for the measures engine, which takes either, with no
+    pandas (`rageval eval`'s Arrow path)."""
     path, data = input_bytes(path)
     keys = None
     if data[:4] == PARQUET_MAGIC:
@@ -220,7 +229,7 @@ def read_keyed_qrels(
         table = _set(_set(table, "split", split), "level", "document")
     if not table.num_rows:
         raise InputError(path, "has no judgments")
-    return _shaped(table, tables.QRELS), keys
+    return _shaped_table(table, tables.QRELS), keys
 
 
 def _set(table: pa.Table, name: str, value: str | None) -> pa.Table:
@@ -232,6 +241,11 @@ def _set(table: pa.Table, name: str, value: str | None) -> pa.Table:
 
 
 def _shaped(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
+    """`_shaped_table` in pandas."""
+    return _shaped_table(table, schema).to_pandas()
+
+
+def _shaped_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` cast to `schema`; the schema's OPTIONAL columns it lacks are nulls."""
     columns = [
         pa.nulls(table.num_rows, schema.field(n).type)
@@ -239,7 +253,7 @@ def _shaped(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
         else table.column(n).cast(schema.field(n).type)
         for n in schema.names
     ]
-    return pa.table(columns, schema=schema).to_pandas()
+    return pa.table(columns, schema=schema)
 
 
 def read_run(path: str | Path) -> pd.DataFrame:

@@ -11,9 +11,9 @@ judgment are left out and listed by `unjudged_queries`; a doc id twice for one q
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,10 +21,26 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.keys import arrow_strings
 from rageval_pipeline.core.io.ranking import RankedRun
 from rageval_pipeline.core.measures import names
-from rageval_pipeline.core.measures.condensed import judged_only
 from rageval_pipeline.core.measures.join import Judgments
-from rageval_pipeline.core.measures.kernels import KERNELS
-from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL, distinct_query_ids, prepare
+from rageval_pipeline.core.measures.kernels import KERNELS, PANDAS_KERNELS
+from rageval_pipeline.core.measures.prepare import (
+    JUDGED_LEVEL,
+    distinct_query_ids,
+    labels,
+    prepare,
+)
+
+if TYPE_CHECKING:  # imported where used: `rageval eval`'s Arrow path loads no pandas
+    import pandas as pd
+
+# Per-query values as columns: query ids, measure names (both object arrays) and values.
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def pandas_free(measures: Sequence[names.Measure]) -> bool:
+    """Whether `per_query_columns` computes these measures with numpy and Arrow alone: none
+    is a span measure, a condensed `(judged)` variant or a kernel that groups with pandas."""
+    return not any(m.USES_SPANS or m.judged or type(m) in PANDAS_KERNELS for m in measures)
 
 
 def evaluate(
@@ -42,6 +58,27 @@ def evaluate(
     the order asked, then by query id. `judgments`: `Judgments.of(qrels)`, when the caller
     made it ahead (while the run was read).
     """
+    import pandas as pd
+
+    queries, measure, values = per_query_columns(qrels, run, measures, judgments)
+    return pd.DataFrame(
+        {
+            "query_id": pd.array(queries, dtype="str"),
+            "measure": pd.array(measure, dtype="str"),
+            "value": values,
+        }
+    )
+
+
+def per_query_columns(
+    qrels: pd.DataFrame | pa.Table,
+    run: pd.DataFrame | RankedRun,
+    measures: Sequence[str | names.Measure],
+    judgments: Judgments | None = None,
+) -> Columns:
+    """`evaluate`'s rows as columns (query ids, measure names, float64 values); `qrels` may
+    be an Arrow QRELS table. Imports no pandas when `pandas_free(measures)` and the run is a
+    RankedRun."""
     wanted = list(dict.fromkeys(names.parse_measure(m) for m in measures))
     for measure in wanted:
         if measure.USES_SPANS:
@@ -50,36 +87,37 @@ def evaluate(
                 f"{measure} is computed from evidence spans, which these judgments lack",
                 field="measure",
             )
+    if not wanted:
+        empty = np.zeros(0, dtype=object)
+        return empty, empty, np.zeros(0, dtype=np.float64)
     data = prepare(qrels, run, judgments)
     # Condensed variants rank the judged documents only; the judged queries are the same.
     condensed = None
     if any(m.judged for m in wanted):
+        from rageval_pipeline.core.measures.condensed import judged_only
+
         table = run.table().to_pandas() if isinstance(run, RankedRun) else run
-        condensed = prepare(qrels, judged_only(qrels, table), data.judgments)
-    queries, labels, values = [], [], []
+        frame = qrels.to_pandas() if isinstance(qrels, pa.Table) else qrels
+        condensed = prepare(frame, judged_only(frame, table), data.judgments)
+    queries, labelled, values = [], [], []
     for measure in wanted:
         source = condensed if measure.judged and condensed is not None else data
         per_query = KERNELS[type(measure)](source, measure)
         keep = source.judged if measure.USES_QRELS else source.judged | source.in_run
         queries.append(source.universe[keep])
-        labels.append(np.full(int(keep.sum()), str(measure), dtype=object))
+        labelled.append(np.full(int(keep.sum()), str(measure), dtype=object))
         values.append(per_query[keep])
-    if not wanted:
-        return pd.DataFrame(
-            {"query_id": pd.Series(dtype="str"), "measure": pd.Series(dtype="str"), "value": []}
-        )
-    return pd.DataFrame(
-        {
-            "query_id": pd.array(np.concatenate(queries), dtype="str"),
-            "measure": pd.array(np.concatenate(labels), dtype="str"),
-            "value": np.concatenate(values).astype(np.float64),
-        }
+    return (
+        np.concatenate(queries),
+        np.concatenate(labelled),
+        np.concatenate(values).astype(np.float64),
     )
 
 
-def unjudged_queries(qrels: pd.DataFrame, run: pd.DataFrame | RankedRun) -> list[str]:
-    """Query ids of the run or the qrels with no label >= 1: left out of every qrels measure."""
-    relevant = qrels["relevance"].to_numpy(dtype=np.int64, na_value=0) >= JUDGED_LEVEL
+def unjudged_queries(qrels: pd.DataFrame | pa.Table, run: pd.DataFrame | RankedRun) -> list[str]:
+    """Query ids of the run or the qrels (pandas or Arrow) with no label >= 1: left out of
+    every qrels measure."""
+    relevant = labels(qrels, missing=0) >= JUDGED_LEVEL
     judged = pc.unique(arrow_strings(qrels["query_id"]).filter(pa.array(relevant)))
     seen = pc.unique(
         pa.concat_arrays([distinct_query_ids(table) for table in (run, qrels)])

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,6 +21,9 @@ from rageval_pipeline.core.io.keys import (
     pair_keys,
     shared_keys,
 )
+
+if TYPE_CHECKING:  # imported where used: `rageval eval`'s Arrow path loads no pandas
+    import pandas as pd
 
 # Run rows probed against the judgments' bitmap at a time (8-byte temporaries of 512 kB each,
 # which stay in cache: 2x faster on 5M rows than slices 8 times as long).
@@ -67,10 +70,10 @@ class Judgments:
     clash: bool  # two judgments share a key: a fingerprint collision (a repeat is an error)
 
     @classmethod
-    def of(cls, qrels: pd.DataFrame, keys: np.ndarray | None = None) -> Judgments:
-        """The judgments of a qrels table (query_id, doc_id); InputError when one repeats.
-        `keys`: the `keys.pair_keys` of its rows, all distinct, when its reader made them
-        (`formats.read_keyed_qrels`)."""
+    def of(cls, qrels: pd.DataFrame | pa.Table, keys: np.ndarray | None = None) -> Judgments:
+        """The judgments of a qrels table (query_id, doc_id; pandas or Arrow); InputError when
+        one repeats. `keys`: the `keys.pair_keys` of its rows, all distinct, when its reader
+        made them (`formats.read_keyed_qrels`)."""
         if keys is not None:
             return cls.indexed(keys, False)
         query, docs = arrow_strings(qrels["query_id"]), arrow_strings(qrels["doc_id"])
@@ -122,6 +125,8 @@ def _first_duplicate(
     rows = shared_keys(keys)
     if not rows.size:
         return False, None
+    import pandas as pd
+
     frame = pd.DataFrame({"q": _numpy(query(rows)), "doc": _numpy(doc(rows))})
     repeats = rows[frame.duplicated().to_numpy()]
     return True, (int(repeats[0]) if repeats.size else None)
@@ -168,6 +173,8 @@ def join(
         if same_query and same_doc in (True, None):
             return run_rows, j_rows, judgments
     # Fingerprints collided: exact integer codes for the ids, and the join again.
+    import pandas as pd
+
     codes, _ = pd.factorize(
         np.concatenate(
             [run.docs.to_numpy(zero_copy_only=False), j_docs.to_numpy(zero_copy_only=False)]

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from rageval_pipeline.core.measures import names
 from rageval_pipeline.core.measures.prepare import Prepared
+
+if TYPE_CHECKING:  # imported where used: `rageval eval`'s Arrow path loads no pandas
+    import pandas as pd
 
 
 def _ratio(num: np.ndarray, den: np.ndarray | float) -> np.ndarray:
@@ -99,6 +102,8 @@ def _top_sources(d: Prepared, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _distinct_sources(d: Prepared, k: int) -> pd.DataFrame:
+    import pandas as pd
+
     q, sources = _top_sources(d, k)
     frame = pd.DataFrame({"q": q, "source": sources})
     return frame.groupby(["q", "source"], sort=False).size().rename("n").reset_index()
@@ -116,6 +121,8 @@ def _clustering(d: Prepared, m: names.Measure) -> np.ndarray:
 
 
 def _entity_recall(d: Prepared, m: names.Measure) -> np.ndarray:
+    import pandas as pd
+
     pairs = _distinct_sources(d, m.k)
     judged = pd.DataFrame(
         {"q": d.j_q, "source": d.j_docs.to_numpy(zero_copy_only=False), "label": d.j_label}
@@ -138,3 +145,5 @@ KERNELS: dict[type[names.Measure], Callable[[Prepared, names.Measure], np.ndarra
     names.Diversity: _diversity,
     names.Clustering: _clustering,
 }
+# The kernels that group with pandas; every other one is numpy and Arrow alone.
+PANDAS_KERNELS = frozenset({names.ER, names.Diversity, names.Clustering})

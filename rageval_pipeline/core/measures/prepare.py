@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,12 +21,16 @@ from rageval_pipeline.core.io.keys import arrow_strings, id_block_starts
 from rageval_pipeline.core.io.ranking import RankedRun, index_type, order_run
 from rageval_pipeline.core.measures.join import Judgments, OrderedRun, join
 
+if TYPE_CHECKING:  # imported where used: `rageval eval`'s Arrow path loads no pandas
+    import pandas as pd
+
 # The lowest label that makes a query "judged" (evaluated), whatever a measure's threshold.
 JUDGED_LEVEL = 1
 
 
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
+def _require(df: pd.DataFrame | pa.Table, columns: Sequence[str], what: str) -> None:
+    names = df.column_names if isinstance(df, pa.Table) else df.columns
+    missing = [c for c in columns if c not in names]
     if missing:
         raise InputError(None, f"{what} table has no column {missing[0]!r}", field=missing[0])
 
@@ -147,6 +151,8 @@ def _trec_permutation(
         if pc.all(descending).as_py():
             return None
         order = np.arange(n, dtype=index_type(n))
+    import pandas as pd
+
     positions = np.union1d(tie, tie + 1)
     rows = order[positions]
     # The query block of each tied row: how many blocks start at or before it.
@@ -166,6 +172,8 @@ def _trec_permutation(
 
 
 def _prepare_run(run: pd.DataFrame, qidx: np.ndarray, nq: int) -> OrderedRun:
+    import pandas as pd
+
     docs = arrow_strings(run["doc_id"])
     score = pd.to_numeric(run["score"]).to_numpy(dtype=np.float64, na_value=np.nan)
     rows = np.arange(len(run), dtype=index_type(len(run)))
@@ -237,20 +245,45 @@ def _ordered(
     )
 
 
-def query_ids(table: pd.DataFrame | RankedRun) -> pa.LargeStringArray:
-    """The query id of each row of a qrels or run table, or of a reader's RankedRun."""
+def query_ids(table: pd.DataFrame | pa.Table | RankedRun) -> pa.LargeStringArray:
+    """The query id of each row of a qrels or run table (pandas or Arrow), or of a reader's
+    RankedRun."""
     return table.query_id if isinstance(table, RankedRun) else arrow_strings(table["query_id"])
 
 
-def distinct_query_ids(table: pd.DataFrame | RankedRun) -> pa.LargeStringArray:
+def distinct_query_ids(table: pd.DataFrame | pa.Table | RankedRun) -> pa.LargeStringArray:
     """The distinct query ids of a qrels or run table, or of a reader's RankedRun."""
     return table.queries if isinstance(table, RankedRun) else pc.unique(query_ids(table))
 
 
+def has_nulls(column: pd.Series | pa.ChunkedArray) -> bool:
+    """Whether a pandas or Arrow column has a missing value."""
+    if isinstance(column, pa.ChunkedArray | pa.Array):
+        return column.null_count > 0
+    return bool(column.isna().any())
+
+
+def labels(qrels: pd.DataFrame | pa.Table, missing: int | None = None) -> np.ndarray:
+    """The qrels' relevance labels as int64 (pandas or Arrow); a missing one is `missing`
+    (None: there is none)."""
+    column = qrels["relevance"]
+    if isinstance(column, pa.ChunkedArray):
+        column = column if missing is None else column.fill_null(missing)
+        return column.to_numpy().astype(np.int64)
+    if missing is not None:
+        return column.to_numpy(dtype=np.int64, na_value=missing)
+    import pandas as pd
+
+    return pd.to_numeric(column).to_numpy(dtype=np.int64)
+
+
 def prepare(
-    qrels: pd.DataFrame, run: pd.DataFrame | RankedRun, judgments: Judgments | None = None
+    qrels: pd.DataFrame | pa.Table,
+    run: pd.DataFrame | RankedRun,
+    judgments: Judgments | None = None,
 ) -> Prepared:
-    """`judgments`: `Judgments.of(qrels)`, when the caller made it ahead."""
+    """`qrels`: a QRELS table, pandas or Arrow; `judgments`: `Judgments.of(qrels)`, when the
+    caller made it ahead."""
     ranked = isinstance(run, RankedRun)
     _require(qrels, ("query_id", "doc_id", "relevance"), "qrels")
     tables = [("qrels", qrels)]
@@ -258,17 +291,17 @@ def prepare(
         _require(run, ("query_id", "doc_id", "score"), "run")
         tables.append(("run", run))
     for what, table in tables:
-        if table["query_id"].isna().any():
+        if has_nulls(table["query_id"]):
             raise InputError(None, f"{what} has a row without query_id", field="query_id")
-    if qrels["doc_id"].isna().any() or qrels["relevance"].isna().any():
-        column = "doc_id" if qrels["doc_id"].isna().any() else "relevance"
+    if has_nulls(qrels["doc_id"]) or has_nulls(qrels["relevance"]):
+        column = "doc_id" if has_nulls(qrels["doc_id"]) else "relevance"
         raise InputError(None, f"qrels has a row without {column}", field=column)
 
     j_queries = query_ids(qrels)
     run_starts = run.starts if ranked else None
     universe, run_qidx, j_q = _query_index(query_ids(run), j_queries, run_starts)
     nq = len(universe)
-    j_label = pd.to_numeric(qrels["relevance"]).to_numpy(dtype=np.int64)
+    j_label = labels(qrels)
     j_docs = arrow_strings(qrels["doc_id"])
     in_run = np.zeros(nq, dtype=bool)
     in_run[run_qidx[_block_starts(run_qidx)]] = True

@@ -28,7 +28,7 @@ from rageval_pipeline.core.storage.location import StorageError
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import chunk_corpus
+from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import refusal
 from rageval_pipeline.defs.resources import Settings, WarehouseResource
@@ -183,7 +183,10 @@ def build_generation_assets(
             context.log.info(f"reference answers {version} read from {found}: no call made")
         else:
             reference = loaders.reference_chunking(folder)
-            chunks = [chunk_corpus(corpus, reference, "")] if reference is not None else []
+            chunks = []
+            if reference is not None:  # (a system's stored chunks when one chunks so)
+                systems_ = catalog.values()
+                chunks = [chunked(settings, dataset, corpus, reference, reference, *systems_)]
             texts = correctness.unit_texts(corpus, *chunks)
             truth = correctness.synthesize_ground_truth(llm, dataset, plan, texts)
             found = stored[1]

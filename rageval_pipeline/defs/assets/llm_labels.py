@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
+from rageval_pipeline.core.curation.pool import suite_level
 from rageval_pipeline.core.gate import label_verdict
 from rageval_pipeline.core.gate.policy import load_policy
 from rageval_pipeline.core.generation import (
@@ -33,7 +34,9 @@ from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import Suite, load_suite
+from rageval_pipeline.core.suites.loaders import suite_tables
 from rageval_pipeline.core.systems import load_systems
+from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.assets.generation import one_line
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import refusal
@@ -103,6 +106,18 @@ def _version(prompt: str) -> str:
     return content_key(FORMAT_VERSION, prompts.PROMPT_VERSION, prompt_hash(prompt), used)[:16]
 
 
+def _reference_chunks(
+    settings: Settings, dataset: str, suite: Suite, pooling: labelling.Pooling
+) -> pd.DataFrame | None:
+    """The corpus chunked by a chunk-level suite's chunking: a pooled system's stored chunks
+    when one chunks so, else chunked here; None for a document-level suite."""
+    if suite_level(suite) != "chunk":
+        return None
+    corpus = suite_tables(suite).corpus
+    systems = pooling.systems.values()
+    return chunked(settings, dataset, corpus, suite.chunking, suite.chunking, *systems)
+
+
 def _companion(frame: pd.DataFrame) -> list[synthetic.SyntheticQuery]:
     rows = frame.assign(round_trip=frame["round_trip"].map(json.loads)).to_dict("records")
     return [synthetic.SyntheticQuery.model_validate(r) for r in rows]
@@ -133,15 +148,17 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         else:
             llm = labels.llm(settings)
             folder = settings.storage / "synthetic" / dataset
+            pooling = labels.pooling(settings)
             outcome = labelling.synthesize(
                 suite,
                 llm,
-                labels.pooling(settings),
+                pooling,
                 folder,
                 n=labels.n,
                 seed=labels.seed,
                 human_sample=labels.human_sample,
                 depth=labels.depth,
+                chunks=_reference_chunks(settings, dataset, suite, pooling),
             )
             meta = _usage(llm)
             if outcome is None:
