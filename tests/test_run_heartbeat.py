@@ -16,11 +16,14 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pytest
+import yaml
 
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.heartbeat import last_beats
 from rageval_pipeline.defs.resources import WRITE_POOL, Settings
 from rageval_pipeline.defs.run_workers import WORKER_TAG, reap
+from tests.test_deploy_postgres import postgres_env  # noqa: F401 - the fixture
 
 REPO = Path(__file__).resolve().parents[1]
 BEAT_S, STALE_S = 0.5, 3.0
@@ -28,6 +31,8 @@ WORKER = """
 import socket
 socket.gethostname = lambda: "machine-a"  # the worker runs "elsewhere"
 import dagster as dg
+import pytest
+import yaml
 from tests.test_run_heartbeat import held
 with dg.DagsterInstance.get() as instance:
     dg.execute_job(dg.reconstructable(held), instance)
@@ -54,16 +59,31 @@ def _eventually(condition, what: str, within_s: float = 120):
     return value
 
 
-def test_a_dead_worker_on_another_host_is_failed_once_its_heartbeat_is_stale(tmp_path, monkeypatch):
-    timing = {"RAGEVAL_HEARTBEAT_S": str(BEAT_S), "RAGEVAL_HEARTBEAT_STALE_S": str(STALE_S)}
-    for name, value in timing.items():
-        monkeypatch.setenv(name, value)
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage_env(request, tmp_path) -> dict[str, str]:
+    """A DAGSTER_HOME on SQLite (one machine), or on PostgreSQL (a deployment's hosts share
+    it; the shipped deploy/dagster-postgres.yaml, skipped without a server)."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    env = {**os.environ, **timing, "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
+    env = {"DAGSTER_HOME": str(home)}
+    if request.param == "postgres":
+        env |= request.getfixturevalue("postgres_env")
+        config = yaml.safe_load((REPO / "deploy" / "dagster-postgres.yaml").read_text())
+        (home / "dagster.yaml").write_text(yaml.safe_dump({"storage": config["storage"]}))
+    return env
+
+
+def test_a_dead_worker_on_another_host_is_failed_once_its_heartbeat_is_stale(
+    storage_env, monkeypatch
+):
+    timing = {"RAGEVAL_HEARTBEAT_S": str(BEAT_S), "RAGEVAL_HEARTBEAT_STALE_S": str(STALE_S)}
+    for name, value in {**timing, **storage_env}.items():
+        monkeypatch.setenv(name, value)
+    home = Path(storage_env["DAGSTER_HOME"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.event_log_storage.set_concurrency_slots(WRITE_POOL, 1)
-        worker = subprocess.Popen([sys.executable, "-c", WORKER], env=env, cwd=tmp_path)
+        worker = subprocess.Popen([sys.executable, "-c", WORKER], env=env, cwd=home)
         try:
 
             def holding():
