@@ -22,7 +22,7 @@ import yaml
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.heartbeat import last_beats
 from rageval_pipeline.defs.resources import WRITE_POOL, Settings
-from rageval_pipeline.defs.run_workers import WORKER_TAG, reap
+from rageval_pipeline.defs.run_workers import WORKER_TAG, holders, reap
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 - the fixture
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,6 +99,7 @@ def test_a_dead_worker_on_another_host_is_failed_once_its_heartbeat_is_stale(
                 "the worker stopped beating while alive",
             )
             assert reap(instance) == []
+            [shown] = holders(instance, WRITE_POOL)
             os.kill(worker.pid, signal.SIGKILL)
             assert worker.wait(30) == -signal.SIGKILL
             assert _eventually(lambda: reap(instance), "the dead run was never failed") == [run_id]
@@ -110,6 +111,8 @@ def test_a_dead_worker_on_another_host_is_failed_once_its_heartbeat_is_stale(
         assert holding() == []
     assert recorded.startswith(f"machine-a:{worker.pid}:")
     assert first.host == "machine-a"
+    assert shown.startswith(f"{WRITE_POOL}: run {run_id} step hold (STARTED, {recorded}, last ")
+    assert shown.endswith(" s ago on machine-a)")
     assert run.status == dg.DagsterRunStatus.FAILURE
     failed = [m for m in messages if "last heartbeat" in m]
     assert len(failed) == 1 and failed[0].startswith("its run worker (on machine-a, last heart")

@@ -21,6 +21,9 @@ and STEP_SUCCESS events for a run nobody watches. Here:
   with the daemon, the sensor `free_dead_runs` does it every 30 s (queued runs cannot start
   while a dead run holds the queue's place); `python -m rageval_pipeline.defs.slots` does it
   by hand (and shows and frees slots).
+
+A worker on another host (a K8s run pod, `dagster job execute` on another machine) is judged
+by its heartbeat only; a K8s launcher also reports a dead pod to the daemon's run monitoring.
 """
 
 from __future__ import annotations
@@ -155,12 +158,18 @@ def free_dead_runs(context: dg.SensorEvaluationContext):
 
 
 def holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
-    """One line per claimed slot of `pool`: run, step, the run's status and worker."""
+    """One line per claimed slot of `pool`: run, step, the run's status, worker and last
+    heartbeat."""
+    slots = instance.event_log_storage.get_concurrency_info(pool).claimed_slots
+    beats = heartbeat.last_beats(instance, {slot.run_id for slot in slots})
     lines = []
-    for slot in instance.event_log_storage.get_concurrency_info(pool).claimed_slots:
+    for slot in slots:
         run = instance.get_run_by_id(slot.run_id)
         status = run.status.value if run else "deleted"
         worker = run.tags.get(WORKER_TAG, "worker not recorded") if run else "-"
+        beat = beats.get(slot.run_id)
+        if beat is not None:
+            worker += f", last heartbeat {beat.age():.0f} s ago on {beat.host}"
         lines.append(f"{pool}: run {slot.run_id} step {slot.step_key} ({status}, {worker})")
     return lines
 
