@@ -17,10 +17,10 @@ and STEP_SUCCESS events for a run nobody watches. Here:
   recorded on this host when its pid is gone (at once), one on any host when its heartbeat
   (defs/heartbeat.py) is older than `RAGEVAL_HEARTBEAT_STALE_S` (3 min). Every step of every
   run calls it as it sets up (before its first pool claim in a run: the ingest steps run
-  first, in no pool), so the next run frees a dead run's slot within seconds of its staleness;
-  with the daemon, the sensor `free_dead_runs` does it every 30 s (queued runs cannot start
-  while a dead run holds the queue's place); `python -m rageval_pipeline.defs.slots` does it
-  by hand (and shows and frees slots).
+  first, in no pool), so the next run frees a dead run's slot at once (by pid) or once its
+  beat is stale; with the daemon, the sensor `free_dead_runs` does it every 30 s (queued
+  runs cannot start while a dead run holds the queue's place);
+  `python -m rageval_pipeline.defs.slots` does it by hand (and shows and frees slots).
 
 A worker on another host (a K8s run pod, `dagster job execute` on another machine) is judged
 by its heartbeat only; a K8s launcher also reports a dead pod to the daemon's run monitoring.
