@@ -123,7 +123,7 @@ def test_the_daemons_sensor_fails_only_runs_whose_worker_here_is_gone():
         "gone": f"{host}:{gone.pid}:{started(os.getpid())}",  # the pid's process has ended
         "alive": f"{host}:{os.getpid()}:{started(os.getpid())}",
         "reused": f"{host}:{os.getpid()}:1",  # this pid, but another process's start time
-        "elsewhere": f"another-host:{gone.pid}:1",  # not ours to judge
+        "elsewhere": f"another-host:{gone.pid}:1",  # not ours to judge by pid; it never beat
     }
     with dg.instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(WRITE_POOL, len(workers))

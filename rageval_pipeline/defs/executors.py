@@ -3,12 +3,13 @@
 `$RAGEVAL_EXECUTOR` picks it when the definitions load (the code location of a deployment sets
 it, see deploy/helm-values.yaml): `local` (default), `k8s` (dagster-k8s's k8s_job_executor) or
 `celery` (dagster-celery's celery_executor); the last two come with the `deploy` extra. Their
-run config lives in deploy/run_config/.
+run config lives in deploy/run_config/. Each beats for its run (defs/heartbeat.py).
 """
 
 import dagster as dg
 
 from rageval_pipeline.core.settings.locations import Deployment
+from rageval_pipeline.defs.heartbeat import beating
 
 EXECUTOR_ENV = "RAGEVAL_EXECUTOR"
 
@@ -25,7 +26,11 @@ LOCAL = dg.multi_or_in_process_executor.configured(
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
-    name = Deployment.from_env().executor
+    """The executor $RAGEVAL_EXECUTOR names, its run workers beating (defs/heartbeat.py)."""
+    return beating(_named(Deployment.from_env().executor))
+
+
+def _named(name: str) -> dg.ExecutorDefinition:
     if name == "local":
         return LOCAL
     if name == "k8s":

@@ -13,27 +13,31 @@ and STEP_SUCCESS events for a run nobody watches. Here:
 - A step in a child process of the run worker (multiprocess) watches its parent: when the
   parent is gone (the child is re-parented) it kills itself at once. Its warehouse writes are
   all or nothing, so nothing is left half-written.
-- `reap` fails every STARTED run whose recorded worker ran on this host and is dead, and frees
-  its pool slots. Every step of every run calls it as it sets up (before its first pool claim
-  in a run: the ingest steps run first, in no pool), so the next run on the machine frees a
-  dead run's slot within seconds; with the daemon, the sensor `free_dead_runs` does it every
-  30 s (queued runs cannot start while a dead run holds the queue's place);
+- `reap` fails every STARTED run whose run worker is dead, and frees its pool slots: a worker
+  recorded on this host when its pid is gone (at once), one on any host when its heartbeat
+  (defs/heartbeat.py) is older than `RAGEVAL_HEARTBEAT_STALE_S` (3 min). Every step of every
+  run calls it as it sets up (before its first pool claim in a run: the ingest steps run
+  first, in no pool), so the next run frees a dead run's slot at once (by pid) or once its
+  beat is stale; with the daemon, the sensor `free_dead_runs` does it every 30 s (queued
+  runs cannot start while a dead run holds the queue's place);
   `python -m rageval_pipeline.defs.slots` does it by hand (and shows and frees slots).
 
-A worker on another host (a K8s run pod) is never judged from here: its launcher, which can
-see it, reports it to the daemon's run monitoring.
+A worker on another host (a K8s run pod, `dagster job execute` on another machine) is judged
+by its heartbeat only; a K8s launcher also reports a dead pod to the daemon's run monitoring.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
 
 import dagster as dg
+
+from rageval_pipeline.core.settings.locations import Deployment
+from rageval_pipeline.defs import heartbeat
 
 WORKER_TAG = "rageval/run_worker"
 WATCH_EVERY_S = 1.0  # how often a step process looks whether its run worker is still there
@@ -88,7 +92,8 @@ def _claim(context: dg.InitResourceContext) -> None:
     if worker not in (os.getpid(), os.getppid()):
         return  # a step on another host or in a pod: nothing here can watch its worker
     if WORKER_TAG not in run.tags:
-        instance.add_run_tags(run.run_id, {WORKER_TAG: f"{_host()}:{worker}:{started(worker)}"})
+        recorded = f"{heartbeat.host()}:{worker}:{started(worker)}"
+        instance.add_run_tags(run.run_id, {WORKER_TAG: recorded})
     if worker == os.getppid() and worker not in _watching:
         _watching.add(worker)
         threading.Thread(target=_watch, args=(worker,), daemon=True, name="run-worker").start()
@@ -102,52 +107,69 @@ def _watch(worker: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _host() -> str:
-    return socket.gethostname()
-
-
 def reap(instance: dg.DagsterInstance) -> list[str]:
-    """Fail each STARTED run whose run worker ran on this host and is dead, and free its
-    pool slots; the run ids."""
-    reaped = []
+    """Fail each STARTED run whose run worker is dead, and free its pool slots; the run ids.
+    A worker on this host is judged by its pid (exact, at once); one elsewhere, or never
+    recorded, by its heartbeat (defs/heartbeat.py): dead once its last beat is older than
+    `RAGEVAL_HEARTBEAT_STALE_S`. A run that never beat is left to run monitoring."""
     runs = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+    beats = heartbeat.last_beats(instance, (run.run_id for run in runs))
+    stale_s = Deployment.from_env().heartbeat_stale_s
+    reaped = []
     for run in runs:
-        host, _, rest = run.tags.get(WORKER_TAG, "").partition(":")
-        pid, _, start = rest.partition(":")
-        if host != _host() or not pid.isdigit() or started(int(pid)) in (start, "?"):
+        why = _dead(run.tags.get(WORKER_TAG, ""), beats.get(run.run_id), stale_s)
+        if why is None:
             continue
         instance.report_run_failed(
             run,
-            f"its run worker (pid {pid} on {host}) is gone, killed or crashed: failed by "
-            f"rageval, which freed its pool slots (docs/deploy.md, Interrupted runs)",
+            f"its run worker ({why}) is gone, killed or crashed: failed by rageval, which "
+            f"freed its pool slots (docs/deploy.md, Interrupted runs)",
         )
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)
     return reaped
 
 
+def _dead(worker: str, beat: heartbeat.Beat | None, stale_s: float) -> str | None:
+    """Why the run worker recorded as `worker` (`host:pid:start`) with last heartbeat `beat`
+    is dead, or None while it may live."""
+    host, _, rest = worker.partition(":")
+    pid, _, start = rest.partition(":")
+    if host == heartbeat.host() and pid.isdigit():
+        return None if started(int(pid)) in (start, "?") else f"pid {pid} on {host}"
+    if beat is not None and beat.age() > stale_s:
+        return f"on {beat.host}, last heartbeat {beat.age():.0f} s ago, over {stale_s:g} s"
+    return None
+
+
 @dg.sensor(
     name="free_dead_runs",
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Fail the STARTED runs whose run worker on this host is gone and free their "
-    "pool slots (defs/run_workers.py): a dead run otherwise holds the run queue and the "
-    "duckdb_write slot until max_runtime_seconds.",
+    description="Fail the STARTED runs whose run worker is gone (its pid on this host, its "
+    "heartbeat elsewhere) and free their pool slots (defs/run_workers.py): a dead run "
+    "otherwise holds the run queue and the duckdb_write slot until max_runtime_seconds.",
 )
 def free_dead_runs(context: dg.SensorEvaluationContext):
     """With the daemon: queued runs wait for a dead run's place in the run queue, so they
-    cannot reap it as they start; the daemon does, every 30 s (on its host)."""
+    cannot reap it as they start; the daemon does, every 30 s."""
     reaped = reap(context.instance)
     return dg.SkipReason(f"failed {len(reaped)} dead run(s): {', '.join(reaped) or 'none'}")
 
 
 def holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
-    """One line per claimed slot of `pool`: run, step, the run's status and worker."""
+    """One line per claimed slot of `pool`: run, step, the run's status, worker and last
+    heartbeat."""
+    slots = instance.event_log_storage.get_concurrency_info(pool).claimed_slots
+    beats = heartbeat.last_beats(instance, {slot.run_id for slot in slots})
     lines = []
-    for slot in instance.event_log_storage.get_concurrency_info(pool).claimed_slots:
+    for slot in slots:
         run = instance.get_run_by_id(slot.run_id)
         status = run.status.value if run else "deleted"
         worker = run.tags.get(WORKER_TAG, "worker not recorded") if run else "-"
+        beat = beats.get(slot.run_id)
+        if beat is not None:
+            worker += f", last heartbeat {beat.age():.0f} s ago on {beat.host}"
         lines.append(f"{pool}: run {slot.run_id} step {slot.step_key} ({status}, {worker})")
     return lines
 

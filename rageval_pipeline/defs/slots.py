@@ -1,8 +1,8 @@
 """`python -m rageval_pipeline.defs.slots [--free RUN_ID]`: who holds the `duckdb_write` pool's
-slots (run, step, status, run worker), after failing the dead runs of this host and freeing their
-slots (defs/run_workers.py); `--free RUN_ID` fails one run and frees its slots by hand
-(docs/deploy.md, "Interrupted runs"). `dagster instance concurrency get` counts the slots but
-names no holder."""
+slots (run, step, status, run worker, last heartbeat), after failing the dead runs (this host's
+by pid, any host's by heartbeat) and freeing their slots (defs/run_workers.py); `--free RUN_ID`
+fails one run and frees its slots by hand (docs/deploy.md, "Interrupted runs").
+`dagster instance concurrency get` counts the slots but names no holder."""
 
 import argparse
 import sys
@@ -14,8 +14,8 @@ from rageval_pipeline.defs.resources import WRITE_POOL
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m rageval_pipeline.defs.slots [--free RUN_ID]`: reap the dead runs of
-    this host, free one run's slots by hand, and show who holds the `duckdb_write` slots."""
+    """`python -m rageval_pipeline.defs.slots [--free RUN_ID]`: reap the dead runs, free one
+    run's slots by hand, and show who holds the `duckdb_write` slots."""
     parser = argparse.ArgumentParser(prog="python -m rageval_pipeline.defs.slots")
     parser.add_argument("--free", metavar="RUN_ID", help="fail this run and free its slots")
     args = parser.parse_args(argv)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import NoDecode, SettingsConfigDict
 
@@ -133,5 +133,27 @@ class Deployment(EnvGroup):
     nightly_beir: Names = Field(
         [], description="comma-separated BEIR datasets evaluated nightly besides those"
     )
+    heartbeat_s: float = Field(
+        30,
+        gt=0,
+        description="seconds between a run worker's heartbeats in the Dagster instance's "
+        "storage (docs/deploy.md, Interrupted runs)",
+    )
+    heartbeat_stale_s: float = Field(
+        180,
+        description="seconds without a heartbeat after which a STARTED run, on any host, is "
+        "failed and its pool slots freed; at least 3 heartbeats, and well above the hosts' "
+        "clock difference",
+    )
 
     _split = field_validator("nightly_datasets", "nightly_beir", mode="before")(_names)
+
+    @field_validator("heartbeat_stale_s")
+    @classmethod
+    def _beats_fit(cls, value: float, info: ValidationInfo) -> float:
+        """A staleness under 3 beats would fail healthy runs whose beat came a little late."""
+        beat = info.data.get("heartbeat_s")
+        if beat is not None and value < 3 * beat:
+            problem = f"must be at least 3 heartbeats (3 x {beat:g} s), got {value:g}"
+            raise PydanticCustomError("heartbeats", problem)
+        return value
