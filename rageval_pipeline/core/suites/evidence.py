@@ -143,6 +143,17 @@ class Reference:
             raise TargetError(f"span {start}-{end} of {doc_id!r} lies in no chunk (only spaces)")
         return chunk_id(doc_id, shared.index(max(shared)))
 
+    def extent_of(self, target: str) -> Evidence:
+        """The text a resolved target names: a reference chunk's exact span, or a whole
+        document's text without its surrounding whitespace (an entity judged as a whole)."""
+        if split_chunk_id(target) is not None:
+            return self.span_of(target)
+        if target not in self.texts:
+            raise TargetError(f"{target!r} is not a document of this suite")
+        text = self.texts[target]
+        start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+        return Evidence(target, start, end, span_sha256(text, start, end))
+
     def span_of(self, chunk: str) -> Evidence:
         """The exact span of a resolved reference chunk id (`doc:chunk:n`)."""
         parts = split_chunk_id(chunk)

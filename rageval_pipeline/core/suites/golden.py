@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
+import pandas as pd
 from pydantic import (
     Field,
     PrivateAttr,
@@ -23,8 +24,10 @@ from pydantic import (
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import confined, quote_json
+from rageval_pipeline.core.io.chunk_ids import chunk_id
 from rageval_pipeline.core.io.config import parse, rule, validate
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
+from rageval_pipeline.core.suites.derived import Tokens, derive_qrels
 from rageval_pipeline.core.suites.documents import Document
 from rageval_pipeline.core.suites.evidence import (
     Evidence,
@@ -72,6 +75,7 @@ class Query(StrictModel):
     _ids: dict[str, str] = PrivateAttr(default_factory=dict)  # target as written -> resolved id
     _top_1_chunk_id: str | None = PrivateAttr(None)
     _evidence: list[Evidence] = PrivateAttr(default_factory=list)  # per span, where it is now
+    _derived: list[tuple[str, int]] = PrivateAttr(default_factory=list)  # spans' chunk grades
     _moves: list[Move] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
@@ -136,11 +140,15 @@ class Query(StrictModel):
         placed = [
             reference.place(span, self.id, (*at, "spans", i)) for i, span in enumerate(self.spans)
         ]
-        for index, (resolved, _, _) in enumerate(placed):
-            if resolved in named_by:
-                problem = f"names {resolved!r}, already judged at {named_by[resolved]}"
+        # Spans of one query may share a reference chunk (a judged region and the evidence
+        # inside it), but not an excerpt: one excerpt has one grade.
+        excerpts: dict[tuple[str, int, int], int] = {}
+        for index, (resolved, evidence, _) in enumerate(placed):
+            where = (evidence.doc_id, evidence.start, evidence.end)
+            if where in excerpts:
+                problem = f"repeats the excerpt of spans[{excerpts[where]}]: give it one grade"
                 raise rule((*at, "spans", index), problem)
-            named_by[resolved] = f"spans[{index}]"
+            excerpts[where] = index
             self._ids[str(index)] = resolved
         try:
             if self.top_1_chunk is not None:
@@ -167,18 +175,38 @@ class Query(StrictModel):
 
     @property
     def qrels(self) -> list[tuple[str, int]]:
-        """(resolved id, grade) per judgment or span, in file order; a span's id is the
-        reference chunk it is."""
+        """(resolved id, grade) per judged target: each judgment in file order, or each
+        reference chunk the spans judge, with the grade the derived rule gives it
+        (`core.suites.derived`: the highest grade of the spans it matches), in the order of
+        the spans that name it."""
         if self.spans:
-            return [(self._ids[str(i)], s.grade) for i, s in enumerate(self.spans)]
+            return self._derived
         return [(self._ids[target], grade) for target, grade in self.judgments.items()]
+
+    @property
+    def written(self) -> list[str]:
+        """How each of `qrels` is written in the file, for messages: the judgment's target, or
+        the first span naming the chunk (`spans[2]`; the chunk id when it is only derived)."""
+        if not self.spans:
+            return list(self.judgments)
+        first: dict[str, str] = {}
+        for index in range(len(self.spans)):
+            first.setdefault(self._ids[str(index)], f"spans[{index}]")
+        return [first.get(chunk, chunk) for chunk, _ in self._derived]
+
+    def span_target(self, index: int) -> str:
+        """The reference chunk span `index` names (its exact extent, else the one holding most
+        of its characters)."""
+        return self._ids[str(index)]
 
     @property
     def evidence(self) -> list[tuple[Evidence, int]]:
         """(span as it is now, grade) of each chunk-level judgment, in file order: the spans
         themselves, or the exact spans of judged reference chunks. Document-level judgments
         name no excerpt and have none."""
-        grades = [grade for _, grade in self.qrels] if self._evidence else []
+        if not self._evidence:
+            return []
+        grades = [s.grade for s in self.spans] or [grade for _, grade in self.qrels]
         return list(zip(self._evidence, grades, strict=True))
 
     @property
@@ -258,6 +286,7 @@ class Suite(StrictModel):
         )
         for index, query in enumerate(self.queries):
             query._resolve(self._reference, ("queries", index))
+        self._derive()
         for index, pair in enumerate(self.distinct):
             for side, target in enumerate(pair.targets):
                 try:
@@ -265,6 +294,47 @@ class Suite(StrictModel):
                 except TargetError as error:
                     raise rule(("distinct", index, "targets", side), str(error)) from None
         return self
+
+    def _derive(self) -> None:
+        """Each span-judged query's reference chunks and their grades, by the one rule that
+        derives chunk grades from spans for any chunking (`derived.derive_qrels`), run once
+        over all queries. Under a reference chunking whose chunks share no token (sections,
+        paragraphs), a chunk's grade is the highest grade of the spans inside it: the judged
+        grade of the target."""
+        by_span = [q for q in self.queries if q.spans]
+        if not by_span:
+            return
+        reference = self.reference
+        spans = pd.DataFrame(
+            [(q.id, e.doc_id, e.start, e.end, grade) for q in by_span for e, grade in q.evidence],
+            columns=["query_id", "doc_id", "start", "end", "relevance"],
+        ).assign(split="test")
+        units = pd.DataFrame(
+            [
+                (chunk_id(doc, n), doc, start, end)
+                for doc, extents in reference.extents.items()
+                for n, (start, end) in enumerate(extents)
+            ],
+            columns=["id", "doc_id", "start", "end"],
+        )
+        texts = pd.DataFrame(
+            {"doc_id": list(reference.texts), "text": list(reference.texts.values())}
+        )
+        derived = derive_qrels(spans, units, Tokens.of(texts))
+        grades: dict[str, dict[str, int]] = {}
+        for query_id, chunk, grade in derived[["query_id", "doc_id", "relevance"]].itertuples(
+            index=False
+        ):
+            grades.setdefault(query_id, {})[chunk] = int(grade)
+        place = {doc: n for n, doc in enumerate(reference.texts)}
+        for query in by_span:
+            mine = grades.get(query.id, {})
+            named = list(dict.fromkeys(query._ids[str(i)] for i in range(len(query.spans))))
+            rest = sorted(
+                set(mine) - set(named),
+                key=lambda c: (place[split_chunk_id(c)[0]], split_chunk_id(c)[1]),
+            )
+            query._derived = [(c, mine[c]) for c in [*named, *rest] if c in mine]
 
     @property
     def unjudged(self) -> list[Query]:
@@ -288,7 +358,7 @@ class Suite(StrictModel):
 
     @property
     def judgment_count(self) -> int:
-        return sum(len(q.grades) for q in self.queries)
+        return sum(len(q.qrels) for q in self.queries)
 
     @property
     def moves(self) -> list[Move]:
