@@ -250,7 +250,7 @@ def test_converting_the_chunk_id_suite_gives_the_shipped_one_and_the_same_tables
     [
         (
             lambda q: q["spans"].append(dict(q["spans"][0], grade=1, primary=False)),
-            "queries[0].spans[2]: names 'guide:chunk:1', already judged at spans[0]",
+            "queries[0].spans[2]: repeats the excerpt of spans[0]: give it one grade",
         ),
         (
             lambda q: q["spans"][1].update(primary=True),

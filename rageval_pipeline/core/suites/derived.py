@@ -19,12 +19,13 @@ the extents do not share tokens, so the derived grades are the judged ones.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from rageval_pipeline.core.io.chunk_ids import chunk_id
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
 from rageval_pipeline.core.suites.passages import passage_units
 
@@ -99,6 +100,36 @@ def derive_qrels(spans: pd.DataFrame, units: pd.DataFrame, tokens: Tokens) -> pd
             "level": "chunk",
         }
     )
+
+
+def reference_grades(
+    evidence: Mapping[str, list[tuple[str, int, int, int]]],
+    extents: Mapping[str, list[tuple[int, int]]],
+    texts: Mapping[str, str],
+) -> dict[str, dict[str, int]]:
+    """Query -> reference chunk id -> derived grade, from each query's spans (document,
+    start, end, grade) and the reference chunking's extents per document (chunk n of `doc` is
+    `doc:chunk:n`): the module's rule, as for any chunking."""
+    spans = pd.DataFrame(
+        [(query, *span) for query, spans in evidence.items() for span in spans],
+        columns=["query_id", "doc_id", "start", "end", "relevance"],
+    ).assign(split="test")
+    units = pd.DataFrame(
+        [
+            (chunk_id(doc, n), doc, start, end)
+            for doc, bounds in extents.items()
+            for n, (start, end) in enumerate(bounds)
+        ],
+        columns=["id", "doc_id", "start", "end"],
+    )
+    corpus = pd.DataFrame({"doc_id": list(texts), "text": list(texts.values())})
+    derived = derive_qrels(spans, units, Tokens.of(corpus))
+    order = {chunk: n for n, chunk in enumerate(units["id"])}
+    derived = derived.iloc[np.argsort(derived["doc_id"].map(order).to_numpy(), kind="stable")]
+    grades: dict[str, dict[str, int]] = {}
+    for query, chunk, grade in derived[["query_id", "doc_id", "relevance"]].itertuples(index=False):
+        grades.setdefault(query, {})[chunk] = int(grade)
+    return grades
 
 
 def reference_spans(

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Literal
 
-import pandas as pd
 from pydantic import (
     Field,
     PrivateAttr,
@@ -24,10 +23,8 @@ from pydantic import (
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import confined, quote_json
-from rageval_pipeline.core.io.chunk_ids import chunk_id
 from rageval_pipeline.core.io.config import parse, rule, validate
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
-from rageval_pipeline.core.suites.derived import Tokens, derive_qrels
 from rageval_pipeline.core.suites.documents import Document
 from rageval_pipeline.core.suites.evidence import (
     Evidence,
@@ -296,45 +293,14 @@ class Suite(StrictModel):
         return self
 
     def _derive(self) -> None:
-        """Each span-judged query's reference chunks and their grades, by the one rule that
-        derives chunk grades from spans for any chunking (`derived.derive_qrels`), run once
-        over all queries. Under a reference chunking whose chunks share no token (sections,
-        paragraphs), a chunk's grade is the highest grade of the spans inside it: the judged
-        grade of the target."""
-        by_span = [q for q in self.queries if q.spans]
-        if not by_span:
-            return
-        reference = self.reference
-        spans = pd.DataFrame(
-            [(q.id, e.doc_id, e.start, e.end, grade) for q in by_span for e, grade in q.evidence],
-            columns=["query_id", "doc_id", "start", "end", "relevance"],
-        ).assign(split="test")
-        units = pd.DataFrame(
-            [
-                (chunk_id(doc, n), doc, start, end)
-                for doc, extents in reference.extents.items()
-                for n, (start, end) in enumerate(extents)
-            ],
-            columns=["id", "doc_id", "start", "end"],
-        )
-        texts = pd.DataFrame(
-            {"doc_id": list(reference.texts), "text": list(reference.texts.values())}
-        )
-        derived = derive_qrels(spans, units, Tokens.of(texts))
-        grades: dict[str, dict[str, int]] = {}
-        for query_id, chunk, grade in derived[["query_id", "doc_id", "relevance"]].itertuples(
-            index=False
-        ):
-            grades.setdefault(query_id, {})[chunk] = int(grade)
-        place = {doc: n for n, doc in enumerate(reference.texts)}
-        for query in by_span:
-            mine = grades.get(query.id, {})
-            named = list(dict.fromkeys(query._ids[str(i)] for i in range(len(query.spans))))
-            rest = sorted(
-                set(mine) - set(named),
-                key=lambda c: (place[split_chunk_id(c)[0]], split_chunk_id(c)[1]),
-            )
-            query._derived = [(c, mine[c]) for c in [*named, *rest] if c in mine]
+        """Each span-judged query's reference chunks and their derived grades, all at once."""
+        by_span = {q.id: q for q in self.queries if q.spans}
+        named = {
+            query_id: [(e, g, q.span_target(i)) for i, (e, g) in enumerate(q.evidence)]
+            for query_id, q in by_span.items()
+        }
+        for query_id, chunks in self.reference.derived(named).items():
+            by_span[query_id]._derived = chunks
 
     @property
     def unjudged(self) -> list[Query]:
