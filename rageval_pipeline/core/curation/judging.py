@@ -261,10 +261,10 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
             continue
         key = (row.query_id, row.target_id)
         result.lines[key] = row.line
-        if row.evidence is not None:
+        if row.evidence:
             result.quotes[key] = row.evidence
         existing = judged[row.query_id].get(row.target_id)
-        if existing == row.grade and row.evidence is None:
+        if existing == row.grade and not row.evidence:
             result.unchanged += 1
             continue
         if existing is not None:
@@ -275,7 +275,7 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
                     target_id=row.target_id,
                     judged=existing,
                     sheet=row.grade,
-                    quoted=row.evidence is not None,
+                    quoted=bool(row.evidence),
                 )
             )
         else:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from rageval_pipeline.core.curation.agreement import Figures, figures
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites.loaders import jsonl_rows
-from rageval_pipeline.core.suites.spans import locate_quote
+from rageval_pipeline.core.suites.spans import QuoteError, quote_places
 
 # Below this token F1, two readings of one pair quote mostly different text as the evidence.
 LOW_OVERLAP = 0.5
@@ -76,13 +76,17 @@ def read_pass(path: Path) -> list[Reading]:
 
 def evidence_tokens(text: str, quotes: Iterable[str]) -> set[int]:
     """The positions of the whitespace tokens of `text` the quotes cover (a token counts when
-    a quote shares a character with it). A quote not in the text, or there twice, raises
-    `spans.QuoteError`."""
+    a quote shares a character with it). A quote found in several places covers them all (the
+    judges' tool checked that a quote is in the text, not that it is there once); one not in
+    the text raises `spans.QuoteError`."""
     tokens = [m.span() for m in _TOKEN.finditer(text)]
     covered: set[int] = set()
     for quote in quotes:
-        start, end = locate_quote(text, quote)
-        covered.update(i for i, (a, b) in enumerate(tokens) if a < end and b > start)
+        places = quote_places(text, quote)
+        if not places:
+            raise QuoteError(f"quote {quote[:60]!r} is not in the text")
+        for start, end in places:
+            covered.update(i for i, (a, b) in enumerate(tokens) if a < end and b > start)
     return covered
 
 

@@ -103,17 +103,25 @@ def locate_quote(text: str, quote: str, start: int = 0, end: int | None = None) 
     of whitespace match runs of whitespace (a quote may write a line break as a space), and the
     quote's leading and trailing whitespace is ignored. QuoteError when the quote is empty, is
     not there, or is there more than once (it cannot be told which place is meant)."""
+    found = quote_places(text, quote, start, end)
+    if not found:
+        raise QuoteError(f"quote {_cut(quote)} is not in the text")
+    if len(found) > 1:
+        raise QuoteError(f"quote {_cut(quote)} is in the text {len(found)} times: quote more")
+    return found[0]
+
+
+def quote_places(
+    text: str, quote: str, start: int = 0, end: int | None = None
+) -> list[tuple[int, int]]:
+    """Every `[start, end)` where `quote` is in `text[start:end]`, whitespace aside (as
+    `locate_quote`), overlapping places included. QuoteError when the quote is empty."""
     words = quote.split()
     if not words:
         raise QuoteError("the quote is empty")
     pattern = re.compile(r"\s+".join(map(re.escape, words)))
     window = text[start:end]
-    found = [m.span() for m in _overlapping(pattern, window)]
-    if not found:
-        raise QuoteError(f"quote {_cut(quote)} is not in the text")
-    if len(found) > 1:
-        raise QuoteError(f"quote {_cut(quote)} is in the text {len(found)} times: quote more")
-    return start + found[0][0], start + found[0][1]
+    return [(start + m.start(), start + m.end()) for m in _overlapping(pattern, window)]
 
 
 def _overlapping(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
