@@ -87,11 +87,13 @@ def target_spans(reference: Reference, target: str, grade: int, quotes: Quoted |
     if not quotes:
         return [span_entry(region, grade=grade)]
     text = reference.texts[region.doc_id]
+    places = list(dict.fromkeys(quotes))  # a place quoted twice is one span
     quoted_spans = [
         span_entry(Evidence(region.doc_id, a, b, span_sha256(text, a, b)), grade=grade)
-        for a, b in quotes
+        for a, b in places
     ]
-    return [span_entry(region, grade=0), *quoted_spans]
+    whole = (region.start, region.end) in places  # every sentence of the target is evidence
+    return quoted_spans if whole else [span_entry(region, grade=0), *quoted_spans]
 
 
 def of_target(query: Query, target: str) -> list[int]:
