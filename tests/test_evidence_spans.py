@@ -161,8 +161,9 @@ def test_techdocs_sentence_chunks_are_graded_by_their_evidence():
     32-word sentence chunks: the `/healthz` look-alike sentence inside the relevant section
     earned 3 from the section span of round 1; the evidence spans give it 0 and the answering
     `/readyz` sentence 3. Q002 with 128-word chunks: the chunk holding the answer earned 1
-    beside a neighbour of 3; it earns 3. At 32 and 128 words, every chunk holding an evidence span whole
-    earns at least its grade, and a chunk holding no evidence of a query earns 0 for it."""
+    beside a neighbour of 3; it earns 3. At 32 and 128 words, every chunk holding an evidence
+    span whole earns at least its grade, and a chunk holding no evidence of a query earns 0
+    for it."""
     suite = load_suite(TECHDOCS)
     spans = suite_spans(suite)
     corpus, chunks, text_of = _sentences(32)
