@@ -177,6 +177,11 @@ def record(judging: Path) -> None:
         write_text(folder / "first_pass.jsonl", readings.jsonl(first))
         write_text(folder / "second_pass.jsonl", readings.jsonl(second))
         write_text(folder / "third_reading.jsonl", readings.jsonl(third))
+        requoted = readings.read_pass(judging / "requotes.jsonl")
+        mine = targets_of(suite)
+        write_text(
+            folder / "requotes.jsonl", readings.jsonl(r for r in requoted if r.target in mine)
+        )
         write_text(folder / "sample.jsonl", readings.jsonl(sample))
         meta = json.loads((judging / f".{name}_sample_meta.json").read_text())
         summarize(suite, folder, meta)
@@ -233,12 +238,18 @@ def _reading(r: Reading) -> dict:
 
 def final_sheet(suite: Suite, folder: Path) -> list[dict]:
     """The merge sheet of the final judgments: every target the suite judges and every new one,
-    graded by the first pass, or by the third reading where the passes disagreed; a target the
-    first pass did not name keeps its grade (0), without evidence. A query's rows start with
-    its old primary target when that keeps the highest grade, so the primary stays there."""
-    first = readings.read_pass(folder / "first_pass.jsonl")
-    third = readings.read_pass(folder / "third_reading.jsonl")
-    final = {r.key: r for r in first} | {r.key: r for r in third}
+    graded by the first pass (five of its rows re-quoted by the third reader, `requotes`: their
+    quotes broke the evidence rule), or by the third reading where the passes disagreed (and a
+    near-duplicate of a target it decided by the same grade: `consistency`, the suite's rule); a
+    target the first pass did not name keeps its grade (0), without evidence. A query's rows
+    start with its old primary target when that keeps the highest grade, so the primary stays
+    there."""
+    final = {
+        r.key: r
+        for part in ("first_pass", "requotes", "third_reading", "consistency")
+        if (folder / f"{part}.jsonl").exists()
+        for r in readings.read_pass(folder / f"{part}.jsonl")
+    }
     before = old_grades(suite)
     rows = []
     for query in suite.queries:

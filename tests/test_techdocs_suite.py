@@ -219,14 +219,15 @@ def test_reference_tables_are_the_judged_grades(
 ) -> None:
     """Under the reference chunking the derived grade of every section (the qrels the
     pipeline measures with, `core.suites.derived`) is its judged grade, and the judged grades
-    are the final readings of agreement/round2 (first pass, third reading where the passes
-    disagreed); a section no reading names keeps grade 0."""
+    are the final readings of agreement/round2 (first pass, its re-quoted rows, the third
+    reading where the passes disagreed, a near-duplicate given its decided grade); a section
+    no reading names keeps grade 0."""
     qrels = suite_tables(load_suite(SUITE_DIR)).qrels
     derived = {(r.query_id, r.doc_id): r.relevance for r in qrels.itertuples()}
     assert derived == {(q, t): g for q, grades in judged.items() for t, g in grades.items()}
     record = SUITE_DIR / "agreement" / "round2"
     final = {}
-    for part in ("first_pass", "third_reading"):
+    for part in ("first_pass", "requotes", "third_reading", "consistency"):
         for line in (record / f"{part}.jsonl").read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             final[row["query_id"], row["target"]] = row["grade"]
