@@ -12,8 +12,16 @@ query is judged for that query. Its grade is the highest grade of the spans it *
 shares at least `MATCH` (half) of the span's tokens, or the span fills at least half of the
 chunk's tokens. Any other overlap grades it 0. The first arm credits a large chunk that holds
 most of a short answer; the second a small chunk inside a long relevant section, which the first
-would never credit. Under the reference chunking each span is one chunk's exact extent and
-the extents do not share tokens, so the derived grades are the judged ones.
+would never credit.
+
+Spans are evidence: a judged target is its whole text at grade 0 (the judged region) with the
+evidence spans inside it at their grades (docs/suite-format.md). So a small chunk of a relevant
+section that holds no evidence matches only the region and earns 0, while a chunk holding an
+evidence span whole earns at least its grade: a chunk that holds the answer earns at least the
+grade of a chunk that only sits beside it (tests/test_evidence_spans.py; with whole sections as
+spans the rule gave a `/healthz` look-alike sentence its section's 3). Under a reference
+chunking whose chunks share no token, a chunk's derived grade is the highest grade of the spans
+inside it: its judged grade (`reference_grades`).
 """
 
 from __future__ import annotations
