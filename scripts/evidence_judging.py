@@ -185,6 +185,43 @@ def record(judging: Path) -> None:
         write_text(folder / "sample.jsonl", readings.jsonl(sample))
         meta = json.loads((judging / f".{name}_sample_meta.json").read_text())
         summarize(suite, folder, meta)
+        write_text(folder / "changes.jsonl", readings.jsonl(changes(suite, folder)))
+
+
+def changes(suite: Suite, folder: Path) -> list[dict]:
+    """Each (query, target) whose grade the re-judging changed, or that it judged for the first
+    time: grade before, grade after, the reading that decided it and its note."""
+    if any(
+        len(q.spans) > len(q.qrels) or (q.spans and suite.name == "hotel") for q in suite.queries
+    ):
+        raise SystemExit(f"{suite.name}: already rebuilt; record reads the judgments of round 1")
+    before = old_grades(suite)
+    decided = final_readings(folder)
+    out = []
+    for key, reading in decided.items():
+        if before.get(key) != reading.grade:
+            out.append(
+                {
+                    "query_id": key[0],
+                    "target": key[1],
+                    "before": before.get(key),
+                    "after": reading.grade,
+                    "decided_by": reading.judge,
+                    "note": reading.note,
+                }
+            )
+    return out
+
+
+def final_readings(folder: Path) -> dict[tuple[str, str], Reading]:
+    """The reading that decides each pair: the first pass's, replaced by a re-quoted row, by the
+    third reading of a disagreement, and by the consistency rule, in that order."""
+    return {
+        r.key: r
+        for part in ("first_pass", "requotes", "third_reading", "consistency")
+        if (folder / f"{part}.jsonl").exists()
+        for r in readings.read_pass(folder / f"{part}.jsonl")
+    }
 
 
 def summarize(suite: Suite, folder: Path, meta: dict) -> dict:
@@ -244,12 +281,7 @@ def final_sheet(suite: Suite, folder: Path) -> list[dict]:
     target the first pass did not name keeps its grade (0), without evidence. A query's rows
     start with its old primary target when that keeps the highest grade, so the primary stays
     there."""
-    final = {
-        r.key: r
-        for part in ("first_pass", "requotes", "third_reading", "consistency")
-        if (folder / f"{part}.jsonl").exists()
-        for r in readings.read_pass(folder / f"{part}.jsonl")
-    }
+    final = final_readings(folder)
     before = old_grades(suite)
     rows = []
     for query in suite.queries:
