@@ -173,9 +173,8 @@ class Query(StrictModel):
     @property
     def qrels(self) -> list[tuple[str, int]]:
         """(resolved id, grade) per judged target: each judgment in file order, or each
-        reference chunk the spans judge, with the grade the derived rule gives it
-        (`core.suites.derived`: the highest grade of the spans it matches), in the order of
-        the spans that name it."""
+        reference chunk the spans judge with its derived grade (`core.suites.derived`: the
+        highest grade of the spans it matches), in the order of the spans naming it."""
         if self.spans:
             return self._derived
         return [(self._ids[target], grade) for target, grade in self.judgments.items()]
@@ -184,16 +183,11 @@ class Query(StrictModel):
     def written(self) -> list[str]:
         """How each of `qrels` is written in the file, for messages: the judgment's target, or
         the first span naming the chunk (`spans[2]`; the chunk id when it is only derived)."""
-        if not self.spans:
-            return list(self.judgments)
-        first: dict[str, str] = {}
-        for index in range(len(self.spans)):
-            first.setdefault(self._ids[str(index)], f"spans[{index}]")
-        return [first.get(chunk, chunk) for chunk, _ in self._derived]
+        first = {self.span_target(i): f"spans[{i}]" for i in reversed(range(len(self.spans)))}
+        return [first.get(c, c) for c, _ in self._derived] if self.spans else list(self.judgments)
 
     def span_target(self, index: int) -> str:
-        """The reference chunk span `index` names (its exact extent, else the one holding most
-        of its characters)."""
+        """The reference chunk span `index` names (its extent, else the one holding most of it)."""
         return self._ids[str(index)]
 
     @property
@@ -209,8 +203,7 @@ class Query(StrictModel):
     @property
     def primary_id(self) -> str | None:
         if self.spans:
-            marked = [i for i, span in enumerate(self.spans) if span.primary]
-            return self._ids[str(marked[0])] if marked else None
+            return next((self.span_target(i) for i, s in enumerate(self.spans) if s.primary), None)
         return self._ids[self.primary] if self.primary is not None else None
 
     @property
@@ -296,8 +289,8 @@ class Suite(StrictModel):
         """Each span-judged query's reference chunks and their derived grades, all at once."""
         by_span = {q.id: q for q in self.queries if q.spans}
         named = {
-            query_id: [(e, g, q.span_target(i)) for i, (e, g) in enumerate(q.evidence)]
-            for query_id, q in by_span.items()
+            i: [(*eg, q.span_target(n)) for n, eg in enumerate(q.evidence)]
+            for i, q in by_span.items()
         }
         for query_id, chunks in self.reference.derived(named).items():
             by_span[query_id]._derived = chunks
