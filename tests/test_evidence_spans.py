@@ -26,6 +26,8 @@ ROUND_1 = ROOT / "tests" / "fixtures" / "spans" / "techdocs-chunk-judgments.json
 TOKENS = 60
 TEXT = " ".join(f"t{i:02d}" for i in range(TOKENS))
 MEASURES = ("Judged@1", "P@1", "EvidenceRecall@1")
+SPAN_MEASURES = ("EvidenceRecall@1", "TokenPrecision@1")
+BUDGETS = ("EvidenceRecall@512t", "TokenPrecision@512t")
 
 
 def chars(first: int, stop: int) -> tuple[int, int]:
@@ -123,10 +125,8 @@ def test_evidence_measures_count_only_graded_spans_and_the_region_judges_chunks(
         ("beside", 0.0, 0.0, 1.0, 0.0),
     ):
         run = pd.DataFrame([dict(query_id="q", doc_id=retrieved, score=1.0, rank=1)])
-        values = evaluate_spans(
-            run, spans, extents, evidence.tokens, ["EvidenceRecall@1", "TokenPrecision@1"]
-        )
-        assert values["value"].tolist() == [recall, precision]
+        values = evaluate_spans(run, spans, extents, evidence.tokens, [*SPAN_MEASURES, *BUDGETS])
+        assert values["value"].tolist() == [recall, precision] * 2
         qrels = tables.empty(tables.QRELS)
         results = measure_run(
             run, qrels, queries, chunk_level=False, measures=MEASURES, evidence=evidence
