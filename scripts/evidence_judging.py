@@ -8,9 +8,13 @@ rebuilt suites. Run from the repository root with the project's Python:
 
 JUDGING is the judges' folder: `<suite>_first*.jsonl` (first pass), `second_<suite>.jsonl`
 (second pass on the random sample `<suite>_sample.jsonl`, drawn with the seed in
-`.<suite>_sample_meta.json`), `third_reading.jsonl` (the third reading of each disagreement).
-`record` copies what the suite needs into `data/suites/<suite>/agreement/round2/`; `build`
-reads only that folder and the suite, so the suites are rebuilt from the repository alone.
+`.<suite>_sample_meta.json`), `third_reading.jsonl` (the third reading of each disagreement),
+`requotes.jsonl` (first-pass rows the third reader re-quoted). `record`, run once on the suites
+of round 1, copies what the suite needs into `data/suites/<suite>/agreement/round2/` with the
+agreement and each changed grade; `build` reads only that folder (plus `consistency.jsonl`,
+written there by hand: a near-duplicate given the grade the third reading decided for its
+twin) and the suite, so the suites are rebuilt from the repository alone, and rebuilding a
+rebuilt suite changes nothing.
 Works on partial files (judging in progress): pairs one pass has not read yet are left out.
 """
 
@@ -30,7 +34,6 @@ from rageval_pipeline.core.curation import judging, readings  # noqa: E402
 from rageval_pipeline.core.curation.readings import Reading  # noqa: E402
 from rageval_pipeline.core.storage.warehouse import write_text  # noqa: E402
 from rageval_pipeline.core.suites.golden import Suite, load_suite  # noqa: E402
-from rageval_pipeline.core.suites.spans import quote_places  # noqa: E402
 
 SUITES = ("techdocs", "hotel")
 # The order of the two readings on the third reader's sheet is drawn per row from this seed
@@ -291,7 +294,7 @@ def final_sheet(suite: Suite, folder: Path) -> list[dict]:
         for _, target in keys:
             reading = final.get((query.id, target))
             grade = before[query.id, target] if reading is None else reading.grade
-            evidence = [] if reading is None else every_place(suite, target, reading.evidence)
+            evidence = [] if reading is None else reading.evidence
             mine.append(
                 {"query_id": query.id, "target_id": target, "grade": grade, "evidence": evidence}
             )
@@ -300,20 +303,6 @@ def final_sheet(suite: Suite, folder: Path) -> list[dict]:
         mine.sort(key=lambda row: row["target_id"] != old or row["grade"] != best)
         rows += mine
     return rows
-
-
-def every_place(suite: Suite, target: str, quotes: list[str]) -> list:
-    """The quotes as the merge sheet takes them: one the judges' tool accepted though it is in
-    the target's text several times (it checked presence, not uniqueness) is evidence at every
-    place (`{"quote", "every": true}`): in the two such quotes of the first pass (hotel q004,
-    q018) each place states the same fact (every Standard room's view; each rate plan's
-    no-show terms)."""
-    doc, start, end, _ = suite.reference.extent_of(target)
-    text = suite.reference.texts[doc]
-    return [
-        q if len(quote_places(text, q, start, end)) == 1 else {"quote": q, "every": True}
-        for q in quotes
-    ]
 
 
 def old_primary(suite: Suite, query) -> str | None:

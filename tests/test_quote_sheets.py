@@ -139,27 +139,17 @@ def test_a_quote_not_found_or_found_twice_is_refused_in_one_line(
     assert (suite_dir / "suite.json").read_text(encoding="utf-8") == before
 
 
-def test_a_repeated_fact_is_evidence_at_every_place_when_asked(suite_dir, tmp_path, capsys):
-    """A whole document judged for a query not judged yet (an entity, as in hotel), with a
-    quote that repeats the same fact: the document is the region, each place evidence."""
+def test_a_whole_document_is_graded_with_its_evidence_in_a_query_judged_by_spans(
+    suite_dir, tmp_path, capsys
+):
+    """An entity judged as a whole (as in hotel) for a query not judged yet: the document is
+    the judged region, the quote inside it the evidence, marked primary."""
     path = suite_dir / "suite.json"
     raw = json.loads(path.read_text(encoding="utf-8"))
     raw["queries"].append({"id": "Q4", "query": "what is an access token", "intent": "factual"})
     path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
-    sheet = _jsonl(
-        tmp_path / "sheet.jsonl",
-        [
-            {
-                "query_id": "Q4",
-                "target_id": "tokens",
-                "grade": 1,
-                "evidence": [{"quote": "access token", "every": True}],
-            }
-        ],
-    )
-    assert main(["pool", "merge", str(suite_dir), str(sheet)]) == 0
+    quote = "An access token expires after one hour;"
+    row = {"query_id": "Q4", "target_id": "tokens", "grade": 2, "evidence": [quote]}
+    assert main(["pool", "merge", str(suite_dir), str(_jsonl(tmp_path / "s.jsonl", [row]))]) == 0
     capsys.readouterr()
-    spans = _spans(suite_dir, "Q4")
-    assert (
-        spans == [(TOKENS, 0, False), ("access token", 1, True)] + [("access token", 1, False)] * 2
-    )
+    assert _spans(suite_dir, "Q4") == [(TOKENS, 0, False), (quote, 2, True)]

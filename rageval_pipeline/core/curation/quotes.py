@@ -19,7 +19,7 @@ from typing import Any
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites.evidence import Evidence, Reference, span_entry
 from rageval_pipeline.core.suites.golden import Query
-from rageval_pipeline.core.suites.spans import QuoteError, locate_quote, quote_places, span_sha256
+from rageval_pipeline.core.suites.spans import QuoteError, locate_quote, span_sha256
 
 Quoted = list[tuple[int, int]]  # the quotes' [start, end) in the target's document
 
@@ -42,42 +42,21 @@ def quoted(
             value = json.loads(value)
     if value is None or value == []:
         return []
-    if not isinstance(value, list) or not all(map(_is_quote, value)):
-        problem = (
-            'must be a JSON list of quotes (["first quote", "second quote"]; '
-            '{"quote": "...", "every": true} for a quote that is evidence at every place)'
-        )
+    if not isinstance(value, list) or not all(isinstance(q, str) for q in value):
+        problem = 'must be a JSON list of quotes (["first quote", "second quote"])'
         raise InputError(Path(sheet), problem, line=line, field="evidence")
     if grade == 0:
         problem = "a grade 0 names no evidence: leave it empty"
         raise InputError(Path(sheet), problem, line=line, field="evidence")
     doc, start, end, _ = reference.extent_of(target)
     out = []
-    for index, item in enumerate(value):
+    for index, quote in enumerate(value):
         try:
-            if isinstance(item, str):
-                out.append(locate_quote(reference.texts[doc], item, start, end))
-            elif not (places := quote_places(reference.texts[doc], item["quote"], start, end)):
-                raise QuoteError(f"quote {item['quote'][:60]!r} is not in the text")
-            else:
-                out += places
+            out.append(locate_quote(reference.texts[doc], quote, start, end))
         except QuoteError as error:
             problem = f"{error} of {target}"
             raise InputError(Path(sheet), problem, line=line, field=f"evidence[{index}]") from None
     return out
-
-
-def _is_quote(item: object) -> bool:
-    """A quote (a string), or {"quote": str, "every": true}: the same fact repeated (a field
-    of every room of a type), each of its places evidence."""
-    if isinstance(item, str):
-        return True
-    return (
-        isinstance(item, dict)
-        and set(item) == {"quote", "every"}
-        and isinstance(item["quote"], str)
-        and item["every"] is True
-    )
 
 
 def target_spans(reference: Reference, target: str, grade: int, quotes: Quoted | None) -> list:
