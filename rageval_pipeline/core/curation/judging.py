@@ -10,7 +10,9 @@ whole-document target): merging refuses a row whose offsets are no longer the ch
 document changed since the sheet was written), and stores the grade as that evidence span in a
 query judged by spans, and in a query without judgments of a suite judged by spans
 (docs/suite-format.md); a query still written with chunk-id judgments keeps them (`rageval
-spans convert` converts it). Merging checks every row before anything is written (one line
+spans convert` converts it). A row may quote its evidence (an `evidence` column, `quotes`):
+its target is then stored as its judged region and the quoted evidence spans inside it.
+Merging checks every row before anything is written (one line
 naming sheet, line and field on the first bad row), never replaces an existing judgment unless
 asked, validates the merged suite as `rageval validate` does (near-duplicates graded
 differently are listed with their sheet lines), then replaces the suite file atomically.
