@@ -246,3 +246,20 @@ def test_long_documents_hold_some_answers(
         if primary[q["id"]]["doc"] in long_ids and _top_1(primary[q["id"]], texts) > 0
     ]
     assert len(buried) >= 2, buried
+
+
+def test_judged_entities_are_the_final_readings_of_the_record(
+    judged: dict[str, dict[str, int]],
+) -> None:
+    """Each entity's judged grade is its final reading in agreement/round2 (first pass, its
+    re-quoted rows, the third reading where the passes disagreed); an entity no reading names
+    keeps grade 0 (scripts/evidence_judging.py build)."""
+    record = SUITE_DIR / "agreement" / "round2"
+    final = {}
+    for part in ("first_pass", "requotes", "third_reading"):
+        for line in (record / f"{part}.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            final[row["query_id"], row["target"]] = row["grade"]
+    grades = {(q, t): g for q, entities in judged.items() for t, g in entities.items()}
+    assert {key: grades.get(key, 0) for key in final} == final
+    assert all(g == 0 for key, g in grades.items() if key not in final)
