@@ -16,7 +16,6 @@ the two readings then name different text as the answer, and a third reading dec
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,12 +23,12 @@ from pydantic import BaseModel, ValidationError
 
 from rageval_pipeline.core.curation.agreement import Figures, figures
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.suites.derived import TOKEN
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 from rageval_pipeline.core.suites.spans import QuoteError, quote_places
 
 # Below this token F1, two readings of one pair quote mostly different text as the evidence.
 LOW_OVERLAP = 0.5
-_TOKEN = re.compile(r"\S+")
 
 
 class Reading(BaseModel):
@@ -79,7 +78,7 @@ def evidence_tokens(text: str, quotes: Iterable[str]) -> set[int]:
     a quote shares a character with it). A quote found in several places covers them all (the
     judges' tool checked that a quote is in the text, not that it is there once); one not in
     the text raises `spans.QuoteError`."""
-    tokens = [m.span() for m in _TOKEN.finditer(text)]
+    tokens = [m.span() for m in TOKEN.finditer(text)]
     covered: set[int] = set()
     for quote in quotes:
         places = quote_places(text, quote)

@@ -41,7 +41,7 @@ from rageval_pipeline.core.suites.passages import passage_units
 # grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
 MATCH = 0.5
 
-_TOKEN = re.compile(r"\S+")
+TOKEN = re.compile(r"\S+")  # a whitespace token: what spans and their measures count
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Tokens:
     def of(cls, corpus: pd.DataFrame) -> Tokens:
         starts, ends = {}, {}
         for doc_id, text in zip(corpus["doc_id"], corpus["text"], strict=True):
-            found = [m.span() for m in _TOKEN.finditer(text if isinstance(text, str) else "")]
+            found = [m.span() for m in TOKEN.finditer(text if isinstance(text, str) else "")]
             bounds = np.array(found, dtype=np.int64).reshape(-1, 2)
             starts[doc_id], ends[doc_id] = bounds[:, 0], bounds[:, 1]
         return cls(starts, ends)
