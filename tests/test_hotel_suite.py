@@ -2,7 +2,9 @@
 
 The suite is read with json and the reference chunking (fixed windows of 200 whitespace tokens
 sharing 40, as character extents `chunk_extents`; JSON documents indexed as canonical
-`json.dumps`), so these tests keep guarding the data even if the loader changes.
+`json.dumps`), so these tests keep guarding the data even if the loader changes. Entities are
+judged by evidence spans (issue 33): each judged entity's whole text as the judged region,
+with the quoted evidence inside it.
 """
 
 from __future__ import annotations
@@ -52,20 +54,36 @@ def texts(suite: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def top_1(suite: dict, texts: dict[str, str]) -> dict[str, str]:
-    """Query id -> the reference chunk its top_1_span is (its hash checked against the text)."""
-    config = ChunkingConfig(strategy="fixed", size=200, overlap=40)
-    out = {}
+def judged(suite: dict, texts: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Query id -> judged entity -> its judged grade: the highest grade of the query's spans in
+    it (its evidence), 0 for an entity read and holding none (its hashes checked)."""
+    out: dict[str, dict[str, int]] = {}
     for q in suite["queries"]:
-        if (span := q.get("top_1_span")) is not None:
-            text = texts[span["doc"]]
-            piece = text[span["start"] : span["end"]].encode("utf-8")
-            assert hashlib.sha256(piece).hexdigest() == span["sha256"], q["id"]
-            extents = chunk_extents(text, config)
-            assert (span["start"], span["end"]) in extents, f"{q['id']}: not a reference chunk"
-            index = extents.index((span["start"], span["end"]))
-            out[q["id"]] = f"{span['doc']}:chunk:{index}"
+        out[q["id"]] = {}
+        for span in q.get("spans", []):
+            piece = texts[span["doc"]][span["start"] : span["end"]].encode("utf-8")
+            assert hashlib.sha256(piece).hexdigest() == span["sha256"], (q["id"], span)
+            out[q["id"]][span["doc"]] = max(out[q["id"]].get(span["doc"], 0), span["grade"])
     return out
+
+
+@pytest.fixture(scope="module")
+def primary(suite: dict) -> dict[str, dict]:
+    """Query id -> its span marked primary (the evidence that should rank first)."""
+    return {
+        q["id"]: span
+        for q in suite["queries"]
+        for span in q.get("spans", [])
+        if span.get("primary")
+    }
+
+
+def _top_1(span: dict, texts: dict[str, str]) -> int:
+    """The reference chunk (fixed windows of 200 tokens sharing 40) holding most of a span."""
+    config = ChunkingConfig(strategy="fixed", size=200, overlap=40)
+    extents = chunk_extents(texts[span["doc"]], config)
+    shared = [min(b, span["end"]) - max(a, span["start"]) for a, b in extents]
+    return shared.index(max(shared))
 
 
 def test_header(suite: dict) -> None:
@@ -152,75 +170,96 @@ def test_queries_count_ids_and_labels(suite: dict) -> None:
     assert {q["difficulty"] for q in queries} == DIFFICULTIES
 
 
-def test_seed_queries_present(suite: dict, top_1: dict[str, str]) -> None:
+def test_seed_queries_present(
+    suite: dict, judged: dict[str, dict[str, int]], primary: dict[str, dict], texts: dict
+) -> None:
     by_id = {q["id"]: q for q in suite["queries"]}
-    for qid, (text, primary) in SEED_QUERIES.items():
+    for qid, (text, entity) in SEED_QUERIES.items():
         assert by_id[qid]["query"] == text
-        assert by_id[qid]["primary"] == primary
-        assert by_id[qid]["judgments"][primary] == 3
-        assert top_1[qid] == f"{primary}:chunk:0"
-    assert by_id["q001"]["judgments"]["entity-terms-of-service"] == 1
+        assert primary[qid]["doc"] == entity
+        assert judged[qid][entity] == 3
+        assert _top_1(primary[qid], texts) == 0
+    assert judged["q001"]["entity-terms-of-service"] >= 1
 
 
-def test_edge_queries_have_no_answer(suite: dict) -> None:
+def test_edge_queries_have_no_answer(suite: dict, judged: dict[str, dict[str, int]]) -> None:
     """Edge queries (seed 003: empty, nonsensical, out of scope) grade nothing above 0."""
     edge = [q for q in suite["queries"] if q["query_type"] == "edge"]
     assert any(q["query"] == "" for q in edge), "needs the empty query"
     assert sum(q["query"].strip() != "" for q in edge) >= 2, "needs out-of-scope queries"
     for q in edge:
-        assert all(g == 0 for g in q["judgments"].values()), q["id"]
-        assert "primary" not in q and "top_1_span" not in q, q["id"]
+        assert all(g == 0 for g in judged[q["id"]].values()), q["id"]
+        assert not any(s.get("primary") for s in q.get("spans", [])), q["id"]
 
 
-def test_grades_are_integers_0_to_3(suite: dict) -> None:
-    for q in _answerable(suite):
-        assert q["judgments"], q["id"]
+def test_judgments_are_evidence_spans(suite: dict, texts: dict[str, str]) -> None:
+    """Each judged entity is one span over its whole text (grade 0: read, no evidence) with
+    its evidence spans inside it; no whole-entity judgments, no top_1_span (the primary
+    evidence span plays its part)."""
     for q in suite["queries"]:
-        for target, grade in q["judgments"].items():
-            assert type(grade) is int and 0 <= grade <= 3, (q["id"], target, grade)
+        assert not {"judgments", "primary", "top_1_span", "top_1_chunk"} & set(q), q["id"]
+        if q["query_type"] != "edge":
+            assert q["spans"], q["id"]
+        whole = {}
+        for span in q.get("spans", []):
+            text = texts[span["doc"]]
+            if (span["start"], span["end"]) == (len(text) - len(text.lstrip()), len(text.rstrip())):
+                whole[span["doc"]] = span["grade"]
+        for span in q.get("spans", []):
+            assert span["doc"] in whole, f"{q['id']}: evidence outside a judged entity"
+            assert type(span["grade"]) is int and 0 <= span["grade"] <= 3, q["id"]
+            if span["grade"] and whole[span["doc"]] == 0:
+                assert span["end"] - span["start"] < len(texts[span["doc"]]), q["id"]
 
 
-def test_every_judged_id_is_a_document(suite: dict) -> None:
-    ids = {d["id"] for d in suite["documents"]}
-    missing = [(q["id"], t) for q in suite["queries"] for t in q["judgments"] if t not in ids]
-    assert not missing, f"judged ids that are not documents: {missing}"
-
-
-def test_primary_is_judged_with_the_maximal_grade(suite: dict) -> None:
+def test_primary_is_evidence_with_the_maximal_grade(
+    suite: dict, judged: dict[str, dict[str, int]], primary: dict[str, dict]
+) -> None:
     for q in _answerable(suite):
-        judgments = q["judgments"]
-        assert q["primary"] in judgments, f"{q['id']}: primary is not judged"
-        assert judgments[q["primary"]] == max(judgments.values()), f"{q['id']}: primary not max"
-        assert judgments[q["primary"]] >= 2, f"{q['id']}: primary should at least be relevant"
+        grades = judged[q["id"]]
+        span = primary[q["id"]]
+        assert span["grade"] == max(grades.values()), f"{q['id']}: primary not max"
+        assert span["grade"] >= 2, f"{q['id']}: primary should at least be relevant"
 
 
-def test_top_1_chunk_exists_and_belongs_to_primary(suite: dict, top_1: dict[str, str]) -> None:
-    assert not [q["id"] for q in suite["queries"] if "top_1_chunk" in q]  # converted to spans
-    for q in _answerable(suite):
-        chunk = top_1[q["id"]]
-        match = CHUNK_ID.match(chunk)
-        assert match, f"{q['id']}: {chunk!r} is not a chunk id"
-        assert match["doc"] == q["primary"], f"{q['id']}: top_1_chunk is not in the primary"
-
-
-def test_relevance_is_spread_and_distractors_are_judged(suite: dict) -> None:
+def test_relevance_is_spread_and_distractors_are_judged(
+    suite: dict, judged: dict[str, dict[str, int]]
+) -> None:
     queries = _answerable(suite)
-    grades = Counter(g for q in queries for g in q["judgments"].values())
+    grades = Counter(g for q in queries for g in judged[q["id"]].values())
     assert all(grades[g] > 0 for g in range(4)), grades
-    several = sum(sum(g >= 2 for g in q["judgments"].values()) >= 2 for q in queries)
+    several = sum(sum(g >= 2 for g in judged[q["id"]].values()) >= 2 for q in queries)
     assert several >= len(queries) / 2, "most queries should have several relevant entities"
-    with_zero = sum(any(g == 0 for g in q["judgments"].values()) for q in queries)
+    with_zero = sum(any(g == 0 for g in judged[q["id"]].values()) for q in queries)
     assert with_zero >= len(queries) / 2, "most queries should judge a tempting distractor 0"
 
 
 def test_long_documents_hold_some_answers(
-    suite: dict, texts: dict[str, str], top_1: dict[str, str]
+    suite: dict, texts: dict[str, str], primary: dict[str, dict]
 ) -> None:
-    """Hard queries include answers buried in long entities (top_1_chunk past chunk 0)."""
+    """Hard queries include answers buried in long entities (primary evidence past the first
+    reference chunk)."""
     long_ids = {doc_id for doc_id, text in texts.items() if len(text.split()) >= 2000}
     buried = [
         q["id"]
         for q in _answerable(suite)
-        if q["primary"] in long_ids and int(CHUNK_ID.match(top_1[q["id"]])["n"]) > 0
+        if primary[q["id"]]["doc"] in long_ids and _top_1(primary[q["id"]], texts) > 0
     ]
     assert len(buried) >= 2, buried
+
+
+def test_judged_entities_are_the_final_readings_of_the_record(
+    judged: dict[str, dict[str, int]],
+) -> None:
+    """Each entity's judged grade is its final reading in agreement/round2 (first pass, its
+    re-quoted rows, the third reading where the passes disagreed); an entity no reading names
+    keeps grade 0 (scripts/evidence_judging.py build)."""
+    record = SUITE_DIR / "agreement" / "round2"
+    final = {}
+    for part in ("first_pass", "requotes", "third_reading"):
+        for line in (record / f"{part}.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            final[row["query_id"], row["target"]] = row["grade"]
+    grades = {(q, t): g for q, entities in judged.items() for t, g in entities.items()}
+    assert {key: grades.get(key, 0) for key in final} == final
+    assert all(g == 0 for key, g in grades.items() if key not in final)

@@ -118,8 +118,8 @@ def test_difficulty_and_agreement_read_the_grades_of_spans(suite_dir, capsys):
     assert measured == pool.difficulty(by_ids, ranks, ["a"], 20)
     assert measured == {"Q1": "easy", "Q2": "hard", "Q3": "hard"}
     techdocs = ROOT / "data" / "suites" / "techdocs"
-    second = techdocs / "agreement" / "second_pass.jsonl"
+    second = techdocs / "agreement" / "round1" / "second_pass.jsonl"
     assert main(["pool", "agree", str(techdocs), str(second)]) == 0
     assert capsys.readouterr().out.startswith(
-        "803 pairs graded twice: 21.0% of the suite's 3823 judged pairs\n"
+        "803 pairs graded twice: 21.0% of the suite's 3826 judged pairs\n"
     )

@@ -198,46 +198,33 @@ def test_a_span_inside_a_chunk_grades_that_chunk(suite_dir):
     assert qrels["doc_id"].tolist() == ["guide:chunk:1", "guide:chunk:2"]
 
 
-def _chunk_id_suite(folder: Path, name: str) -> None:
-    """The shipped suite as it was before its conversion: chunk-id judgments, top_1_chunk."""
+def _chunk_id_suite(folder: Path) -> None:
+    """techdocs with its round-1 judgments (issue 11) as they were written: chunk ids."""
     path = folder / "suite.json"
     raw = json.loads(path.read_text(encoding="utf-8"))
-    if name == "techdocs":
-        old = json.loads((FIXTURES / "techdocs-chunk-judgments.json").read_text())
-        for query in raw["queries"]:
-            items = list(query.items())
-            keys = [key for key, _ in items]
-            at = keys.index("spans") if "spans" in keys else len(items)
-            query.clear()
-            query.update(items[:at] + list(old[items[0][1]].items()) + items[at + 1 :])
-    else:
-        old = json.loads((FIXTURES / "hotel-top-1-chunks.json").read_text())
-        for query in raw["queries"]:
-            if "top_1_span" in query:
-                items = [
-                    ("top_1_chunk", old[query["id"]]) if k == "top_1_span" else (k, v)
-                    for k, v in query.items()
-                ]
-                query.clear()
-                query.update(items)
+    old = json.loads((FIXTURES / "techdocs-chunk-judgments.json").read_text())
+    for query in raw["queries"]:
+        items = list(query.items())
+        keys = [key for key, _ in items]
+        at = keys.index("spans") if "spans" in keys else len(items)
+        query.clear()
+        query.update(items[:at] + list(old[items[0][1]].items()) + items[at + 1 :])
     path.write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", ["techdocs", "hotel"])
-def test_converting_the_chunk_id_suite_gives_the_shipped_one_and_the_same_tables(
-    name, tmp_path, capsys
-):
-    """Round trip: today's chunk-id judgments, converted by the CLI, are the shipped spans,
-    and under the reference chunking they give exactly today's qrels and queries."""
-    folder = Path(shutil.copytree(ROOT / "data" / "suites" / name, tmp_path / name))
-    _chunk_id_suite(folder, name)
+def test_converting_chunk_id_judgments_keeps_the_tables(tmp_path, capsys):
+    """Round trip: techdocs' round-1 chunk-id judgments, converted by the CLI, are spans that
+    give exactly the same qrels and queries under the reference chunking, each span its
+    reference chunk's extent."""
+    folder = Path(shutil.copytree(ROOT / "data" / "suites" / "techdocs", tmp_path / "techdocs"))
+    _chunk_id_suite(folder)
     chunk_ids = load_suite(folder)
     before = suite_tables(chunk_ids)
     assert main(["spans", "convert", str(folder)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{folder / 'suite.json'}: ")
-    shipped = (ROOT / "data" / "suites" / name / "suite.json").read_text(encoding="utf-8")
-    assert (folder / "suite.json").read_text(encoding="utf-8") == shipped
+    converted = json.loads((folder / "suite.json").read_text(encoding="utf-8"))
+    assert all("judgments" not in q for q in converted["queries"])
     after = suite_tables(load_suite(folder))
     for table in ("corpus", "queries", "qrels"):
         assert getattr(after, table).equals(getattr(before, table)), table
@@ -250,7 +237,7 @@ def test_converting_the_chunk_id_suite_gives_the_shipped_one_and_the_same_tables
     [
         (
             lambda q: q["spans"].append(dict(q["spans"][0], grade=1, primary=False)),
-            "queries[0].spans[2]: names 'guide:chunk:1', already judged at spans[0]",
+            "queries[0].spans[2]: repeats the excerpt of spans[0]: give it one grade",
         ),
         (
             lambda q: q["spans"][1].update(primary=True),

@@ -171,7 +171,7 @@ def difficulty(args: argparse.Namespace) -> int:
     Exit 1 when they differ and nothing was written."""
     from collections import Counter
 
-    from rageval_pipeline.core.curation import judging, pool
+    from rageval_pipeline.core.curation import pool, rewrite
     from rageval_pipeline.core.suites.golden import resolve_suite_file
 
     suite, systems, ranks, depth = _pooled(args)
@@ -188,7 +188,7 @@ def difficulty(args: argparse.Namespace) -> int:
             for query_id in changed:
                 raw_queries[query_id]["difficulty"] = measured[query_id]
 
-        judging.rewrite_suite(resolve_suite_file(args.suite), edit)
+        rewrite.rewrite_suite(resolve_suite_file(args.suite), edit)
         print(f"stored {len(changed)} changed difficulties")
         return 0
     return 1 if changed else 0

@@ -61,15 +61,40 @@ class Disagreement(BaseModel):
     exception: str | None = None  # why the rule's grade was not applied
 
 
-class Report(BaseModel):
+class Figures(BaseModel):
+    """How far two passes' grades of the same pairs agree."""
+
     pairs: int
-    suite_pairs: int  # judged (query, target) pairs in the suite
     agree: int
     kappa_linear: float | None
     kappa_quadratic: float | None
     kappa_relevant: float | None  # binary, grade >= 1
     kappa_highly: float | None  # binary, grade >= 2
     confusion: list[list[int]]  # [first grade][second grade]
+
+    @property
+    def raw(self) -> float:
+        return self.agree / self.pairs
+
+
+def figures(first: Sequence[int], second: Sequence[int]) -> Figures:
+    """Raw agreement, the kappas and the confusion table of two passes' grades, pair by pair."""
+    confusion = [[0] * len(GRADES) for _ in GRADES]
+    for a, b in zip(first, second, strict=True):
+        confusion[a][b] += 1
+    return Figures(
+        pairs=len(first),
+        agree=sum(a == b for a, b in zip(first, second, strict=True)),
+        kappa_linear=kappa(first, second, "linear"),
+        kappa_quadratic=kappa(first, second, "quadratic"),
+        kappa_relevant=kappa([a >= 1 for a in first], [b >= 1 for b in second], labels=BINARY),
+        kappa_highly=kappa([a >= 2 for a in first], [b >= 2 for b in second], labels=BINARY),
+        confusion=confusion,
+    )
+
+
+class Report(Figures):
+    suite_pairs: int  # judged (query, target) pairs in the suite
     rule: Rule
     disagreements: list[Disagreement]
     second_pass: list[tuple[str, str, int]]  # (query id, target id, grade), sheet order
@@ -77,10 +102,6 @@ class Report(BaseModel):
     @property
     def share(self) -> float:
         return self.pairs / self.suite_pairs
-
-    @property
-    def raw(self) -> float:
-        return self.agree / self.pairs
 
     def changes(self) -> dict[tuple[str, str], int]:
         """The grades to write: resolved grades that differ from the suite's."""
@@ -113,9 +134,6 @@ def compare(suite: Suite, sheet: Path, rule: Rule = "lower") -> Report:
         raise InputError(sheet, "no graded rows")
     first = [judged[q][t] for q, t, _ in second_pass]
     second = [g for _, _, g in second_pass]
-    confusion = [[0] * len(GRADES) for _ in GRADES]
-    for a, b in zip(first, second, strict=True):
-        confusion[a][b] += 1
     disagreements = [
         Disagreement(
             query_id=q, target_id=t, first=a, second=g, resolved=_resolve(rule, a, g), rule=rule
@@ -125,14 +143,8 @@ def compare(suite: Suite, sheet: Path, rule: Rule = "lower") -> Report:
     ]
     _keep_valid(suite, disagreements)
     return Report(
-        pairs=len(second_pass),
+        **figures(first, second).model_dump(),
         suite_pairs=sum(len(q.qrels) for q in suite.queries),
-        agree=sum(a == b for a, b in zip(first, second, strict=True)),
-        kappa_linear=kappa(first, second, "linear"),
-        kappa_quadratic=kappa(first, second, "quadratic"),
-        kappa_relevant=kappa([a >= 1 for a in first], [b >= 1 for b in second], labels=BINARY),
-        kappa_highly=kappa([a >= 2 for a in first], [b >= 2 for b in second], labels=BINARY),
-        confusion=confusion,
         rule=rule,
         disagreements=disagreements,
         second_pass=second_pass,

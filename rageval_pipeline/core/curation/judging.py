@@ -10,7 +10,9 @@ whole-document target): merging refuses a row whose offsets are no longer the ch
 document changed since the sheet was written), and stores the grade as that evidence span in a
 query judged by spans, and in a query without judgments of a suite judged by spans
 (docs/suite-format.md); a query still written with chunk-id judgments keeps them (`rageval
-spans convert` converts it). Merging checks every row before anything is written (one line
+spans convert` converts it). A row may quote its evidence (an `evidence` column, `quotes`):
+its target is then stored as its judged region and the quoted evidence spans inside it.
+Merging checks every row before anything is written (one line
 naming sheet, line and field on the first bad row), never replaces an existing judgment unless
 asked, validates the merged suite as `rageval validate` does (near-duplicates graded
 differently are listed with their sheet lines), then replaces the suite file atomically.
@@ -28,22 +30,20 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 
 from rageval_pipeline.core.curation.pool import PoolEntry, suite_level
+from rageval_pipeline.core.curation.quotes import Quoted, of_target, quoted, target_spans
+from rageval_pipeline.core.curation.rewrite import rewrite_suite
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.chunk_ids import split_chunk_id
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.consistency import inconsistencies
-from rageval_pipeline.core.suites.evidence import span_entry
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 from rageval_pipeline.core.suites.matching import TargetError, resolve_target
@@ -156,11 +156,13 @@ class Conflict(BaseModel):
     target_id: str
     judged: int
     sheet: int
+    quoted: bool = False  # the sheet quotes its evidence: its spans would be replaced
 
     def describe(self, sheet: Path) -> str:
         return (
             f"{sheet}:{self.line}: {self.query_id} {self.target_id}: "
             f"judged {self.judged}, sheet says {self.sheet}"
+            + (" with evidence quotes" if self.quoted else "")
         )
 
 
@@ -174,6 +176,7 @@ class MergeResult(BaseModel):
     # refuses), each naming the sheet line, query and section: nothing is written then.
     inconsistent: list[str] = []
     lines: dict[tuple[str, str], int] = {}  # (query id, resolved target) -> sheet line
+    quotes: dict[tuple[str, str], list[tuple[int, int]]] = {}  # its evidence quotes' offsets
 
 
 class GradedRow(BaseModel):
@@ -183,6 +186,7 @@ class GradedRow(BaseModel):
     query_id: str
     target_id: str  # resolved
     grade: int | None  # None when the assessor left it empty
+    evidence: Quoted | None = None  # its quotes' offsets in the document (`quotes`)
 
 
 def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
@@ -205,7 +209,12 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
         except TargetError as error:
             raise InputError(sheet, str(error), line=line, field="target_id") from None
         level = query.level if query.qrels else default_level
-        if (split_chunk_id(resolved) is not None) != (level == "chunk"):
+        grade = _grade(row.get("grade"), sheet, line)
+        evidence = quoted(suite.reference, resolved, row, grade, (sheet, line))
+        if evidence is not None and level == "document" and query.judgments:
+            problem = f"quotes need spans: query {query_id} is judged by whole documents"
+            raise InputError(sheet, problem, line=line, field="evidence")
+        if evidence is None and (split_chunk_id(resolved) is not None) != (level == "chunk"):
             problem = f"{target!r} is not a {level} id; query {query_id} is judged by {level}"
             raise InputError(sheet, problem, line=line, field="target_id")
         key = (query_id, resolved)
@@ -214,8 +223,9 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
             raise InputError(sheet, problem, line=line, field="target_id")
         seen[key] = line
         _check_offsets(suite, row, resolved, sheet, line)
-        grade = _grade(row.get("grade"), sheet, line)
-        yield GradedRow(line=line, query_id=query_id, target_id=resolved, grade=grade)
+        yield GradedRow(
+            line=line, query_id=query_id, target_id=resolved, grade=grade, evidence=evidence
+        )
 
 
 def _check_offsets(suite: Suite, row: dict[str, Any], chunk: str, sheet: Path, line: int) -> None:
@@ -241,7 +251,9 @@ def _check_offsets(suite: Suite, row: dict[str, Any], chunk: str, sheet: Path, l
 
 def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], MergeResult]:
     """Check every row of a graded sheet against the suite: the grades to write, keyed by
-    (query id, resolved target id), and what merging them would do."""
+    (query id, resolved target id), and what merging them would do (`result.quotes`: the
+    offsets of the rows' evidence quotes). Quotes for a judged target replace its spans: a
+    conflict, as a different grade is."""
     judged = {q.id: dict(q.qrels) for q in suite.queries}
     grades: dict[tuple[str, str], int] = {}
     result = MergeResult()
@@ -249,9 +261,12 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
         if row.grade is None:
             result.skipped += 1
             continue
-        result.lines[(row.query_id, row.target_id)] = row.line
+        key = (row.query_id, row.target_id)
+        result.lines[key] = row.line
+        if row.evidence:
+            result.quotes[key] = row.evidence
         existing = judged[row.query_id].get(row.target_id)
-        if existing == row.grade:
+        if existing == row.grade and not row.evidence:
             result.unchanged += 1
             continue
         if existing is not None:
@@ -262,18 +277,13 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
                     target_id=row.target_id,
                     judged=existing,
                     sheet=row.grade,
+                    quoted=bool(row.evidence),
                 )
             )
         else:
             result.added += 1
-        grades[(row.query_id, row.target_id)] = row.grade
+        grades[key] = row.grade
     return grades, result
-
-
-def _json_indent(text: str) -> str | None:
-    """The indentation unit of a JSON file (the first indented line's), None when compact."""
-    found = re.search(r"\n([ \t]+)\S", text)
-    return found[1] if found else None
 
 
 def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> MergeResult:
@@ -296,7 +306,7 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
             out.append(f"{where}: {item.problem}")
         return out
 
-    result.inconsistent = write_grades(suite_file, suite, grades, refuse)
+    result.inconsistent = write_grades(suite_file, suite, grades, refuse, result.quotes)
     return result
 
 
@@ -305,31 +315,44 @@ def write_grades(
     suite: Suite,
     grades: dict[tuple[str, str], int],
     refuse: Callable[[Suite], list[str]] | None = None,
+    quotes: dict[tuple[str, str], Quoted] | None = None,
 ) -> list[str]:
     """Set the grades keyed by (query id, resolved target id) in the suite file (see
-    `rewrite_suite`); nothing is written when there are none."""
+    `rewrite.rewrite_suite`), with the evidence `quotes` of those that have them (spans:
+    `quotes.target_spans`); nothing is written when there are none."""
     if not grades:
         return []
+    quotes = quotes or {}
     queries = {q.id: q for q in suite.queries}
     # A query not judged yet follows the suite; a suite not judged yet is judged by spans,
     # which survive edits of its documents (docs/suite-format.md).
     by_spans = any(q.spans for q in suite.queries) or not any(q.judgments for q in suite.queries)
 
     def edit(raw_queries: dict[str, dict[str, Any]]) -> None:
+        dropped: dict[str, set[int]] = {}
+        added: dict[str, list[dict[str, Any]]] = {}
         for (query_id, resolved), grade in grades.items():
             query, raw = queries[query_id], raw_queries[query_id]
             if query.spans or (by_spans and not query.judgments):
-                judged = [chunk for chunk, _ in query.qrels]
-                spans = raw.setdefault("spans", [])
-                if resolved in judged:
-                    spans[judged.index(resolved)]["grade"] = grade
-                else:
-                    spans.append(span_entry(suite.reference.span_of(resolved), grade=grade))
+                mine, quoted_here = of_target(query, resolved), quotes.get((query_id, resolved))
+                if len(mine) == 1 and quoted_here is None:  # one span: regraded in place
+                    raw["spans"][mine[0]]["grade"] = grade
+                    continue
+                dropped.setdefault(query_id, set()).update(mine)
+                spans = target_spans(suite.reference, resolved, grade, quoted_here)
+                added.setdefault(query_id, []).extend(spans)
                 continue
             # Keep the spelling of an existing target (a suffix-matched id stays as written).
             written = {r: t for t, (r, _) in zip(query.judgments, query.qrels, strict=True)}
             judgments = raw.setdefault("judgments", {})
             judgments[written.get(resolved, resolved)] = grade
+        for query_id, spans in added.items():
+            kept = raw_queries[query_id].get("spans") or []
+            drop = dropped[query_id]
+            raw_queries[query_id]["spans"] = [
+                *(span for i, span in enumerate(kept) if i not in drop),
+                *spans,
+            ]
         for query_id in {query_id for query_id, _ in grades}:
             _mark_primary(raw_queries[query_id])
 
@@ -350,45 +373,3 @@ def _mark_primary(raw: dict[str, Any]) -> None:
         first["sha256"] = first.pop("sha256")  # the hash stays last, as span_entry writes it
     else:
         raw["primary"] = next(t for t, g in judgments.items() if g == best)
-
-
-def rewrite_suite(
-    suite_file: Path,
-    edit: Callable[[dict[str, dict[str, Any]]], None],
-    refuse: Callable[[Suite], list[str]] | None = None,
-) -> list[str]:
-    """Apply `edit` to the suite file's queries (raw, by id), check that the result is a valid
-    suite, and replace the file atomically; the problems `refuse` finds in the edited suite
-    instead, with nothing written. JSON keeps its key order and indentation; YAML is
-    re-dumped (comments are lost)."""
-    text = suite_file.read_text(encoding="utf-8")
-    raw = json.loads(text) if suite_file.suffix == ".json" else yaml.safe_load(text)
-    edit({q["id"]: q for q in raw["queries"]})
-    if suite_file.suffix == ".json":
-        out = json.dumps(raw, indent=_json_indent(text), ensure_ascii=False)
-        out += "\n" if text.endswith("\n") else ""
-    else:
-        out = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
-    try:  # both write beside the suite file: an unwritable folder fails the first
-        merged = _check_merged(suite_file, out)
-        if refuse is not None and (problems := refuse(merged)):
-            return problems
-        write_text(suite_file, out)
-    except OSError as error:
-        problem = f"cannot write it ({error.strerror or error}): make it and its folder writable"
-        raise InputError(suite_file, problem) from None
-    return []
-
-
-def _check_merged(suite_file: Path, text: str) -> Suite:
-    """Validate the edited text as a suite beside the original (content paths resolve alike)."""
-    fd, tmp = tempfile.mkstemp(prefix=".merge-", suffix=suite_file.suffix, dir=suite_file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        return load_suite(tmp)
-    except InputError as error:
-        problem = f"the edited suite would not validate: {error.problem}"
-        raise InputError(suite_file, problem, field=error.field) from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rageval_pipeline.core.curation.judging import rewrite_suite
+from rageval_pipeline.core.curation.rewrite import rewrite_suite
 from rageval_pipeline.core.suites.evidence import span_entry
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 
@@ -74,7 +74,7 @@ def _pending(suite: Suite) -> bool:
 
 def convert_suite(suite_file: Path) -> Conversion:
     """Convert the suite file in place (validated before it is replaced; see
-    `judging.rewrite_suite`); nothing is written when there is nothing to convert."""
+    `rewrite.rewrite_suite`); nothing is written when there is nothing to convert."""
     suite = load_suite(suite_file)
     if not _pending(suite):
         return Conversion(0, 0, 0, 0)

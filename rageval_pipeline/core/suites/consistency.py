@@ -105,10 +105,9 @@ def inconsistencies(suite: Suite) -> list[Inconsistency]:
     found = []
     distinct = suite.distinct_pairs
     for index, query in enumerate(suite.queries):
-        written = [f"spans[{i}]" for i in range(len(query.spans))] or list(query.judgments)
         judged = [
             (target, resolved, grade)
-            for target, (resolved, grade) in zip(written, query.qrels, strict=True)
+            for target, (resolved, grade) in zip(query.written, query.qrels, strict=True)
         ]
         texts = {resolved: target_text(suite, resolved) for _, resolved, _ in judged}
         for (t1, r1, g1), (t2, r2, g2) in combinations(judged, 2):

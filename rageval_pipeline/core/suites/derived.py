@@ -12,19 +12,28 @@ query is judged for that query. Its grade is the highest grade of the spans it *
 shares at least `MATCH` (half) of the span's tokens, or the span fills at least half of the
 chunk's tokens. Any other overlap grades it 0. The first arm credits a large chunk that holds
 most of a short answer; the second a small chunk inside a long relevant section, which the first
-would never credit. Under the reference chunking each span is one chunk's exact extent and
-the extents do not share tokens, so the derived grades are the judged ones.
+would never credit.
+
+Spans are evidence: a judged target is its whole text at grade 0 (the judged region) with the
+evidence spans inside it at their grades (docs/suite-format.md). So a small chunk of a relevant
+section that holds no evidence matches only the region and earns 0, while a chunk holding an
+evidence span whole earns at least its grade: a chunk that holds the answer earns at least the
+grade of a chunk that only sits beside it (tests/test_evidence_spans.py; with whole sections as
+spans the rule gave a `/healthz` look-alike sentence its section's 3). Under a reference
+chunking whose chunks share no token, a chunk's derived grade is the highest grade of the spans
+inside it: its judged grade (`reference_grades`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from rageval_pipeline.core.io.chunk_ids import chunk_id
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
 from rageval_pipeline.core.suites.passages import passage_units
 
@@ -32,7 +41,7 @@ from rageval_pipeline.core.suites.passages import passage_units
 # grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
 MATCH = 0.5
 
-_TOKEN = re.compile(r"\S+")
+TOKEN = re.compile(r"\S+")  # a whitespace token: what spans and their measures count
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ class Tokens:
     def of(cls, corpus: pd.DataFrame) -> Tokens:
         starts, ends = {}, {}
         for doc_id, text in zip(corpus["doc_id"], corpus["text"], strict=True):
-            found = [m.span() for m in _TOKEN.finditer(text if isinstance(text, str) else "")]
+            found = [m.span() for m in TOKEN.finditer(text if isinstance(text, str) else "")]
             bounds = np.array(found, dtype=np.int64).reshape(-1, 2)
             starts[doc_id], ends[doc_id] = bounds[:, 0], bounds[:, 1]
         return cls(starts, ends)
@@ -99,6 +108,36 @@ def derive_qrels(spans: pd.DataFrame, units: pd.DataFrame, tokens: Tokens) -> pd
             "level": "chunk",
         }
     )
+
+
+def reference_grades(
+    evidence: Mapping[str, list[tuple[str, int, int, int]]],
+    extents: Mapping[str, list[tuple[int, int]]],
+    texts: Mapping[str, str],
+) -> dict[str, dict[str, int]]:
+    """Query -> reference chunk id -> derived grade, from each query's spans (document,
+    start, end, grade) and the reference chunking's extents per document (chunk n of `doc` is
+    `doc:chunk:n`): the module's rule, as for any chunking."""
+    spans = pd.DataFrame(
+        [(query, *span) for query, spans in evidence.items() for span in spans],
+        columns=["query_id", "doc_id", "start", "end", "relevance"],
+    ).assign(split="test")
+    units = pd.DataFrame(
+        [
+            (chunk_id(doc, n), doc, start, end)
+            for doc, bounds in extents.items()
+            for n, (start, end) in enumerate(bounds)
+        ],
+        columns=["id", "doc_id", "start", "end"],
+    )
+    corpus = pd.DataFrame({"doc_id": list(texts), "text": list(texts.values())})
+    derived = derive_qrels(spans, units, Tokens.of(corpus))
+    order = {chunk: n for n, chunk in enumerate(units["id"])}
+    derived = derived.iloc[np.argsort(derived["doc_id"].map(order).to_numpy(), kind="stable")]
+    grades: dict[str, dict[str, int]] = {}
+    for query, chunk, grade in derived[["query_id", "doc_id", "relevance"]].itertuples(index=False):
+        grades.setdefault(query, {})[chunk] = int(grade)
+    return grades
 
 
 def reference_spans(

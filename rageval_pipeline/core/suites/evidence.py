@@ -15,6 +15,7 @@ from rageval_pipeline.core.io.chunk_ids import chunk_id, split_chunk_id
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.io.field_paths import Loc, render
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
+from rageval_pipeline.core.suites.derived import reference_grades
 from rageval_pipeline.core.suites.fields import Grade, Id, StrictModel
 from rageval_pipeline.core.suites.matching import MatchMode, TargetError, resolve
 from rageval_pipeline.core.suites.spans import Drift, anchor, chunk_extents, span_sha256
@@ -142,6 +143,38 @@ class Reference:
         if max(shared, default=0) <= 0:
             raise TargetError(f"span {start}-{end} of {doc_id!r} lies in no chunk (only spaces)")
         return chunk_id(doc_id, shared.index(max(shared)))
+
+    def derived(
+        self, spans: Mapping[str, Sequence[tuple[Evidence, int, str]]]
+    ) -> dict[str, list[tuple[str, int]]]:
+        """Query -> (reference chunk, grade) of every chunk its spans (evidence, grade, the
+        chunk it names) judge, graded by the one rule that derives chunk grades from spans for
+        any chunking (`core.suites.derived`), in the order of the spans naming them, then in
+        reference order. A chunk's grade is the highest grade of the spans it matches: under
+        sections (chunks sharing no token), that of the evidence inside it, the judged grade."""
+        if not spans:
+            return {}
+        evidence = {q: [(*e[:3], grade) for e, grade, _ in rows] for q, rows in spans.items()}
+        grades = reference_grades(evidence, self.extents, self.texts)
+        out = {}
+        for query, rows in spans.items():
+            named: dict[str, int] = {}
+            for _, _, chunk in rows:
+                named.setdefault(chunk, len(named))
+            mine = grades.get(query, {})
+            out[query] = sorted(mine.items(), key=lambda item: named.get(item[0], len(named)))
+        return out
+
+    def extent_of(self, target: str) -> Evidence:
+        """The text a resolved target names: a reference chunk's exact span, or a whole
+        document's text without its surrounding whitespace (an entity judged as a whole)."""
+        if split_chunk_id(target) is not None:
+            return self.span_of(target)
+        if target not in self.texts:
+            raise TargetError(f"{target!r} is not a document of this suite")
+        text = self.texts[target]
+        start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+        return Evidence(target, start, end, span_sha256(text, start, end))
 
     def span_of(self, chunk: str) -> Evidence:
         """The exact span of a resolved reference chunk id (`doc:chunk:n`)."""

@@ -72,6 +72,7 @@ class Query(StrictModel):
     _ids: dict[str, str] = PrivateAttr(default_factory=dict)  # target as written -> resolved id
     _top_1_chunk_id: str | None = PrivateAttr(None)
     _evidence: list[Evidence] = PrivateAttr(default_factory=list)  # per span, where it is now
+    _derived: list[tuple[str, int]] = PrivateAttr(default_factory=list)  # spans' chunk grades
     _moves: list[Move] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
@@ -136,11 +137,15 @@ class Query(StrictModel):
         placed = [
             reference.place(span, self.id, (*at, "spans", i)) for i, span in enumerate(self.spans)
         ]
-        for index, (resolved, _, _) in enumerate(placed):
-            if resolved in named_by:
-                problem = f"names {resolved!r}, already judged at {named_by[resolved]}"
+        # Spans of one query may share a reference chunk (a judged region and the evidence
+        # inside it), but not an excerpt: one excerpt has one grade.
+        excerpts: dict[tuple[str, int, int], int] = {}
+        for index, (resolved, evidence, _) in enumerate(placed):
+            where = (evidence.doc_id, evidence.start, evidence.end)
+            if where in excerpts:
+                problem = f"repeats the excerpt of spans[{excerpts[where]}]: give it one grade"
                 raise rule((*at, "spans", index), problem)
-            named_by[resolved] = f"spans[{index}]"
+            excerpts[where] = index
             self._ids[str(index)] = resolved
         try:
             if self.top_1_chunk is not None:
@@ -167,25 +172,38 @@ class Query(StrictModel):
 
     @property
     def qrels(self) -> list[tuple[str, int]]:
-        """(resolved id, grade) per judgment or span, in file order; a span's id is the
-        reference chunk it is."""
+        """(resolved id, grade) per judged target: each judgment in file order, or each
+        reference chunk the spans judge with its derived grade (`core.suites.derived`: the
+        highest grade of the spans it matches), in the order of the spans naming it."""
         if self.spans:
-            return [(self._ids[str(i)], s.grade) for i, s in enumerate(self.spans)]
+            return self._derived
         return [(self._ids[target], grade) for target, grade in self.judgments.items()]
+
+    @property
+    def written(self) -> list[str]:
+        """How each of `qrels` is written in the file, for messages: the judgment's target, or
+        the first span naming the chunk (`spans[2]`; the chunk id when it is only derived)."""
+        first = {self.span_target(i): f"spans[{i}]" for i in reversed(range(len(self.spans)))}
+        return [first.get(c, c) for c, _ in self._derived] if self.spans else list(self.judgments)
+
+    def span_target(self, index: int) -> str:
+        """The reference chunk span `index` names (its extent, else the one holding most of it)."""
+        return self._ids[str(index)]
 
     @property
     def evidence(self) -> list[tuple[Evidence, int]]:
         """(span as it is now, grade) of each chunk-level judgment, in file order: the spans
         themselves, or the exact spans of judged reference chunks. Document-level judgments
         name no excerpt and have none."""
-        grades = [grade for _, grade in self.qrels] if self._evidence else []
+        if not self._evidence:
+            return []
+        grades = [s.grade for s in self.spans] or [grade for _, grade in self.qrels]
         return list(zip(self._evidence, grades, strict=True))
 
     @property
     def primary_id(self) -> str | None:
         if self.spans:
-            marked = [i for i, span in enumerate(self.spans) if span.primary]
-            return self._ids[str(marked[0])] if marked else None
+            return next((self.span_target(i) for i, s in enumerate(self.spans) if s.primary), None)
         return self._ids[self.primary] if self.primary is not None else None
 
     @property
@@ -258,6 +276,7 @@ class Suite(StrictModel):
         )
         for index, query in enumerate(self.queries):
             query._resolve(self._reference, ("queries", index))
+        self._derive()
         for index, pair in enumerate(self.distinct):
             for side, target in enumerate(pair.targets):
                 try:
@@ -265,6 +284,16 @@ class Suite(StrictModel):
                 except TargetError as error:
                     raise rule(("distinct", index, "targets", side), str(error)) from None
         return self
+
+    def _derive(self) -> None:
+        """Each span-judged query's reference chunks and their derived grades, all at once."""
+        by_span = {q.id: q for q in self.queries if q.spans}
+        named = {
+            i: [(*eg, q.span_target(n)) for n, eg in enumerate(q.evidence)]
+            for i, q in by_span.items()
+        }
+        for query_id, chunks in self.reference.derived(named).items():
+            by_span[query_id]._derived = chunks
 
     @property
     def unjudged(self) -> list[Query]:
@@ -288,7 +317,7 @@ class Suite(StrictModel):
 
     @property
     def judgment_count(self) -> int:
-        return sum(len(q.grades) for q in self.queries)
+        return sum(len(q.qrels) for q in self.queries)
 
     @property
     def moves(self) -> list[Move]:

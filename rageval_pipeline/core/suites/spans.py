@@ -14,6 +14,7 @@ normalised form of one contiguous excerpt, and that excerpt is what a span names
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import NamedTuple
 
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, split_pieces
@@ -91,3 +92,47 @@ def _line_end_hint(text: str, start: int, end: int, sha256: str) -> str:
             "with LF line ends (`* text eol=lf` in .gitattributes)"
         )
     return ""
+
+
+class QuoteError(ValueError):
+    """A quoted excerpt that is not in a text, or is there more than once."""
+
+
+def locate_quote(text: str, quote: str, start: int = 0, end: int | None = None) -> tuple[int, int]:
+    """`[start, end)` in `text` of an exact quote of `text[start:end]`, whitespace aside: runs
+    of whitespace match runs of whitespace (a quote may write a line break as a space), and the
+    quote's leading and trailing whitespace is ignored. QuoteError when the quote is empty, is
+    not there, or is there more than once (it cannot be told which place is meant)."""
+    found = quote_places(text, quote, start, end)
+    if not found:
+        raise QuoteError(f"quote {_cut(quote)} is not in the text")
+    if len(found) > 1:
+        raise QuoteError(f"quote {_cut(quote)} is in the text {len(found)} times: quote more")
+    return found[0]
+
+
+def quote_places(
+    text: str, quote: str, start: int = 0, end: int | None = None
+) -> list[tuple[int, int]]:
+    """Every `[start, end)` where `quote` is in `text[start:end]`, whitespace aside (as
+    `locate_quote`), overlapping places included. QuoteError when the quote is empty."""
+    words = quote.split()
+    if not words:
+        raise QuoteError("the quote is empty")
+    pattern = re.compile(r"\s+".join(map(re.escape, words)))
+    window = text[start:end]
+    return [(start + m.start(), start + m.end()) for m in _overlapping(pattern, window)]
+
+
+def _overlapping(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """Every match of `pattern` in `text`, overlapping ones included ("a a" twice in "a a a")."""
+    found, at = [], 0
+    while (match := pattern.search(text, at)) is not None:
+        found.append(match)
+        at = match.start() + 1
+    return found
+
+
+def _cut(quote: str, limit: int = 60) -> str:
+    flat = " ".join(quote.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 3] + "...")
