@@ -142,7 +142,7 @@ class WarehouseResource(dg.ConfigurableResource):
     _owner: str = PrivateAttr("")
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._owner = f"dagster run {context.run_id}" if context.run_id else ""
+        self._owner = f"dagster run {context.run.run_id}" if context.run else ""
         run_workers.claim(context)
 
     @property

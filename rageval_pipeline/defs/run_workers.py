@@ -68,7 +68,7 @@ def _worker_pid(context: dg.InitResourceContext) -> int:
     if context.run is None:
         return os.getpid()
     records = context.instance.get_records_for_run(
-        context.run_id, of_type=dg.DagsterEventType.RUN_START, limit=1
+        context.run.run_id, of_type=dg.DagsterEventType.RUN_START, limit=1
     ).records
     event = records[0].event_log_entry.dagster_event if records else None
     return event.pid if event is not None and event.pid is not None else os.getpid()
