@@ -91,20 +91,29 @@ def sheet_kind(path: Path) -> str:
 
 def write_sheet(entries: list[PoolEntry], path: Path) -> None:
     """The pool as a judging sheet, grade left empty."""
-    rows = [{**e.model_dump(), "grade": ""} for e in entries]
-    if sheet_kind(path) == ".csv":  # an empty cell, not "None", for a document's offsets
-        rows = [{k: "" if v is None else v for k, v in row.items()} for row in rows]
+    write_rows([{**e.model_dump(), "grade": ""} for e in entries], path, COLUMNS)
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path, columns: tuple[str, ...]) -> None:
+    """Rows as a sheet, CSV or JSONL by the path's extension. In CSV an empty cell stands for
+    None (a document's offsets) and a list (evidence quotes) is written as JSON."""
     if sheet_kind(path) == ".jsonl":
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     else:
         buffer = io.StringIO()
         # CRLF line ends (RFC 4180, as spreadsheets write): csv quotes a cell holding a
         # character of the line end only, and a CR inside a text must be quoted too.
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\r\n")
         writer.writeheader()
-        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
+        writer.writerows({k: escape_cell(_cell(v)) for k, v in row.items()} for row in rows)
         text = buffer.getvalue()
     write_text(path, text)
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else value
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -361,11 +370,18 @@ def write_grades(
 
 def _mark_primary(raw: dict[str, Any]) -> None:
     """A query judged for the first time names its primary target: the first of its highest
-    grade (a query that names one keeps it)."""
+    grade. A query that names one keeps it while it keeps the highest grade."""
     spans, judgments = raw.get("spans") or [], raw.get("judgments") or {}
     grades = [s["grade"] for s in spans] or list(judgments.values())
     best = max(grades, default=0)
-    if best < 1 or raw.get("primary") or any(s.get("primary") for s in spans):
+    marked = [s for s in spans if s.get("primary")]
+    if any(s["grade"] < best for s in marked) or judgments.get(raw.get("primary"), best) < best:
+        for span in marked:  # regraded below another target: the primary moves
+            del span["primary"]
+        raw.pop("primary", None)
+    elif raw.get("primary") or marked:
+        return
+    if best < 1:
         return
     if spans:
         first = next(s for s in spans if s["grade"] == best)
