@@ -205,12 +205,12 @@ def difficulty(args: argparse.Namespace) -> int:
     return 1 if changed else 0
 
 
-def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
+def merge(suite_path: Path, sheet: Path, overwrite: bool, move_primary: bool = False) -> int:
     from rageval_pipeline.core.curation import judging
     from rageval_pipeline.core.suites.golden import resolve_suite_file
 
     suite_file = resolve_suite_file(suite_path)
-    result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite)
+    result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite, move_primary=move_primary)
     if result.conflicts:
         for conflict in result.conflicts:
             print(f"conflict: {conflict.describe(sheet)}", file=sys.stderr)
@@ -266,7 +266,7 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
         seed = secrets.randbelow(2**31) if args.seed is None else args.seed
         rows, key = third.write_blind(suite, report, args.third_sheet, args.record, seed)
         print(f"wrote {rows} disagreement(s) to {args.third_sheet} (seed {seed}; key {key})")
-    if args.write and (status := merge(path, args.third, overwrite=True)):
+    if args.write and (status := merge(path, args.third, True, move_primary=True)):
         return status  # the decisions are stored as `pool merge` stores a sheet
     if args.record is not None:
         written = third.record(suite, report, args.record, decided)

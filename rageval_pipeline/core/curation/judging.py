@@ -295,11 +295,15 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
     return grades, result
 
 
-def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> MergeResult:
+def merge_sheet(
+    suite_file: Path, sheet: Path, *, overwrite: bool = False, move_primary: bool = False
+) -> MergeResult:
     """Merge a graded sheet into the suite file. Conflicts (a different grade for a judged
-    target) stop the merge unless `overwrite`; the caller lists them. Nothing is written when
-    any row is bad, a conflict stands, or the merged suite would not validate (as `rageval
-    validate` checks it: near-duplicates graded differently are listed in `inconsistent`)."""
+    target) stop the merge unless `overwrite`; the caller lists them. A primary regraded below
+    another target is refused unless `move_primary` (a third reading decided it). Nothing is
+    written when any row is bad, a conflict stands, or the merged suite would not validate (as
+    `rageval validate` checks it: near-duplicates graded differently are listed in
+    `inconsistent`)."""
     suite = load_suite(suite_file)
     grades, result = plan_merge(suite, sheet)
     if result.conflicts and not overwrite:
@@ -315,7 +319,9 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
             out.append(f"{where}: {item.problem}")
         return out
 
-    result.inconsistent = write_grades(suite_file, suite, grades, refuse, result.quotes)
+    result.inconsistent = write_grades(
+        suite_file, suite, grades, refuse, result.quotes, move_primary=move_primary
+    )
     return result
 
 
@@ -325,6 +331,8 @@ def write_grades(
     grades: dict[tuple[str, str], int],
     refuse: Callable[[Suite], list[str]] | None = None,
     quotes: dict[tuple[str, str], Quoted] | None = None,
+    *,
+    move_primary: bool = False,
 ) -> list[str]:
     """Set the grades keyed by (query id, resolved target id) in the suite file (see
     `rewrite.rewrite_suite`), with the evidence `quotes` of those that have them (spans:
@@ -363,19 +371,21 @@ def write_grades(
                 *spans,
             ]
         for query_id in {query_id for query_id, _ in grades}:
-            _mark_primary(raw_queries[query_id])
+            _mark_primary(raw_queries[query_id], move_primary)
 
     return rewrite_suite(suite_file, edit, refuse)
 
 
-def _mark_primary(raw: dict[str, Any]) -> None:
+def _mark_primary(raw: dict[str, Any], move: bool = False) -> None:
     """A query judged for the first time names its primary target: the first of its highest
-    grade. A query that names one keeps it while it keeps the highest grade."""
+    grade. A query that names one keeps it; with `move`, only while it keeps the highest grade
+    (otherwise validation refuses the suite)."""
     spans, judgments = raw.get("spans") or [], raw.get("judgments") or {}
     grades = [s["grade"] for s in spans] or list(judgments.values())
     best = max(grades, default=0)
     marked = [s for s in spans if s.get("primary")]
-    if any(s["grade"] < best for s in marked) or judgments.get(raw.get("primary"), best) < best:
+    below = any(s["grade"] < best for s in marked) or judgments.get(raw.get("primary"), best) < best
+    if move and below:
         for span in marked:  # regraded below another target: the primary moves
             del span["primary"]
         raw.pop("primary", None)
