@@ -13,6 +13,7 @@ from rageval_pipeline.core.curation import agreement, third
 from rageval_pipeline.core.suites.golden import load_suite
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agreement" / "agreesuite"
+TINY = Path(__file__).parent / "fixtures" / "suites" / "tiny"  # Q002 judged by documents
 # (query, target, second grade); the suite's grades are 3, 2, 0, 2, 3, 0, 1, 2.
 SECOND = [
     ("Q1", "tokens:chunk:1", 2),
@@ -266,6 +267,26 @@ def test_quotes_are_compared_and_the_decided_quotes_stored_as_spans(tmp_path, ca
     graded = {text[e.start : e.end]: g for e, g in query.evidence}
     assert graded["An access token expires after one hour"] == 3
     assert query.primary_id == "tokens:chunk:1"
+
+
+def test_a_suite_judged_by_whole_documents_is_decided_too(tmp_path, capsys):
+    """The third sheet's empty evidence column is no quote: a query judged by documents
+    takes its decision."""
+    folder = Path(shutil.copytree(TINY, tmp_path / "tiny"))
+    second = _sheet(tmp_path, [("Q002", "limits", 1), ("Q002", "faq", 0)])
+    sheet, record = tmp_path / "third.jsonl", str(tmp_path / "record")
+    argv = ["pool", "agree", str(folder), str(second), "--record", record]
+    assert main([*argv, "--third-sheet", str(sheet), "--seed", "3"]) == 0
+    [blind] = _jsonl(sheet)
+    assert (blind["target_id"], blind["evidence"]) == ("limits", [])
+    blind["grade"] = 2
+    sheet.write_text(json.dumps(blind) + "\n", encoding="utf-8")
+    assert main([*argv, "--third", str(sheet), "--write"]) == 0
+    assert _judgments(folder)["Q002"] == {"limits": 2, "faq": 0}
+    assert _jsonl(tmp_path / "record" / "disagreements.jsonl")[0]["third"] == {
+        "grade": 2,
+        "evidence": [],
+    }
 
 
 @pytest.mark.parametrize(

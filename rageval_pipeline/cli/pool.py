@@ -12,6 +12,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rageval_pipeline.core.curation.readings import RoundReport
 
 # Pooling embeds the corpus once per dense system and chunking on the CPU. bench/README.md
 # measured all-MiniLM-L6-v2 at ~10 chunks/s on one 2-core worker (18.5 idle, 6 busy); on a
@@ -274,7 +278,7 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_agreement(report, suite_pairs: int) -> None:
+def _print_agreement(report: RoundReport, suite_pairs: int) -> None:
     from rageval_pipeline.core.curation.readings import LOW_OVERLAP
 
     def number(value: float | None) -> str:

@@ -220,7 +220,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
         level = query.level if query.qrels else default_level
         grade = _grade(row.get("grade"), sheet, line)
         evidence = quoted(suite.reference, resolved, row, grade, (sheet, line))
-        if evidence is not None and level == "document" and query.judgments:
+        if evidence and level == "document" and query.judgments:
             problem = f"quotes need spans: query {query_id} is judged by whole documents"
             raise InputError(sheet, problem, line=line, field="evidence")
         if evidence is None and (split_chunk_id(resolved) is not None) != (level == "chunk"):

@@ -21,7 +21,7 @@ import random
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from rageval_pipeline.core.curation.judging import graded_rows, write_rows
+from rageval_pipeline.core.curation.judging import GradedRow, graded_rows, write_rows
 from rageval_pipeline.core.curation.quotes import of_target
 from rageval_pipeline.core.curation.readings import (
     Pair,
@@ -111,7 +111,11 @@ def swapped(seed: int, scope: str, query_id: str, target: str) -> bool:
 
 
 def blind_rows(
-    pairs: Iterable[Pair], seed: int, scope: str, queries: Mapping[str, str], texts: Mapping
+    pairs: Iterable[Pair],
+    seed: int,
+    scope: str,
+    queries: Mapping[str, str],
+    texts: Mapping[str, str],
 ) -> tuple[list[dict], dict[str, str]]:
     """The third reader's rows of the disagreements (COLUMNS, the decision left empty) and the
     key: "query|target" -> the pass shown as reading 1 ("first" or "second")."""
@@ -153,12 +157,12 @@ def write_blind(
     return len(rows), record / KEY_FILE
 
 
-def decisions(suite: Suite, sheet: Path, report: RoundReport):
+def decisions(suite: Suite, sheet: Path, report: RoundReport) -> dict[tuple[str, str], GradedRow]:
     """The third reader's decided rows, keyed by pair: every disagreement decided once (its
     quotes located in the target's text as `pool merge` locates them). A row that is not a
     disagreement, or left undecided, refuses the sheet in one line."""
     open_pairs = {(p.query_id, p.target) for p in report.disagreements}
-    decided = {}
+    decided: dict[tuple[str, str], GradedRow] = {}
     for row in graded_rows(suite, sheet):
         key = (row.query_id, row.target_id)
         if key not in open_pairs:
@@ -176,7 +180,10 @@ def decisions(suite: Suite, sheet: Path, report: RoundReport):
 
 
 def record(
-    suite: Suite, report: RoundReport, directory: Path, decided: Mapping | None = None
+    suite: Suite,
+    report: RoundReport,
+    directory: Path,
+    decided: Mapping[tuple[str, str], GradedRow] | None = None,
 ) -> list[Path]:
     """Write into `directory`: the second pass, and each disagreement with both readings, their
     evidence F1 and (with `decided`) the third reading's grade and quotes, as JSONL; the
