@@ -76,7 +76,7 @@ def suite_reading(suite: Suite, query_id: str, target: str) -> Reading:
 def compare(suite: Suite, sheet: Path) -> RoundReport:
     """The second pass of `sheet` compared with the suite, pair by pair. Every row must grade a
     pair the suite judges (one InputError naming sheet, line and field otherwise). The evidence
-    F1 is measured when the sheet quotes (an `evidence` column)."""
+    F1 is measured when the sheet quotes (a row with `evidence` quotes)."""
     judged = {q.id: dict(q.qrels) for q in suite.queries}
     second: list[Reading] = []
     quotes = False
@@ -88,7 +88,7 @@ def compare(suite: Suite, sheet: Path) -> RoundReport:
         if row.target_id not in judged[row.query_id]:
             problem = f"{row.query_id} {row.target_id} has no grade in the suite to compare with"
             raise InputError(sheet, problem, line=row.line, field="target_id")
-        quotes = quotes or row.evidence is not None
+        quotes = quotes or bool(row.evidence)  # an empty `evidence` column quotes nothing
         doc = suite.reference.extent_of(row.target_id).doc_id
         text = suite.reference.texts[doc]
         evidence = [text[a:b] for a, b in row.evidence or []]
