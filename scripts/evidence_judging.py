@@ -21,7 +21,6 @@ Works on partial files (judging in progress): pairs one pass has not read yet ar
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import sys
 import tempfile
@@ -30,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rageval_pipeline.core.curation import judging, readings  # noqa: E402
+from rageval_pipeline.core.curation import judging, readings, third  # noqa: E402
 from rageval_pipeline.core.curation.readings import Reading  # noqa: E402
+from rageval_pipeline.core.curation.third import target_text  # noqa: E402
 from rageval_pipeline.core.storage.warehouse import write_text  # noqa: E402
 from rageval_pipeline.core.suites.golden import Suite, load_suite  # noqa: E402
 
@@ -46,11 +46,6 @@ KEPT_ZERO = "issue-11"
 
 def suite_of(name: str) -> Suite:
     return load_suite(ROOT / "data" / "suites" / name)
-
-
-def target_text(suite: Suite, target: str) -> str:
-    doc, start, end, _ = suite.reference.extent_of(target)
-    return suite.reference.texts[doc][start:end]
 
 
 def old_grades(suite: Suite) -> dict[tuple[str, str], int]:
@@ -129,28 +124,16 @@ def drawn_sample(judging: Path, suite: Suite) -> list[dict]:
 
 def blind(judging: Path) -> None:
     """Write disagreements_<suite>.jsonl for the third reader (the two readings in an order
-    drawn per row) and .disagreements_key.json (which reading is which), into JUDGING."""
+    drawn per row, `rageval pool agree --third-sheet`'s sheet) and .disagreements_key.json
+    (which reading is which), into JUDGING."""
     key: dict[str, dict[str, str]] = {}
     for name in SUITES:
         suite = suite_of(name)
         first, second, _ = passes(judging, name)
         report = compare(suite, first, second, drawn_sample(judging, suite))
         queries = {q.id: q.query for q in suite.queries}
-        rows, key[name] = [], {}
-        for pair in report.disagreements:
-            swap = random.Random(f"{BLIND_SEED}:{name}:{pair.query_id}:{pair.target}").random()
-            one, two = (pair.second, pair.first) if swap < 0.5 else (pair.first, pair.second)
-            key[name][f"{pair.query_id}|{pair.target}"] = "second" if swap < 0.5 else "first"
-            rows.append(
-                {
-                    "query_id": pair.query_id,
-                    "query": queries[pair.query_id],
-                    "target": pair.target,
-                    "target_text": target_text(suite, pair.target),
-                    "reading_1": {"grade": one.grade, "evidence": one.evidence},
-                    "reading_2": {"grade": two.grade, "evidence": two.evidence},
-                }
-            )
+        texts = {p.target: target_text(suite, p.target) for p in report.disagreements}
+        rows, key[name] = third.blind_rows(report.disagreements, BLIND_SEED, name, queries, texts)
         write_text(judging / f"disagreements_{name}.jsonl", readings.jsonl(rows))
         print(f"{name}: {len(rows)} disagreements of {report.pairs} pairs read by both")
     note = "reading_1 is the pass named here (first or second); reading_2 the other"

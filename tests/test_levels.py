@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from rageval_pipeline.cli import main
 from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_from_summary, decide
+from rageval_pipeline.core.gate.baselines import Refused, baseline_path, promote, write_baseline
 from rageval_pipeline.core.io import tables
 
 
@@ -87,7 +89,24 @@ def test_the_gate_refuses_to_judge_a_run_against_a_baseline_of_another_level():
     )
     assert not [c for c in verdict.checks if c.kind == "baseline"]
     assert verdict.changes[0].compared_with == "thresholds"
+    assert level.message.endswith(
+        "re-record the baseline: rageval baseline update --dataset techdocs --system bm25 "
+        '--force --note "scored at document level now"'
+    )
     # Same level, or a baseline recorded before levels were: compared as ever.
     assert decide([_summary("chunk", 0.50)], baselines, GatePolicy()).passed
     old = {("techdocs", "bm25"): baseline.model_copy(update={"level": None})}
     assert decide([_summary("document", 0.50)], old, GatePolicy()).passed
+
+
+def test_the_level_hint_names_the_update_that_works(tmp_path):
+    """`baseline update` refuses a baseline at another level as worse: the hint's --force
+    --note is what records it."""
+    write_baseline(
+        baseline_from_summary(_summary("chunk", 0.50)), baseline_path(tmp_path, "techdocs", "bm25")
+    )
+    run = _summary("document", 0.70)
+    with pytest.raises(Refused):
+        promote([run], tmp_path, GatePolicy())
+    [done] = promote([run], tmp_path, GatePolicy(), force=True, note="scored at document level now")
+    assert done.path == baseline_path(tmp_path, "techdocs", "bm25")

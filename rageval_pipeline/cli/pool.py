@@ -1,8 +1,10 @@
 """`rageval pool SUITE -o SHEET` (write a judging sheet of unjudged pooled targets),
 `rageval pool merge SUITE SHEET` (merge the graded sheet back into the suite file) and
 `rageval pool difficulty SUITE [--write]` (measure each query's difficulty from the pool) and
-`rageval pool agree SUITE SHEET [--resolve RULE] [--write] [--record DIR]` (agreement of a
-second judging pass with the suite's grades; resolve and record the disagreements)."""
+`rageval pool agree SUITE SHEET [--third-sheet PATH] [--record DIR]` (agreement of a second
+judging pass with the suite's grades; a blind sheet of the disagreements for a third reader) and
+`rageval pool agree SUITE SHEET --third THIRD_SHEET --write [--record DIR]` (the third reading's
+decisions stored)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rageval_pipeline.core.curation.readings import RoundReport
 
 # Pooling embeds the corpus once per dense system and chunking on the CPU. bench/README.md
 # measured all-MiniLM-L6-v2 at ~10 chunks/s on one 2-core worker (18.5 idle, 6 busy); on a
@@ -52,13 +58,22 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="difficulty: store the measured difficulty; agree: write the resolved grades",
     )
     parser.add_argument(
-        "--resolve",
-        choices=("lower", "first", "second"),
-        default="lower",
-        help="agree: how a disagreement is resolved (default lower: the lower of the two grades)",
+        "--third-sheet",
+        type=Path,
+        metavar="PATH",
+        help="agree: write the disagreements as a blind sheet for a third reader (needs --record)",
     )
     parser.add_argument(
-        "--record", type=Path, metavar="DIR", help="agree: write the second pass and disagreements"
+        "--seed", type=int, help="agree: the seed of the readings' order on the third sheet"
+    )
+    parser.add_argument(
+        "--third", type=Path, metavar="SHEET", help="agree: the third reader's decided sheet"
+    )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help="agree: write the second pass, the disagreements and the third sheet's key",
     )
     parser.set_defaults(func=run)
 
@@ -80,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if str(args.suite) == "agree":
         if len(args.sheet_args) != 2:
             print(
-                "error: usage: rageval pool agree SUITE SHEET [--resolve lower|first|second] "
-                "[--write] [--record DIR]",
+                "error: usage: rageval pool agree SUITE SHEET [--third-sheet PATH] "
+                "[--third SHEET --write] [--record DIR]",
                 file=sys.stderr,
             )
             return 2
@@ -194,12 +209,12 @@ def difficulty(args: argparse.Namespace) -> int:
     return 1 if changed else 0
 
 
-def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
+def merge(suite_path: Path, sheet: Path, overwrite: bool, move_primary: bool = False) -> int:
     from rageval_pipeline.core.curation import judging
     from rageval_pipeline.core.suites.golden import resolve_suite_file
 
     suite_file = resolve_suite_file(suite_path)
-    result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite)
+    result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite, move_primary=move_primary)
     if result.conflicts:
         for conflict in result.conflicts:
             print(f"conflict: {conflict.describe(sheet)}", file=sys.stderr)
@@ -227,46 +242,71 @@ def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
 
 
 def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
-    """Print the agreement of a second pass with the suite and every disagreement; with
-    --write store the resolved grades, with --record DIR keep the second pass and the
-    disagreements."""
-    from rageval_pipeline.core.curation import agreement, judging
+    """Print the agreement of a second pass with the suite and every disagreement; write the
+    blind third-reading sheet (`--third-sheet`), or store the third reading's decisions
+    (`--third --write`); with --record DIR keep both readings (and the decisions)."""
+    import secrets
+
+    from rageval_pipeline.core.curation import judging, third
+    from rageval_pipeline.core.errors import InputError
     from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
 
+    if args.write and args.third is None:
+        raise InputError(
+            "--write",
+            "a disagreement is decided by a third reading, not by rule: write its sheet with "
+            "--third-sheet PATH --record DIR, have it graded, then --third PATH --write",
+        )
+    if args.third_sheet is not None:
+        judging.sheet_kind(args.third_sheet)
+        if args.record is None:
+            raise InputError("--third-sheet", "give --record DIR: the sheet's key is kept there")
     path = resolve_suite_file(suite_path)
     suite = load_suite(path)
-    report = agreement.compare(suite, sheet, args.resolve)
+    report = third.compare(suite, sheet)
+    decided = third.decisions(suite, args.third, report) if args.third is not None else None
+    _print_agreement(report, sum(len(q.qrels) for q in suite.queries))
+    if args.third_sheet is not None:
+        seed = secrets.randbelow(2**31) if args.seed is None else args.seed
+        rows, key = third.write_blind(suite, report, args.third_sheet, args.record, seed)
+        print(f"wrote {rows} disagreement(s) to {args.third_sheet} (seed {seed}; key {key})")
+    if args.write and (status := merge(path, args.third, True, move_primary=True)):
+        return status  # the decisions are stored as `pool merge` stores a sheet
+    if args.record is not None:
+        written = third.record(suite, report, args.record, decided)
+        print(f"recorded {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def _print_agreement(report: RoundReport, suite_pairs: int) -> None:
+    from rageval_pipeline.core.curation.readings import LOW_OVERLAP
 
     def number(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f}"
 
+    pairs, share = report.pairs, report.pairs / suite_pairs
+    evidence = ""
+    if report.both_relevant:
+        evidence = (
+            f"evidence F1 over the {report.both_relevant} pairs both grade >= 1: mean "
+            f"{number(report.mean_f1)}, {report.low_overlap} below {LOW_OVERLAP}\n"
+        )
     print(
-        f"{report.pairs} pairs graded twice: {report.share:.1%} of the suite's "
-        f"{report.suite_pairs} judged pairs\n"
-        f"raw agreement {report.raw:.3f} ({report.agree} of {report.pairs})\n"
+        f"{pairs} pairs graded twice: {share:.1%} of the suite's {suite_pairs} judged "
+        f"pairs\nraw agreement {report.raw:.3f} ({report.agree} of {pairs})\n"
         f"weighted kappa: linear {number(report.kappa_linear)}, "
         f"quadratic {number(report.kappa_quadratic)}\n"
         f"binary kappa: grade >= 1 {number(report.kappa_relevant)}, "
         f"grade >= 2 {number(report.kappa_highly)}\n"
-        "confusion (rows: suite grade, columns: second grade):\n"
+        + evidence
+        + "confusion (rows: suite grade, columns: second grade):\n"
         "        0     1     2     3\n"
         + "".join(
             f"  {g}" + "".join(f"{n:6d}" for n in row) + "\n"
             for g, row in enumerate(report.confusion)
         )
-        + f"{len(report.disagreements)} disagreements (resolved by {report.rule}):"
+        + f"{len(report.disagreements)} disagreements, for a third reading:"
     )
-    for d in report.disagreements:
-        note = f" ({d.exception})" if d.exception else ""
-        print(
-            f"  {d.query_id} {d.target_id}: suite {d.first}, second {d.second} "
-            f"-> {d.resolved}{note}"
-        )
-    if args.record is not None:
-        written = agreement.record(report, suite, args.record)
-        print(f"recorded {written[0]} and {written[1]}")
-    changes = report.changes()
-    if args.write:
-        judging.write_grades(path, suite, changes)
-        print(f"wrote {len(changes)} changed grade(s) to {path}")
-    return 0
+    for p in report.disagreements:
+        f1 = "" if p.evidence_f1 is None else f", evidence F1 {p.evidence_f1:.2f}"
+        print(f"  {p.query_id} {p.target}: suite {p.first.grade}, second {p.second.grade}{f1}")

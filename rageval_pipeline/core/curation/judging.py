@@ -91,20 +91,29 @@ def sheet_kind(path: Path) -> str:
 
 def write_sheet(entries: list[PoolEntry], path: Path) -> None:
     """The pool as a judging sheet, grade left empty."""
-    rows = [{**e.model_dump(), "grade": ""} for e in entries]
-    if sheet_kind(path) == ".csv":  # an empty cell, not "None", for a document's offsets
-        rows = [{k: "" if v is None else v for k, v in row.items()} for row in rows]
+    write_rows([{**e.model_dump(), "grade": ""} for e in entries], path, COLUMNS)
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path, columns: tuple[str, ...]) -> None:
+    """Rows as a sheet, CSV or JSONL by the path's extension. In CSV an empty cell stands for
+    None (a document's offsets) and a list (evidence quotes) is written as JSON."""
     if sheet_kind(path) == ".jsonl":
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     else:
         buffer = io.StringIO()
         # CRLF line ends (RFC 4180, as spreadsheets write): csv quotes a cell holding a
         # character of the line end only, and a CR inside a text must be quoted too.
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\r\n")
         writer.writeheader()
-        writer.writerows({k: escape_cell(v) for k, v in row.items()} for row in rows)
+        writer.writerows({k: escape_cell(_cell(v)) for k, v in row.items()} for row in rows)
         text = buffer.getvalue()
     write_text(path, text)
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else value
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -211,7 +220,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
         level = query.level if query.qrels else default_level
         grade = _grade(row.get("grade"), sheet, line)
         evidence = quoted(suite.reference, resolved, row, grade, (sheet, line))
-        if evidence is not None and level == "document" and query.judgments:
+        if evidence and level == "document" and query.judgments:
             problem = f"quotes need spans: query {query_id} is judged by whole documents"
             raise InputError(sheet, problem, line=line, field="evidence")
         if evidence is None and (split_chunk_id(resolved) is not None) != (level == "chunk"):
@@ -286,11 +295,15 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
     return grades, result
 
 
-def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> MergeResult:
+def merge_sheet(
+    suite_file: Path, sheet: Path, *, overwrite: bool = False, move_primary: bool = False
+) -> MergeResult:
     """Merge a graded sheet into the suite file. Conflicts (a different grade for a judged
-    target) stop the merge unless `overwrite`; the caller lists them. Nothing is written when
-    any row is bad, a conflict stands, or the merged suite would not validate (as `rageval
-    validate` checks it: near-duplicates graded differently are listed in `inconsistent`)."""
+    target) stop the merge unless `overwrite`; the caller lists them. A primary regraded below
+    another target is refused unless `move_primary` (a third reading decided it). Nothing is
+    written when any row is bad, a conflict stands, or the merged suite would not validate (as
+    `rageval validate` checks it: near-duplicates graded differently are listed in
+    `inconsistent`)."""
     suite = load_suite(suite_file)
     grades, result = plan_merge(suite, sheet)
     if result.conflicts and not overwrite:
@@ -306,7 +319,9 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
             out.append(f"{where}: {item.problem}")
         return out
 
-    result.inconsistent = write_grades(suite_file, suite, grades, refuse, result.quotes)
+    result.inconsistent = write_grades(
+        suite_file, suite, grades, refuse, result.quotes, move_primary=move_primary
+    )
     return result
 
 
@@ -316,6 +331,8 @@ def write_grades(
     grades: dict[tuple[str, str], int],
     refuse: Callable[[Suite], list[str]] | None = None,
     quotes: dict[tuple[str, str], Quoted] | None = None,
+    *,
+    move_primary: bool = False,
 ) -> list[str]:
     """Set the grades keyed by (query id, resolved target id) in the suite file (see
     `rewrite.rewrite_suite`), with the evidence `quotes` of those that have them (spans:
@@ -354,18 +371,27 @@ def write_grades(
                 *spans,
             ]
         for query_id in {query_id for query_id, _ in grades}:
-            _mark_primary(raw_queries[query_id])
+            _mark_primary(raw_queries[query_id], move_primary)
 
     return rewrite_suite(suite_file, edit, refuse)
 
 
-def _mark_primary(raw: dict[str, Any]) -> None:
+def _mark_primary(raw: dict[str, Any], move: bool = False) -> None:
     """A query judged for the first time names its primary target: the first of its highest
-    grade (a query that names one keeps it)."""
+    grade. A query that names one keeps it; with `move`, only while it keeps the highest grade
+    (otherwise validation refuses the suite)."""
     spans, judgments = raw.get("spans") or [], raw.get("judgments") or {}
     grades = [s["grade"] for s in spans] or list(judgments.values())
     best = max(grades, default=0)
-    if best < 1 or raw.get("primary") or any(s.get("primary") for s in spans):
+    marked = [s for s in spans if s.get("primary")]
+    below = any(s["grade"] < best for s in marked) or judgments.get(raw.get("primary"), best) < best
+    if move and below:
+        for span in marked:  # regraded below another target: the primary moves
+            del span["primary"]
+        raw.pop("primary", None)
+    elif raw.get("primary") or marked:
+        return
+    if best < 1:
         return
     if spans:
         first = next(s for s in spans if s["grade"] == best)

@@ -128,15 +128,17 @@ def compare_passes(
     first: Mapping[tuple[str, str], Reading],
     second: Sequence[Reading],
     texts: Mapping[str, str],
+    evidence: bool = True,
 ) -> RoundReport:
     """Compare the second pass's readings with the first's, pair by pair (`first` holds a
     reading for every pair of `second` to compare; the caller leaves out pairs the first pass
-    has not read yet). `texts`: target id -> the text the quotes are located in."""
+    has not read yet). `texts`: target id -> the text the quotes are located in. Without
+    `evidence` (a pass that quotes nothing) the grades alone are compared."""
     pairs = []
     for reading in second:
         one = first[reading.key]
         f1 = None
-        if one.grade >= 1 and reading.grade >= 1:
+        if evidence and one.grade >= 1 and reading.grade >= 1:
             text = texts[reading.target]
             f1 = token_f1(
                 evidence_tokens(text, one.evidence), evidence_tokens(text, reading.evidence)

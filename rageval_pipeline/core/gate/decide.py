@@ -40,8 +40,11 @@ from rageval_pipeline.core.gate.run import Run
 from rageval_pipeline.core.measures.defaults import primary_measure
 
 
-def _update_hint(summary: RunSummary) -> str:
-    return f"rageval baseline update --dataset {summary.dataset} --system {summary.system}"
+def _update_hint(summary: RunSummary, why: str | None = None) -> str:
+    """The command that records the run as the baseline; with `why`, the one that replaces a
+    baseline the update would refuse as worse (a baseline at another scoring level is)."""
+    hint = f"rageval baseline update --dataset {summary.dataset} --system {summary.system}"
+    return hint if why is None else f'{hint} --force --note "{why}"'
 
 
 def _baseline_status(
@@ -60,7 +63,7 @@ def _baseline_status(
             message=f"{run.label} was scored at {s.level} level and its baseline at "
             f"{baseline.level} level: the gate refuses to compare them ({s.level}-level measures "
             f"rank other units than {baseline.level}-level ones). Review the run and re-record "
-            f"the baseline: {_update_hint(s)}",
+            f"the baseline: {_update_hint(s, f'scored at {s.level} level now')}",
         )
         return [check], None
     if change.compared_with == "thresholds" and not change.suite_changed:
