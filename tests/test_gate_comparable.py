@@ -96,6 +96,30 @@ def test_a_chunking_change_is_judged_on_budget_measures_not_per_chunk_ranking():
     assert "Scored techdocs/bm25 at chunk level." in screen
 
 
+def test_limits_on_per_chunk_ranking_measures_are_reported_not_applied_under_a_new_chunking():
+    # A floor and a target set for sections: nDCG@10 0.30 and RR 0.30 over 512-token windows
+    # would fail the floor and warn the target, in units they were not set for.
+    limits = {"thresholds": {"nDCG@10": 0.45, "EvidenceRecall@512t": 0.2}}
+    policy = GatePolicy.model_validate(
+        {
+            "datasets": {
+                "techdocs": POLICY.datasets["techdocs"].model_dump()
+                | limits
+                | {"targets": {"RR(rel=2)": 0.45}}
+            }
+        }
+    )
+    lower = {"nDCG@10": -0.22, "RR(rel=2)": -0.2}
+    verdict = judge(summary(VALUES, shift=lower, size=512), summary(VALUES), policy)
+    assert verdict.passed and not verdict.warnings
+    assert checks_of(verdict, "nDCG@10") == ["value"]
+    assert checks_of(verdict, "RR(rel=2)") == ["value"]
+    # A limit on a budget measure still applies; with the reference chunking every limit does.
+    assert "threshold" in checks_of(verdict, "EvidenceRecall@512t")
+    same = judge(summary(VALUES, shift=lower), summary(VALUES), policy)
+    assert "threshold" in checks_of(same, "nDCG@10") and not same.passed
+
+
 def test_an_unchanged_chunking_keeps_every_comparison():
     base = summary(VALUES)
     verdict = judge(summary(VALUES, shift={"nDCG@10": 0.19, "RR(rel=2)": 0.2}), base)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from rageval_pipeline.core.gate.changes import chunking_changes, level_changed
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline
+from rageval_pipeline.core.gate.rules import Rule
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES, budget_measures
 from rageval_pipeline.core.measures.names import Measure, parse_measure, try_parse
 
@@ -51,6 +52,19 @@ class Comparability:
 
     def watched(self, measures: list[Measure]) -> list[Measure]:
         return [m for m in measures if self.compares(m) and m not in self.budget]
+
+    def limits(self, rules: list[Rule]) -> list[Rule]:
+        """The absolute rules (thresholds, targets) that still apply: a floor on a per-chunk
+        ranking measure was set for the units it counted, so once the verdict is decided on
+        budget measures it is reported, not applied (P@5 >= 0.70 means another thing over
+        512-token windows). Without budget measures the limits are all the gate has."""
+        if self.changed is None or not self.budget:
+            return rules
+        return [
+            r
+            for r in rules
+            if (m := try_parse(getattr(r, "measure", ""))) is None or self.compares(m)
+        ]
 
     def primary(self, chosen: Measure | None) -> Measure | None:
         """The policy's spike measure, unless it is no longer comparable."""

@@ -134,7 +134,7 @@ def _decide_run(
     change = run_change(s, stored, across_levels=not comparable.refuses)
     change = change.model_copy(update={"note": comparable.note(run.label)})
     checks, baseline = _baseline_status(run, baseline, change, comparable)
-    checks += [rule.check(run) for rule in run.rules.limits()]
+    checks += [rule.check(run) for rule in comparable.limits(run.rules.limits())]
     worst: list[QueryRegression] = []
     coverage = unjudged_check(run, baseline if comparable.changed is None else None)
     refused = None
