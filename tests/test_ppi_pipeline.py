@@ -38,8 +38,10 @@ def companion(pipeline_home, monkeypatch):
     monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
     monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
     data = pipeline_home / "data"
-    policy = yaml.safe_load((data / "gate.yaml").read_text())  # the scripted judge's kappa: 0.32
-    policy["datasets"][SUITE]["calibration"] = {"min_kappa": 0.3}
+    # The scripted judge is a poor one: its kappa with techdocs' evidence-level grades is 0.299
+    # (0.32 with round 1's); the floor is lowered so that its labels may be used at all.
+    policy = yaml.safe_load((data / "gate.yaml").read_text())
+    policy["datasets"][SUITE]["calibration"] = {"min_kappa": 0.25}
     (data / "gate.yaml").write_text(yaml.safe_dump(policy))
     suite = data / "suites" / SUITE
     storage = pipeline_home / "storage"
