@@ -105,8 +105,13 @@ def worker_env(home: Path) -> dict[str, str]:
 
 def test_multiprocess_sharded_index_equals_in_process_unsharded(expected, pipeline_home, tmp_path):
     dense_only(pipeline_home, 3)
+    # Steps forked from one server that imported the code and the model's library once
+    # (Dagster's `forkserver` start method): spawning each step's interpreter cost seconds of
+    # imports per step; what a step computes is the same.
     two_at_once = tmp_path / "two.yaml"
-    two_at_once.write_text("execution: {config: {multiprocess: {max_concurrent: 2}}}\n")
+    forkserver = {"forkserver": {"preload_modules": ["rageval_pipeline", "sentence_transformers"]}}
+    multiprocess = {"max_concurrent": 2, "start_method": forkserver}
+    two_at_once.write_text(json.dumps({"execution": {"config": {"multiprocess": multiprocess}}}))
     output = materialize_index(pipeline_home, worker_env(pipeline_home), two_at_once)
     assert_same_as(expected, pipeline_home, output, 3)
     assert "dense index for beir-mini: {'shards': 3, 'n_chunks': 44, 'embedded': 44" in output
