@@ -107,7 +107,9 @@ def test_multiprocess_sharded_index_equals_in_process_unsharded(expected, pipeli
     dense_only(pipeline_home, 3)
     # Steps forked from one server that imported the code and the model's library once
     # (Dagster's `forkserver` start method): spawning each step's interpreter cost seconds of
-    # imports per step; what a step computes is the same.
+    # imports per step; what a step computes is the same. (Their parent is the fork server, so
+    # they do not watch the run worker, defs/run_workers.py: spawned steps, the shipped
+    # multiprocess.yaml, do in test_killed_run_worker.py and test_deploy_postgres.py.)
     two_at_once = tmp_path / "two.yaml"
     forkserver = {"forkserver": {"preload_modules": ["rageval_pipeline", "sentence_transformers"]}}
     multiprocess = {"max_concurrent": 2, "start_method": forkserver}
