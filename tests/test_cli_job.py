@@ -21,6 +21,8 @@ def test_gate_exit_codes_follow_the_committed_baseline(evaluated_home):
     pipeline_home = evaluated_home
     env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
     (pipeline_home / "dagster_home").mkdir()
+    latest = pipeline_home / "storage" / "reports" / "beir-mini" / "latest"
+    assert json.loads((latest / "gate.json").read_text())["passed"]  # a first run exited 0
 
     # Commit the evaluation as the baseline, then make the baseline claim a better nDCG@10.
     update = subprocess.run(
