@@ -1,5 +1,6 @@
 """The one way tests run the real `dagster job execute` CLI on `rageval_pipeline`: the command
-(for a test that watches a running process) and a finished run's output."""
+(for a test that watches a running process) and a finished run's output; and the same job's
+assets materialized in-process, for a test whose CLI run is a later one."""
 
 from __future__ import annotations
 
@@ -37,4 +38,21 @@ def dagster_execute(
         capture_output=True,
         text=True,
         timeout=600,
+    )
+
+
+def materialize_job(job: str, partition: str):
+    """The assets of `job` materialized in this process for `partition` (the definitions as
+    the RAGEVAL_* variables name them), without raising: its dagster.ExecuteInProcessResult."""
+    import dagster as dg
+
+    from rageval_pipeline.defs.definitions import build_definitions
+
+    defs = build_definitions()
+    return dg.materialize(
+        list(defs.assets),
+        selection=list(defs.resolve_job_def(job).asset_layer.selected_asset_keys),
+        partition_key=partition,
+        resources=defs.resources,
+        raise_on_error=False,
     )

@@ -105,8 +105,15 @@ def worker_env(home: Path) -> dict[str, str]:
 
 def test_multiprocess_sharded_index_equals_in_process_unsharded(expected, pipeline_home, tmp_path):
     dense_only(pipeline_home, 3)
+    # Steps forked from one server that imported the code and the model's library once
+    # (Dagster's `forkserver` start method): spawning each step's interpreter cost seconds of
+    # imports per step; what a step computes is the same. (Their parent is the fork server, so
+    # they do not watch the run worker, defs/run_workers.py: spawned steps, the shipped
+    # multiprocess.yaml, do in test_killed_run_worker.py and test_deploy_postgres.py.)
     two_at_once = tmp_path / "two.yaml"
-    two_at_once.write_text("execution: {config: {multiprocess: {max_concurrent: 2}}}\n")
+    forkserver = {"forkserver": {"preload_modules": ["rageval_pipeline", "sentence_transformers"]}}
+    multiprocess = {"max_concurrent": 2, "start_method": forkserver}
+    two_at_once.write_text(json.dumps({"execution": {"config": {"multiprocess": multiprocess}}}))
     output = materialize_index(pipeline_home, worker_env(pipeline_home), two_at_once)
     assert_same_as(expected, pipeline_home, output, 3)
     assert "dense index for beir-mini: {'shards': 3, 'n_chunks': 44, 'embedded': 44" in output
@@ -136,10 +143,13 @@ def test_celery_worker_on_postgres_sharded_index_equals_unsharded(
         "DAGSTER_CELERY_BACKEND_URL": f"db+postgresql+psycopg2://{server}",
     }
     worker_log = pipeline_home / "worker.log"
+    # `-i`: the worker imports the code and the model's library before it forks its pool, not
+    # each pool process on its first step (seconds of imports each).
+    preload = ("-i", "rageval_pipeline", "-i", "sentence_transformers")
     worker = subprocess.Popen(
         [
             *(str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app"),
-            *("-y", str(RUN_CONFIG / "celery.yaml"), "-q", "rageval", "-l", "INFO"),
+            *("-y", str(RUN_CONFIG / "celery.yaml"), "-q", "rageval", "-l", "INFO", *preload),
         ],
         env=env,
         cwd=pipeline_home,
