@@ -27,6 +27,19 @@ def job_command(
     ]
 
 
+def forked_steps(path: Path, max_concurrent: int) -> Path:
+    """A run config (written to `path`) for the multiprocess executor whose steps fork from one
+    server that imported the code and sentence-transformers once (Dagster's `forkserver` start
+    method): a spawned step pays seconds of imports each; what a step computes is the same.
+    Their parent is the fork server, so they do not watch the run worker (defs/run_workers.py):
+    spawned steps, the shipped multiprocess.yaml, do in test_killed_run_worker.py and in one
+    of test_deploy_postgres.py's two runs."""
+    forkserver = {"forkserver": {"preload_modules": ["rageval_pipeline", "sentence_transformers"]}}
+    multiprocess = {"max_concurrent": max_concurrent, "start_method": forkserver}
+    path.write_text(json.dumps({"execution": {"config": {"multiprocess": multiprocess}}}))
+    return path
+
+
 def dagster_execute(
     job: str, partition: str, env: dict, cwd: Path, *configs: Path, op: str | None = None, **tags
 ) -> subprocess.CompletedProcess:

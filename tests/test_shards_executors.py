@@ -24,7 +24,7 @@ from rageval_pipeline.core.suites.loaders import read_queries
 from rageval_pipeline.defs.definitions import build_definitions
 from tests.conftest import make_pipeline_home
 from tests.dagster_ui import BIN
-from tests.jobs import DEBUG, dagster_execute
+from tests.jobs import DEBUG, dagster_execute, forked_steps
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -105,15 +105,7 @@ def worker_env(home: Path) -> dict[str, str]:
 
 def test_multiprocess_sharded_index_equals_in_process_unsharded(expected, pipeline_home, tmp_path):
     dense_only(pipeline_home, 3)
-    # Steps forked from one server that imported the code and the model's library once
-    # (Dagster's `forkserver` start method): spawning each step's interpreter cost seconds of
-    # imports per step; what a step computes is the same. (Their parent is the fork server, so
-    # they do not watch the run worker, defs/run_workers.py: spawned steps, the shipped
-    # multiprocess.yaml, do in test_killed_run_worker.py and test_deploy_postgres.py.)
-    two_at_once = tmp_path / "two.yaml"
-    forkserver = {"forkserver": {"preload_modules": ["rageval_pipeline", "sentence_transformers"]}}
-    multiprocess = {"max_concurrent": 2, "start_method": forkserver}
-    two_at_once.write_text(json.dumps({"execution": {"config": {"multiprocess": multiprocess}}}))
+    two_at_once = forked_steps(tmp_path / "two.yaml", max_concurrent=2)
     output = materialize_index(pipeline_home, worker_env(pipeline_home), two_at_once)
     assert_same_as(expected, pipeline_home, output, 3)
     assert "dense index for beir-mini: {'shards': 3, 'n_chunks': 44, 'embedded': 44" in output
