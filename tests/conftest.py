@@ -172,11 +172,12 @@ def evaluated_home(
 # under `--dist loadfile` a long file started last is the whole run's tail, and the last three
 # hold no `slow` test, so the marker alone left them among the short files.
 HEAVIEST = (
-    "test_shards_executors.py",  # multiprocess and Celery executors (MiniLM, PostgreSQL)
     "test_journey.py",  # the saturated machine, three more jobs
+    "test_shards_executors.py",  # multiprocess and Celery executors (MiniLM, PostgreSQL)
     "test_deploy_postgres.py",  # two suites on a PostgreSQL instance
-    "test_labels_job.py",
+    "test_deploy_interrupted.py",  # mostly waiting for the daemon: beside CPU-bound files
     "test_object_storage_job.py",  # S3 (moto)
+    "test_labels_job.py",
     "test_shards.py",  # beir-mini with MiniLM at 1, 2 and 4 shards
     "test_derived_qrels.py",  # techdocs with MiniLM at two chunkings
     "test_pipeline.py",

@@ -118,12 +118,12 @@ def poor_run_file(data: Path) -> None:
 
 
 @pytest.mark.slow
-def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(pipeline_home):
+def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(evaluated_home):
+    """From beir-mini evaluated by bm25 (the session's, conftest.py), through the real CLI."""
+    pipeline_home = evaluated_home
     data = pipeline_home / "data"
     env = {**os.environ, "DAGSTER_HOME": str(pipeline_home / "dagster_home")}
     (pipeline_home / "dagster_home").mkdir()
-    first = dagster_execute("evaluate_dataset", "beir-mini", env, pipeline_home)
-    assert first.returncode == 0, first.stderr[-3000:]
     update = rageval("baseline", "update", "--dataset", "beir-mini", env=env)
     assert update.returncode == 0, update.stderr
     path = baseline_path(data / "baselines", "beir-mini", "bm25")

@@ -1,7 +1,9 @@
 """Dagster on PostgreSQL (deploy/dagster-postgres.yaml) against a real server: two
 `dagster job execute` processes evaluate two bundled suites at once with the multiprocess
-executor; warehouse writers take turns through the `duckdb_write` pool, both gates are recorded,
-and the UI's GraphQL endpoint shows the history.
+executor (techdocs' steps spawned as the shipped multiprocess.yaml does, beir-mini's forked from
+a server that imported the code once: tests/jobs.forked_steps); warehouse writers take turns
+through the `duckdb_write` pool, both gates are recorded, and the UI's GraphQL endpoint shows
+the history.
 
 The server comes from the DAGSTER_PG_* variables (`.ci/run` starts one on 127.0.0.1)."""
 
@@ -20,7 +22,7 @@ import duckdb
 import pytest
 
 from tests.dagster_ui import graphql, running_webserver
-from tests.jobs import DEBUG, job_command
+from tests.jobs import DEBUG, forked_steps, job_command
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -61,9 +63,9 @@ def postgres_env() -> Iterator[dict[str, str]]:
         admin.close()
 
 
-def start_job(partition: str, env: dict, cwd: Path) -> subprocess.Popen:
+def start_job(partition: str, env: dict, cwd: Path, executor: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        job_command("evaluate_dataset", partition, MULTIPROCESS, DEBUG),
+        job_command("evaluate_dataset", partition, executor, DEBUG),
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,
@@ -103,7 +105,8 @@ def test_two_suites_at_once_on_postgres_with_multiprocess_steps(pipeline_home, p
     setup = [sys.executable, "-m", "rageval_pipeline.defs.instance_setup"]
     subprocess.run(setup, env={**env, "PYTHONPATH": str(REPO)}, check=True, timeout=300)
 
-    procs = {suite: start_job(suite, env, pipeline_home) for suite in SUITES}
+    executors = {"techdocs": MULTIPROCESS, "beir-mini": forked_steps(home / "forked.yaml", 3)}
+    procs = {suite: start_job(suite, env, pipeline_home, executors[suite]) for suite in SUITES}
     outputs = {suite: proc.communicate(timeout=900)[0] for suite, proc in procs.items()}
     for suite, proc in procs.items():
         assert proc.returncode == 0, f"{suite}:\n{outputs[suite][-4000:]}"

@@ -12,7 +12,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._core.definitions.freshness import FreshnessState
-from dagster._core.test_utils import create_test_daemon_workspace_context, freeze_time
 from dagster._core.workspace.load_target import PythonFileTarget
 from dagster._daemon.freshness import FreshnessDaemon
 
@@ -118,6 +117,9 @@ defs = dg.Definitions(assets=[fresh_daily(gate)])
 
 def test_freshness_policy_fails_an_evaluation_older_than_a_day(tmp_path):
     """Dagster's own freshness daemon judges the gate's policy, as a deployment would."""
+    # Imported here: Dagster's test utilities cost 1.5 s at every collection (each xdist worker).
+    from dagster._core.test_utils import create_test_daemon_workspace_context, freeze_time
+
     module = tmp_path / "fresh_defs.py"
     module.write_text(FRESHNESS_DEFS)
     target = PythonFileTarget(

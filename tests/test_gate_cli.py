@@ -3,24 +3,24 @@
 Each test builds a BEIR-layout suite in tmp_path where every query has one relevant document
 (label 1) and nine judged non-relevant ones (label 0), and a `run_file` system whose run fixes
 each query's per-query values exactly: nDCG@10 is 1/log2(rank + 1) of the relevant document.
-The baseline is recorded from a first run with `rageval baseline update`; the second run file
-then stands for a system whose code changed while its configuration did not, so the baseline is
-given the new file's fingerprint and the comparison blocks.
+The baseline is recorded from a first run (in-process) with `rageval baseline update`; the
+second run file then stands for a system whose code changed while its configuration did not, so
+the baseline is given the new file's fingerprint and the comparison blocks.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from rageval_pipeline.cli import main as rageval_main
 from rageval_pipeline.core.gate import baseline_path
 from rageval_pipeline.core.systems import load_systems
-from tests.test_cli_job import BIN, dagster_execute
+from tests.jobs import dagster_execute, materialize_job
 
 pytestmark = pytest.mark.slow
 SUITE = "synth"
@@ -74,18 +74,13 @@ def setup_home(home: Path, n_queries: int, *, unjudged: int = 0, policy: dict | 
 
 
 def judge_change(home: Path, env: dict, n_queries: int, baseline_run: dict, new_run: dict):
-    """Run A, record it as the baseline, run B against it; B's process and gate report."""
+    """Run A, record it as the baseline, run B against it; B's process and gate report. A is
+    evaluated and recorded in this process (the RAGEVAL_* variables of pipeline_home): the
+    baseline it leaves is what the CLI's would be, and B's judgment is the real CLI's."""
     data = home / "data"
     write_run(data, n_queries=n_queries, **baseline_run)
-    first = dagster_execute(f"evaluate_{SYSTEM}", SUITE, env, home)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    subprocess.run(
-        [str(BIN / "rageval"), "baseline", "update", "--dataset", SUITE],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    assert materialize_job(f"evaluate_{SYSTEM}", SUITE).success
+    assert rageval_main(["baseline", "update", "--dataset", SUITE]) == 0
     write_run(data, n_queries=n_queries, **new_run)
     path = baseline_path(data / "baselines", SUITE, SYSTEM)
     baseline = json.loads(path.read_text())

@@ -1,5 +1,6 @@
-"""The generation group through the real `dagster job execute` CLI against loopback providers,
-and the key never reaching output, the Dagster event log or storage."""
+"""The generation group through the real `dagster job execute` CLI against loopback providers
+(the retrieval run it reads materialized in-process first), and the key never reaching output,
+the Dagster event log or storage."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.generation.correctness import wilson_interval
 from rageval_pipeline.core.storage.warehouse import Warehouse
+from tests.jobs import dagster_execute, materialize_job
 from tests.llm_servers import FakeLLM, Scripted
-from tests.test_cli_job import dagster_execute
 from tests.test_generation_pipeline import judge_reply
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,18 @@ def base_env(home) -> dict:
     return {**env, "DAGSTER_HOME": str(home / "dagster_home")}
 
 
-def test_evaluate_generation_puts_answer_correctness_in_duckdb(pipeline_home):
+def retrieved(monkeypatch: pytest.MonkeyPatch, env: dict, partition: str) -> bool:
+    """evaluate_bm25 materialized in this process with `env`'s generation settings (the
+    generation job that reads its run is the CLI's): whether it succeeded."""
+    for name in SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        if name.startswith("RAG_EVAL_"):
+            monkeypatch.setenv(name, value)
+    return materialize_job("evaluate_bm25", partition).success
+
+
+def test_evaluate_generation_puts_answer_correctness_in_duckdb(pipeline_home, monkeypatch):
     fake = FakeLLM("ollama", reply=judge_reply).start()
     env = {
         **base_env(pipeline_home),
@@ -33,8 +45,7 @@ def test_evaluate_generation_puts_answer_correctness_in_duckdb(pipeline_home):
         "RAG_EVAL_OLLAMA_MODEL": "fake:1",
     }
     try:
-        retrieval = dagster_execute("evaluate_bm25", PARTITION, env, pipeline_home)
-        assert retrieval.returncode == 0, retrieval.stderr[-2000:]
+        assert retrieved(monkeypatch, env, PARTITION)
         assert fake.requests == []  # retrieval jobs make no LLM call
         generation = dagster_execute("evaluate_generation", PARTITION, env, pipeline_home)
         assert generation.returncode == 0, generation.stderr[-2000:]
@@ -53,7 +64,7 @@ def _files_containing(root, needle: bytes) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
-def test_keys_never_reach_output_event_log_or_storage(pipeline_home):
+def test_keys_never_reach_output_event_log_or_storage(pipeline_home, monkeypatch):
     fake = FakeLLM("anthropic").start()
     secret = "sk-ant-SECRET-4242"
     env = {
@@ -70,8 +81,7 @@ def test_keys_never_reach_output_event_log_or_storage(pipeline_home):
         return outputs[-1]
 
     try:
-        ok = dagster_execute("evaluate_bm25", PARTITION, env, pipeline_home)
-        assert ok.returncode == 0, ok.stderr[-2000:]
+        assert retrieved(monkeypatch, env, PARTITION)
         # One malformed key through the CLI; the other shapes are refused in-process in
         # test_generation_providers.py.
         bad = generate(f"{secret}\n")
@@ -99,7 +109,7 @@ def test_keys_never_reach_output_event_log_or_storage(pipeline_home):
     assert _files_containing(pipeline_home / "storage", b"SECRET") == []
 
 
-def test_the_default_generation_check_on_techdocs_with_a_step_deadline(pipeline_home):
+def test_the_default_generation_check_on_techdocs_with_a_step_deadline(pipeline_home, monkeypatch):
     """Issue 24: the default configuration on the default suite, end to end (it stopped at
     Q008), over an OpenAI-compatible server; first one that drips bytes past the deadline."""
     fake = FakeLLM("openai").start()  # the default replies: structured verdicts, all TRUE
@@ -110,8 +120,7 @@ def test_the_default_generation_check_on_techdocs_with_a_step_deadline(pipeline_
         "RAG_EVAL_OPENAI_MODEL": "fake-1",
     }
     try:
-        retrieval = dagster_execute("evaluate_bm25", "techdocs", env, pipeline_home)
-        assert "RUN_SUCCESS" in retrieval.stderr, retrieval.stderr[-2000:]
+        assert retrieved(monkeypatch, env, "techdocs")
         fake.drip_s = 0.5
         late = {**env, "RAG_EVAL_STEP_DEADLINE_S": "1"}
         stopped = dagster_execute("evaluate_generation", "techdocs", late, pipeline_home)

@@ -24,7 +24,7 @@ from rageval_pipeline.core.suites.loaders import read_queries
 from rageval_pipeline.defs.definitions import build_definitions
 from tests.conftest import make_pipeline_home
 from tests.dagster_ui import BIN
-from tests.jobs import DEBUG, dagster_execute
+from tests.jobs import DEBUG, dagster_execute, forked_steps
 from tests.test_deploy_postgres import postgres_env  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -105,8 +105,7 @@ def worker_env(home: Path) -> dict[str, str]:
 
 def test_multiprocess_sharded_index_equals_in_process_unsharded(expected, pipeline_home, tmp_path):
     dense_only(pipeline_home, 3)
-    two_at_once = tmp_path / "two.yaml"
-    two_at_once.write_text("execution: {config: {multiprocess: {max_concurrent: 2}}}\n")
+    two_at_once = forked_steps(tmp_path / "two.yaml", max_concurrent=2)
     output = materialize_index(pipeline_home, worker_env(pipeline_home), two_at_once)
     assert_same_as(expected, pipeline_home, output, 3)
     assert "dense index for beir-mini: {'shards': 3, 'n_chunks': 44, 'embedded': 44" in output
@@ -136,10 +135,13 @@ def test_celery_worker_on_postgres_sharded_index_equals_unsharded(
         "DAGSTER_CELERY_BACKEND_URL": f"db+postgresql+psycopg2://{server}",
     }
     worker_log = pipeline_home / "worker.log"
+    # `-i`: the worker imports the code and the model's library before it forks its pool, not
+    # each pool process on its first step (seconds of imports each).
+    preload = ("-i", "rageval_pipeline", "-i", "sentence_transformers")
     worker = subprocess.Popen(
         [
             *(str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app"),
-            *("-y", str(RUN_CONFIG / "celery.yaml"), "-q", "rageval", "-l", "INFO"),
+            *("-y", str(RUN_CONFIG / "celery.yaml"), "-q", "rageval", "-l", "INFO", *preload),
         ],
         env=env,
         cwd=pipeline_home,

@@ -98,6 +98,11 @@ class _Beating(dg.Executor):
         finally:
             heart.stop()
 
+    def __getattr__(self, name: str):
+        """The wrapped executor's own API, which its execution loop reads off the run's
+        executor (this one): Celery's `app_args()`, broker and queues."""
+        return getattr(self._inner, name)
+
     @property
     def retries(self):
         return self._inner.retries
