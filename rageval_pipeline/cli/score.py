@@ -108,6 +108,7 @@ def _inputs_reading_the_run_ahead(
         arrow = raw is not None and args.llm_qrels is None
         if arrow:
             pyarrow_without_pandas()
+        arrow_pool_keeping_pages()
         from rageval_pipeline.core.io.delimited import fetch
         from rageval_pipeline.core.io.formats import TREC_RUN, read_ranked_run
 
@@ -146,6 +147,23 @@ def pyarrow_without_pandas() -> None:
         pa.array([0])
     finally:
         sys.meta_path.remove(_NO_PANDAS)
+
+
+def arrow_pool_keeping_pages() -> None:
+    """`rageval eval`'s Arrow allocator: jemalloc (else the system allocator) instead of
+    pyarrow's default mimalloc, which hands freed pages back to the kernel and takes fresh
+    ones, so the kernel zeroes them again: 1.3-1.6 s of system time on a 186 MB run whose
+    parse allocates 411 MB of Arrow at its peak. Set before the run's CSV parse starts.
+
+    A speed trick (bench/README.md, "Issue 35", 2026-11-28 17:25 UTC at load 2.5-3): on the
+    5M-row bench files, `/usr/bin/time` of three runs each gave system time 1.30-1.61 s and
+    wall 2.45-2.74 s with mimalloc, 0.48-0.50 s and 1.63-1.72 s with jemalloc."""
+    import pyarrow as pa
+
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:  # (a pyarrow built without jemalloc)
+        pa.set_memory_pool(pa.system_memory_pool())
 
 
 class _NoPandas:
