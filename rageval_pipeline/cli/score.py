@@ -151,13 +151,14 @@ def pyarrow_without_pandas() -> None:
 
 def arrow_pool_keeping_pages() -> None:
     """`rageval eval`'s Arrow allocator: jemalloc (else the system allocator) instead of
-    pyarrow's default mimalloc, which hands freed pages back to the kernel and takes fresh
-    ones, so the kernel zeroes them again: 1.3-1.6 s of system time on a 186 MB run whose
-    parse allocates 411 MB of Arrow at its peak. Set before the run's CSV parse starts.
+    pyarrow's default mimalloc, whose system time swings with the kernel's supply of fresh
+    (huge) pages: on the 186 MB bench run, whose parse allocates 350 MB of Arrow at its peak,
+    mimalloc's runs spent 0.6-1.6 s of system CPU, jemalloc's 0.40-0.55 s.
 
-    A speed trick (bench/README.md, "Issue 35", 2026-11-28 17:25 UTC at load 2.5-3): on the
-    5M-row bench files, `/usr/bin/time` of three runs each gave system time 1.30-1.61 s and
-    wall 2.45-2.74 s with mimalloc, 0.48-0.50 s and 1.63-1.72 s with jemalloc."""
+    A speed trick (bench/README.md, "Issue 35", fourth pass; 2026-11-28 17:27-17:31 UTC, load
+    3.3-4.2): six alternating pairs under `/usr/bin/time`, wall 1.39-1.75 s against 1.72-2.81 s;
+    `side_by_side.py --repeat 7`, medians 1.55 s wall, 1.37 s CPU (1.32-1.48) against 1.80 s,
+    1.74 s (1.07-2.52). mimalloc's best runs are faster (1.05 s), its median slower."""
     import pyarrow as pa
 
     try:
