@@ -87,10 +87,16 @@ def eval_times(trees: dict[str, Path], folder: Path, repeat: int) -> dict[str, l
     for round_ in range(repeat):
         for name in rotated(list(trees), round_):
             env = os.environ | {"PYTHONPATH": str(trees[name])}
-            argv = [*console_script(trees[name]), "eval", str(qrels), str(run), *measures]
-            times[name].append(seconds(argv, env))
+            files = (str(qrels.resolve()), str(run.resolve()))
+            argv = [*console_script(trees[name]), "eval", *files, *measures]
+            # Run in the build's folder: `python -c` puts the working folder first on sys.path,
+            # ahead of PYTHONPATH, so from the repository every build would run its code.
+            times[name].append(seconds(argv, env, cwd=trees[name]))
             if round_ == 0:
-                outputs.add(subprocess.run(argv, env=env, capture_output=True, text=True).stdout)
+                done = subprocess.run(
+                    argv, env=env, cwd=trees[name], capture_output=True, text=True, check=False
+                )
+                outputs.add(done.stdout)
     if len(outputs) != 1:
         sys.exit(f"the builds print different tables: {outputs}")
     return times

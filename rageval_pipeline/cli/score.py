@@ -108,6 +108,7 @@ def _inputs_reading_the_run_ahead(
         arrow = raw is not None and args.llm_qrels is None
         if arrow:
             pyarrow_without_pandas()
+        arrow_pool_keeping_pages()
         from rageval_pipeline.core.io.delimited import fetch
         from rageval_pipeline.core.io.formats import TREC_RUN, read_ranked_run
 
@@ -146,6 +147,24 @@ def pyarrow_without_pandas() -> None:
         pa.array([0])
     finally:
         sys.meta_path.remove(_NO_PANDAS)
+
+
+def arrow_pool_keeping_pages() -> None:
+    """`rageval eval`'s Arrow allocator: jemalloc (else the system allocator) instead of
+    pyarrow's default mimalloc, whose system time swings with the kernel's supply of fresh
+    (huge) pages: on the 186 MB bench run, whose parse allocates 350 MB of Arrow at its peak,
+    mimalloc's runs spent 0.6-1.6 s of system CPU, jemalloc's 0.40-0.55 s.
+
+    A speed trick (bench/README.md, "Issue 35", fourth pass; 2026-11-28 17:27-17:31 UTC, load
+    3.3-4.2): six alternating pairs under `/usr/bin/time`, wall 1.39-1.75 s against 1.72-2.81 s;
+    `side_by_side.py --repeat 7`, medians 1.55 s wall, 1.37 s CPU (1.32-1.48) against 1.80 s,
+    1.74 s (1.07-2.52). mimalloc's best runs are faster (1.05 s), its median slower."""
+    import pyarrow as pa
+
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:  # (a pyarrow built without jemalloc)
+        pa.set_memory_pool(pa.system_memory_pool())
 
 
 class _NoPandas:
