@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rageval_pipeline.core.curation import judging
+from rageval_pipeline.core.curation import judging, sheets
 from rageval_pipeline.core.curation.pool import PoolEntry
 from rageval_pipeline.core.errors import InputError
 
@@ -43,11 +43,11 @@ def test_any_text_round_trips_and_no_cell_starts_as_a_formula(tmp_path, cells):
         for q, text, t, target, s, rank in cells
     ]
     sheet = tmp_path / "sheet.csv"
-    judging.write_sheet(entries, sheet)
+    sheets.write_sheet(entries, sheet)
     with sheet.open(newline="", encoding="utf-8") as f:
         written = [c for row in csv.reader(f) for c in row]
     assert not [c for c in written if c.startswith(FORMULA_STARTS)]
-    back = [row for _, row in judging._rows(sheet)]
+    back = [row for _, row in sheets.read_rows(sheet)]
     assert back == [
         {**{k: "" if v is None else str(v) for k, v in e.model_dump().items()}, "grade": ""}
         for e in entries
@@ -56,7 +56,7 @@ def test_any_text_round_trips_and_no_cell_starts_as_a_formula(tmp_path, cells):
 
 @pytest.mark.parametrize("value", ["'", "''", "'x", "'=", "x'=", "'\t1", "=1", "-", ""])
 def test_escaping_is_undone_exactly(value):
-    assert judging.unescape_cell(judging.escape_cell(value)) == value
+    assert sheets.unescape_cell(sheets.escape_cell(value)) == value
 
 
 ROWS = [
@@ -84,7 +84,7 @@ def graded_sheets(draw) -> bytes:
             rows[row] = rows[row][: draw(st.integers(0, len(rows[row])))]
         else:
             rows.append(list(rows[row]))
-    lines = [",".join(judging.COLUMNS)] + [
+    lines = [",".join(sheets.COLUMNS)] + [
         ",".join(f'"{c}"' if draw(st.booleans()) else c for c in r) for r in rows
     ]
     data = "\n".join(lines).encode("utf-8", "surrogatepass")

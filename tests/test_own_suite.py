@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from rageval_pipeline.cli import main
-from rageval_pipeline.core.curation import judging
+from rageval_pipeline.core.curation import sheets
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import load_suite
@@ -102,7 +102,7 @@ def test_unjudged_queries_are_pooled_graded_merged_and_then_gated(tmp_path, caps
     grade_sheet(sheet)
     line = next(  # where the row starts in the file (cells hold line breaks)
         n
-        for n, r in judging._rows(sheet)
+        for n, r in sheets.read_rows(sheet)
         if (r["query_id"], r["target_id"]) == ("K09", "api/headers:chunk:1")
     )
     before = (folder / "suite.json").read_text()

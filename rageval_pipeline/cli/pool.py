@@ -167,12 +167,12 @@ def _check_cost(to_embed: dict[str, int], args: argparse.Namespace, extra: list[
 
 
 def export(args: argparse.Namespace) -> int:
-    from rageval_pipeline.core.curation import judging, pool
+    from rageval_pipeline.core.curation import pool, sheets
 
-    judging.sheet_kind(args.output)  # refuse a bad sheet name before the slow part
+    sheets.sheet_kind(args.output)  # refuse a bad sheet name before the slow part
     suite, systems, ranks, depth = _pooled(args)
     entries = pool.unjudged(suite, ranks)
-    judging.write_sheet(entries, args.output)
+    sheets.write_sheet(entries, args.output)
     pooled = ranks[["query_id", "target_id"]].drop_duplicates()
     print(
         f"pooled {len(pooled)} (query, target) pairs at depth {depth} over {len(systems)} "
@@ -247,7 +247,7 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
     (`--third --write`); with --record DIR keep both readings (and the decisions)."""
     import secrets
 
-    from rageval_pipeline.core.curation import judging, third
+    from rageval_pipeline.core.curation import sheets, third
     from rageval_pipeline.core.errors import InputError
     from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
 
@@ -258,7 +258,7 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
             "--third-sheet PATH --record DIR, have it graded, then --third PATH --write",
         )
     if args.third_sheet is not None:
-        judging.sheet_kind(args.third_sheet)
+        sheets.sheet_kind(args.third_sheet)
         if args.record is None:
             raise InputError("--third-sheet", "give --record DIR: the sheet's key is kept there")
     path = resolve_suite_file(suite_path)

@@ -17,146 +17,27 @@ naming sheet, line and field on the first bad row), never replaces an existing j
 asked, validates the merged suite as `rageval validate` does (near-duplicates graded
 differently are listed with their sheet lines), then replaces the suite file atomically.
 
-A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
-cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
-assessor's machine. Such a cell is written with a `'` before it (OWASP's rule for CSV injection),
-and so is a cell that itself starts with `'`; reading a sheet back removes exactly that one
-quote, from cells that start with `'` and then one of those characters, so every text
-round-trips unchanged (`escape_cell`, `unescape_cell`).
+The sheet files themselves (CSV or JSONL, escaping) are `core.curation.sheets`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from rageval_pipeline.core.curation.pool import PoolEntry, suite_level
+from rageval_pipeline.core.curation.pool import suite_level
 from rageval_pipeline.core.curation.quotes import Quoted, of_target, quoted, target_spans
 from rageval_pipeline.core.curation.rewrite import rewrite_suite
+from rageval_pipeline.core.curation.sheets import grade_cell, read_rows
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.chunk_ids import split_chunk_id
-from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.consistency import inconsistencies
 from rageval_pipeline.core.suites.golden import Suite, load_suite
-from rageval_pipeline.core.suites.loaders import jsonl_rows
 from rageval_pipeline.core.suites.matching import TargetError, resolve_target
-
-# Read left to right by an assessor: the query, the passage around its words, the grade to
-# fill; then what the merge needs and what is not to be looked at while grading.
-COLUMNS = (
-    "query_id",
-    "query",
-    "excerpt",
-    "grade",
-    "target_id",
-    "doc_id",
-    "start",
-    "end",
-    "systems",
-    "best_rank",
-    "target_text",
-)
-SHEET_SUFFIXES = (".csv", ".jsonl")
-_GRADE_RULE = "must be 0, 1, 2 or 3"
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
-_ESCAPED_START = (*_FORMULA_START, "'")  # a leading quote too, so that reading back is exact
-
-
-def escape_cell(value: object) -> object:
-    """A CSV cell a spreadsheet shows as text: `'` before a formula start or a quote."""
-    if isinstance(value, str) and value.startswith(_ESCAPED_START):
-        return "'" + value
-    return value
-
-
-def unescape_cell(value: object) -> object:
-    """The text `escape_cell` was given: one `'` removed when an escaped character follows."""
-    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_ESCAPED_START):
-        return value[1:]
-    return value
-
-
-def sheet_kind(path: Path) -> str:
-    if path.suffix not in SHEET_SUFFIXES:
-        raise InputError(path, "a judging sheet must end in .csv or .jsonl")
-    return path.suffix
-
-
-def write_sheet(entries: list[PoolEntry], path: Path) -> None:
-    """The pool as a judging sheet, grade left empty."""
-    write_rows([{**e.model_dump(), "grade": ""} for e in entries], path, COLUMNS)
-
-
-def write_rows(rows: list[dict[str, Any]], path: Path, columns: tuple[str, ...]) -> None:
-    """Rows as a sheet, CSV or JSONL by the path's extension. In CSV an empty cell stands for
-    None (a document's offsets) and a list (evidence quotes) is written as JSON."""
-    if sheet_kind(path) == ".jsonl":
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    else:
-        buffer = io.StringIO()
-        # CRLF line ends (RFC 4180, as spreadsheets write): csv quotes a cell holding a
-        # character of the line end only, and a CR inside a text must be quoted too.
-        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\r\n")
-        writer.writeheader()
-        writer.writerows({k: escape_cell(_cell(v)) for k, v in row.items()} for row in rows)
-        text = buffer.getvalue()
-    write_text(path, text)
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else value
-
-
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number where the row starts, row) of a sheet."""
-    if sheet_kind(path) == ".jsonl":
-        yield from jsonl_rows(path)
-        return
-    try:
-        # Bytes, not read_text: its newline translation would turn a `\r` inside a cell into
-        # `\n`. A byte order mark (spreadsheets save one) is dropped.
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except UnicodeDecodeError:
-        raise InputError(path, "not UTF-8 text") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    start = 1
-    try:
-        missing = [
-            c for c in ("query_id", "target_id", "grade") if c not in (reader.fieldnames or [])
-        ]
-        if missing:
-            raise InputError(path, "missing column in the header", line=1, field=missing[0])
-        start = reader.line_num + 1
-        for row in reader:
-            yield start, {k: unescape_cell(v) for k, v in row.items()}
-            start = reader.line_num + 1
-    except csv.Error as error:  # e.g. a field past csv's size limit
-        problem = f"not readable as CSV ({error})"
-    else:
-        return
-    raise InputError(path, problem, line=start)  # (outside the except: nothing chained)
-
-
-def _grade(value: Any, path: Path, line: int) -> int | None:
-    """The grade of a row; None when the assessor left it empty."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if type(value) is int and 0 <= value <= 3:
-        return value
-    if isinstance(value, str) and re.fullmatch(r"[0-3]", value.strip()):
-        return int(value)
-    raise InputError(path, f"{_GRADE_RULE} (got {json.dumps(value)})", line=line, field="grade")
 
 
 class Conflict(BaseModel):
@@ -206,7 +87,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
     counts = suite.reference.chunk_counts
     default_level = suite_level(suite)  # for queries with no judgment yet
     seen: dict[tuple[str, str], int] = {}
-    for line, row in _rows(sheet):
+    for line, row in read_rows(sheet):
         query_id = str(row.get("query_id") or "")
         if query_id not in queries:
             problem = f"unknown query {query_id!r}"
@@ -218,7 +99,7 @@ def graded_rows(suite: Suite, sheet: Path) -> Iterator[GradedRow]:
         except TargetError as error:
             raise InputError(sheet, str(error), line=line, field="target_id") from None
         level = query.level if query.qrels else default_level
-        grade = _grade(row.get("grade"), sheet, line)
+        grade = grade_cell(row.get("grade"), sheet, line)
         evidence = quoted(suite.reference, resolved, row, grade, (sheet, line))
         if evidence and level == "document" and query.judgments:
             problem = f"quotes need spans: query {query_id} is judged by whole documents"

@@ -21,7 +21,7 @@ import random
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from rageval_pipeline.core.curation.judging import GradedRow, graded_rows, write_rows
+from rageval_pipeline.core.curation.judging import GradedRow, graded_rows
 from rageval_pipeline.core.curation.quotes import of_target
 from rageval_pipeline.core.curation.readings import (
     Pair,
@@ -30,6 +30,7 @@ from rageval_pipeline.core.curation.readings import (
     compare_passes,
     jsonl,
 )
+from rageval_pipeline.core.curation.sheets import write_rows
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.golden import Suite

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
-from rageval_pipeline.core.curation import judging, pool
+from rageval_pipeline.core.curation import pool, sheets
 from rageval_pipeline.core.generation import calibration, judge_labels, synthetic
 from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.labels import read_sheet
@@ -105,7 +105,7 @@ def synthesize(
         chosen = set(drawn.drawn())
         text_of = {q.id: q.query for q in kept if q.id in chosen}
         sheet = synthetic.sheet_path(folder, suite)
-        judging.write_sheet(pool.pool_entries(suite, ranks[ranks["rank"] <= depth], text_of), sheet)
+        sheets.write_sheet(pool.pool_entries(suite, ranks[ranks["rank"] <= depth], text_of), sheet)
     return SynthOutcome(report=report, companion=companion, sample=sample_path, sheet=sheet)
 
 
