@@ -12,8 +12,38 @@ from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.measures.defaults import budget_measures
 from rageval_pipeline.core.results.store import measure_run
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
-from rageval_pipeline.core.suites.derived import EvidenceSet, Tokens, derive_qrels, reference_spans
+from rageval_pipeline.core.suites.derived import EvidenceSet, Tokens, derive_qrels
 from rageval_pipeline.core.suites.loaders import load_dataset
+
+
+def reference_spans(
+    qrels: pd.DataFrame, reference_chunks: pd.DataFrame, corpus: pd.DataFrame
+) -> pd.DataFrame:
+    """Chunk-level judgments as SPANS: each judged chunk's extent under the reference chunking
+    (`reference_chunks`), hashed from the document text. Document-level judgments and ones
+    naming an absent chunk are left out."""
+    judged = qrels[qrels["level"] == "chunk"]
+    extents = reference_chunks[["chunk_id", "doc_id", "start", "end"]].rename(
+        columns={"chunk_id": "target", "doc_id": "document"}
+    )
+    spans = judged.merge(extents, left_on="doc_id", right_on="target")
+    spans = spans.drop(columns="doc_id").rename(columns={"document": "doc_id"})
+    texts = dict(zip(corpus["doc_id"], corpus["text"], strict=True))
+    excerpts = [
+        texts[d][a:b] for d, a, b in zip(spans["doc_id"], spans["start"], spans["end"], strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "split": spans["split"].astype(str),
+            "query_id": spans["query_id"].astype(str),
+            "doc_id": spans["doc_id"].astype(str),
+            "start": spans["start"].astype("int64"),
+            "end": spans["end"].astype("int64"),
+            "relevance": spans["relevance"].astype("int32"),
+            "sha256": [content_hash(e) for e in excerpts],
+        }
+    )
+
 
 TECHDOCS = Path(__file__).resolve().parents[1] / "data" / "suites" / "techdocs"
 

@@ -265,7 +265,7 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
     suite = load_suite(path)
     report = third.compare(suite, sheet)
     decided = third.decisions(suite, args.third, report) if args.third is not None else None
-    _print_agreement(report, sum(len(q.qrels) for q in suite.queries))
+    _print_agreement(report, suite.judgment_count)
     if args.third_sheet is not None:
         seed = secrets.randbelow(2**31) if args.seed is None else args.seed
         rows, key = third.write_blind(suite, report, args.third_sheet, args.record, seed)

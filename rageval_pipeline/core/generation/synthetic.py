@@ -91,12 +91,12 @@ def units(suite: Suite, chunks: pd.DataFrame | None = None) -> list[Unit]:
     """The suite's judging targets with at least MIN_UNIT_WORDS words, in corpus order.
     `chunks`: the corpus chunked by the suite's chunking, when the caller has them stored
     (the pipeline's `<system>/chunks`); else it is chunked here."""
-    corpus = suite_tables(suite).corpus
     if suite_level(suite) == "chunk":
         if chunks is None:
-            chunks = chunk_corpus(corpus, suite.chunking, "")
+            chunks = chunk_corpus(suite_tables(suite).corpus, suite.chunking, "")
         pairs = zip(chunks["chunk_id"], chunks["text"], strict=True)
     else:
+        corpus = suite_tables(suite).corpus
         pairs = zip(corpus["doc_id"], corpus["text"], strict=True)
     return [Unit(target_id=t, text=x) for t, x in pairs if len(x.split()) >= MIN_UNIT_WORDS]
 

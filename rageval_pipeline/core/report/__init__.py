@@ -140,9 +140,12 @@ def short_summary(verdict: Verdict, directory: Path) -> str:
         state += f", {len(failed)} blocking" if failed else ""
         change = changes.get(key)
         level = f", {change.level} level" if change and change.level else ""  # scored on
-        against = "" if change is None else f", {compared_with(change)}"  # compared with
-        if change is not None and change.compared_with != "thresholds":
-            against = f", against the {compared_with(change)}"
+        against = ""  # what the run was compared with
+        if change is not None:
+            words = compared_with(change)
+            against = (
+                f", {words}" if change.compared_with == "thresholds" else f", against the {words}"
+            )
         lines.append(f"  {'/'.join(key)}: {state}, {shown}{level}{against}")
     lines.append(f"Reports: {directory}/gate.html (also gate.md, report.json, plots/)")
     return "\n".join(lines)

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.io.chunk_ids import chunk_id
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, content_hash
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.passages import passage_units
 
 # The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
@@ -138,35 +138,6 @@ def reference_grades(
     for query, chunk, grade in derived[["query_id", "doc_id", "relevance"]].itertuples(index=False):
         grades.setdefault(query, {})[chunk] = int(grade)
     return grades
-
-
-def reference_spans(
-    qrels: pd.DataFrame, reference_chunks: pd.DataFrame, corpus: pd.DataFrame
-) -> pd.DataFrame:
-    """Chunk-level judgments as SPANS: each judged chunk's extent under the reference chunking
-    (`reference_chunks`), hashed from the document text. Document-level judgments and ones
-    naming an absent chunk are left out."""
-    judged = qrels[qrels["level"] == "chunk"]
-    extents = reference_chunks[["chunk_id", "doc_id", "start", "end"]].rename(
-        columns={"chunk_id": "target", "doc_id": "document"}
-    )
-    spans = judged.merge(extents, left_on="doc_id", right_on="target")
-    spans = spans.drop(columns="doc_id").rename(columns={"document": "doc_id"})
-    texts = dict(zip(corpus["doc_id"], corpus["text"], strict=True))
-    excerpts = [
-        texts[d][a:b] for d, a, b in zip(spans["doc_id"], spans["start"], spans["end"], strict=True)
-    ]
-    return pd.DataFrame(
-        {
-            "split": spans["split"].astype(str),
-            "query_id": spans["query_id"].astype(str),
-            "doc_id": spans["doc_id"].astype(str),
-            "start": spans["start"].astype("int64"),
-            "end": spans["end"].astype("int64"),
-            "relevance": spans["relevance"].astype("int32"),
-            "sha256": [content_hash(e) for e in excerpts],
-        }
-    )
 
 
 @dataclass(frozen=True)
