@@ -62,14 +62,15 @@ def old_grades(suite: Suite) -> dict[tuple[str, str], int]:
     return out
 
 
-def passes(judging: Path, name: str) -> tuple[list[Reading], list[Reading], list[Reading]]:
+def passes(judging: Path, suite: Suite) -> tuple[list[Reading], list[Reading], list[Reading]]:
     """(first pass, second pass, third readings of this suite) as far as they are written."""
+    name = suite.name
     first = [r for f in sorted(judging.glob(f"{name}_first*.jsonl")) for r in readings.read_pass(f)]
     second_file = judging / f"second_{name}.jsonl"
     second = readings.read_pass(second_file) if second_file.exists() else []
     third_file = judging / "third_reading.jsonl"
     third = readings.read_pass(third_file) if third_file.exists() else []
-    targets = targets_of(suite_of(name))
+    targets = targets_of(suite)
     return first, second, [r for r in third if r.target in targets]
 
 
@@ -129,7 +130,7 @@ def blind(judging: Path) -> None:
     key: dict[str, dict[str, str]] = {}
     for name in SUITES:
         suite = suite_of(name)
-        first, second, _ = passes(judging, name)
+        first, second, _ = passes(judging, suite)
         report = compare(suite, first, second, drawn_sample(judging, suite))
         queries = {q.id: q.query for q in suite.queries}
         texts = {p.target: target_text(suite, p.target) for p in report.disagreements}
@@ -148,11 +149,12 @@ def record(judging: Path) -> None:
     disagreements with both readings and the third reading's decision, and the independence
     record (each pass's judges, first and last graded_at, order)."""
     key = json.loads((judging / ".disagreements_key.json").read_text())["reading_1"]
+    requoted = readings.read_pass(judging / "requotes.jsonl")
     for name in SUITES:
         suite = suite_of(name)
         folder = ROOT / "data" / "suites" / name / "agreement" / "round2"
         folder.mkdir(parents=True, exist_ok=True)
-        first, second, third = passes(judging, name)
+        first, second, third = passes(judging, suite)
         sample = drawn_sample(judging, suite)
         for reading in third:  # which pass the third reader agreed with, from the key
             one = key.get(name, {}).get(f"{reading.query_id}|{reading.target}")
@@ -163,7 +165,6 @@ def record(judging: Path) -> None:
         write_text(folder / "first_pass.jsonl", readings.jsonl(first))
         write_text(folder / "second_pass.jsonl", readings.jsonl(second))
         write_text(folder / "third_reading.jsonl", readings.jsonl(third))
-        requoted = readings.read_pass(judging / "requotes.jsonl")
         mine = targets_of(suite)
         write_text(
             folder / "requotes.jsonl", readings.jsonl(r for r in requoted if r.target in mine)

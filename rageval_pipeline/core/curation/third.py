@@ -33,7 +33,7 @@ from rageval_pipeline.core.curation.readings import (
 from rageval_pipeline.core.curation.sheets import write_rows
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.warehouse import write_text
-from rageval_pipeline.core.suites.golden import Suite
+from rageval_pipeline.core.suites.golden import Query, Suite
 
 # The third reader's sheet, left to right: the query, the target, the two readings, the decision.
 COLUMNS = (
@@ -56,10 +56,15 @@ def target_text(suite: Suite, target: str) -> str:
     return suite.reference.texts[doc][start:end]
 
 
-def suite_reading(suite: Suite, query_id: str, target: str) -> Reading:
+def quote_texts(suite: Suite, target: str, offsets: list[tuple[int, int]] | None) -> list[str]:
+    """The quoted texts of a sheet row's evidence (character offsets in the target's document)."""
+    text = suite.reference.texts[suite.reference.extent_of(target).doc_id]
+    return [text[a:b] for a, b in offsets or []]
+
+
+def suite_reading(suite: Suite, query: Query, target: str) -> Reading:
     """The suite's judgment of a pair as a reading: its grade, and as evidence the text of
     the target's spans graded >= 1 (a target judged whole: its whole text)."""
-    query = next(q for q in suite.queries if q.id == query_id)
     grade = dict(query.qrels)[target]
     quotes = []
     if grade >= 1 and query.spans:
@@ -71,13 +76,14 @@ def suite_reading(suite: Suite, query_id: str, target: str) -> Reading:
         ]
     if grade >= 1 and not quotes:
         quotes = [target_text(suite, target)]
-    return Reading(query_id=query_id, target=target, grade=grade, evidence=quotes, judge="suite")
+    return Reading(query_id=query.id, target=target, grade=grade, evidence=quotes, judge="suite")
 
 
 def compare(suite: Suite, sheet: Path) -> RoundReport:
     """The second pass of `sheet` compared with the suite, pair by pair. Every row must grade a
     pair the suite judges (one InputError naming sheet, line and field otherwise). The evidence
     F1 is measured when the sheet quotes (a row with `evidence` quotes)."""
+    queries = {q.id: q for q in suite.queries}
     judged = {q.id: dict(q.qrels) for q in suite.queries}
     second: list[Reading] = []
     quotes = False
@@ -90,15 +96,13 @@ def compare(suite: Suite, sheet: Path) -> RoundReport:
             problem = f"{row.query_id} {row.target_id} has no grade in the suite to compare with"
             raise InputError(sheet, problem, line=row.line, field="target_id")
         quotes = quotes or bool(row.evidence)  # an empty `evidence` column quotes nothing
-        doc = suite.reference.extent_of(row.target_id).doc_id
-        text = suite.reference.texts[doc]
-        evidence = [text[a:b] for a, b in row.evidence or []]
+        evidence = quote_texts(suite, row.target_id, row.evidence)
         second.append(
             Reading(query_id=row.query_id, target=row.target_id, grade=row.grade, evidence=evidence)
         )
     if not second:
         raise InputError(sheet, "no graded rows")
-    first = {r.key: suite_reading(suite, *r.key) for r in second}
+    first = {r.key: suite_reading(suite, queries[r.query_id], r.target) for r in second}
     if not quotes:  # grades alone: the suite's quotes would tell the third reader which is which
         first = {k: r.model_copy(update={"evidence": []}) for k, r in first.items()}
     texts = {r.target: target_text(suite, r.target) for r in second}
@@ -203,8 +207,7 @@ def record(
         row["evidence_f1"] = p.evidence_f1
         if decided is not None:
             chosen = decided[p.query_id, p.target]
-            text = suite.reference.texts[suite.reference.extent_of(p.target).doc_id]
-            quotes = [text[a:b] for a, b in chosen.evidence or []]
+            quotes = quote_texts(suite, p.target, chosen.evidence)
             row["third"] = {"grade": chosen.grade, "evidence": quotes}
         rows.append(row)
     figures = report.model_dump(exclude={"compared"}) | {"raw": report.raw}
