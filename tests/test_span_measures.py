@@ -166,3 +166,6 @@ def test_a_run_of_whole_documents_is_measured_on_whole_documents():
     assert got[("q1", "Tokens@10")] == 16
     assert got[("q1", "EvidenceRecall@10")] == pytest.approx(8 / 18)
     assert got[("q1", "TokenPrecision@10")] == pytest.approx(8 / 16)
+    # Its rows come from `evaluate` and `evaluate_spans`, one table shape (`per_query_table`).
+    dtypes = results.per_query[["query_id", "measure", "value"]].dtypes.astype(str).to_dict()
+    assert dtypes == {"query_id": "str", "measure": "str", "value": "float64"}

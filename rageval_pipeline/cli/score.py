@@ -187,15 +187,14 @@ def run_eval(args: argparse.Namespace) -> int:
     columns = score_columns(qrels, args.qrels, run, args.run, measures, args.suite)
     ppi = {}
     if population:
-        import pandas as pd
-
+        from rageval_pipeline.core.measures.compute import per_query_table
         from rageval_pipeline.core.statistics.ppi import nested, ppi_means
 
         sample, llm = population
         by_llm = score_run(llm, args.llm_qrels, run, args.run, measures)
         named = [str(m) for m in measures]
-        per_query = pd.DataFrame(dict(zip(("query_id", "measure", "value"), columns, strict=True)))
-        ppi = ppi_means(nested(per_query), nested(by_llm), sample, named, where=args.qrels)
+        by_human = per_query_table(columns)
+        ppi = ppi_means(nested(by_human), nested(by_llm), sample, named, where=args.qrels)
     del run  # (its arrays are freed before the output is built)
     print_scores(columns, args.format, args.per_query, ppi)
     return 0

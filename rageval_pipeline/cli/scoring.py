@@ -141,17 +141,10 @@ def score_run(
     measures: list[Measure],
     suite: str | None = None,
 ) -> pd.DataFrame:
-    """`score_columns` as a table: query_id, measure, value."""
-    import pandas as pd
+    """`score_columns` as the per-query table (`compute.per_query_table`)."""
+    from rageval_pipeline.core.measures.compute import per_query_table
 
-    queries, measure, values = score_columns(qrels, qrels_path, run, path, measures, suite)
-    return pd.DataFrame(
-        {
-            "query_id": pd.array(queries, dtype="str"),
-            "measure": pd.array(measure, dtype="str"),
-            "value": values,
-        }
-    )
+    return per_query_table(score_columns(qrels, qrels_path, run, path, measures, suite))
 
 
 def score_columns(

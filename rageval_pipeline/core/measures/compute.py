@@ -58,14 +58,21 @@ def evaluate(
     the order asked, then by query id. `judgments`: `Judgments.of(qrels)`, when the caller
     made it ahead (while the run was read).
     """
+    return per_query_table(per_query_columns(qrels, run, measures, judgments))
+
+
+def per_query_table(columns: Columns | tuple[Sequence, Sequence, Sequence]) -> pd.DataFrame:
+    """The per-query table every scorer returns (`evaluate`, `spans.evaluate_spans`, the CLI's
+    `score_run`), built here alone so its dtypes are one policy: query_id and measure as
+    strings, value float64. Imports pandas, which `per_query_columns` does not."""
     import pandas as pd
 
-    queries, measure, values = per_query_columns(qrels, run, measures, judgments)
+    queries, measure, values = columns
     return pd.DataFrame(
         {
             "query_id": pd.array(queries, dtype="str"),
             "measure": pd.array(measure, dtype="str"),
-            "value": values,
+            "value": np.asarray(values, dtype=np.float64),
         }
     )
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.measures import names
+from rageval_pipeline.core.measures.compute import per_query_table
 from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL
 from rageval_pipeline.core.measures.span_names import EvidenceRecall, TokenIoU, TokenPrecision
 from rageval_pipeline.core.suites.derived import Tokens
@@ -87,7 +87,7 @@ def evaluate_spans(
     ranked = order_run(run[run["doc_id"].notna()])
     lists = ranked.groupby("query_id", sort=False)["doc_id"].agg(list).to_dict()
     by_query = dict(tuple(graded.groupby(graded["query_id"].astype(str), sort=False)))
-    rows = []
+    queries, labelled, values = [], [], []
     for measure in wanted:
         for query in judged:
             mine = by_query[query]
@@ -95,10 +95,10 @@ def evaluate_spans(
             top = [held[i] for i in lists.get(query, [])[: measure.k] if i in held]
             if measure.budget is not None:
                 top = _within_budget(top, measure.budget)
-            rows.append((query, str(measure), _value(measure, evidence, top)))
-    return pd.DataFrame(rows, columns=["query_id", "measure", "value"]).astype(
-        {"query_id": "str", "measure": "str", "value": np.float64}
-    )
+            queries.append(query)
+            labelled.append(str(measure))
+            values.append(_value(measure, evidence, top))
+    return per_query_table((queries, labelled, values))
 
 
 def _rows(frame: pd.DataFrame) -> Iterable[tuple[str, int, int]]:
