@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rageval_pipeline.core.curation.judging import MergeResult
     from rageval_pipeline.core.curation.readings import RoundReport
 
 # Pooling embeds the corpus once per dense system and chunking on the CPU. bench/README.md
@@ -209,12 +210,16 @@ def difficulty(args: argparse.Namespace) -> int:
     return 1 if changed else 0
 
 
-def merge(suite_path: Path, sheet: Path, overwrite: bool, move_primary: bool = False) -> int:
+def merge(suite_path: Path, sheet: Path, overwrite: bool) -> int:
     from rageval_pipeline.core.curation import judging
     from rageval_pipeline.core.suites.golden import resolve_suite_file
 
     suite_file = resolve_suite_file(suite_path)
-    result = judging.merge_sheet(suite_file, sheet, overwrite=overwrite, move_primary=move_primary)
+    return _merged(judging.merge_sheet(suite_file, sheet, overwrite=overwrite), sheet, suite_file)
+
+
+def _merged(result: MergeResult, sheet: Path, suite_file: Path) -> int:
+    """Say what a merge did (its conflicts or near-duplicates on stderr: exit 2)."""
     if result.conflicts:
         for conflict in result.conflicts:
             print(f"conflict: {conflict.describe(sheet)}", file=sys.stderr)
@@ -247,7 +252,7 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
     (`--third --write`); with --record DIR keep both readings (and the decisions)."""
     import secrets
 
-    from rageval_pipeline.core.curation import sheets, third
+    from rageval_pipeline.core.curation import judging, sheets, third
     from rageval_pipeline.core.errors import InputError
     from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
 
@@ -270,8 +275,11 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
         seed = secrets.randbelow(2**31) if args.seed is None else args.seed
         rows, key = third.write_blind(suite, report, args.third_sheet, args.record, seed)
         print(f"wrote {rows} disagreement(s) to {args.third_sheet} (seed {seed}; key {key})")
-    if args.write and (status := merge(path, args.third, True, move_primary=True)):
-        return status  # the decisions are stored as `pool merge` stores a sheet
+    if args.write:  # the decisions, read once above, are stored as `pool merge` stores a sheet
+        rows = decided.values()
+        result = judging.merge_rows(path, suite, args.third, rows, True, move_primary=True)
+        if status := _merged(result, args.third, path):
+            return status
     if args.record is not None:
         written = third.record(suite, report, args.record, decided)
         print(f"recorded {', '.join(str(p) for p in written)}")

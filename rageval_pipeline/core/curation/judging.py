@@ -23,7 +23,7 @@ The sheet files themselves (CSV or JSONL, escaping) are `core.curation.sheets`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,15 +139,17 @@ def _check_offsets(suite: Suite, row: dict[str, Any], chunk: str, sheet: Path, l
         raise InputError(sheet, problem, line=line, field="start")
 
 
-def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], MergeResult]:
-    """Check every row of a graded sheet against the suite: the grades to write, keyed by
-    (query id, resolved target id), and what merging them would do (`result.quotes`: the
-    offsets of the rows' evidence quotes). Quotes for a judged target replace its spans: a
-    conflict, as a different grade is."""
+def plan_merge(
+    suite: Suite, rows: Iterable[GradedRow]
+) -> tuple[dict[tuple[str, str], int], MergeResult]:
+    """The grades of a graded sheet's rows (`graded_rows`) to write, keyed by (query id,
+    resolved target id), and what merging them would do (`result.quotes`: the offsets of the
+    rows' evidence quotes). Quotes for a judged target replace its spans: a conflict, as a
+    different grade is."""
     judged = {q.id: dict(q.qrels) for q in suite.queries}
     grades: dict[tuple[str, str], int] = {}
     result = MergeResult()
-    for row in graded_rows(suite, sheet):
+    for row in rows:
         if row.grade is None:
             result.skipped += 1
             continue
@@ -176,17 +178,30 @@ def plan_merge(suite: Suite, sheet: Path) -> tuple[dict[tuple[str, str], int], M
     return grades, result
 
 
-def merge_sheet(
-    suite_file: Path, sheet: Path, *, overwrite: bool = False, move_primary: bool = False
-) -> MergeResult:
+def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> MergeResult:
     """Merge a graded sheet into the suite file. Conflicts (a different grade for a judged
-    target) stop the merge unless `overwrite`; the caller lists them. A primary regraded below
-    another target is refused unless `move_primary` (a third reading decided it). Nothing is
-    written when any row is bad, a conflict stands, or the merged suite would not validate (as
-    `rageval validate` checks it: near-duplicates graded differently are listed in
-    `inconsistent`)."""
+    target) stop the merge unless `overwrite`; the caller lists them. Nothing is written when
+    any row is bad, a conflict stands, or the merged suite would not validate (as `rageval
+    validate` checks it: near-duplicates graded differently are listed in `inconsistent`)."""
     suite = load_suite(suite_file)
-    grades, result = plan_merge(suite, sheet)
+    return merge_rows(suite_file, suite, sheet, graded_rows(suite, sheet), overwrite)
+
+
+def merge_rows(
+    suite_file: Path,
+    suite: Suite,
+    sheet: Path,
+    rows: Iterable[GradedRow],
+    overwrite: bool = False,
+    *,
+    move_primary: bool = False,
+) -> MergeResult:
+    """`merge_sheet` of rows read already: `suite` is `suite_file` loaded, `rows` the sheet's
+    `graded_rows`, `sheet` the file their lines are in. A caller that has read them (`pool
+    agree --third --write`, its decisions) passes them on rather than reading the sheet again.
+    A primary regraded below another target is refused unless `move_primary` (a third reading
+    decided it)."""
+    grades, result = plan_merge(suite, rows)
     if result.conflicts and not overwrite:
         return result
     result.overwritten, result.conflicts = len(result.conflicts), []
