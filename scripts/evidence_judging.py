@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rageval_pipeline.core.curation import judging, readings, third  # noqa: E402
+from rageval_pipeline.core.curation import judging, readings, sheets, third  # noqa: E402
 from rageval_pipeline.core.curation.readings import Reading  # noqa: E402
 from rageval_pipeline.core.curation.third import target_text  # noqa: E402
 from rageval_pipeline.core.storage.warehouse import write_text  # noqa: E402
@@ -135,7 +135,7 @@ def blind(judging: Path) -> None:
         queries = {q.id: q.query for q in suite.queries}
         texts = {p.target: target_text(suite, p.target) for p in report.disagreements}
         rows, key[name] = third.blind_rows(report.disagreements, BLIND_SEED, name, queries, texts)
-        write_text(judging / f"disagreements_{name}.jsonl", readings.jsonl(rows))
+        write_text(judging / f"disagreements_{name}.jsonl", sheets.jsonl(rows))
         print(f"{name}: {len(rows)} disagreements of {report.pairs} pairs read by both")
     note = "reading_1 is the pass named here (first or second); reading_2 the other"
     write_text(
@@ -162,17 +162,15 @@ def record(judging: Path) -> None:
             reading.chose = {"reading_1": one, "reading_2": other}.get(
                 reading.chose or "", "neither"
             )
-        write_text(folder / "first_pass.jsonl", readings.jsonl(first))
-        write_text(folder / "second_pass.jsonl", readings.jsonl(second))
-        write_text(folder / "third_reading.jsonl", readings.jsonl(third))
+        write_text(folder / "first_pass.jsonl", sheets.jsonl(first))
+        write_text(folder / "second_pass.jsonl", sheets.jsonl(second))
+        write_text(folder / "third_reading.jsonl", sheets.jsonl(third))
         mine = targets_of(suite)
-        write_text(
-            folder / "requotes.jsonl", readings.jsonl(r for r in requoted if r.target in mine)
-        )
-        write_text(folder / "sample.jsonl", readings.jsonl(sample))
+        write_text(folder / "requotes.jsonl", sheets.jsonl(r for r in requoted if r.target in mine))
+        write_text(folder / "sample.jsonl", sheets.jsonl(sample))
         meta = json.loads((judging / f".{name}_sample_meta.json").read_text())
         summarize(suite, folder, meta)
-        write_text(folder / "changes.jsonl", readings.jsonl(changes(suite, folder)))
+        write_text(folder / "changes.jsonl", sheets.jsonl(changes(suite, folder)))
 
 
 def changes(suite: Suite, folder: Path) -> list[dict]:
@@ -235,7 +233,7 @@ def summarize(suite: Suite, folder: Path, meta: dict) -> dict:
         }
         for p in report.disagreements
     ]
-    write_text(folder / "disagreements.jsonl", readings.jsonl(rows))
+    write_text(folder / "disagreements.jsonl", sheets.jsonl(rows))
     figures = report.model_dump(exclude={"compared"}) | {
         "raw": report.raw,
         "disagreements": len(rows),
@@ -313,7 +311,7 @@ def build(name: str) -> None:
                 query.pop(field, None)
         file.write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         sheet = Path(tmp) / "final.jsonl"
-        sheet.write_text(readings.jsonl(rows), encoding="utf-8")
+        sheet.write_text(sheets.jsonl(rows), encoding="utf-8")
         result = judging.merge_sheet(file, sheet)
         if result.inconsistent or result.conflicts:
             raise SystemExit("\n".join(result.inconsistent) or "conflicts")

@@ -15,7 +15,6 @@ the two readings then name different text as the answer, and a third reading dec
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -195,12 +194,3 @@ def stamps(readings: Sequence[Reading]) -> list[PassStamp]:
 
 def _when(reading: Reading) -> tuple[str, int]:
     return reading.graded_at, reading.order
-
-
-def jsonl(rows: Iterable[BaseModel | dict]) -> str:
-    """Rows as JSON Lines (models by their fields, dicts as given)."""
-    return "".join(
-        (r.model_dump_json() if isinstance(r, BaseModel) else json.dumps(r, ensure_ascii=False))
-        + "\n"
-        for r in rows
-    )

@@ -1,5 +1,6 @@
 """Judging sheets as files: CSV or JSON Lines (by extension: `.csv`, `.jsonl`), one row per
-(query, target), read and written with their line numbers for one-line errors.
+(query, target), read and written with their line numbers for one-line errors; and every JSON
+Lines record of the curation (`jsonl`: the readings, the agreement records).
 
 A CSV sheet is opened in a spreadsheet, and corpus text is often crawled or customer text: a
 cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return would run as a formula on the
@@ -15,9 +16,11 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from rageval_pipeline.core.curation.pool import PoolEntry
 from rageval_pipeline.core.errors import InputError
@@ -74,7 +77,7 @@ def write_rows(rows: list[dict[str, Any]], path: Path, columns: tuple[str, ...])
     """Rows as a sheet, CSV or JSONL by the path's extension. In CSV an empty cell stands for
     None (a document's offsets) and a list (evidence quotes) is written as JSON."""
     if sheet_kind(path) == ".jsonl":
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        text = jsonl(rows)
     else:
         buffer = io.StringIO()
         # CRLF line ends (RFC 4180, as spreadsheets write): csv quotes a cell holding a
@@ -84,6 +87,17 @@ def write_rows(rows: list[dict[str, Any]], path: Path, columns: tuple[str, ...])
         writer.writerows({k: escape_cell(_cell(v)) for k, v in row.items()} for row in rows)
         text = buffer.getvalue()
     write_text(path, text)
+
+
+def jsonl(rows: Iterable[BaseModel | dict[str, Any]]) -> str:
+    """Rows as JSON Lines, the one writer of them (`loaders.jsonl_rows` the one reader): a
+    model by its fields (pydantic's compact JSON), a dict as given (`json.dumps`, text kept
+    as UTF-8). The records under data/suites/*/agreement were written so, byte for byte."""
+    return "".join(
+        (r.model_dump_json() if isinstance(r, BaseModel) else json.dumps(r, ensure_ascii=False))
+        + "\n"
+        for r in rows
+    )
 
 
 def _cell(value: Any) -> Any:

@@ -23,14 +23,8 @@ from pathlib import Path
 
 from rageval_pipeline.core.curation.judging import GradedRow, graded_rows
 from rageval_pipeline.core.curation.quotes import of_target
-from rageval_pipeline.core.curation.readings import (
-    Pair,
-    Reading,
-    RoundReport,
-    compare_passes,
-    jsonl,
-)
-from rageval_pipeline.core.curation.sheets import write_rows
+from rageval_pipeline.core.curation.readings import Pair, Reading, RoundReport, compare_passes
+from rageval_pipeline.core.curation.sheets import jsonl, write_rows
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.golden import Query, Suite
