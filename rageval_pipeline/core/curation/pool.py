@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.io.chunk_ids import split_chunk_id
 from rageval_pipeline.core.io.ranking import to_document_level
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, split_text
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once, split_text
 from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import suite_tables
@@ -85,7 +85,7 @@ def to_embed(
     out = {}
     for name, system in systems.items():
         if system.indexed:
-            chunks = chunk_corpus(corpus, system.chunking.resolve(suite.chunking), "pool")
+            chunks = chunk_once(corpus, system.chunking.resolve(suite.chunking))
             if n := system.to_embed(chunks, embeddings_dir):
                 out[name] = n
     return out
@@ -123,7 +123,7 @@ def run_systems(
             say = log or (lambda _: None)
             if system.indexed:
                 chunking = system.chunking.resolve(suite.chunking)
-                chunks = chunk_corpus(tables.corpus, chunking, "pool")
+                chunks = chunk_once(tables.corpus, chunking)
                 new = system.to_embed(chunks, embeddings_dir)
                 embedding = f", {new:,} to embed: loading the model first" if new else ""
                 say(f"{name}: indexing {len(chunks):,} chunks ({_describe(chunking)}){embedding}")

@@ -39,7 +39,7 @@ from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.statistics.sampling import HumanSample, draw_sample
 from rageval_pipeline.core.storage.warehouse import write_text
-from rageval_pipeline.core.suites.chunking import chunk_corpus
+from rageval_pipeline.core.suites.chunking import chunk_once
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows, suite_tables
 
@@ -93,7 +93,7 @@ def units(suite: Suite, chunks: pd.DataFrame | None = None) -> list[Unit]:
     (the pipeline's `<system>/chunks`); else it is chunked here."""
     if suite_level(suite) == "chunk":
         if chunks is None:
-            chunks = chunk_corpus(suite_tables(suite).corpus, suite.chunking, "")
+            chunks = chunk_once(suite_tables(suite).corpus, suite.chunking)
         pairs = zip(chunks["chunk_id"], chunks["text"], strict=True)
     else:
         corpus = suite_tables(suite).corpus

@@ -23,7 +23,7 @@ from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.retrieval import dense
 from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, embed
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
 
 BI_ENCODER = "bi-encoder"  # the packaged MiniLM, re-scoring by cosine similarity
 
@@ -40,7 +40,7 @@ def passages(corpus: pd.DataFrame, chunkings: Sequence[ChunkingConfig]) -> dict[
     """The text a reranker reads for each id a run can hold: every corpus document and every
     chunk of `chunkings`, as title + " " + text (what dense retrieval embeds)."""
     frames = [corpus.assign(chunk_id=corpus["doc_id"])]
-    frames += [chunk_corpus(corpus, c, ingested_at="") for c in chunkings]
+    frames += [chunk_once(corpus, c) for c in chunkings]
     out: dict[str, str] = {}
     for frame in frames:
         out.update(zip(frame["chunk_id"], dense.passage_texts(frame), strict=True))

@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.io.chunk_ids import source_ids
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
 from rageval_pipeline.core.suites.matching import Level
 
 
@@ -79,7 +79,7 @@ def _reference_chunk_ids(corpus: pd.DataFrame, reference: ChunkingConfig | None)
     """The chunk ids of the corpus under the dataset's reference chunking (`reference`
     resolved: whole documents for a dataset without one), as the suite numbers them."""
     chunking = ChunkingConfig(strategy="reference").resolve(reference)
-    return set(chunk_corpus(corpus, chunking, ingested_at="")["chunk_id"])
+    return set(chunk_once(corpus, chunking)["chunk_id"])
 
 
 def conventions_note(coverage: QrelsCoverage, identical_ids_dropped: int) -> str:
