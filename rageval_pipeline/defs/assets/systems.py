@@ -17,6 +17,7 @@ warehouse that this job reused the stored run, which the gate (run on every job)
 """
 
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import dagster as dg
@@ -271,6 +272,7 @@ def build_system_assets(
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
 
+        @cache  # read once in the step: the run's evidence, the baseline's, qrels coverage
         def chunks_by(chunking: ChunkingConfig) -> pd.DataFrame:
             # Stored chunks are looked up under the configured system's (and its members')
             # names only: the baseline's configuration beside it carries the same name.
