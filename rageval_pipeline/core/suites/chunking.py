@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import pandas as pd
@@ -218,6 +219,10 @@ def chunk_corpus(corpus: pd.DataFrame, config: ChunkingConfig, ingested_at: str)
         return tables.empty(tables.CHUNKS)
     return tables.conform(pd.DataFrame.from_records(rows), tables.CHUNKS).to_pandas()
 
+
+# The corpus chunked by a chunking, as a caller has it stored (the pipeline's `<system>/chunks`):
+# what the readers below `chunk_once` take in its place.
+Chunked = Callable[[ChunkingConfig], pd.DataFrame]
 
 # The corpus chunked in this process, by (what chunking reads of the corpus, chunking), the
 # most recently used last: a step or command asked for the same chunks at several sites (an

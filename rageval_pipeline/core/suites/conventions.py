@@ -14,13 +14,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.io.chunk_ids import source_ids
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
+from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once
 from rageval_pipeline.core.suites.matching import Level
 
 
@@ -52,7 +50,7 @@ def qrels_coverage(
     level: Level,
     reference: ChunkingConfig | None,
     examples: int = 5,
-    chunks: Callable[[ChunkingConfig], pd.DataFrame] | None = None,
+    chunks: Chunked | None = None,
 ) -> QrelsCoverage:
     """Count the judgments naming a target the corpus lacks, at the run's judged `level`
     (`RunResults.level`), and the judged queries not in the queries. `reference`: the suite's
@@ -82,7 +80,7 @@ def qrels_coverage(
 def _reference_chunk_ids(
     corpus: pd.DataFrame,
     reference: ChunkingConfig | None,
-    chunks: Callable[[ChunkingConfig], pd.DataFrame] | None,
+    chunks: Chunked | None,
 ) -> set[str]:
     """The chunk ids of the corpus under the dataset's reference chunking (`reference`
     resolved: whole documents for a dataset without one), as the suite numbers them."""

@@ -14,7 +14,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rageval_pipeline.core.retrieval.base import Retriever
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
+from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once
 
 Log = Callable[[str], None]  # where a long build reports its progress
 
@@ -32,7 +32,7 @@ class RunInputs:
     reference: ChunkingConfig | None = None  # the suite's reference chunking
     # The corpus chunked by a chunking, as the caller has it stored (the pipeline's
     # `<system>/chunks`); None: chunked once in this process (`chunked`).
-    chunks: Callable[[ChunkingConfig], pd.DataFrame] | None = None
+    chunks: Chunked | None = None
     embeddings_dir: Path | None = None  # the embedding cache (dense re-scoring)
     # The baseline's configuration, opened: timed beside this system on every query, so that
     # latency is compared on one machine under one load (see retrieval.base.execute).
