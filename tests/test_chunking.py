@@ -1,4 +1,6 @@
 import hashlib
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -6,14 +8,17 @@ from pydantic import ValidationError
 
 from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.io.chunk_ids import source_ids
+from rageval_pipeline.core.suites import load_suite, suite_tables
 from rageval_pipeline.core.suites.chunking import (
     ChunkingConfig,
     chunk_corpus,
+    chunk_once,
     integrity,
     split_text,
 )
 
 WHEN = "2025-01-01T00:00:00Z"
+TINY = Path(__file__).parent / "fixtures" / "suites" / "tiny"
 
 
 def corpus(*docs: tuple[str, str]) -> pd.DataFrame:
@@ -154,3 +159,25 @@ def test_integrity_rates_catch_missing_metadata_and_tampered_text():
 def test_source_ids_take_the_document_part_of_chunk_ids_only():
     ids = pd.Series(["a:chunk:0", "b:c:chunk:12", "plain", "x:chunk:", "y:chunk:1a"])
     assert source_ids(ids).tolist() == ["a", "b:c", "plain", "x:chunk:", "y:chunk:1a"]
+
+
+def test_a_suite_is_chunked_once_per_chunking_until_its_documents_change(tmp_path):
+    folder = Path(shutil.copytree(TINY, tmp_path / "tiny"))
+    suite = load_suite(folder)
+    chunks = chunk_once(suite_tables(suite).corpus, suite.chunking)
+    pd.testing.assert_frame_equal(
+        chunks, chunk_corpus(suite_tables(suite).corpus, suite.chunking, "")
+    )
+    assert chunk_once(suite_tables(load_suite(folder)).corpus, suite.chunking) is chunks
+
+    windows = ChunkingConfig(strategy="fixed", size=4, overlap=0)
+    other = chunk_once(suite_tables(suite).corpus, windows)
+    assert other is not chunks and len(other) > len(chunks)
+    assert chunk_once(suite_tables(suite).corpus, suite.chunking) is chunks
+
+    guide = folder / "documents" / "auth-guide.md"
+    guide.write_text(guide.read_text() + "\n# Revoking\nRevoke a token from the console.\n")
+    changed = chunk_once(suite_tables(load_suite(folder)).corpus, suite.chunking)
+    assert changed is not chunks
+    assert changed["text"].str.contains("Revoke a token").any()
+    assert not chunks["text"].str.contains("Revoke a token").any()

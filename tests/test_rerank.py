@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from rageval_pipeline.core.storage.warehouse import Warehouse
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.systems import RunInputs, load_systems
 from rageval_pipeline.defs.definitions import build_definitions
 from tests.test_cli_job import dagster_execute
@@ -183,3 +184,37 @@ def test_bi_encoder_reranker_lifts_a_poor_first_stage_through_dagster(pipeline_h
     values = dict(zip(means["system"], means["value"], strict=True))
     assert set(values) == {"poor", "reranked"}, result.stderr[-3000:]
     assert values["poor"] < 0.2 and values["reranked"] > values["poor"] + 0.3
+
+
+def test_a_reranker_reads_its_candidates_chunks_as_the_caller_has_them(tmp_path, cross_encoder):
+    """A reranker over an indexed system reads that system's chunks through `RunInputs.chunks`
+    (the pipeline's stored `<system>/chunks`), not the corpus chunked again."""
+    from sentence_transformers import CrossEncoder
+
+    spec = {
+        "first": {"retriever": "bm25", "chunking": {"strategy": "fixed", "size": 3, "overlap": 0}},
+        "reranked": {"retriever": "rerank", "candidates": "first", "model": str(cross_encoder)},
+    }
+    (tmp_path / "systems.yaml").write_text(json.dumps({"systems": spec}))
+    systems = load_systems(tmp_path / "systems.yaml")
+    chunking = systems["first"].chunking
+    chunks = chunk_corpus(CORPUS, chunking, "")
+    systems["first"].build_index(chunks, tmp_path / "index", embeddings_dir=tmp_path)
+    first = systems["first"].produce_run(RunInputs(QUERIES, 10, tmp_path / "index", tmp_path))
+    asked = []
+
+    def stored(c: ChunkingConfig) -> pd.DataFrame:
+        asked.append(c)
+        return chunks.assign(text="bake bread")  # as if the stored table said so
+
+    inputs = RunInputs(
+        QUERIES, 10, tmp_path, tmp_path, {"first": first}, corpus=CORPUS, chunks=stored
+    )
+    run = systems["reranked"].produce_run(inputs)
+    assert asked == [chunking] and set(run["query_id"]) == {"q1", "q2"}
+    model = CrossEncoder(str(cross_encoder), device="cpu")
+    titles = dict(zip(chunks["chunk_id"], chunks["title"], strict=True))
+    for qid, text in zip(QUERIES["query_id"], QUERIES["text"], strict=True):
+        got = run[run["query_id"] == qid]
+        expected = model.predict([(text, f"{titles[c]} bake bread") for c in got["doc_id"]])
+        np.testing.assert_allclose(got["score"], expected, rtol=1e-5)

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.io.chunk_ids import split_chunk_id
 from rageval_pipeline.core.io.ranking import to_document_level
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, split_text
+from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once, split_text
 from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import suite_tables
@@ -85,7 +85,7 @@ def to_embed(
     out = {}
     for name, system in systems.items():
         if system.indexed:
-            chunks = chunk_corpus(corpus, system.chunking.resolve(suite.chunking), "pool")
+            chunks = chunk_once(corpus, system.chunking.resolve(suite.chunking))
             if n := system.to_embed(chunks, embeddings_dir):
                 out[name] = n
     return out
@@ -100,17 +100,20 @@ def run_systems(
     base_dir: Path,
     queries: pd.DataFrame | None = None,
     log: Log | None = None,
+    chunks: Chunked | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The RUN table of every system over every query of the suite (edge queries included),
     or over `queries` (a QUERIES table, e.g. synthetic queries) on the suite's documents.
 
     Fusion members are run first whatever order `systems` is in; `base_dir` is the systems
     file's folder (for run files and Python entry points). `log` hears each system as it
-    starts and ends, and an embedding's progress (done, rate, ETA).
+    starts and ends, and an embedding's progress (done, rate, ETA). `chunks`: the documents
+    chunked by a chunking, as the caller has them stored; None: chunked once in this process.
     """
     tables = suite_tables(suite)
     if queries is not None:
         tables = tables._replace(queries=queries)
+    chunked = chunks or (lambda chunking: chunk_once(tables.corpus, chunking))
     runs: dict[str, pd.DataFrame] = {}
     with tempfile.TemporaryDirectory(prefix="rageval-pool-") as work:
 
@@ -123,13 +126,15 @@ def run_systems(
             say = log or (lambda _: None)
             if system.indexed:
                 chunking = system.chunking.resolve(suite.chunking)
-                chunks = chunk_corpus(tables.corpus, chunking, "pool")
-                new = system.to_embed(chunks, embeddings_dir)
+                indexed = chunked(chunking)
+                new = system.to_embed(indexed, embeddings_dir)
                 embedding = f", {new:,} to embed: loading the model first" if new else ""
-                say(f"{name}: indexing {len(chunks):,} chunks ({_describe(chunking)}){embedding}")
-                system.build_index(chunks, directory, embeddings_dir=embeddings_dir, log=log)
+                say(f"{name}: indexing {len(indexed):,} chunks ({_describe(chunking)}){embedding}")
+                system.build_index(indexed, directory, embeddings_dir=embeddings_dir, log=log)
             corpus = tables.corpus if system.reads_corpus else None  # passages, reranking
-            inputs = RunInputs(tables.queries, k, directory, base_dir, members, corpus=corpus)
+            inputs = RunInputs(
+                tables.queries, k, directory, base_dir, members, corpus=corpus, chunks=chunked
+            )
             runs[name] = system.produce_run(inputs)
             say(
                 f"{name}: ran {len(tables.queries):,} queries "

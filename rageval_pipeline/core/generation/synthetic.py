@@ -39,7 +39,7 @@ from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.statistics.sampling import HumanSample, draw_sample
 from rageval_pipeline.core.storage.warehouse import write_text
-from rageval_pipeline.core.suites.chunking import chunk_corpus
+from rageval_pipeline.core.suites.chunking import Chunked, chunk_once
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows, suite_tables
 
@@ -87,14 +87,16 @@ class Unit(BaseModel):
     text: str
 
 
-def units(suite: Suite, chunks: pd.DataFrame | None = None) -> list[Unit]:
+def units(suite: Suite, chunks: Chunked | None = None) -> list[Unit]:
     """The suite's judging targets with at least MIN_UNIT_WORDS words, in corpus order.
-    `chunks`: the corpus chunked by the suite's chunking, when the caller has them stored
-    (the pipeline's `<system>/chunks`); else it is chunked here."""
+    `chunks`: the corpus chunked by a chunking, as the caller has it stored (the pipeline's
+    `<system>/chunks`); None: chunked once in this process."""
     if suite_level(suite) == "chunk":
         if chunks is None:
-            chunks = chunk_corpus(suite_tables(suite).corpus, suite.chunking, "")
-        pairs = zip(chunks["chunk_id"], chunks["text"], strict=True)
+            table = chunk_once(suite_tables(suite).corpus, suite.chunking)
+        else:
+            table = chunks(suite.chunking)
+        pairs = zip(table["chunk_id"], table["text"], strict=True)
     else:
         corpus = suite_tables(suite).corpus
         pairs = zip(corpus["doc_id"], corpus["text"], strict=True)
@@ -142,7 +144,7 @@ def queries_table(rows: list[tuple[str, str]]) -> pd.DataFrame:
 
 
 def write_queries(
-    llm: LLM, suite: Suite, n: int, seed: int, chunks: pd.DataFrame | None = None
+    llm: LLM, suite: Suite, n: int, seed: int, chunks: Chunked | None = None
 ) -> tuple[list[tuple[str, str, Unit, int]], int]:
     """Candidate (id, query, unit, sample) rows and the number of unparseable replies.
     Ids are `syn-<draw number>`: stable when n grows or a filter changes. `chunks`: as

@@ -23,7 +23,6 @@ from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.retrieval import dense
 from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache, embed
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 
 BI_ENCODER = "bi-encoder"  # the packaged MiniLM, re-scoring by cosine similarity
 
@@ -36,11 +35,11 @@ class Scorer(Protocol):
         """One score per id for `query`; higher is better."""
 
 
-def passages(corpus: pd.DataFrame, chunkings: Sequence[ChunkingConfig]) -> dict[str, str]:
+def passages(corpus: pd.DataFrame, chunks: Sequence[pd.DataFrame]) -> dict[str, str]:
     """The text a reranker reads for each id a run can hold: every corpus document and every
-    chunk of `chunkings`, as title + " " + text (what dense retrieval embeds)."""
-    frames = [corpus.assign(chunk_id=corpus["doc_id"])]
-    frames += [chunk_corpus(corpus, c, ingested_at="") for c in chunkings]
+    chunk of `chunks` (the corpus chunked as the candidates are), as title + " " + text (what
+    dense retrieval embeds)."""
+    frames = [corpus.assign(chunk_id=corpus["doc_id"]), *chunks]
     out: dict[str, str] = {}
     for frame in frames:
         out.update(zip(frame["chunk_id"], dense.passage_texts(frame), strict=True))

@@ -5,7 +5,7 @@ or chunk (`matching`), comparability conventions (`conventions`) and judgment co
 extents (`spans`, `evidence`), and the field types every suite model shares (`fields`).
 """
 
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus, chunk_once
 from rageval_pipeline.core.suites.golden import Suite, load_suite, resolve_suite_file
 from rageval_pipeline.core.suites.loaders import Dataset, load_dataset, suite_tables
 
@@ -14,6 +14,7 @@ __all__ = [
     "Dataset",
     "Suite",
     "chunk_corpus",
+    "chunk_once",
     "load_dataset",
     "load_suite",
     "resolve_suite_file",

@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.io.chunk_ids import source_ids
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once
 from rageval_pipeline.core.suites.matching import Level
 
 
@@ -50,18 +50,20 @@ def qrels_coverage(
     level: Level,
     reference: ChunkingConfig | None,
     examples: int = 5,
+    chunks: Chunked | None = None,
 ) -> QrelsCoverage:
     """Count the judgments naming a target the corpus lacks, at the run's judged `level`
     (`RunResults.level`), and the judged queries not in the queries. `reference`: the suite's
-    reference chunking, under which its chunk-level judgments are numbered."""
+    reference chunking, under which its chunk-level judgments are numbered. `chunks`: the
+    corpus chunked by a chunking, as the caller has it stored; None: chunked once here."""
     targets = qrels["doc_id"].astype(str)
     chunk = qrels["level"] == "chunk"
     documents = set(corpus["doc_id"].astype(str))
     if level == "document":  # as `results.document_qrels` lifts them: a chunk judges its document
         found = source_ids(targets).where(chunk, targets).isin(documents)
     else:
-        chunks = _reference_chunk_ids(corpus, reference) if chunk.any() else set()
-        found = targets.isin(chunks).where(chunk, targets.isin(documents))
+        ids = _reference_chunk_ids(corpus, reference, chunks) if chunk.any() else set()
+        found = targets.isin(ids).where(chunk, targets.isin(documents))
     absent = qrels[~found]
     judged = pd.Series(qrels["query_id"].astype(str).unique())
     no_query = judged[~judged.isin(set(query_ids.astype(str)))]
@@ -75,11 +77,16 @@ def qrels_coverage(
     )
 
 
-def _reference_chunk_ids(corpus: pd.DataFrame, reference: ChunkingConfig | None) -> set[str]:
+def _reference_chunk_ids(
+    corpus: pd.DataFrame,
+    reference: ChunkingConfig | None,
+    chunks: Chunked | None,
+) -> set[str]:
     """The chunk ids of the corpus under the dataset's reference chunking (`reference`
     resolved: whole documents for a dataset without one), as the suite numbers them."""
     chunking = ChunkingConfig(strategy="reference").resolve(reference)
-    return set(chunk_corpus(corpus, chunking, ingested_at="")["chunk_id"])
+    chunked = chunk_once(corpus, chunking) if chunks is None else chunks(chunking)
+    return set(chunked["chunk_id"])
 
 
 def conventions_note(coverage: QrelsCoverage, identical_ids_dropped: int) -> str:

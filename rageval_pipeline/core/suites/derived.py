@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.io.chunk_ids import chunk_id
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
 from rageval_pipeline.core.suites.passages import passage_units
 
 # The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
@@ -178,7 +178,7 @@ class EvidenceSet:
         whole = cls.of(spans, corpus, None)
         units = whole.units
         if reference is not None:
-            chunks = chunk_corpus(corpus, reference, "")[["chunk_id", "doc_id", "start", "end"]]
+            chunks = chunk_once(corpus, reference)[["chunk_id", "doc_id", "start", "end"]]
             units = pd.concat([chunks.rename(columns={"chunk_id": "id"}), units], ignore_index=True)
         return replace(whole, units=units).with_passages(run)
 

@@ -14,7 +14,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rageval_pipeline.core.retrieval.base import Retriever
-from rageval_pipeline.core.suites.chunking import ChunkingConfig
+from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once
 
 Log = Callable[[str], None]  # where a long build reports its progress
 
@@ -30,10 +30,20 @@ class RunInputs:
     member_runs: Mapping[str, pd.DataFrame] = field(default_factory=dict)
     corpus: pd.DataFrame | None = None  # what a reranker reads (with `reference`)
     reference: ChunkingConfig | None = None  # the suite's reference chunking
+    # The corpus chunked by a chunking, as the caller has it stored (the pipeline's
+    # `<system>/chunks`); None: chunked once in this process (`chunked`).
+    chunks: Chunked | None = None
     embeddings_dir: Path | None = None  # the embedding cache (dense re-scoring)
     # The baseline's configuration, opened: timed beside this system on every query, so that
     # latency is compared on one machine under one load (see retrieval.base.execute).
     baseline: Retriever | None = None
+
+    def chunked(self, chunking: ChunkingConfig) -> pd.DataFrame:
+        """The corpus chunked by `chunking`: `chunks`' table, else chunked once here."""
+        if self.chunks is not None:
+            return self.chunks(chunking)
+        assert self.corpus is not None  # a system that reads the corpus is given it
+        return chunk_once(self.corpus, chunking)
 
 
 class _System(BaseModel, ABC):

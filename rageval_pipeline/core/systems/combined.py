@@ -117,7 +117,7 @@ class RerankSystem(_System):
         if inputs.corpus is None or self.candidates not in inputs.member_runs:
             raise ValueError("a rerank run needs the corpus and its candidates' run")
         chunkings = self._chunkings(self.member(self.candidates), inputs.reference)
-        texts = rerank.passages(inputs.corpus, chunkings)
+        texts = rerank.passages(inputs.corpus, [inputs.chunked(c) for c in chunkings])
         if self.model == rerank.BI_ENCODER:
             cache = inputs.embeddings_dir or inputs.index_dir / "embeddings"
             scorer = rerank.BiEncoderScorer(texts, cache, batch_size=self.batch_size)

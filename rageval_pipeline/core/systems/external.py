@@ -19,7 +19,7 @@ from rageval_pipeline.core.retrieval.external import (
     PythonRetriever,
     read_run_file,
 )
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
 from rageval_pipeline.core.suites.passages import Locator
 from rageval_pipeline.core.systems.base import RunInputs, _System
 
@@ -34,7 +34,7 @@ class _Outside(_System):
         ids = run["doc_id"].dropna().astype(str)
         if reference is None or ids.empty or not is_chunk_id(ids).all():
             return False
-        return bool(ids.isin(chunk_corpus(corpus, reference, "")["chunk_id"]).all())
+        return bool(ids.isin(chunk_once(corpus, reference)["chunk_id"]).all())
 
 
 class RunFileSystem(_Outside):

@@ -33,7 +33,8 @@ from rageval_pipeline.core.storage.location import read_parquet
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, chunk_corpus, integrity
+from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, chunk_once, integrity
+from rageval_pipeline.defs.assets.chunked import stored_chunks
 from rageval_pipeline.defs.checks import measured_integrity
 from rageval_pipeline.defs.failures import one_line_errors, refusal
 from rageval_pipeline.defs.job_summary import verdict_line
@@ -61,7 +62,7 @@ def _texts(
 ) -> report.ReportTexts:
     """What the report shows beside ids: query texts, and snippets of the listed documents and
     (for a suite judged at chunk level) of its reference chunking's chunks: the stored chunks
-    of a run's system that chunks so, else the corpus chunked here."""
+    of a run's system that chunks so, else the corpus chunked once in this process."""
     queries = _asset_table(settings, "queries", dataset, columns=["query_id", "text"])
     corpus = _asset_table(settings, "corpus", dataset, columns=["doc_id", "text"])
     if queries is None or corpus is None:
@@ -69,15 +70,15 @@ def _texts(
     texts = report.report_texts(dataset, queries, corpus, ids=ids)
     reference = loaders.reference_chunking(settings.dataset_folder(dataset))
     if reference is not None:
-        chunked = reference.model_dump(mode="json")
-        stored = (
-            _asset_table(settings, run.system, "chunks", dataset, columns=["chunk_id", "text"])
+        recorded = reference.model_dump(mode="json")
+        alike = (
+            run.system
             for run in runs
-            if run.dataset == dataset and (run.config or {}).get("chunking") == chunked
+            if run.dataset == dataset and (run.config or {}).get("chunking") == recorded
         )
-        chunks = next((c for c in stored if c is not None), None)
+        chunks = stored_chunks(settings, dataset, alike, columns=["chunk_id", "text"])
         if chunks is None:
-            chunks = chunk_corpus(corpus.assign(title=None, url=None), reference, "")
+            chunks = chunk_once(corpus.assign(title=None, url=None), reference)
         chunked = report.report_texts(dataset, queries, chunks, target_id="chunk_id", ids=ids)
         texts = texts.merged(chunked)
     return texts

@@ -11,12 +11,12 @@ instead of writing one. Every reply is cached, so a re-run makes no call. docs/s
 
 import json
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
-from rageval_pipeline.core.curation.pool import suite_level
 from rageval_pipeline.core.gate import label_verdict
 from rageval_pipeline.core.gate.policy import load_policy
 from rageval_pipeline.core.generation import (
@@ -63,7 +63,9 @@ class LabelSettings(dg.ConfigurableResource):
     def llm(self, settings: Settings) -> LLM:
         return LLM(config.from_env("judge"), settings.storage / "llm_cache", dry_run=self.dry_run)
 
-    def pooling(self, settings: Settings) -> labelling.Pooling:
+    def pooling(self, settings: Settings, dataset: str, suite: Suite) -> labelling.Pooling:
+        """The pooled systems, which index the stored `<system>/chunks` of `dataset` where
+        one chunks as a system does."""
         path = settings.data / "systems.yaml"
         catalog = load_systems(path)
         names = self.systems or list(catalog)
@@ -71,10 +73,15 @@ class LabelSettings(dg.ConfigurableResource):
         if unknown:
             raise refusal(f"resources.labels.config.systems names unknown system(s) {unknown}")
         wanted = set(names) | {m for n in names for m in catalog[n].member_names}
+        systems = {n: s for n, s in catalog.items() if n in wanted}
+        corpus = suite_tables(suite).corpus
         return labelling.Pooling(
-            systems={n: s for n, s in catalog.items() if n in wanted},
+            systems=systems,
             embeddings_dir=settings.storage / "embeddings",
             base_dir=path.parent,
+            chunks=cache(
+                lambda c: chunked(settings, dataset, corpus, c, suite.chunking, *systems.values())
+            ),
         )
 
 
@@ -104,18 +111,6 @@ def _version(prompt: str) -> str:
     except config.GenerationError:
         used = None  # the step reports the bad variable
     return content_key(FORMAT_VERSION, prompts.PROMPT_VERSION, prompt_hash(prompt), used)[:16]
-
-
-def _reference_chunks(
-    settings: Settings, dataset: str, suite: Suite, pooling: labelling.Pooling
-) -> pd.DataFrame | None:
-    """The corpus chunked by a chunk-level suite's chunking: a pooled system's stored chunks
-    when one chunks so, else chunked here; None for a document-level suite."""
-    if suite_level(suite) != "chunk":
-        return None
-    corpus = suite_tables(suite).corpus
-    systems = pooling.systems.values()
-    return chunked(settings, dataset, corpus, suite.chunking, suite.chunking, *systems)
 
 
 def _companion(frame: pd.DataFrame) -> list[synthetic.SyntheticQuery]:
@@ -148,7 +143,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         else:
             llm = labels.llm(settings)
             folder = settings.storage / "synthetic" / dataset
-            pooling = labels.pooling(settings)
+            pooling = labels.pooling(settings, dataset, suite)
             outcome = labelling.synthesize(
                 suite,
                 llm,
@@ -158,7 +153,6 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
                 seed=labels.seed,
                 human_sample=labels.human_sample,
                 depth=labels.depth,
-                chunks=_reference_chunks(settings, dataset, suite, pooling),
             )
             meta = _usage(llm)
             if outcome is None:
@@ -192,7 +186,10 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         suite = _suite(settings, dataset)
         llm = labels.llm(settings)
         pairs, _ = labelling.pooled(
-            suite, _companion(synthetic_queries), labels.pooling(settings), labels.depth
+            suite,
+            _companion(synthetic_queries),
+            labels.pooling(settings, dataset, suite),
+            labels.depth,
         )
         graded = judge_labels.grade(llm, pairs)
         meta = {"pairs": len(pairs), **_usage(llm)}
@@ -231,7 +228,10 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         suite = _suite(settings, dataset)
         llm = labels.llm(settings)
         pairs, ranks = labelling.pooled(
-            suite, _companion(synthetic_queries), labels.pooling(settings), labels.depth
+            suite,
+            _companion(synthetic_queries),
+            labels.pooling(settings, dataset, suite),
+            labels.depth,
         )
         graded = [
             judge_labels.Label.model_validate(
@@ -297,7 +297,7 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         folder = _companion_folder(settings, dataset, suite)
         sheet = synthetic.sheet_path(folder, suite)
         companion = synthetic.read_companion(synthetic.companion_path(folder, suite))
-        pooling = labels.pooling(settings)
+        pooling = labels.pooling(settings, dataset, suite)
         _, ranks = labelling.pooled(suite, companion, pooling, labels.depth)
         policy = load_policy(settings.data / "gate.yaml")
         runs = label_verdict.summaries(

@@ -17,6 +17,7 @@ warehouse that this job reused the stored run, which the gate (run on every job)
 """
 
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import dagster as dg
@@ -39,6 +40,7 @@ from rageval_pipeline.core.results.store import (
 from rageval_pipeline.core.retrieval.machine import machine_digest
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_stamp
 from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.suites.derived import suite_evidence
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
@@ -157,14 +159,17 @@ def build_system_assets(
             judged = loaders.judged_queries(queries, qrels, settings.split)
             if extra is not None:
                 judged = pd.concat([judged, extra.queries], ignore_index=True)
+            corpus = inputs["corpus"].frame if system.reads_corpus else None
+            reference = reference_of(partition)
             run_inputs = RunInputs(
                 queries=judged,
                 top_k=settings.depth,
                 index_dir=index_dir,
                 base_dir=settings.data,
                 member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
-                corpus=inputs["corpus"].frame if system.reads_corpus else None,
-                reference=reference_of(partition),
+                corpus=corpus,
+                reference=reference,
+                chunks=lambda c: chunked(settings, dataset, corpus, c, reference, system),
                 embeddings_dir=settings.storage / "embeddings",
                 baseline=open_beside(
                     context, settings, system, beside, index_dir, timing=not whole
@@ -267,13 +272,15 @@ def build_system_assets(
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
 
-        def chunks_of(of: SystemConfig, own: bool) -> pd.DataFrame | None:
-            chunking = reference if own else of.run_chunking(reference)
-            if chunking is None:
-                return None
+        @cache  # read once in the step: the run's evidence, the baseline's, qrels coverage
+        def chunks_by(chunking: ChunkingConfig) -> pd.DataFrame:
             # Stored chunks are looked up under the configured system's (and its members')
             # names only: the baseline's configuration beside it carries the same name.
             return chunked(settings, dataset, corpus, chunking, reference, system)
+
+        def chunks_of(of: SystemConfig, own: bool) -> pd.DataFrame | None:
+            chunking = reference if own else of.run_chunking(reference)
+            return None if chunking is None else chunks_by(chunking)
 
         def measured(produced: pd.DataFrame, of: SystemConfig) -> RunResults:
             # An outside system returning the suite's chunk ids is scored as chunked by it.
@@ -316,7 +323,12 @@ def build_system_assets(
             human_sample=None if ppi is None else rows.sample_json,
         )
         coverage = qrels_coverage(
-            judged, corpus, queries["query_id"], level=results.level, reference=reference
+            judged,
+            corpus,
+            queries["query_id"],
+            level=results.level,
+            reference=reference,
+            chunks=chunks_by,
         )
         notes = conventions_note(coverage, results.identical_ids_dropped)
         stored = store_results(
