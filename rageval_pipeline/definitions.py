@@ -21,10 +21,10 @@ def heap_frozen_after_load() -> Iterator[None]:
     """Fast path: no cycle collection while the definitions import and build, then every
     object made so far moved out of the collector's reach (`gc.freeze`). The modules,
     models and definitions live as long as the process, yet each full collection walked
-    them again: a warm nfcorpus `evaluate_bm25` spent 0.53 s collecting (0.42 s in five
-    full collections), 0.21 s with this, as an empty Dagster job does (bench/README.md,
-    "Warm re-run"). What it keeps from the collector: 1,654 unreachable objects left by
-    the imports, measured once."""
+    them again. Side by side on nfcorpus (bench/side_by_side.py), a warm `evaluate_bm25` took
+    2.1-2.5 s with this and 3.2-3.7 s without (bench/README.md, "Warm re-run"). What it
+    keeps from the collector: the 1,654 unreachable objects the imports left, measured once.
+    """
     gc.disable()
     try:
         yield
