@@ -517,25 +517,32 @@ def test_a_suite_is_parsed_once_while_its_files_keep_their_size_and_time(tmp_pat
     assert "suite.json" in problem(folder)  # a broken edit is an error, never the old suite
 
 
-def test_bundled_suites_are_validated_once_per_code_location_start(tmp_path, monkeypatch):
+def test_bundled_suites_are_validated_once_per_content(tmp_path, monkeypatch):
     from rageval_pipeline.core.suites import golden
     from rageval_pipeline.defs.partitions import bundled_suites
 
-    shutil.copytree(TINY, tmp_path / "tiny")
-    path = tmp_path / "tiny" / "suite.json"
+    suites, records = tmp_path / "suites", tmp_path / "cache"
+    shutil.copytree(TINY, suites / "tiny")
+    path = suites / "tiny" / "suite.json"
+    valid = path.read_text()
     old = path.stat().st_mtime_ns - 2_000_000_000
-    os.utime(path, ns=(old, old))
-    monkeypatch.delenv("RAGEVAL_PROCESS_SUITES_VALIDATED", raising=False)
-    assert bundled_suites(tmp_path) == ["tiny"]  # validated, and the stamp handed down
-    # A child process (same variables) skips the validation while no file changed; broken
-    # behind the stamp's back (same size, time put back), only a fresh start would notice.
-    path.write_text(path.read_text().replace('"tiny"', '"tinz"', 1))
-    os.utime(path, ns=(old, old))
-    assert bundled_suites(tmp_path) == ["tiny"]
-    monkeypatch.setattr(golden, "_PARSED", {})  # a new code location: nothing parsed yet
-    monkeypatch.delenv("RAGEVAL_PROCESS_SUITES_VALIDATED")
+
+    def rewrite(text: str) -> None:  # as an edit a second ago, then a new process
+        path.write_text(text)
+        os.utime(path, ns=(old, old))
+        monkeypatch.setattr(golden, "_PARSED", {})
+
+    rewrite(valid)
+    assert bundled_suites(suites, records) == ["tiny"]  # validated, and recorded
+    assert len(list((records / "validated-suites").iterdir())) == 1
+    rewrite(valid.replace('"tiny"', '"tiny2"', 1))  # a changed file is validated again
     with pytest.raises(InputError, match="must equal the suite's folder name 'tiny'"):
-        bundled_suites(tmp_path)
-    path.write_text(path.read_text().replace('"tinz"', '"tiny"', 1))  # a changed file: again
-    monkeypatch.setenv("RAGEVAL_PROCESS_SUITES_VALIDATED", "a stamp of other files")
-    assert bundled_suites(tmp_path) == ["tiny"]
+        bundled_suites(suites, records)
+    assert len(list((records / "validated-suites").iterdir())) == 1  # a failure records nothing
+    # Broken behind the stamp's back (same size, time put back), the record is trusted: the
+    # ingest step still parses the suite and refuses it.
+    rewrite(valid.replace('"tiny"', '"tinz"', 1))
+    assert bundled_suites(suites, records) == ["tiny"]
+    shutil.rmtree(records)
+    with pytest.raises(InputError, match="must equal the suite's folder name 'tiny'"):
+        bundled_suites(suites, records)

@@ -28,7 +28,7 @@ from rageval_pipeline.defs.sensors import build_version_sensor
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings()
-    datasets = dataset_partitions(settings.data / "suites")
+    datasets = dataset_partitions(settings.data / "suites", settings.scratch / "cache")
     catalog = load_systems(settings.data / "systems.yaml")
     system_assets = [a for s in catalog.values() for a in build_system_assets(s, datasets)]
     metrics_keys = [dg.AssetKey([name, "metrics"]) for name in catalog]

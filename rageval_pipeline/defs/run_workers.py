@@ -42,6 +42,7 @@ from rageval_pipeline.defs import heartbeat
 WORKER_TAG = "rageval/run_worker"
 WATCH_EVERY_S = 1.0  # how often a step process looks whether its run worker is still there
 _watching: set[int] = set()  # run worker pids this process already watches
+_claimed: set[str] = set()  # runs this process already claimed (each resource's setup asks)
 
 
 def started(pid: int) -> str | None:
@@ -76,8 +77,10 @@ def _worker_pid(context: dg.InitResourceContext) -> int:
 
 def claim(context: dg.InitResourceContext) -> None:
     """Record this step's run worker on its run, watch it from a child process, and reap the
-    dead runs of this host. Never fails the step: a failure here is logged, and the daemon's
-    run monitoring remains (its `max_runtime_seconds`)."""
+    dead runs of this host, once per run in a process. Never fails the step: a failure here is
+    logged, and the daemon's run monitoring remains (its `max_runtime_seconds`)."""
+    if context.run is not None and context.run.run_id in _claimed:
+        return
     try:
         _claim(context)
     except Exception as exc:  # a step must not fail for its watchdog
@@ -88,6 +91,7 @@ def _claim(context: dg.InitResourceContext) -> None:
     run, instance = context.run, context.instance
     if run is None or instance is None:
         return
+    _claimed.add(run.run_id)
     worker = _worker_pid(context)
     if worker not in (os.getpid(), os.getppid()):
         return  # a step on another host or in a pod: nothing here can watch its worker

@@ -30,19 +30,3 @@ def named(name: str) -> str | None:
 def set_default(name: str, value: str) -> None:
     """Set `name` for this process and its children unless the user already set it."""
     os.environ.setdefault(name, value)
-
-
-# Not settings (no one sets them by hand): what a process established for its children, e.g.
-# that the bundled suites were validated when a code location loaded its definitions, so its
-# run and step processes (children that load the same definitions) need not do it again.
-_HANDED_DOWN = "RAGEVAL_PROCESS_"
-
-
-def handed_down(name: str) -> str | None:
-    """What a parent process handed down under `name`, or None."""
-    return os.environ.get(_HANDED_DOWN + name)
-
-
-def hand_down(name: str, value: str) -> None:
-    """Hand `value` down to this process's children under `name`."""
-    os.environ[_HANDED_DOWN + name] = value
