@@ -546,3 +546,8 @@ def test_bundled_suites_are_validated_once_per_content(tmp_path, monkeypatch):
     shutil.rmtree(records)
     with pytest.raises(InputError, match="must equal the suite's folder name 'tiny'"):
         bundled_suites(suites, records)
+    rewrite(valid + " ")  # another valid content, then the first again: one record kept
+    assert bundled_suites(suites, records) == ["tiny"]
+    rewrite(valid)
+    assert bundled_suites(suites, records) == ["tiny"]
+    assert len(list((records / "validated-suites").iterdir())) == 1

@@ -54,6 +54,9 @@ def bundled_suites(suites_dir: Path, records: Path) -> list[str]:
             names.append(folder.name)
     if record is not None and not validated:
         write_text(record, "")
+        for older in record.parent.iterdir():  # only the latest is ever trusted again
+            if older != record:
+                older.unlink(missing_ok=True)
     return names
 
 
