@@ -3,6 +3,7 @@ import datetime
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -551,3 +552,34 @@ def test_bundled_suites_are_validated_once_per_content(tmp_path, monkeypatch):
     rewrite(valid)
     assert bundled_suites(suites, records) == ["tiny"]
     assert len(list((records / "validated-suites").iterdir())) == 1
+
+
+def test_a_validation_record_covers_linked_documents_and_the_limits(tmp_path, monkeypatch):
+    from rageval_pipeline.core.suites import golden
+    from rageval_pipeline.defs.partitions import bundled_suites
+
+    elsewhere, suites, records = tmp_path / "kept" / "tiny", tmp_path / "suites", tmp_path / "c"
+    shutil.copytree(TINY, elsewhere)
+    suites.mkdir()
+    (suites / "tiny").symlink_to(elsewhere)  # a suite kept elsewhere, linked in
+    old = time.time_ns() - 2_000_000_000
+    for file in elsewhere.rglob("*"):
+        os.utime(file, ns=(old, old))
+    assert bundled_suites(suites, records) == ["tiny"]
+    in_flight = records / "validated-suites" / ".0123.tmp"  # another process's record, half-way
+    in_flight.write_text("")
+    document = elsewhere / "documents" / "auth-guide.md"
+    document.rename(document.with_suffix(".bak"))  # through the link: the record does not hold
+    monkeypatch.setattr(golden, "_PARSED", {})
+    with pytest.raises(InputError, match="auth-guide.md"):
+        bundled_suites(suites, records)
+    document.with_suffix(".bak").rename(document)
+    assert bundled_suites(suites, records) == ["tiny"]
+    assert in_flight.exists()  # old records go, never another process's temp file
+    monkeypatch.setenv("RAGEVAL_MAX_FILE_BYTES", "100")  # stricter limits: validated again
+    with pytest.raises(InputError, match="over the limit of 100"):
+        bundled_suites(suites, records)
+    monkeypatch.delenv("RAGEVAL_MAX_FILE_BYTES")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a cache that cannot be written: validated, nothing recorded
+    assert bundled_suites(suites, blocked) == ["tiny"]

@@ -1,31 +1,68 @@
 """The dataset partitions: every BEIR dataset with a known md5, plus the bundled suites."""
 
+import json
+import re
+import sys
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
+import pydantic
 
 from rageval_pipeline.core.io.beir import BEIR_MD5
+from rageval_pipeline.core.settings.limits import FileLimits
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import golden, loaders
 
-# The code whose rules a validation applied: a record made by other code is not trusted.
-_VALIDATING_CODE = Path(golden.__file__).parent.parent
+# Where a validation's rules come from: a record made by other code or limits is not trusted.
+_VALIDATING_CODE = [Path(golden.__file__).parent.parent, Path(__file__).parent]
+_RECORD_NAME = re.compile(r"[0-9a-f]{64}")
 
 
-def _settled_stamp(files: Iterable[Path]) -> str | None:
-    """The path, size and modification time of each file; None while one changed in the last
-    second (a quick rewrite may keep its time: core.suites.golden)."""
-    stamps, settled = [], time.time_ns() - golden.SETTLED_NS
-    for file in sorted(p for p in files if p.is_file()):
-        stat = file.stat()
-        if stat.st_mtime_ns >= settled:
-            return None
-        stamps.append((str(file.resolve()), stat.st_size, stat.st_mtime_ns))
-    return content_key(stamps)
+def _stamp(file: Path) -> list:
+    """A file's path, size and modification time (as JSON keeps it)."""
+    stat = file.stat()
+    return [str(file), stat.st_size, stat.st_mtime_ns]
+
+
+def _rules() -> str:
+    """A digest of what decides whether a suite is valid, besides the suite: this code, the
+    file limits in force (`RAGEVAL_MAX_*`), pydantic's and Python's versions."""
+    code = sorted(p for folder in _VALIDATING_CODE for p in folder.rglob("*.py"))
+    return content_key(
+        [_stamp(p) for p in code], FileLimits().model_dump(), pydantic.VERSION, sys.version
+    )
+
+
+def _trusted(record: Path) -> bool:
+    """Whether `record` lists files that all keep the size and modification time it lists."""
+    try:
+        listed = json.loads(record.read_text(encoding="utf-8"))
+        return all(_stamp(Path(entry[0])) == entry for entry in listed)
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
+
+
+def _record(record: Path, suites: dict[Path, golden.Suite]) -> None:
+    """Record a passed validation: the files it read and their stamps, unless one changed in
+    the last second (a quick rewrite may keep its time: core.suites.golden); the older records
+    go. A record is only a shortcut: a folder it cannot be written to leaves the next load to
+    validate again."""
+    settled = time.time_ns() - golden.SETTLED_NS
+    try:
+        files = [f for path, suite in suites.items() for f in golden.suite_files(path, suite)]
+        stamps = [_stamp(f) for f in files]
+        if any(mtime >= settled for _, _, mtime in stamps):
+            return
+        write_text(record, json.dumps(stamps))
+        for older in record.parent.iterdir():  # another process's temp file is not a record
+            if older != record and _RECORD_NAME.fullmatch(older.name):
+                older.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def bundled_suites(suites_dir: Path, records: Path) -> list[str]:
@@ -34,29 +71,25 @@ def bundled_suites(suites_dir: Path, records: Path) -> list[str]:
     Golden suites are validated here, when the definitions load, so a malformed suite stops
     every job before any asset runs, with the file, field path and rule in the message. Once
     per content: a validation that passed leaves a record under `records` (a local folder of
-    the storage) named by the stamps of the suites' files and of the validating code, so the
-    next process loading the same definitions (a run worker, a step, the next job) only
-    stats the files. Validating the three bundled suites took 0.17 s of CPU at every process
-    start (bench/README.md, "Warm re-run").
+    the storage), named by the suites and the rules (`_rules`), listing every file it read
+    (suite files, documents, through symlinks) with its size and modification time; the next
+    process loading the same definitions (a run worker, a step, the next job) trusts it while
+    those stamps hold. Validating the three bundled suites took 0.17 s of CPU at every process
+    start (bench/README.md, "Fifth pass").
     """
     if not suites_dir.is_dir():
         return []
-    stamp = _settled_stamp([*suites_dir.rglob("*"), *_VALIDATING_CODE.rglob("*.py")])
-    record = records / "validated-suites" / stamp if stamp else None
-    validated = record is not None and record.exists()
-    names = []
+    names, suites = [], []
     for folder in sorted(p for p in suites_dir.iterdir() if p.is_dir()):
         if (path := loaders.suite_file(folder)) is not None:
-            if not validated:
-                golden.load_suite(path)
+            suites.append(path)
             names.append(folder.name)
         elif (folder / "corpus.jsonl").exists():
             names.append(folder.name)
-    if record is not None and not validated:
-        write_text(record, "")
-        for older in record.parent.iterdir():  # only the latest is ever trusted again
-            if older != record:
-                older.unlink(missing_ok=True)
+    key = content_key([str(p.resolve()) for p in suites], _rules())
+    record = records / "validated-suites" / key
+    if not _trusted(record):
+        _record(record, {path.resolve(): golden.load_suite(path) for path in suites})
     return names
 
 

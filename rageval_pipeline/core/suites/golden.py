@@ -13,13 +13,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import (
-    Field,
-    PrivateAttr,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import confined, quote_json
@@ -341,6 +335,14 @@ def _stamps(files: list[Path]) -> list[tuple[int, int]] | None:
         return None
 
 
+def suite_files(file: Path, suite: Suite) -> list[Path]:
+    """What parsing `suite` from `file` read: the file, then its documents' content files."""
+    docs = [
+        confined(file.parent, d.content_path) for d in suite.documents if d.content_path is not None
+    ]
+    return [file.resolve(), *(d.resolve() for d in docs)]
+
+
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file, or the suite.json / suite.yaml in a folder; parsed once
     per process while the file and its documents' content files keep their size and
@@ -349,14 +351,9 @@ def load_suite(path: str | Path) -> Suite:
     key = file.resolve()
     if (cached := _PARSED.get(key)) is not None and _stamps(cached[0]) == cached[1]:
         return cached[2]
-    files = [key]
-    before = _stamps(files)
+    before = _stamps([key])
     suite = _parse_suite(file)
-    files += [
-        confined(file.parent, d.content_path).resolve()
-        for d in suite.documents
-        if d.content_path is not None
-    ]
+    files = suite_files(key, suite)
     stamps = _stamps(files)
     # Kept only when no file changed while it was read and none changed in the last second: a
     # file rewritten at once with the same size can keep its modification time (as git's
