@@ -4,6 +4,7 @@ systems' fingerprints, and warm re-runs that reuse chunks, indexes and runs."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -312,3 +313,25 @@ def test_a_live_service_is_asked_again_and_so_is_a_fusion_of_it(
     # The service is asked again; its answers (and latencies) may differ, so the fusion built
     # on them is made again too, while bm25's run is reused.
     assert reused() == {"bm25/run": True, "ours/run": False, "both/run": False}
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_the_code_location_freezes_its_heap_and_keeps_the_collector_as_it_was(
+    tmp_path, collector_on
+):
+    import subprocess
+    import sys
+
+    script = (
+        "import gc\n"
+        f"gc.enable() if {collector_on} else gc.disable()\n"
+        "import rageval_pipeline.definitions as d\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 100_000, 'gate' in {\n"
+        "    k.to_user_string() for k in d.defs.resolve_asset_graph().get_all_asset_keys()})\n"
+    )
+    env = {**os.environ, "RAGEVAL_STORAGE": str(tmp_path / "storage")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(collector_on), "True", "True"]

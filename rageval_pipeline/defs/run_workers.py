@@ -79,19 +79,21 @@ def claim(context: dg.InitResourceContext) -> None:
     """Record this step's run worker on its run, watch it from a child process, and reap the
     dead runs of this host, once per run in a process. Never fails the step: a failure here is
     logged, and the daemon's run monitoring remains (its `max_runtime_seconds`)."""
-    if context.run is not None and context.run.run_id in _claimed:
+    run = context.run
+    if run is None or run.run_id in _claimed:
         return
     try:
         _claim(context)
     except Exception as exc:  # a step must not fail for its watchdog
         context.log.warning(f"not watching this run's worker: {type(exc).__name__}: {exc}")
+        return  # the next resource's setup tries again
+    _claimed.add(run.run_id)
 
 
 def _claim(context: dg.InitResourceContext) -> None:
     run, instance = context.run, context.instance
     if run is None or instance is None:
         return
-    _claimed.add(run.run_id)
     worker = _worker_pid(context)
     if worker not in (os.getpid(), os.getppid()):
         return  # a step on another host or in a pod: nothing here can watch its worker
