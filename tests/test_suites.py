@@ -571,7 +571,7 @@ def test_a_validation_record_covers_linked_documents_and_the_limits(tmp_path, mo
     document = elsewhere / "documents" / "auth-guide.md"
     document.rename(document.with_suffix(".bak"))  # through the link: the record does not hold
     monkeypatch.setattr(golden, "_PARSED", {})
-    with pytest.raises(InputError, match="auth-guide.md"):
+    with pytest.raises(InputError, match=r"auth-guide\.md"):
         bundled_suites(suites, records)
     document.with_suffix(".bak").rename(document)
     assert bundled_suites(suites, records) == ["tiny"]
