@@ -1,26 +1,33 @@
 """Steps that need a suite's chunks read the stored `<system>/chunks` table rather than chunking
-the corpus again: a stored table altered by hand is what a later step sees, and the pooling of
-the LLM-label steps indexes what its caller gives."""
+the corpus again: a stored table altered by hand is what a later step sees, while a table made
+from an older corpus is not read, and the pooling of the LLM-label steps indexes what its caller
+gives."""
 
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rageval_pipeline.core.curation import pool
+from rageval_pipeline.core.history.summaries import select_runs, summaries
+from rageval_pipeline.core.storage.choose import open_warehouse
 from rageval_pipeline.core.suites import load_suite, suite_tables
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
-from rageval_pipeline.core.systems import BM25System
+from rageval_pipeline.core.systems import BM25System, load_systems
+from rageval_pipeline.defs.assets import gate
+from rageval_pipeline.defs.assets.llm_labels import LabelSettings
 from rageval_pipeline.defs.definitions import build_definitions
 from rageval_pipeline.defs.resources import Settings
 
 TINY = Path(__file__).parent / "fixtures" / "suites" / "tiny"
-CHAIN = ["corpus", "queries", "qrels", "bm25/chunks", "bm25/index", "bm25/run", "bm25/metrics"]
+INGESTED = ["corpus", "queries", "qrels"]
+CHAIN = [*INGESTED, "bm25/chunks", "bm25/index", "bm25/run", "bm25/metrics"]
 
 
-def _metrics(defs: dg.Definitions, selection: list[str], **settings) -> dict:
-    """The metadata of bm25/metrics materialized for techdocs with `selection`."""
+def _materialize(defs: dg.Definitions, selection: list[str], **settings):
+    """`selection` materialized for techdocs: the run's result."""
     result = dg.materialize(
         list(defs.assets),
         selection=selection,
@@ -28,6 +35,12 @@ def _metrics(defs: dg.Definitions, selection: list[str], **settings) -> dict:
         resources=dict(defs.resources) | {"settings": Settings(**settings)},
     )
     assert result.success
+    return result
+
+
+def _metrics(defs: dg.Definitions, selection: list[str], **settings) -> dict:
+    """The metadata of bm25/metrics materialized for techdocs with `selection`."""
+    result = _materialize(defs, selection, **settings)
     (event,) = [
         e
         for e in result.get_asset_materialization_events()
@@ -56,6 +69,69 @@ def test_metrics_read_the_stored_chunks_not_the_corpus_chunked_again(pipeline_ho
     assert after["techdocs/qrels_missing_targets"] == (qrels["doc_id"] == gone).sum() > 0
     assert after["techdocs/EvidenceRecall@10"] < before["techdocs/EvidenceRecall@10"]
     assert after["techdocs/nDCG@10"] == before["techdocs/nDCG@10"]  # the run is the same
+
+
+def _gate_snippet(target: str) -> str | None:
+    """The gate's snippet of `target` beside the latest evaluations of techdocs."""
+    settings = Settings()
+    store = open_warehouse(settings.storage)
+    with store.read():
+        runs = summaries(store, select_runs(store, dataset="techdocs"))
+    catalog = load_systems(settings.data / "systems.yaml")
+    texts = gate.texts_beside_ids(settings, "techdocs", {target}, runs, catalog)
+    return texts.target("techdocs", target)
+
+
+def _pooled_chunks() -> pd.DataFrame | None:
+    """The chunks the LLM-label steps' pooling indexes for bm25 on techdocs, None when it
+    chunks the suite itself."""
+    settings = Settings()
+    suite = load_suite(settings.dataset_folder("techdocs"))
+    pooling = LabelSettings(systems=["bm25"]).pooling(settings, "techdocs", suite)
+    return None if pooling.chunks is None else pooling.chunks(suite.chunking)
+
+
+def test_chunks_of_an_older_corpus_are_not_read(pipeline_home):
+    """A judged document edited and ingested again, bm25/chunks not: bm25's metrics (a new
+    corpus, so measured again, over the stored run) and the gate's snippets read the corpus as
+    it is now, chunked in process; the metrics score as they do once bm25/chunks is
+    materialized again; so does the LLM-label steps' pooling, which reads no stored chunks
+    while the suite is newer than the stored corpus. The stored chunks of the unchanged corpus,
+    altered by hand, stay what they all read until then."""
+    defs = build_definitions()
+    _metrics(defs, CHAIN)
+    stored = pipeline_home / "storage" / "assets" / "bm25" / "chunks" / "techdocs.parquet"
+    chunks = pq.read_table(stored).to_pandas()
+    gone = "authentication-guide:chunk:5"
+    assert _gate_snippet(gone) is not None
+    kept = chunks[chunks["chunk_id"] != gone]
+    pq.write_table(pa.Table.from_pandas(kept, preserve_index=False), stored)  # stamp kept
+    _materialize(defs, INGESTED)  # the same documents: the stored corpus is kept
+    assert _metrics(defs, ["bm25/metrics"], force=True)["techdocs/qrels_missing_targets"] > 0
+    assert _gate_snippet(gone) is None
+    assert len(_pooled_chunks()) == len(kept)
+    # bm25 configured to chunk as it did, but spelled otherwise: another chunks code version,
+    # so its stored table is not trusted.
+    systems = pipeline_home / "data" / "systems.yaml"
+    configured = systems.read_text()
+    systems.write_text(configured.replace('"reference"', '"markdown_headers"'))
+    assert len(_pooled_chunks()) == len(chunks)
+    systems.write_text(configured)
+
+    guide = pipeline_home / "data" / "suites" / "techdocs" / "documents" / "authentication-guide.md"
+    first = "## Authentication methods at a glance"
+    added = "## Where to start\n\nA section added after bm25 chunked the guide.\n\n"
+    guide.write_text(guide.read_text().replace(first, added + first, 1))
+    assert _pooled_chunks() is None  # the suite is newer than the stored corpus: not pooled
+    edited = _metrics(defs, [*INGESTED, "bm25/metrics"])
+    assert _gate_snippet("authentication-guide:chunk:1").startswith("## Where to start")
+    assert "A section added after" in " ".join(_pooled_chunks()["text"])
+    assert pq.read_table(stored).num_rows == len(kept)  # bm25/chunks was not materialized
+    fresh = _metrics(defs, ["bm25/chunks", "bm25/metrics"], force=True)
+    assert "A section added after" in " ".join(pq.read_table(stored)["text"].to_pylist())
+    scores = {k: v for k, v in fresh.items() if k.startswith("techdocs/")}
+    assert {k: edited[k] for k in scores} == scores
+    assert scores["techdocs/qrels_missing_targets"] == 0
 
 
 def test_pooled_systems_index_the_chunks_the_caller_has_stored(tmp_path):

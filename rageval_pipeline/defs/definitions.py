@@ -31,10 +31,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     datasets = dataset_partitions(settings.data / "suites", settings.scratch / "cache")
     catalog = load_systems(settings.data / "systems.yaml")
     system_assets = [a for s in catalog.values() for a in build_system_assets(s, datasets)]
-    metrics_keys = [dg.AssetKey([name, "metrics"]) for name in catalog]
     jobs = build_jobs(list(catalog), datasets)
     system_jobs = {name: job for job in jobs for name in catalog if job.name == f"evaluate_{name}"}
-    gate = fresh_daily(build_gate_asset(metrics_keys, settings.data / "gate.yaml", datasets))
+    gate = fresh_daily(build_gate_asset(catalog, settings.data / "gate.yaml", datasets))
     assets = [*build_ingest_assets(datasets), *system_assets, gate]
     extra: dict = {}
     if configured():  # seed 002's generation check: off until a provider is configured

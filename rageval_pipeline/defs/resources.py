@@ -192,6 +192,11 @@ def stored_path(base: Path | UPath, key: Sequence[str], partition: str | None) -
     return base.joinpath("assets", *key, f"{partition or 'all'}.parquet")
 
 
+def stamp_path(path: Path | UPath) -> Path | UPath:
+    """The `.key` file beside a stored table: the content key it was produced for."""
+    return path.with_name(path.name + ".key")
+
+
 def _existing(path: Path | UPath, asset: str) -> Path | UPath:
     if not path.is_file():
         # A StorageError, so that a step reading it ends with this one line (failures.py).
@@ -221,6 +226,12 @@ class StoredTable:
         it keeps its key; a recomputed one (even from the same inputs) gets a new one."""
         return file_digest(self.path)
 
+    @property
+    def stamp(self) -> str | None:
+        """The content key the table was produced for (its `.key` file); None when unknown or
+        not stored."""
+        return read_stamp(stamp_path(self.path))
+
 
 class ParquetIOManager(dg.ConfigurableIOManager):
     """Each asset partition's DataFrame as one Parquet file, written atomically, with the
@@ -238,7 +249,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         """Write the table, unless it is a reused result (`reused: true`) whose `content_key`
         is the one the stored file was written with: then the file already holds it."""
         path = self._path(context)
-        stamp = path.with_name(path.name + ".key")
+        stamp = stamp_path(path)
         meta = {k: getattr(v, "value", v) for k, v in context.output_metadata.items()}
         key = meta.get(CONTENT_KEY)
         if not (meta.get("reused") is True and path.is_file() and read_stamp(stamp) == key):

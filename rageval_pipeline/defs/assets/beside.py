@@ -97,7 +97,7 @@ def open_beside(
         context.log.info(f"{system.name}: building the baseline configuration's index {what}")
         reference = _reference(settings, dataset)
         chunking = beside.chunking.resolve(reference)
-        chunks = chunked(settings, dataset, corpus.frame, chunking, reference, system)
+        chunks = chunked(settings, dataset, corpus, chunking, reference, system)
         build_stamped(
             beside, chunks, directory, settings, timing_key if timing else key, timing=timing
         )

@@ -9,7 +9,7 @@ non-zero and shows that line instead of Dagster's `DagsterAssetCheckFailedError`
 """
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,8 +33,9 @@ from rageval_pipeline.core.storage.location import read_parquet
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, chunk_once, integrity
-from rageval_pipeline.defs.assets.chunked import stored_chunks
+from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, integrity
+from rageval_pipeline.core.systems import SystemConfig
+from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.checks import measured_integrity
 from rageval_pipeline.defs.failures import one_line_errors, refusal
 from rageval_pipeline.defs.job_summary import verdict_line
@@ -57,12 +58,16 @@ def _asset_table(
     return read_parquet(path, columns=columns).to_pandas() if path.is_file() else None
 
 
-def _texts(
-    settings: Settings, dataset: str, ids: set[str], runs: list[RunSummary]
+def texts_beside_ids(
+    settings: Settings,
+    dataset: str,
+    ids: set[str],
+    runs: list[RunSummary],
+    systems: Mapping[str, SystemConfig],
 ) -> report.ReportTexts:
     """What the report shows beside ids: query texts, and snippets of the listed documents and
-    (for a suite judged at chunk level) of its reference chunking's chunks: the stored chunks
-    of a run's system that chunks so, else the corpus chunked once in this process."""
+    (for a suite judged at chunk level) of its reference chunking's chunks: the fresh stored
+    chunks of a run's system that chunks so, else the corpus chunked once in this process."""
     queries = _asset_table(settings, "queries", dataset, columns=["query_id", "text"])
     corpus = _asset_table(settings, "corpus", dataset, columns=["doc_id", "text"])
     if queries is None or corpus is None:
@@ -70,17 +75,12 @@ def _texts(
     texts = report.report_texts(dataset, queries, corpus, ids=ids)
     reference = loaders.reference_chunking(settings.dataset_folder(dataset))
     if reference is not None:
-        recorded = reference.model_dump(mode="json")
-        alike = (
-            run.system
-            for run in runs
-            if run.dataset == dataset and (run.config or {}).get("chunking") == recorded
-        )
-        chunks = stored_chunks(settings, dataset, alike, columns=["chunk_id", "text"])
-        if chunks is None:
-            chunks = chunk_once(corpus.assign(title=None, url=None), reference)
-        chunked = report.report_texts(dataset, queries, chunks, target_id="chunk_id", ids=ids)
-        texts = texts.merged(chunked)
+        names = dict.fromkeys(run.system for run in runs if run.dataset == dataset)
+        evaluated = [systems[name] for name in names if name in systems]
+        stored = settings.stored("corpus", partition=dataset)
+        chunks = chunked(settings, dataset, stored, reference, reference, *evaluated)
+        chunk_texts = report.report_texts(dataset, queries, chunks, target_id="chunk_id", ids=ids)
+        texts = texts.merged(chunk_texts)
     return texts
 
 
@@ -123,10 +123,12 @@ def _write_validation_reports(
 
 
 def build_gate_asset(
-    metrics_keys: Sequence[dg.AssetKey], policy: Path, datasets: dg.PartitionsDefinition
+    systems: Mapping[str, SystemConfig], policy: Path, datasets: dg.PartitionsDefinition
 ) -> dg.AssetsDefinition:
+    """The gate over the metrics of `systems` (the catalog by name)."""
+
     @dg.asset(
-        deps=list(metrics_keys),
+        deps=[dg.AssetKey([name, "metrics"]) for name in systems],
         partitions_def=datasets,
         group_name="gate",
         # The verdict's code is the policy: the gate shows stale when gate.yaml changes.
@@ -168,9 +170,8 @@ def build_gate_asset(
         stamp = datetime.now(UTC)
         folder = settings.reports_dir / dataset
         ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
-        full = report.build_report(
-            verdict, run_summaries, baselines, past, _texts(settings, dataset, ids, run_summaries)
-        )
+        texts = texts_beside_ids(settings, dataset, ids, run_summaries, systems)
+        full = report.build_report(verdict, run_summaries, baselines, past, texts)
         paths = report.write_reports(
             full,
             folder / f"{stamp:%Y%m%dT%H%M%SZ}",

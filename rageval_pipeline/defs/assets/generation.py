@@ -186,7 +186,10 @@ def build_generation_assets(
             chunks = []
             if reference is not None:  # (a system's stored chunks when one chunks so)
                 systems_ = catalog.values()
-                chunks = [chunked(settings, dataset, corpus, reference, reference, *systems_)]
+                stored_corpus = settings.stored("corpus", partition=dataset)  # `corpus`'s file
+                chunks = [
+                    chunked(settings, dataset, stored_corpus, reference, reference, *systems_)
+                ]
             texts = correctness.unit_texts(corpus, *chunks)
             truth = correctness.synthesize_ground_truth(llm, dataset, plan, texts)
             found = stored[1]

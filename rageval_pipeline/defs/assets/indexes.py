@@ -10,6 +10,7 @@ from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.systems import DenseSystem, SystemConfig
 from rageval_pipeline.defs.assets.beside import build_stamped, index_stamp
+from rageval_pipeline.defs.assets.chunked import chunks_key
 from rageval_pipeline.defs.assets.dense_index import build_dense_index
 from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
@@ -45,7 +46,7 @@ def index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDe
         dataset = partition.name
         corpus = settings.stored("corpus", partition=dataset)
         chunking = system.chunking.resolve(reference_of(partition))
-        key = content_key(versions["chunks"], chunking.model_dump(mode="json"), corpus.key)
+        key = chunks_key(system, chunking, corpus.key)
         cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
         df = None if settings.force else cache.get(key)
         reused = df is not None

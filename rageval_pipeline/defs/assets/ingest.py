@@ -6,6 +6,7 @@ cost (events, input version lookups) once instead of four times.
 """
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -88,13 +89,19 @@ def _archive(context: dg.AssetExecutionContext, settings: Settings, dataset: Dat
     }
 
 
+def table_key(name: str, dataset: str, folder: Path) -> str:
+    """The content key of `dataset`'s ingested table `name`: the loaders' version and every file
+    of the dataset's folder as it is now (the stored table's `.key` stamp when it is current)."""
+    return content_key(loaders.LOADER_VERSION, name, dataset, folder_key(folder))
+
+
 def _table(
     context: dg.AssetExecutionContext, settings: Settings, dataset: Dataset, name: str
 ) -> dg.Output:
     """Read again only when a file of the dataset folder or the loaders changed. Reading a
     suite checks its judged spans against the text (a changed one stops ingestion); the qrels
     report the spans whose text moved, re-anchored where it is now."""
-    key = content_key(loaders.LOADER_VERSION, name, dataset.name, folder_key(dataset.folder))
+    key = table_key(name, dataset.name, dataset.folder)
     cache = FrameCache(settings.cache_dir(INGEST, name, dataset.name))
     df = None if settings.force else cache.get(key)
     reused = df is not None

@@ -34,13 +34,13 @@ from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import Suite, load_suite
-from rageval_pipeline.core.suites.loaders import suite_tables
 from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.assets.generation import one_line
+from rageval_pipeline.defs.assets.ingest import table_key
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import refusal
-from rageval_pipeline.defs.resources import Settings
+from rageval_pipeline.defs.resources import Settings, StoredTable, stored_path
 
 GROUP = "llm_labels"
 JOB = "label_dataset"
@@ -64,8 +64,9 @@ class LabelSettings(dg.ConfigurableResource):
         return LLM(config.from_env("judge"), settings.storage / "llm_cache", dry_run=self.dry_run)
 
     def pooling(self, settings: Settings, dataset: str, suite: Suite) -> labelling.Pooling:
-        """The pooled systems, which index the stored `<system>/chunks` of `dataset` where
-        one chunks as a system does."""
+        """The pooled systems, which index the fresh stored `<system>/chunks` of `dataset`
+        where one chunks as a system does, when the stored corpus is the suite as it is now
+        (these steps read the suite itself); else the suite chunked in this process."""
         path = settings.data / "systems.yaml"
         catalog = load_systems(path)
         names = self.systems or list(catalog)
@@ -74,14 +75,17 @@ class LabelSettings(dg.ConfigurableResource):
             raise refusal(f"resources.labels.config.systems names unknown system(s) {unknown}")
         wanted = set(names) | {m for n in names for m in catalog[n].member_names}
         systems = {n: s for n, s in catalog.items() if n in wanted}
-        corpus = suite_tables(suite).corpus
+        corpus = StoredTable(stored_path(settings.storage, ["corpus"], dataset))
+        current = corpus.stamp == table_key("corpus", dataset, settings.dataset_folder(dataset))
         return labelling.Pooling(
             systems=systems,
             embeddings_dir=settings.storage / "embeddings",
             base_dir=path.parent,
             chunks=cache(
                 lambda c: chunked(settings, dataset, corpus, c, suite.chunking, *systems.values())
-            ),
+            )
+            if current
+            else None,
         )
 
 

@@ -51,7 +51,7 @@ from rageval_pipeline.defs.assets.beside import (
     open_beside,
     run_beside,
 )
-from rageval_pipeline.defs.assets.chunked import chunked
+from rageval_pipeline.defs.assets.chunked import chunked, chunks_version
 from rageval_pipeline.defs.assets.companion import Companion, companion, split_run
 from rageval_pipeline.defs.assets.indexes import index_assets, reference_of
 from rageval_pipeline.defs.failures import one_line_errors
@@ -64,8 +64,8 @@ from rageval_pipeline.defs.resources import (
     write_pool,
 )
 
-# Bump when the Dagster layer changes what a stage produces beyond the system's configuration.
-CHUNKS_VERSION = "2"  # 2: chunks carry their extent (start, end)
+# Bump when the Dagster layer changes what a stage produces beyond the system's configuration
+# (the chunks' version is chunked.CHUNKS_VERSION).
 RUN_VERSION = "2"  # 2: the baseline configuration timed beside the system
 
 
@@ -101,8 +101,7 @@ def code_versions(system: SystemConfig) -> dict[str, str]:
         "metrics": f"{fingerprint}.{METRICS_VERSION}",
     }
     if system.indexed:
-        chunking = content_key(system.chunking.model_dump(mode="json"))[:16]
-        versions["chunks"] = f"{chunking}.{CHUNKS_VERSION}"
+        versions["chunks"] = chunks_version(system)
         versions["index"] = f"{fingerprint}.{system.index_version}"
     return versions
 
@@ -169,7 +168,7 @@ def build_system_assets(
                 member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
                 corpus=corpus,
                 reference=reference,
-                chunks=lambda c: chunked(settings, dataset, corpus, c, reference, system),
+                chunks=lambda c: chunked(settings, dataset, inputs["corpus"], c, reference, system),
                 embeddings_dir=settings.storage / "embeddings",
                 baseline=open_beside(
                     context, settings, system, beside, index_dir, timing=not whole
@@ -237,7 +236,7 @@ def build_system_assets(
         )
         if not reused:
             judged = qrels.frame[qrels.frame["split"] == settings.split]
-            tables_ = (run.frame, judged, queries.frame, corpus.frame)
+            tables_ = (run.frame, judged, queries.frame, corpus)
             per_query, record = _measure(
                 context, settings, warehouse, partition, *tables_, baseline, measures, extra
             )
@@ -257,7 +256,7 @@ def build_system_assets(
         run: pd.DataFrame,
         judged: pd.DataFrame,
         queries: pd.DataFrame,
-        corpus: pd.DataFrame,
+        stored_corpus: StoredTable,
         baseline: Baseline | None,
         measures: tuple[str, ...],
         extra: Companion | None,
@@ -269,6 +268,7 @@ def build_system_assets(
         against, query by query. With a companion set, the run's rows of its queries are
         measured apart, for PPI."""
         dataset, reference = partition.name, reference_of(partition)
+        corpus = stored_corpus.frame
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
 
@@ -276,7 +276,7 @@ def build_system_assets(
         def chunks_by(chunking: ChunkingConfig) -> pd.DataFrame:
             # Stored chunks are looked up under the configured system's (and its members')
             # names only: the baseline's configuration beside it carries the same name.
-            return chunked(settings, dataset, corpus, chunking, reference, system)
+            return chunked(settings, dataset, stored_corpus, chunking, reference, system)
 
         def chunks_of(of: SystemConfig, own: bool) -> pd.DataFrame | None:
             chunking = reference if own else of.run_chunking(reference)
