@@ -181,3 +181,16 @@ def test_a_suite_is_chunked_once_per_chunking_until_its_documents_change(tmp_pat
     assert changed is not chunks
     assert changed["text"].str.contains("Revoke a token").any()
     assert not chunks["text"].str.contains("Revoke a token").any()
+
+
+def test_chunks_kept_in_a_process_are_bounded_in_rows(monkeypatch):
+    from rageval_pipeline.core.suites import chunking
+
+    corpus = suite_tables(load_suite(TINY)).corpus
+    windows = ChunkingConfig(strategy="fixed", size=4, overlap=0)
+    monkeypatch.setattr(chunking, "_CHUNKED", type(chunking._CHUNKED)())
+    whole = chunk_once(corpus, ChunkingConfig(strategy="document"))
+    monkeypatch.setattr(chunking, "KEPT_ROWS", len(whole) + 1)
+    small = chunk_once(corpus, windows)  # more rows than the bound: returned, not kept
+    assert len(small) > len(whole) and chunk_once(corpus, windows) is not small
+    assert chunk_once(corpus, ChunkingConfig(strategy="document")) is whole

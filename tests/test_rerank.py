@@ -187,8 +187,8 @@ def test_bi_encoder_reranker_lifts_a_poor_first_stage_through_dagster(pipeline_h
 
 
 def test_a_reranker_reads_its_candidates_chunks_as_the_caller_has_them(tmp_path, cross_encoder):
-    """A reranker over an indexed system reads that system's chunks through `RunInputs.chunks`
-    (the pipeline's stored `<system>/chunks`), not the corpus chunked again."""
+    """A reranker over an indexed system reads that system's chunks as the caller has them
+    stored (`RunInputs.stored_chunks`: the pipeline's `<system>/chunks`), not chunked again."""
     from sentence_transformers import CrossEncoder
 
     spec = {
@@ -208,7 +208,7 @@ def test_a_reranker_reads_its_candidates_chunks_as_the_caller_has_them(tmp_path,
         return chunks.assign(text="bake bread")  # as if the stored table said so
 
     inputs = RunInputs(
-        QUERIES, 10, tmp_path, tmp_path, {"first": first}, corpus=CORPUS, chunks=stored
+        QUERIES, 10, tmp_path, tmp_path, {"first": first}, corpus=CORPUS, stored_chunks=stored
     )
     run = systems["reranked"].produce_run(inputs)
     assert asked == [chunking] and set(run["query_id"]) == {"q1", "q2"}

@@ -88,7 +88,7 @@ def _pooled_chunks() -> pd.DataFrame | None:
     settings = Settings()
     suite = load_suite(settings.dataset_folder("techdocs"))
     pooling = LabelSettings(systems=["bm25"]).pooling(settings, "techdocs", suite)
-    return None if pooling.chunks is None else pooling.chunks(suite.chunking)
+    return None if pooling.stored_chunks is None else pooling.stored_chunks(suite.chunking)
 
 
 def test_chunks_of_an_older_corpus_are_not_read(pipeline_home):
@@ -150,7 +150,7 @@ def test_pooled_systems_index_the_chunks_the_caller_has_stored(tmp_path):
 
     where = dict(embeddings_dir=tmp_path, base_dir=tmp_path)
     own = pool.run_systems(suite, systems, 10, **where)["bm25"]
-    given = pool.run_systems(suite, systems, 10, **where, chunks=stored)["bm25"]
+    given = pool.run_systems(suite, systems, 10, **where, stored_chunks=stored)["bm25"]
     assert asked == [suite.chunking]
     assert "faq:chunk:0" in set(own["doc_id"])
     assert "faq:chunk:0" not in set(given["doc_id"]) and len(given) > 0

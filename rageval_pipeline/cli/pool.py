@@ -277,7 +277,9 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
         print(f"wrote {rows} disagreement(s) to {args.third_sheet} (seed {seed}; key {key})")
     if args.write:  # the decisions, read once above, are stored as `pool merge` stores a sheet
         rows = decided.values()
-        result = judging.merge_rows(path, suite, args.third, rows, True, move_primary=True)
+        result = judging.merge_rows(
+            path, suite, args.third, rows, overwrite=True, move_primary=True
+        )
         if status := _merged(result, args.third, path):
             return status
     if args.record is not None:

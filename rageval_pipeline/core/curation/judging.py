@@ -184,7 +184,7 @@ def merge_sheet(suite_file: Path, sheet: Path, *, overwrite: bool = False) -> Me
     any row is bad, a conflict stands, or the merged suite would not validate (as `rageval
     validate` checks it: near-duplicates graded differently are listed in `inconsistent`)."""
     suite = load_suite(suite_file)
-    return merge_rows(suite_file, suite, sheet, graded_rows(suite, sheet), overwrite)
+    return merge_rows(suite_file, suite, sheet, graded_rows(suite, sheet), overwrite=overwrite)
 
 
 def merge_rows(
@@ -192,8 +192,8 @@ def merge_rows(
     suite: Suite,
     sheet: Path,
     rows: Iterable[GradedRow],
-    overwrite: bool = False,
     *,
+    overwrite: bool = False,
     move_primary: bool = False,
 ) -> MergeResult:
     """`merge_sheet` of rows read already: `suite` is `suite_file` loaded, `rows` the sheet's

@@ -30,7 +30,13 @@ from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.io.chunk_ids import split_chunk_id
 from rageval_pipeline.core.io.ranking import to_document_level
-from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once, split_text
+from rageval_pipeline.core.suites.chunking import (
+    ChunkingConfig,
+    StoredChunks,
+    chunk_once,
+    chunks_of,
+    split_text,
+)
 from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import suite_tables
@@ -100,20 +106,19 @@ def run_systems(
     base_dir: Path,
     queries: pd.DataFrame | None = None,
     log: Log | None = None,
-    chunks: Chunked | None = None,
+    stored_chunks: StoredChunks | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The RUN table of every system over every query of the suite (edge queries included),
     or over `queries` (a QUERIES table, e.g. synthetic queries) on the suite's documents.
 
     Fusion members are run first whatever order `systems` is in; `base_dir` is the systems
     file's folder (for run files and Python entry points). `log` hears each system as it
-    starts and ends, and an embedding's progress (done, rate, ETA). `chunks`: the documents
-    chunked by a chunking, as the caller has them stored; None: chunked once in this process.
+    starts and ends, and an embedding's progress (done, rate, ETA). `stored_chunks`: the
+    documents chunked by a chunking, as the caller has them stored (`chunks_of`).
     """
     tables = suite_tables(suite)
     if queries is not None:
         tables = tables._replace(queries=queries)
-    chunked = chunks or (lambda chunking: chunk_once(tables.corpus, chunking))
     runs: dict[str, pd.DataFrame] = {}
     with tempfile.TemporaryDirectory(prefix="rageval-pool-") as work:
 
@@ -126,14 +131,20 @@ def run_systems(
             say = log or (lambda _: None)
             if system.indexed:
                 chunking = system.chunking.resolve(suite.chunking)
-                indexed = chunked(chunking)
+                indexed = chunks_of(tables.corpus, chunking, stored_chunks)
                 new = system.to_embed(indexed, embeddings_dir)
                 embedding = f", {new:,} to embed: loading the model first" if new else ""
                 say(f"{name}: indexing {len(indexed):,} chunks ({_describe(chunking)}){embedding}")
                 system.build_index(indexed, directory, embeddings_dir=embeddings_dir, log=log)
             corpus = tables.corpus if system.reads_corpus else None  # passages, reranking
             inputs = RunInputs(
-                tables.queries, k, directory, base_dir, members, corpus=corpus, chunks=chunked
+                tables.queries,
+                k,
+                directory,
+                base_dir,
+                members,
+                corpus=corpus,
+                stored_chunks=stored_chunks,
             )
             runs[name] = system.produce_run(inputs)
             say(

@@ -25,7 +25,7 @@ from rageval_pipeline.core.generation.labels import read_sheet
 from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.statistics.sampling import write_sample
 from rageval_pipeline.core.storage.warehouse import write_text
-from rageval_pipeline.core.suites.chunking import Chunked
+from rageval_pipeline.core.suites.chunking import StoredChunks
 from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.systems import SystemConfig
@@ -43,7 +43,7 @@ class Pooling(BaseModel):
     base_dir: Path  # the systems file's folder
     # The suite's documents chunked by a chunking, as the caller has them stored (the
     # pipeline's `<system>/chunks`); None: chunked once in this process.
-    chunks: Chunked | None = None
+    stored_chunks: StoredChunks | None = None
 
     def ranks(self, suite: Suite, queries: list[tuple[str, str]], depth: int) -> pd.DataFrame:
         """Best rank of each pooled target per (query, system) within `depth`."""
@@ -54,7 +54,7 @@ class Pooling(BaseModel):
             embeddings_dir=self.embeddings_dir,
             base_dir=self.base_dir,
             queries=synthetic.queries_table(queries),
-            chunks=self.chunks,
+            stored_chunks=self.stored_chunks,
         )
         return pool.target_ranks(suite, self.systems, runs, depth)
 
@@ -80,7 +80,7 @@ def synthesize(
     """Write the companion set, the human sample and its sheet into `folder`; None on a dry
     run (the LLM's usage says what it would spend). Passages are drawn from the chunks
     `pooling` has (`synthetic.units`)."""
-    candidates, unparseable = synthetic.write_queries(llm, suite, n, seed, pooling.chunks)
+    candidates, unparseable = synthetic.write_queries(llm, suite, n, seed, pooling.stored_chunks)
     if llm.dry_run:
         return None
     unique = synthetic.without_duplicates(suite, candidates)

@@ -39,7 +39,7 @@ from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.statistics.sampling import HumanSample, draw_sample
 from rageval_pipeline.core.storage.warehouse import write_text
-from rageval_pipeline.core.suites.chunking import Chunked, chunk_once
+from rageval_pipeline.core.suites.chunking import StoredChunks, chunks_of
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows, suite_tables
 
@@ -87,15 +87,12 @@ class Unit(BaseModel):
     text: str
 
 
-def units(suite: Suite, chunks: Chunked | None = None) -> list[Unit]:
+def units(suite: Suite, stored_chunks: StoredChunks | None = None) -> list[Unit]:
     """The suite's judging targets with at least MIN_UNIT_WORDS words, in corpus order.
-    `chunks`: the corpus chunked by a chunking, as the caller has it stored (the pipeline's
-    `<system>/chunks`); None: chunked once in this process."""
+    `stored_chunks`: the corpus chunked by a chunking, as the caller has it stored (the
+    pipeline's `<system>/chunks`; `chunks_of`)."""
     if suite_level(suite) == "chunk":
-        if chunks is None:
-            table = chunk_once(suite_tables(suite).corpus, suite.chunking)
-        else:
-            table = chunks(suite.chunking)
+        table = chunks_of(suite_tables(suite).corpus, suite.chunking, stored_chunks)
         pairs = zip(table["chunk_id"], table["text"], strict=True)
     else:
         corpus = suite_tables(suite).corpus
@@ -144,12 +141,12 @@ def queries_table(rows: list[tuple[str, str]]) -> pd.DataFrame:
 
 
 def write_queries(
-    llm: LLM, suite: Suite, n: int, seed: int, chunks: Chunked | None = None
+    llm: LLM, suite: Suite, n: int, seed: int, stored_chunks: StoredChunks | None = None
 ) -> tuple[list[tuple[str, str, Unit, int]], int]:
     """Candidate (id, query, unit, sample) rows and the number of unparseable replies.
-    Ids are `syn-<draw number>`: stable when n grows or a filter changes. `chunks`: as
+    Ids are `syn-<draw number>`: stable when n grows or a filter changes. `stored_chunks`: as
     `units` takes them."""
-    drawn = draws(units(suite, chunks), n, seed)
+    drawn = draws(units(suite, stored_chunks), n, seed)
     jobs = [(prompts.SYNTHETIC_QUERY.format(passage=u.text), s) for u, s in drawn]
     replies = llm.complete_jobs(jobs)
     out, unparseable = [], 0

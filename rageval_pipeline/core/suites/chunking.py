@@ -221,14 +221,17 @@ def chunk_corpus(corpus: pd.DataFrame, config: ChunkingConfig, ingested_at: str)
 
 
 # The corpus chunked by a chunking, as a caller has it stored (the pipeline's `<system>/chunks`):
-# what the readers below `chunk_once` take in its place.
-Chunked = Callable[[ChunkingConfig], pd.DataFrame]
+# what a reader of chunks (`chunks_of`) takes in place of chunking the corpus itself.
+StoredChunks = Callable[[ChunkingConfig], pd.DataFrame]
 
 # The corpus chunked in this process, by (what chunking reads of the corpus, chunking), the
 # most recently used last: a step or command asked for the same chunks at several sites (an
 # outside run's ids, evidence spans, qrels coverage, a reranker's texts), chunking each time.
 _CHUNKED: OrderedDict[tuple[str, ChunkingConfig], pd.DataFrame] = OrderedDict()
-KEPT_CHUNKINGS = 8  # a few corpora under a few chunkings; each a corpus-sized table
+KEPT_CHUNKINGS = 8  # a few corpora under a few chunkings
+# Rows kept in all (about 1 GB of chunk text at 500 bytes a row): a long-lived worker does not
+# hold a large corpus's chunks after the step that asked for them; a larger table is not kept.
+KEPT_ROWS = 2_000_000
 
 
 def _read_by_chunking(corpus: pd.DataFrame) -> str:
@@ -246,10 +249,19 @@ def chunk_once(corpus: pd.DataFrame, config: ChunkingConfig) -> pd.DataFrame:
     chunks = _CHUNKED.pop(key, None)
     if chunks is None:
         chunks = chunk_corpus(corpus, config, "")
-    _CHUNKED[key] = chunks
-    while len(_CHUNKED) > KEPT_CHUNKINGS:
+    if len(chunks) <= KEPT_ROWS:
+        _CHUNKED[key] = chunks
+    while len(_CHUNKED) > KEPT_CHUNKINGS or sum(map(len, _CHUNKED.values())) > KEPT_ROWS:
         _CHUNKED.popitem(last=False)
     return chunks
+
+
+def chunks_of(
+    corpus: pd.DataFrame, chunking: ChunkingConfig, stored: StoredChunks | None = None
+) -> pd.DataFrame:
+    """`corpus` chunked by `chunking`: the caller's stored table when it has one (`stored`),
+    else chunked once in this process (`chunk_once`); the same ids and offsets either way."""
+    return chunk_once(corpus, chunking) if stored is None else stored(chunking)
 
 
 # Seed 003's metadata fields: a chunk is complete when none of them is null, and the ones that

@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from rageval_pipeline.core.io.chunk_ids import source_ids
-from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, StoredChunks, chunks_of
 from rageval_pipeline.core.suites.matching import Level
 
 
@@ -50,19 +50,19 @@ def qrels_coverage(
     level: Level,
     reference: ChunkingConfig | None,
     examples: int = 5,
-    chunks: Chunked | None = None,
+    stored_chunks: StoredChunks | None = None,
 ) -> QrelsCoverage:
     """Count the judgments naming a target the corpus lacks, at the run's judged `level`
     (`RunResults.level`), and the judged queries not in the queries. `reference`: the suite's
-    reference chunking, under which its chunk-level judgments are numbered. `chunks`: the
-    corpus chunked by a chunking, as the caller has it stored; None: chunked once here."""
+    reference chunking, under which its chunk-level judgments are numbered. `stored_chunks`: the
+    corpus chunked by a chunking, as the caller has it stored (`chunks_of`)."""
     targets = qrels["doc_id"].astype(str)
     chunk = qrels["level"] == "chunk"
     documents = set(corpus["doc_id"].astype(str))
     if level == "document":  # as `results.document_qrels` lifts them: a chunk judges its document
         found = source_ids(targets).where(chunk, targets).isin(documents)
     else:
-        ids = _reference_chunk_ids(corpus, reference, chunks) if chunk.any() else set()
+        ids = _reference_chunk_ids(corpus, reference, stored_chunks) if chunk.any() else set()
         found = targets.isin(ids).where(chunk, targets.isin(documents))
     absent = qrels[~found]
     judged = pd.Series(qrels["query_id"].astype(str).unique())
@@ -80,13 +80,12 @@ def qrels_coverage(
 def _reference_chunk_ids(
     corpus: pd.DataFrame,
     reference: ChunkingConfig | None,
-    chunks: Chunked | None,
+    stored_chunks: StoredChunks | None,
 ) -> set[str]:
     """The chunk ids of the corpus under the dataset's reference chunking (`reference`
     resolved: whole documents for a dataset without one), as the suite numbers them."""
     chunking = ChunkingConfig(strategy="reference").resolve(reference)
-    chunked = chunk_once(corpus, chunking) if chunks is None else chunks(chunking)
-    return set(chunked["chunk_id"])
+    return set(chunks_of(corpus, chunking, stored_chunks)["chunk_id"])
 
 
 def conventions_note(coverage: QrelsCoverage, identical_ids_dropped: int) -> str:

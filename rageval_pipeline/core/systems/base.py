@@ -14,7 +14,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rageval_pipeline.core.retrieval.base import Retriever
-from rageval_pipeline.core.suites.chunking import Chunked, ChunkingConfig, chunk_once
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, StoredChunks, chunks_of
 
 Log = Callable[[str], None]  # where a long build reports its progress
 
@@ -32,18 +32,17 @@ class RunInputs:
     reference: ChunkingConfig | None = None  # the suite's reference chunking
     # The corpus chunked by a chunking, as the caller has it stored (the pipeline's
     # `<system>/chunks`); None: chunked once in this process (`chunked`).
-    chunks: Chunked | None = None
+    stored_chunks: StoredChunks | None = None
     embeddings_dir: Path | None = None  # the embedding cache (dense re-scoring)
     # The baseline's configuration, opened: timed beside this system on every query, so that
     # latency is compared on one machine under one load (see retrieval.base.execute).
     baseline: Retriever | None = None
 
     def chunked(self, chunking: ChunkingConfig) -> pd.DataFrame:
-        """The corpus chunked by `chunking`: `chunks`' table, else chunked once here."""
-        if self.chunks is not None:
-            return self.chunks(chunking)
-        assert self.corpus is not None  # a system that reads the corpus is given it
-        return chunk_once(self.corpus, chunking)
+        """The corpus chunked by `chunking` (`chunks_of`), for a system that reads the corpus."""
+        if self.corpus is None:
+            raise ValueError("RunInputs.corpus: a system that reads the corpus is given it")
+        return chunks_of(self.corpus, chunking, self.stored_chunks)
 
 
 class _System(BaseModel, ABC):

@@ -81,7 +81,7 @@ class LabelSettings(dg.ConfigurableResource):
             systems=systems,
             embeddings_dir=settings.storage / "embeddings",
             base_dir=path.parent,
-            chunks=cache(
+            stored_chunks=cache(
                 lambda c: chunked(settings, dataset, corpus, c, suite.chunking, *systems.values())
             )
             if current

@@ -168,7 +168,9 @@ def build_system_assets(
                 member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
                 corpus=corpus,
                 reference=reference,
-                chunks=lambda c: chunked(settings, dataset, inputs["corpus"], c, reference, system),
+                stored_chunks=lambda c: chunked(
+                    settings, dataset, inputs["corpus"], c, reference, system
+                ),
                 embeddings_dir=settings.storage / "embeddings",
                 baseline=open_beside(
                     context, settings, system, beside, index_dir, timing=not whole
@@ -328,7 +330,7 @@ def build_system_assets(
             queries["query_id"],
             level=results.level,
             reference=reference,
-            chunks=chunks_by,
+            stored_chunks=chunks_by,
         )
         notes = conventions_note(coverage, results.identical_ids_dropped)
         stored = store_results(
