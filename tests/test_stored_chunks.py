@@ -124,11 +124,13 @@ def test_chunks_of_an_older_corpus_are_not_read(pipeline_home):
     guide.write_text(guide.read_text().replace(first, added + first, 1))
     assert _pooled_chunks() is None  # the suite is newer than the stored corpus: not pooled
     edited = _metrics(defs, [*INGESTED, "bm25/metrics"])
+    assert edited["older_corpus_chunks"] == "bm25"  # the run predates the corpus: said
     assert _gate_snippet("authentication-guide:chunk:1").startswith("## Where to start")
     assert "A section added after" in " ".join(_pooled_chunks()["text"])
     assert pq.read_table(stored).num_rows == len(kept)  # bm25/chunks was not materialized
     fresh = _metrics(defs, ["bm25/chunks", "bm25/metrics"], force=True)
     assert "A section added after" in " ".join(pq.read_table(stored)["text"].to_pylist())
+    assert "older_corpus_chunks" not in fresh
     scores = {k: v for k, v in fresh.items() if k.startswith("techdocs/")}
     assert {k: edited[k] for k in scores} == scores
     assert scores["techdocs/qrels_missing_targets"] == 0

@@ -223,7 +223,8 @@ class StoredTable:
     @property
     def key(self) -> str:
         """A digest of the stored file's bytes: a reused upstream table is not rewritten, so
-        it keeps its key; a recomputed one (even from the same inputs) gets a new one."""
+        it keeps its key; a recomputed one keeps it too when its content is the same (Parquet
+        written by the same pyarrow is byte for byte the same), else gets a new one."""
         return file_digest(self.path)
 
     @property

@@ -243,8 +243,8 @@ def _read_by_chunking(corpus: pd.DataFrame) -> str:
 
 def chunk_once(corpus: pd.DataFrame, config: ChunkingConfig) -> pd.DataFrame:
     """`chunk_corpus(corpus, config, "")`, chunked once per process for the same documents
-    (their ids, titles, urls and texts) and chunking. The table returned is shared: read it,
-    never change it."""
+    (their ids, titles, urls and texts) and chunking, unless the table is over `KEPT_ROWS`.
+    The table returned is shared: read it, never change it."""
     key = (_read_by_chunking(corpus), config)
     chunks = _CHUNKED.pop(key, None)
     if chunks is None:

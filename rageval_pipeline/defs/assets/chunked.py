@@ -55,7 +55,7 @@ def _indexed(system: SystemConfig) -> Iterator[SystemConfig]:
         yield from _indexed(system.member(name))
 
 
-def stored_chunks(
+def _fresh_table(
     settings: Settings,
     dataset: str,
     corpus: StoredTable,
@@ -63,15 +63,37 @@ def stored_chunks(
     systems: Iterable[SystemConfig],
 ) -> pd.DataFrame | None:
     """The first of `systems`' stored `<system>/chunks` tables of `dataset` that holds `corpus`
-    (as stored now) chunked by `chunking`; None when none does."""
-    for system in systems:
+    (as stored now) chunked by `chunking`; None when none does. The corpus's key is read once
+    (on object storage it is the whole file's digest)."""
+    corpus_key = None
+    for system in {s.name: s for s in systems}.values():
         table = StoredTable(stored_path(settings.storage, [system.name, "chunks"], dataset))
-        stamp = table.stamp
-        if stamp is not None and stamp == chunks_key(system, chunking, corpus.key):
+        if (stamp := table.stamp) is None or not table.path.is_file():
+            continue
+        corpus_key = corpus_key or corpus.key
+        if stamp == chunks_key(system, chunking, corpus_key):
             return read_parquet(table.path).to_pandas()
-        if stamp is not None:
-            log.debug("%s/chunks of %s: made from another corpus or code", system.name, dataset)
+        log.debug("%s/chunks of %s: made from another corpus or code", system.name, dataset)
     return None
+
+
+def stale_chunks(
+    settings: Settings,
+    dataset: str,
+    corpus: StoredTable,
+    reference: ChunkingConfig | None,
+    system: SystemConfig,
+) -> list[str]:
+    """The indexed systems behind `system` whose stored chunks (what their index, hence the
+    run, was built from) are not of `corpus` as stored now: the corpus was ingested again and
+    their chain was not, so the run's chunk ids may name other text. (A chain materialized in
+    part after the corpus, chunks but not the run, is what Dagster's UI shows as stale.)"""
+    stale = []
+    for s in {s.name: s for s in _indexed(system) if s.name}.values():
+        stamp = StoredTable(stored_path(settings.storage, [s.name, "chunks"], dataset)).stamp
+        if stamp is not None and stamp != chunks_key(s, s.chunking.resolve(reference), corpus.key):
+            stale.append(s.name)
+    return stale
 
 
 def chunked(
@@ -91,5 +113,5 @@ def chunked(
         for s in _indexed(named)
         if s.name and s.chunking.resolve(reference) == chunking
     )
-    found = stored_chunks(settings, dataset, corpus, chunking, alike)
+    found = _fresh_table(settings, dataset, corpus, chunking, alike)
     return chunk_once(corpus.frame, chunking) if found is None else found

@@ -51,7 +51,7 @@ from rageval_pipeline.defs.assets.beside import (
     open_beside,
     run_beside,
 )
-from rageval_pipeline.defs.assets.chunked import chunked, chunks_version
+from rageval_pipeline.defs.assets.chunked import chunked, chunks_version, stale_chunks
 from rageval_pipeline.defs.assets.companion import Companion, companion, split_run
 from rageval_pipeline.defs.assets.indexes import index_assets, reference_of
 from rageval_pipeline.defs.failures import one_line_errors
@@ -243,12 +243,21 @@ def build_system_assets(
                 context, settings, warehouse, partition, *tables_, baseline, measures, extra
             )
             cache.put(key, per_query, record)
+        if stale := stale_chunks(settings, dataset, corpus, reference, system):
+            context.log.warning(
+                f"{dataset}/{name}: the run was made from chunks of an older corpus"
+                f" ({', '.join(stale)}); materialize {name}'s chain (chunks, index, run) to"
+                " measure the documents as ingested now"
+            )
         context.log.info(
             f"{dataset}/{name} ({record['level']} level"
             + (f", reused {record['run_id']}): " if reused else "): ")
             + ", ".join(f"{m}={v:.4f}" for m, v in record["means"].items())
         )
-        return dg.Output(per_query, metadata=_metrics_metadata(dataset, record, reused, key))
+        metadata = _metrics_metadata(dataset, record, reused, key)
+        if stale:  # the UI's metadata says it beside the numbers it qualifies
+            metadata["older_corpus_chunks"] = ", ".join(stale)
+        return dg.Output(per_query, metadata=metadata)
 
     def _measure(
         context: dg.AssetExecutionContext,
@@ -280,7 +289,7 @@ def build_system_assets(
             # names only: the baseline's configuration beside it carries the same name.
             return chunked(settings, dataset, stored_corpus, chunking, reference, system)
 
-        def chunks_of(of: SystemConfig, own: bool) -> pd.DataFrame | None:
+        def evidence_chunks(of: SystemConfig, own: bool) -> pd.DataFrame | None:
             chunking = reference if own else of.run_chunking(reference)
             return None if chunking is None else chunks_by(chunking)
 
@@ -294,7 +303,7 @@ def build_system_assets(
                 chunk_level=own or of.chunk_level(reference),
                 measures=measures,
                 ignore_identical_ids=beir.ignores_identical_ids(dataset),
-                evidence=suite_evidence(spans, corpus, lambda: chunks_of(of, own)),
+                evidence=suite_evidence(spans, corpus, lambda: evidence_chunks(of, own)),
             )
 
         rows = split_run(run, extra)
