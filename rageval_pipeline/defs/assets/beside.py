@@ -14,12 +14,7 @@ from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_s
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.systems import TIMING_SAMPLE, SystemConfig, indexed_system
 from rageval_pipeline.defs.assets.chunked import chunked
-from rageval_pipeline.defs.resources import Settings
-
-
-def index_stamp(index_dir: Path) -> Path:
-    """The content key an index was built with, beside its folder (see core.storage.reuse)."""
-    return index_dir.with_name(index_dir.name + ".key")
+from rageval_pipeline.defs.resources import Settings, stamp_path
 
 
 def build_stamped(
@@ -35,10 +30,10 @@ def build_stamped(
     """Build `system`'s index of `chunks` (with `timing`, one only to time searches:
     `build_timing_index`) into `directory` and stamp it with `key`; the stamp is cleared first,
     so an index cut short by a killed step is never taken as built."""
-    write_stamp(index_stamp(directory), None)
+    write_stamp(stamp_path(directory), None)
     build = system.build_timing_index if timing else system.build_index
     stats = build(chunks, directory, embeddings_dir=settings.storage / "embeddings", log=log)
-    write_stamp(index_stamp(directory), key)
+    write_stamp(stamp_path(directory), key)
     return stats
 
 
@@ -90,7 +85,7 @@ def open_beside(
     directory = settings.index_dir(f"{system.name}.baseline", dataset)
     key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
     timing_key = content_key(key, "timing", TIMING_SAMPLE)
-    if read_stamp(index_stamp(directory)) not in ({key, timing_key} if timing else {key}) or (
+    if read_stamp(stamp_path(directory)) not in ({key, timing_key} if timing else {key}) or (
         not directory.is_dir()
     ):
         what = "to time it" if timing else "to re-run it"

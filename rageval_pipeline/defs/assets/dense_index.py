@@ -28,9 +28,9 @@ import dagster as dg
 from rageval_pipeline.core.retrieval.shards import Shard
 from rageval_pipeline.core.storage.reuse import content_key, read_stamp
 from rageval_pipeline.core.systems import DenseSystem
-from rageval_pipeline.defs.assets.beside import build_stamped, index_stamp
+from rageval_pipeline.defs.assets.beside import build_stamped
 from rageval_pipeline.defs.failures import one_line_errors
-from rageval_pipeline.defs.resources import Settings
+from rageval_pipeline.defs.resources import Settings, stamp_path
 
 STEPS_IO = "steps_io"
 
@@ -58,7 +58,7 @@ def build_dense_index(
         directory = settings.index_dir(name, dataset)
         key = content_key(version, chunks.key)
         reused = (
-            not settings.force and directory.is_dir() and read_stamp(index_stamp(directory)) == key
+            not settings.force and directory.is_dir() and read_stamp(stamp_path(directory)) == key
         )
         shards = [] if reused else system.split(chunks.frame)
         context.log.info(

@@ -9,13 +9,13 @@ from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_st
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.systems import DenseSystem, SystemConfig
-from rageval_pipeline.defs.assets.beside import build_stamped, index_stamp
+from rageval_pipeline.defs.assets.beside import build_stamped
 from rageval_pipeline.defs.assets.chunked import chunks_key
 from rageval_pipeline.defs.assets.dense_index import build_dense_index
 from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
 from rageval_pipeline.defs.partitions import partitioned_check
-from rageval_pipeline.defs.resources import CONTENT_KEY, Dataset, Settings
+from rageval_pipeline.defs.resources import CONTENT_KEY, Dataset, Settings, stamp_path
 
 
 def reference_of(dataset: Dataset) -> ChunkingConfig | None:
@@ -75,7 +75,7 @@ def index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDe
         chunks = settings.stored(name, "chunks", partition=dataset)
         directory = settings.index_dir(name, dataset)
         key = content_key(versions["index"], chunks.key)
-        if not settings.force and directory.is_dir() and read_stamp(index_stamp(directory)) == key:
+        if not settings.force and directory.is_dir() and read_stamp(stamp_path(directory)) == key:
             return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
         stats = build_stamped(system, chunks.frame, directory, settings, key, context.log.info)
         context.log.info(f"{name} index for {dataset}: {stats}")

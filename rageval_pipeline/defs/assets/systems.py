@@ -47,7 +47,6 @@ from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.defs.assets.beside import (
     baseline_of,
     baseline_system,
-    index_stamp,
     open_beside,
     run_beside,
 )
@@ -61,6 +60,7 @@ from rageval_pipeline.defs.resources import (
     Settings,
     StoredTable,
     WarehouseResource,
+    stamp_path,
     write_pool,
 )
 
@@ -379,7 +379,7 @@ def _run_key(
     or an index whose key is unknown). The judged queries follow from queries, qrels and split;
     a reranker's run also depends on the documents' text (`corpus`); its latency, on the
     baseline configuration timed beside it."""
-    index_key = read_stamp(index_stamp(index_dir)) if system.indexed else "none"
+    index_key = read_stamp(stamp_path(index_dir)) if system.indexed else "none"
     if not system.reusable or index_key is None:
         return None
     table_keys = {name: table.key for name, table in inputs.items()}  # content_key sorts them
