@@ -193,7 +193,8 @@ def stored_path(base: Path | UPath, key: Sequence[str], partition: str | None) -
 
 
 def stamp_path(path: Path | UPath) -> Path | UPath:
-    """The `.key` file beside a stored table: the content key it was produced for."""
+    """The `.key` file beside a stored table or an index folder: the content key it was
+    produced for (see core.storage.reuse)."""
     return path.with_name(path.name + ".key")
 
 
@@ -220,11 +221,12 @@ class StoredTable:
     def rows(self) -> int:
         return parquet_rows(self.path)
 
-    @property
+    @cached_property
     def key(self) -> str:
         """A digest of the stored file's bytes: a reused upstream table is not rewritten, so
         it keeps its key; a recomputed one keeps it too when its content is the same (Parquet
-        written by the same pyarrow is byte for byte the same), else gets a new one."""
+        written by the same pyarrow is byte for byte the same), else gets a new one. Read once
+        per step's table (on object storage `file_digest` hashes the whole file each call)."""
         return file_digest(self.path)
 
     @property

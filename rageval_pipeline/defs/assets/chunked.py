@@ -63,15 +63,12 @@ def _fresh_table(
     systems: Iterable[SystemConfig],
 ) -> pd.DataFrame | None:
     """The first of `systems`' stored `<system>/chunks` tables of `dataset` that holds `corpus`
-    (as stored now) chunked by `chunking`; None when none does. The corpus's key is read once
-    (on object storage it is the whole file's digest)."""
-    corpus_key = None
+    (as stored now) chunked by `chunking`; None when none does."""
     for system in {s.name: s for s in systems}.values():
         table = StoredTable(stored_path(settings.storage, [system.name, "chunks"], dataset))
         if (stamp := table.stamp) is None or not table.path.is_file():
             continue
-        corpus_key = corpus_key or corpus.key
-        if stamp == chunks_key(system, chunking, corpus_key):
+        if stamp == chunks_key(system, chunking, corpus.key):
             return read_parquet(table.path).to_pandas()
         log.debug("%s/chunks of %s: made from another corpus or code", system.name, dataset)
     return None
