@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from rageval_pipeline.core.curation import judging, readings, sheets, third  # noqa: E402
 from rageval_pipeline.core.curation.readings import Reading  # noqa: E402
 from rageval_pipeline.core.curation.third import target_text  # noqa: E402
+from rageval_pipeline.core.io.chunk_ids import chunk_id  # noqa: E402
 from rageval_pipeline.core.storage.warehouse import write_text  # noqa: E402
 from rageval_pipeline.core.suites.golden import Suite, load_suite  # noqa: E402
 
@@ -78,7 +79,9 @@ def targets_of(suite: Suite) -> set[str]:
     """The ids the judges graded: sections (reference chunks) for techdocs, entities for hotel."""
     if suite.name == "hotel":
         return set(suite.reference.texts)
-    return {f"{d}:chunk:{n}" for d, ext in suite.reference.extents.items() for n in range(len(ext))}
+    return {
+        chunk_id(d, n) for d, count in suite.reference.chunk_counts.items() for n in range(count)
+    }
 
 
 def first_readings(first: list[Reading], sample: list[dict]) -> dict[tuple[str, str], Reading]:
@@ -132,10 +135,8 @@ def blind(judging: Path) -> None:
         suite = suite_of(name)
         first, second, _ = passes(judging, suite)
         report = compare(suite, first, second, drawn_sample(judging, suite))
-        queries = {q.id: q.query for q in suite.queries}
-        texts = {p.target: target_text(suite, p.target) for p in report.disagreements}
-        rows, key[name] = third.blind_rows(report.disagreements, BLIND_SEED, name, queries, texts)
-        write_text(judging / f"disagreements_{name}.jsonl", sheets.jsonl(rows))
+        rows, key[name] = third.blind_rows(suite, report.disagreements, BLIND_SEED)
+        sheets.write_rows(rows, judging / f"disagreements_{name}.jsonl", third.COLUMNS)
         print(f"{name}: {len(rows)} disagreements of {report.pairs} pairs read by both")
     note = "reading_1 is the pass named here (first or second); reading_2 the other"
     write_text(
@@ -152,6 +153,10 @@ def record(judging: Path) -> None:
     requoted = readings.read_pass(judging / "requotes.jsonl")
     for name in SUITES:
         suite = suite_of(name)
+        if any(
+            len(q.spans) > len(q.qrels) or (q.spans and name == "hotel") for q in suite.queries
+        ):  # before anything is written: the record is of round 1's grades
+            raise SystemExit(f"{name}: already rebuilt; record reads the judgments of round 1")
         folder = ROOT / "data" / "suites" / name / "agreement" / "round2"
         folder.mkdir(parents=True, exist_ok=True)
         first, second, third = passes(judging, suite)
@@ -175,11 +180,8 @@ def record(judging: Path) -> None:
 
 def changes(suite: Suite, folder: Path) -> list[dict]:
     """Each (query, target) whose grade the re-judging changed, or that it judged for the first
-    time: grade before, grade after, the reading that decided it and its note."""
-    if any(
-        len(q.spans) > len(q.qrels) or (q.spans and suite.name == "hotel") for q in suite.queries
-    ):
-        raise SystemExit(f"{suite.name}: already rebuilt; record reads the judgments of round 1")
+    time: grade before, grade after, the reading that decided it and its note (of a suite
+    of round 1: `record` checks)."""
     before = old_grades(suite)
     decided = final_readings(folder)
     out = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rageval_pipeline.core.curation.judging import GradedRow, graded_rows
@@ -109,18 +109,14 @@ def swapped(seed: int, scope: str, query_id: str, target: str) -> bool:
     return random.Random(f"{seed}:{scope}:{query_id}:{target}").random() < 0.5
 
 
-def blind_rows(
-    pairs: Iterable[Pair],
-    seed: int,
-    scope: str,
-    queries: Mapping[str, str],
-    texts: Mapping[str, str],
-) -> tuple[list[dict], dict[str, str]]:
-    """The third reader's rows of the disagreements (COLUMNS, the decision left empty) and the
-    key: "query|target" -> the pass shown as reading 1 ("first" or "second")."""
+def blind_rows(suite: Suite, pairs: Sequence[Pair], seed: int) -> tuple[list[dict], dict[str, str]]:
+    """The third reader's rows of the disagreements of `suite` (COLUMNS, the decision left
+    empty) and the key: "query|target" -> the pass shown as reading 1 ("first" or "second")."""
+    queries = {q.id: q.query for q in suite.queries}
+    texts = {p.target: target_text(suite, p.target) for p in pairs}
     rows, key = [], {}
     for pair in pairs:
-        swap = swapped(seed, scope, pair.query_id, pair.target)
+        swap = swapped(seed, suite.name, pair.query_id, pair.target)
         one, two = (pair.second, pair.first) if swap else (pair.first, pair.second)
         key[f"{pair.query_id}|{pair.target}"] = "second" if swap else "first"
         rows.append(
@@ -145,9 +141,7 @@ def write_blind(
 ) -> tuple[int, Path]:
     """Write the blind sheet of the report's disagreements (CSV or JSONL by extension) and its
     key into the record folder: (rows written, key file)."""
-    queries = {q.id: q.query for q in suite.queries}
-    texts = {p.target: target_text(suite, p.target) for p in report.disagreements}
-    rows, key = blind_rows(report.disagreements, seed, suite.name, queries, texts)
+    rows, key = blind_rows(suite, report.disagreements, seed)
     write_rows(rows, sheet, COLUMNS)
     record.mkdir(parents=True, exist_ok=True)
     note = "reading_1 of each row is the pass named here (first: the suite; second: the sheet)"
