@@ -215,27 +215,26 @@ def merge_rows(
             out.append(f"{where}: {item.problem}")
         return out
 
-    result.inconsistent = write_grades(
+    result.inconsistent = _write_grades(
         suite_file, suite, grades, refuse, result.quotes, move_primary=move_primary
     )
     return result
 
 
-def write_grades(
+def _write_grades(
     suite_file: Path,
     suite: Suite,
     grades: dict[tuple[str, str], int],
-    refuse: Callable[[Suite], list[str]] | None = None,
-    quotes: dict[tuple[str, str], Quoted] | None = None,
+    refuse: Callable[[Suite], list[str]],
+    quotes: dict[tuple[str, str], Quoted],
     *,
-    move_primary: bool = False,
+    move_primary: bool,
 ) -> list[str]:
     """Set the grades keyed by (query id, resolved target id) in the suite file (see
     `rewrite.rewrite_suite`), with the evidence `quotes` of those that have them (spans:
     `quotes.target_spans`); nothing is written when there are none."""
     if not grades:
         return []
-    quotes = quotes or {}
     queries = {q.id: q for q in suite.queries}
     # A query not judged yet follows the suite; a suite not judged yet is judged by spans,
     # which survive edits of its documents (docs/suite-format.md).
@@ -272,7 +271,7 @@ def write_grades(
     return rewrite_suite(suite_file, edit, refuse)
 
 
-def _mark_primary(raw: dict[str, Any], move: bool = False) -> None:
+def _mark_primary(raw: dict[str, Any], move: bool) -> None:
     """A query judged for the first time names its primary target: the first of its highest
     grade. A query that names one keeps it; with `move`, only while it keeps the highest grade
     (otherwise validation refuses the suite)."""

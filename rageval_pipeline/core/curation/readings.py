@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from rageval_pipeline.core.curation.agreement import Figures, figures
+from rageval_pipeline.core.curation.agreement import GRADES, Figures, figures
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites.derived import TOKEN
 from rageval_pipeline.core.suites.loaders import jsonl_rows
@@ -61,7 +61,7 @@ def read_pass(path: Path) -> list[Reading]:
             first = error.errors()[0]
             field = ".".join(map(str, first["loc"]))
             raise InputError(path, first["msg"], line=line, field=field) from None
-        if reading.grade not in (0, 1, 2, 3):
+        if reading.grade not in GRADES:
             raise InputError(path, "must be 0, 1, 2 or 3", line=line, field="grade")
         if reading.key in seen:
             problem = f"{reading.query_id} {reading.target} is read again (first at line "
