@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rageval_pipeline.core.measures.join import Judgments
+    from rageval_pipeline.cli.scoring import Qrels
     from rageval_pipeline.core.statistics.ppi import PpiEstimate
     from rageval_pipeline.core.statistics.sampling import HumanSample
 
@@ -45,11 +45,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="the sampling record (seed, size, frame) of the human-judged queries "
         "(default: QRELS.sample.json)",
     )
-
-
-# The qrels table and its side of the join, as `rageval eval` reads them
-# (`scoring.read_judgments`).
-Qrels = tuple["pd.DataFrame", "Judgments"]
 
 
 def population(

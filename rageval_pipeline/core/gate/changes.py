@@ -56,7 +56,7 @@ def rerun_reason(
     chunked corpus and spans. The stored baseline lacks a measure the run has (one added since,
     such as the budget measures): the re-run measures it. An unchanged configuration is not
     re-run for a missing measure: its re-run would be the run itself."""
-    if None not in (suite, baseline.suite) and suite != baseline.suite:
+    if _other_suite(suite, baseline):
         return "the suite changed"
     if chunking_changes(baseline.config, config):
         return "the chunking changed"
@@ -68,9 +68,14 @@ def rerun_reason(
 
 
 def suite_changed(summary: RunSummary, baseline: Baseline) -> bool:
-    """Whether the run was measured on another suite than the baseline. A baseline recorded
-    before suites were fingerprinted is taken as comparable: nothing says otherwise."""
-    return None not in (summary.suite, baseline.suite) and summary.suite != baseline.suite
+    """Whether the run was measured on another suite than the baseline."""
+    return _other_suite(summary.suite, baseline)
+
+
+def _other_suite(suite: str | None, baseline: Baseline) -> bool:
+    """Whether `suite` (a suite's fingerprint) is another than the baseline's. A baseline
+    recorded before suites were fingerprinted is taken as comparable: nothing says otherwise."""
+    return None not in (suite, baseline.suite) and suite != baseline.suite
 
 
 def level_changed(summary: RunSummary, baseline: Baseline) -> bool:
