@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from rageval_pipeline.core.measures.aggregate import mean_table
 from rageval_pipeline.core.measures.defaults import budget_measures
 from rageval_pipeline.core.results.store import measure_run
 from rageval_pipeline.core.retrieval.base import execute
@@ -68,7 +67,7 @@ def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:
                 measures=COLUMNS,
                 evidence=evidence,
             )
-            means = mean_table(results.per_query).set_index("measure")
+            means = results.means.set_index("measure")  # measure_run's mean_table
             row = {"system": system, "chunking": label, "chunks": len(chunks)}
             for measure in COLUMNS:
                 value, low, high = means.loc[measure, ["value", "ci_low", "ci_high"]]

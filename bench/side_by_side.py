@@ -82,12 +82,12 @@ def rotated(names: list[str], round_: int) -> list[str]:
 def eval_times(trees: dict[str, Path], folder: Path, repeat: int) -> dict[str, list]:
     qrels, run = write_files(folder, 5000, 1000)
     measures = [flag for m in MEASURES for flag in ("-m", m)]
+    files = (str(qrels.resolve()), str(run.resolve()))
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     outputs = set()
     for round_ in range(repeat):
         for name in rotated(list(trees), round_):
             env = os.environ | {"PYTHONPATH": str(trees[name])}
-            files = (str(qrels.resolve()), str(run.resolve()))
             argv = [*console_script(trees[name]), "eval", *files, *measures]
             # Run in the build's folder: `python -c` puts the working folder first on sys.path,
             # ahead of PYTHONPATH, so from the repository every build would run its code.
