@@ -91,11 +91,11 @@ def units(suite: Suite, stored_chunks: StoredChunks | None = None) -> list[Unit]
     """The suite's judging targets with at least MIN_UNIT_WORDS words, in corpus order.
     `stored_chunks`: the corpus chunked by a chunking, as the caller has it stored (the
     pipeline's `<system>/chunks`; `chunks_of`)."""
+    corpus = suite_tables(suite).corpus
     if suite_level(suite) == "chunk":
-        table = chunks_of(suite_tables(suite).corpus, suite.chunking, stored_chunks)
+        table = chunks_of(corpus, suite.chunking, stored_chunks)
         pairs = zip(table["chunk_id"], table["text"], strict=True)
     else:
-        corpus = suite_tables(suite).corpus
         pairs = zip(corpus["doc_id"], corpus["text"], strict=True)
     return [Unit(target_id=t, text=x) for t, x in pairs if len(x.split()) >= MIN_UNIT_WORDS]
 

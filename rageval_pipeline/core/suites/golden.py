@@ -191,8 +191,7 @@ class Query(StrictModel):
         name no excerpt and have none."""
         if not self._evidence:
             return []
-        grades = [s.grade for s in self.spans] or [grade for _, grade in self.qrels]
-        return list(zip(self._evidence, grades, strict=True))
+        return list(zip(self._evidence, self.grades, strict=True))
 
     @property
     def primary_id(self) -> str | None:
