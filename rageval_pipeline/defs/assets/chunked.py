@@ -18,12 +18,12 @@ to every system's chain for each dataset.
 
 import logging
 from collections.abc import Iterable, Iterator
+from functools import cache
 
 import pandas as pd
 
-from rageval_pipeline.core.storage.location import read_parquet
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
+from rageval_pipeline.core.suites.chunking import ChunkingConfig, StoredChunks, chunk_once
 from rageval_pipeline.core.systems import SystemConfig
 from rageval_pipeline.defs.resources import Settings, StoredTable, stored_path
 
@@ -55,6 +55,10 @@ def _indexed(system: SystemConfig) -> Iterator[SystemConfig]:
         yield from _indexed(system.member(name))
 
 
+def _stored(settings: Settings, dataset: str, system: SystemConfig) -> StoredTable:
+    return StoredTable(stored_path(settings.storage, [system.name, "chunks"], dataset))
+
+
 def _fresh_table(
     settings: Settings,
     dataset: str,
@@ -65,11 +69,11 @@ def _fresh_table(
     """The first of `systems`' stored `<system>/chunks` tables of `dataset` that holds `corpus`
     (as stored now) chunked by `chunking`; None when none does."""
     for system in {s.name: s for s in systems}.values():
-        table = StoredTable(stored_path(settings.storage, [system.name, "chunks"], dataset))
+        table = _stored(settings, dataset, system)
         if (stamp := table.stamp) is None or not table.path.is_file():
             continue
         if stamp == chunks_key(system, chunking, corpus.key):
-            return read_parquet(table.path).to_pandas()
+            return table.frame
         log.debug("%s/chunks of %s: made from another corpus or code", system.name, dataset)
     return None
 
@@ -87,7 +91,7 @@ def stale_chunks(
     part after the corpus, chunks but not the run, is what Dagster's UI shows as stale.)"""
     stale = []
     for s in {s.name: s for s in _indexed(system) if s.name}.values():
-        stamp = StoredTable(stored_path(settings.storage, [s.name, "chunks"], dataset)).stamp
+        stamp = _stored(settings, dataset, s).stamp
         if stamp is not None and stamp != chunks_key(s, s.chunking.resolve(reference), corpus.key):
             stale.append(s.name)
     return stale
@@ -112,3 +116,15 @@ def chunked(
     )
     found = _fresh_table(settings, dataset, corpus, chunking, alike)
     return chunk_once(corpus.frame, chunking) if found is None else found
+
+
+def from_storage(
+    settings: Settings,
+    dataset: str,
+    corpus: StoredTable,
+    reference: ChunkingConfig | None,
+    *systems: SystemConfig,
+) -> StoredChunks:
+    """What a step hands the core as its stored chunks (`StoredChunks`): `chunked` by each
+    chunking asked for, read once in the step (a reranker over a fusion asks once per member)."""
+    return cache(lambda chunking: chunked(settings, dataset, corpus, chunking, reference, *systems))

@@ -11,7 +11,6 @@ instead of writing one. Every reply is cached, so a re-run makes no call. docs/s
 
 import json
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 
 import dagster as dg
@@ -35,7 +34,7 @@ from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.systems import load_systems
-from rageval_pipeline.defs.assets.chunked import chunked
+from rageval_pipeline.defs.assets.chunked import from_storage
 from rageval_pipeline.defs.assets.generation import one_line
 from rageval_pipeline.defs.assets.ingest import table_key
 from rageval_pipeline.defs.executors import executor_from_env
@@ -81,9 +80,7 @@ class LabelSettings(dg.ConfigurableResource):
             systems=systems,
             embeddings_dir=settings.storage / "embeddings",
             base_dir=path.parent,
-            stored_chunks=cache(
-                lambda c: chunked(settings, dataset, corpus, c, suite.chunking, *systems.values())
-            )
+            stored_chunks=from_storage(settings, dataset, corpus, suite.chunking, *systems.values())
             if current
             else None,
         )

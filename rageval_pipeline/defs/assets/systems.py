@@ -17,7 +17,6 @@ warehouse that this job reused the stored run, which the gate (run on every job)
 """
 
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 
 import dagster as dg
@@ -40,7 +39,6 @@ from rageval_pipeline.core.results.store import (
 from rageval_pipeline.core.retrieval.machine import machine_digest
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_stamp
 from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.conventions import conventions_note, qrels_coverage
 from rageval_pipeline.core.suites.derived import suite_evidence
 from rageval_pipeline.core.systems import RunInputs, SystemConfig
@@ -50,7 +48,7 @@ from rageval_pipeline.defs.assets.beside import (
     open_beside,
     run_beside,
 )
-from rageval_pipeline.defs.assets.chunked import chunked, chunks_version, stale_chunks
+from rageval_pipeline.defs.assets.chunked import chunks_version, from_storage, stale_chunks
 from rageval_pipeline.defs.assets.companion import Companion, companion, split_run
 from rageval_pipeline.defs.assets.indexes import index_assets, reference_of
 from rageval_pipeline.defs.failures import one_line_errors
@@ -136,16 +134,11 @@ def build_system_assets(
     @one_line_errors
     def run(context: dg.AssetExecutionContext, settings: Settings) -> pd.DataFrame:
         partition = settings.dataset(context)
-        dataset = partition.name
+        dataset, reference = partition.name, reference_of(partition)
         inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
         index_dir = settings.index_dir(name, dataset)
         baseline = baseline_of(system, settings, dataset)
         beside = baseline_system(system, settings, dataset, baseline)
-        # A chunking change re-runs the baseline's configuration in the metrics step: its whole
-        # index is built here once, to time it and then read its hits.
-        whole = baseline is not None and bool(
-            chunking_changes(baseline.config, system.recorded_config(reference_of(partition)))
-        )
         key = _run_key(system, versions["run"], settings, index_dir, inputs, beside)
         extra = companion(settings, dataset)  # its queries are run too, for PPI
         if key is not None and extra is not None:
@@ -159,7 +152,11 @@ def build_system_assets(
             if extra is not None:
                 judged = pd.concat([judged, extra.queries], ignore_index=True)
             corpus = inputs["corpus"].frame if system.reads_corpus else None
-            reference = reference_of(partition)
+            # A chunking change re-runs the baseline's configuration in the metrics step: its
+            # whole index is built here once, to time it and then read its hits.
+            whole = baseline is not None and bool(
+                chunking_changes(baseline.config, system.recorded_config(reference))
+            )
             run_inputs = RunInputs(
                 queries=judged,
                 top_k=settings.depth,
@@ -168,9 +165,9 @@ def build_system_assets(
                 member_runs={m: inputs[f"member_{m}"].frame for m in system.member_names},
                 corpus=corpus,
                 reference=reference,
-                stored_chunks=lambda c: chunked(
-                    settings, dataset, inputs["corpus"], c, reference, system
-                ),
+                stored_chunks=from_storage(settings, dataset, inputs["corpus"], reference, system)
+                if system.reads_corpus
+                else None,
                 embeddings_dir=settings.storage / "embeddings",
                 baseline=open_beside(
                     context, settings, system, beside, index_dir, timing=not whole
@@ -283,11 +280,10 @@ def build_system_assets(
         spans = loaders.load_part(partition.folder, "spans", dataset=dataset)
         spans = spans[spans["split"] == settings.split]
 
-        @cache  # read once in the step: the run's evidence, the baseline's, qrels coverage
-        def chunks_by(chunking: ChunkingConfig) -> pd.DataFrame:
-            # Stored chunks are looked up under the configured system's (and its members')
-            # names only: the baseline's configuration beside it carries the same name.
-            return chunked(settings, dataset, stored_corpus, chunking, reference, system)
+        # Read once in the step: the run's evidence, the baseline's, qrels coverage. Stored
+        # chunks are looked up under the configured system's (and its members') names only:
+        # the baseline's configuration beside it carries the same name.
+        chunks_by = from_storage(settings, dataset, stored_corpus, reference, system)
 
         def evidence_chunks(of: SystemConfig, own: bool) -> pd.DataFrame | None:
             chunking = reference if own else of.run_chunking(reference)
