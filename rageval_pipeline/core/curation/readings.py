@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from rageval_pipeline.core.curation.agreement import GRADES, Figures, figures
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.suites.derived import TOKEN
+from rageval_pipeline.core.suites.chunking import TOKEN
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 from rageval_pipeline.core.suites.spans import QuoteError, quote_places
 

@@ -62,7 +62,7 @@ _HEADER = re.compile(r"^#{1,6} ")
 _FENCE = re.compile(r"^\s*```")
 _BLANK_LINES = re.compile(r"\n\s*\n")
 # A whitespace token: what `str.split()` returns, with its place in the text.
-_TOKEN = re.compile(r"\S+")
+TOKEN = re.compile(r"\S+")
 
 
 class ChunkingConfig(BaseModel):
@@ -160,7 +160,7 @@ def _between(text: str, separator: re.Pattern[str]) -> list[tuple[int, int]]:
 
 def _windows(text: str, size: int, overlap: int) -> list[Piece]:
     """Windows of `size` whitespace tokens (`\\S+`, the tokens of `str.split`)."""
-    tokens = list(_TOKEN.finditer(text))
+    tokens = list(TOKEN.finditer(text))
     step = size - overlap
     out = []
     for start in range(0, len(tokens), step):

@@ -26,7 +26,6 @@ inside it: its judged grade (`reference_grades`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -34,14 +33,12 @@ import numpy as np
 import pandas as pd
 
 from rageval_pipeline.core.io.chunk_ids import chunk_id
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
+from rageval_pipeline.core.suites.chunking import TOKEN, ChunkingConfig, chunk_once
 from rageval_pipeline.core.suites.passages import passage_units
 
 # The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
 # grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
 MATCH = 0.5
-
-TOKEN = re.compile(r"\S+")  # a whitespace token: what spans and their measures count
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from rageval_pipeline.core.suites.spans import loose_pattern
+
 # `{doc_id}:span:{start}-{end}`: the one place the passage-id format is written and read.
 _PASSAGE_ID = re.compile(r"^(?P<doc>.+):span:(?P<start>\d+)-(?P<end>\d+)$")
 
@@ -69,7 +71,7 @@ class Locator:
         words = text.split()
         if not words:
             return None
-        loose = re.compile(r"\s+".join(re.escape(w) for w in words))
+        loose = loose_pattern(words)
         for doc, body in self._candidates(doc_id):
             at = body.find(text)
             if at >= 0:

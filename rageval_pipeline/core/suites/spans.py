@@ -111,6 +111,12 @@ def locate_quote(text: str, quote: str, start: int = 0, end: int | None = None) 
     return found[0]
 
 
+def loose_pattern(words: list[str]) -> re.Pattern[str]:
+    """The words in order, any whitespace between them: a quote found whatever its line
+    breaks and spacing."""
+    return re.compile(r"\s+".join(map(re.escape, words)))
+
+
 def quote_places(
     text: str, quote: str, start: int = 0, end: int | None = None
 ) -> list[tuple[int, int]]:
@@ -119,7 +125,7 @@ def quote_places(
     words = quote.split()
     if not words:
         raise QuoteError("the quote is empty")
-    pattern = re.compile(r"\s+".join(map(re.escape, words)))
+    pattern = loose_pattern(words)
     window = text[start:end]
     return [(start + m.start(), start + m.end()) for m in _overlapping(pattern, window)]
 
