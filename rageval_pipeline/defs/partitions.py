@@ -3,7 +3,6 @@
 import json
 import re
 import sys
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,11 +50,10 @@ def _record(record: Path, suites: dict[Path, golden.Suite]) -> None:
     the last second (a quick rewrite may keep its time: core.suites.golden); the older records
     go. A record is only a shortcut: a folder it cannot be written to leaves the next load to
     validate again."""
-    settled = time.time_ns() - golden.SETTLED_NS
     try:
         files = [f for path, suite in suites.items() for f in golden.suite_files(path, suite)]
         stamps = [_stamp(f) for f in files]
-        if any(mtime >= settled for _, _, mtime in stamps):
+        if not golden.settled(mtime for _, _, mtime in stamps):
             return
         write_text(record, json.dumps(stamps))
         for older in record.parent.iterdir():  # another process's temp file is not a record

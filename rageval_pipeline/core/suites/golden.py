@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -318,11 +319,17 @@ class Suite(StrictModel):
         return [move for query in self.queries for move in query._moves]
 
 
-# Suites parsed in this process, by file: the files read (the suite's and its documents'
-# content_path files), their stamps, the suite. A job step asked for one suite four or five
-# times (tables, span moves, reference chunking), parsing it each time.
+# Suites parsed in this process, by file: the files read (`suite_files`), their stamps, the
+# suite. A step asked for one suite four or five times, parsing it each time.
 _PARSED: dict[Path, tuple[list[Path], list[tuple[int, int]], Suite]] = {}
 SETTLED_NS = 1_000_000_000
+
+
+def settled(mtimes: Iterable[int]) -> bool:
+    """Whether no file changed in the last second (times in ns): one rewritten at once with the
+    same size may keep its time (git's "racily clean" entries), so a fresh one is not trusted."""
+    since = time.time_ns() - SETTLED_NS
+    return all(t < since for t in mtimes)
 
 
 def _stamps(files: list[Path]) -> list[tuple[int, int]] | None:
@@ -354,11 +361,8 @@ def load_suite(path: str | Path) -> Suite:
     suite = _parse_suite(file)
     files = suite_files(key, suite)
     stamps = _stamps(files)
-    # Kept only when no file changed while it was read and none changed in the last second: a
-    # file rewritten at once with the same size can keep its modification time (as git's
-    # "racily clean" entries), so a fresh one is parsed again.
-    settled = time.time_ns() - SETTLED_NS
-    if stamps and before and stamps[0] == before[0] and all(t < settled for _, t in stamps):
+    # Kept only when no file changed while it was read, and all are `settled`.
+    if stamps and before and stamps[0] == before[0] and settled(t for _, t in stamps):
         _PARSED[key] = (files, stamps, suite)
     return suite
 
