@@ -34,6 +34,7 @@ CheckKind = Literal[
     "target",  # advisory absolute minimum: reported, never blocking
     "baseline",  # mean measure against the baseline within tolerance
     "spike",  # share of queries whose primary measure dropped sharply against the baseline
+    "breakage",  # queries whose primary measure fell from high to near zero (answer lost)
     "unjudged",  # share of unjudged documents in the top k, against the baseline
     "latency",  # overall latency statistic against latency_max_ms
     "latency_baseline",  # latency statistic of one group against the baseline

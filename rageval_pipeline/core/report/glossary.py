@@ -27,6 +27,9 @@ CATEGORY_MEANINGS: dict[Category, str] = {
     "their primary measure",
     "unjudged_spike": "more of the top 10 is unjudged than in the baseline: the drops may be "
     "missing judgments, not worse retrieval",
+    "unjudged_run": "the run lost most of the baseline's judged documents from its top 10: "
+    "its ids likely do not match the corpus (another corpus, a new chunking without derived "
+    "judgments); map the ids or judge the new documents with `rageval pool`",
 }
 
 # The report's own columns and labels (render.py and summary.py print these terms).
