@@ -67,9 +67,10 @@ def breakage_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Che
     more = len(found.broken) - NAMED
     named += f" and {more} more" if more > 0 else ""
     fixed = f", {len(found.fixed)} fixed" if found.fixed else ""
+    lost = f"left the top {measure.k}" if measure.k else "was lost"
     text = (
         f"{run.label} {measure}: {len(found.broken)} of {found.n} queries broke (from "
-        f">= {guard.high:g} to <= {guard.low:g}: their answer left the top)"
+        f">= {guard.high:g} to <= {guard.low:g}: their answer {lost})"
         + (f": {named}" if named else "")
         + f"{fixed}; {found.limit} or more, net of fixed ones, block"
     )
