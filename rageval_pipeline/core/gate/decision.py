@@ -106,6 +106,8 @@ class Resolution(BaseModel):
     # Set when PPI decided: its LLM-judged queries per human-judged one, kept in `needed_ppi`,
     # whose gain is then the measured effective n per human-judged query.
     llm_per_human: float | None = None
+    # Queries to add before an interval may pass, when the query floor decided (else 0).
+    floor: int = 0
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,8 @@ def baseline_check(
     stats = run.rules.statistics
     verdict = judge(measure.higher_is_better, value - reference, test, allowed, stats)
     res = resolution(test, allowed, stats)
+    if res is not None and test is not None and verdict.floor:
+        res = res.model_copy(update={"floor": floor_gap(test)})
     higher = measure.higher_is_better
     beyond = worsening(measure, reference, value) > allowed + EPS
     relation = "within" if not beyond else ("<" if higher else ">")

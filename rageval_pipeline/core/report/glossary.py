@@ -34,8 +34,9 @@ CATEGORY_MEANINGS: dict[Category, str] = {
 
 # The report's own columns and labels (render.py and summary.py print these terms).
 TERMS: dict[str, str] = {
-    "CI": "95% confidence interval: the bootstrap interval of a mean over queries, or of the "
-    "paired per-query differences beside a Delta",
+    "CI": "confidence interval, at the level its column names: 95% for the bootstrap interval "
+    "of a mean over queries, 1 - the policy's alpha for the paired per-query differences "
+    "beside a Delta",
     "Delta": "current minus baseline (or minus the reference run), averaged over the queries "
     "both measured",
     "p (Holm)": "p-value of the paired randomization test, Holm-corrected across the measures "
@@ -49,7 +50,8 @@ TERMS: dict[str, str] = {
     "PASS / FAIL": "FAIL: a blocking check failed; the release is held",
     "WARN": "a non-blocking check failed: reported, does not hold the release",
     "INCONCLUSIVE": "the statistics cannot tell the change from a drop of the band: it "
-    "blocks unless the policy says statistics.inconclusive: warn",
+    "blocks, or under statistics.inconclusive: block_likely only when the drop is likely "
+    "(beyond the band, its interval excluding 0)",
     "IMPROVED": "better beyond tolerance, and the statistics establish it",
     "p50 / p95 / p99": "latency percentiles in milliseconds over the timed queries",
 }
