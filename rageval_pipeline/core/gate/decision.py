@@ -199,6 +199,11 @@ def judge(
     return Judgement(outcome, blocks, improved, floor, likely)
 
 
+def queries(n: int) -> str:
+    """`1 query`, `2 queries`."""
+    return f"{n} {'query' if n == 1 else 'queries'}"
+
+
 def floor_gap(test: PairedTest) -> int:
     """The paired (under PPI: human-judged) queries to add before an interval may pass."""
     return max(MIN_PASS_QUERIES - _sample(test), 0)

@@ -177,7 +177,8 @@ def _unsure_text(verdict: Judgement, test: PairedTest | None, band: float, mode:
         return (
             f": the interval rules out a drop beyond the band ({band:.4f}), but the query floor "
             f"decided: below {MIN_PASS_QUERIES} paired queries only an unmoved system passes "
-            f"(the interval runs narrow there); {more} more queries lift the floor ({blocking})"
+            f"(the interval runs narrow there); {more} more "
+            f"{'query lifts' if more == 1 else 'queries lift'} the floor ({blocking})"
         )
     if verdict.likely:
         return (

@@ -168,7 +168,7 @@ def _systems_cell(cell: Cell) -> str:
         return "–"
     text = f"{cell.value:.4f}{_interval(cell.ci_low, cell.ci_high)}"
     if cell.delta is not None:
-        flag = ", inconclusive" if cell.inconclusive else ("" if cell.passed else ", FAIL")
+        flag = ", INCONCLUSIVE" if cell.inconclusive else ("" if cell.passed else ", FAIL")
         text += f" ({cell.delta:+.4f}{flag})"
     return text
 
