@@ -295,6 +295,19 @@ def test_a_changed_suite_makes_the_baseline_incomparable_and_asks_for_an_update(
     assert not verdict.passed and verdict.changes[0].compared_with == "baseline"
 
 
+def test_a_suite_that_dropped_judged_queries_of_the_baseline_blocks_naming_them():
+    # The queries that got worse removed from the qrels: the suite changed, and the changed
+    # suite alone would leave only the thresholds to judge it.
+    base_pq = {f"q{i:02d}": {"nDCG@10": 0.5} for i in range(30)}
+    run_pq = {q: v for q, v in base_pq.items() if q not in ("q03", "q07")}
+    base = summary({"nDCG@10": 0.5}, per_query=base_pq, suite="suite-old")
+    verdict = compare(summary({"nDCG@10": 0.5}, per_query=run_pq, suite="suite-new"), base)
+    dropped = [c for c in verdict.checks if c.kind == "suite" and c.blocking]
+    assert not verdict.passed and len(dropped) == 1 and not dropped[0].passed
+    assert "2 judged queries of the baseline are gone" in dropped[0].message
+    assert "(q03, q07)" in dropped[0].message and "--force" in dropped[0].message
+
+
 def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run_on_it():
     from rageval_pipeline.core.gate.models import Rerun
 

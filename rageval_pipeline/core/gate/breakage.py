@@ -17,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rageval_pipeline.core.gate.coverage import NAMED
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs
 from rageval_pipeline.core.gate.models import Baseline, Check
 from rageval_pipeline.core.gate.policy import Breakage
 from rageval_pipeline.core.measures.names import Measure
-
-NAMED = 10  # broken queries named in the check's message (all are counted)
 
 
 @dataclass(frozen=True)

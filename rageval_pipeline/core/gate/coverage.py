@@ -21,6 +21,8 @@ from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check
 from rageval_pipeline.core.measures.names import try_parse
 
+NAMED = 10  # queries named in a message (all are counted)
+
 _HINT = (
     "the drops below may be missing judgments rather than worse retrieval: judge the new "
     "documents (`rageval pool`) or compare the condensed (judged) measures"
@@ -117,3 +119,28 @@ def explain_drops(checks: list[Check], coverage: Check | None) -> list[Check]:
         else c
         for c in checks
     ]
+
+
+def dropped_check(run: Evaluation, stored: Baseline | None) -> Check | None:
+    """A suite that lost judged queries of the stored baseline blocks: the queries that got
+    worse are the easiest to drop, and a changed suite is otherwise judged on limits alone. A
+    reviewed baseline update (which refuses a worse run without --force) is the way out."""
+    if stored is None or stored.split != run.summary.split or not run.summary.per_query:
+        return None
+    gone = sorted(set(stored.per_query) - set(run.summary.per_query))
+    if not gone:
+        return None
+    named = ", ".join(gone[:NAMED]) + (
+        f" and {len(gone) - NAMED} more" if len(gone) > NAMED else ""
+    )
+    s = run.summary
+    return run.check(
+        kind="suite",
+        passed=False,
+        blocking=True,
+        message=f"{run.label}: {len(gone)} judged queries of the baseline are gone from this "
+        f"run's suite ({named}): a query dropped from the qrels counts against the run, never "
+        "out of it; restore its judgments, or review the run and re-record the baseline: "
+        f"rageval baseline update --dataset {s.dataset} --system {s.system} --force --note "
+        '"queries dropped"',
+    )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from rageval_pipeline.core.gate.breakage import breakage_check
 from rageval_pipeline.core.gate.changes import describe, rerun_baseline, run_change
 from rageval_pipeline.core.gate.comparable import Comparability, comparability
-from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
+from rageval_pipeline.core.gate.coverage import dropped_check, explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
 from rageval_pipeline.core.gate.models import (
@@ -134,6 +134,7 @@ def _decide_run(
     change = run_change(s, stored, across_levels=not comparable.refuses)
     change = change.model_copy(update={"note": comparable.note(run.label)})
     checks, baseline = _baseline_status(run, baseline, change, comparable)
+    checks += filter(None, [dropped_check(run, stored)] if change.suite_changed else [])
     checks += [rule.check(run) for rule in comparable.limits(run.rules.limits())]
     worst: list[QueryRegression] = []
     coverage = unjudged_check(run, baseline if comparable.changed is None else None)

@@ -314,8 +314,8 @@ class Verdict(BaseModel):
 
     @property
     def inconclusive(self) -> list[Check]:
-        """Measures whose statistics cannot tell a drop of the band from none (they block
-        unless `statistics.inconclusive: warn`)."""
+        """Measures whose statistics cannot tell a drop of the band from none (they block,
+        under `statistics.inconclusive: block_likely` only when the drop is likely)."""
         return [c for c in self.checks if c.inconclusive]
 
     @property

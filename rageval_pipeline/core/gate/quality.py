@@ -40,9 +40,10 @@ def _shared(
 
 
 def compared_measures(run: Evaluation, baseline: Baseline) -> list[Measure]:
-    """`compare` when set, else every measure in both run and baseline except coverage
-    (Judged@k), which the unjudged check compares instead, and budget (Tokens@k): a chunking
-    that pays more context for better recall is a trade-off to watch, not a failure."""
+    """The candidates: `compare` when set, else every measure in both run and baseline except
+    coverage (Judged@k), which the unjudged check compares instead, and budget (Tokens@k): a
+    chunking that pays more context for better recall is a trade-off to watch, not a failure.
+    Without `compare` only the primary one of them decides (`decided_measures`)."""
     if run.rules.compare is not None:
         return list(run.rules.compare)
     return _shared(run, baseline, [], skip=("coverage", "budget"))
