@@ -5,6 +5,7 @@ against itself passes (exit 0), bad input is one line (exit 2), and the verdict 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     rng = np.random.default_rng(32)
     noise = rng.normal(0, 0.1, QUERIES)
     noise -= noise.mean()  # the drop is 10% on average, not 10% give or take the draw's mean
-    qrels, runs = [], {"baseline": [], "worse": []}
+    qrels, runs = [], {name: [] for name in ("baseline", "worse", *BROKEN)}
     for i in range(QUERIES):
         query = f"q{i:02d}"
         grades = np.zeros(DOCS, dtype=int)
@@ -49,12 +50,43 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             runs[name] += [
                 f"{query} Q0 d{d} {rank} {DOCS - rank} {name}\n" for rank, d in enumerate(order, 1)
             ]
+        _broken_cases(runs, query, grades, base, candidates, lost=i in LOST)
     paths = {"qrels": folder / "qrels.txt"}
     paths["qrels"].write_text("".join(qrels))
     for name, lines in runs.items():
         paths[name] = folder / f"{name}.run"
         paths[name].write_text("".join(lines))
     return {k: str(v) for k, v in paths.items()}
+
+
+# Queries whose answer the `lost` run drops out of the top 10 (their baseline nDCG@10 >= 0.5).
+LOST = (3, 17, 29, 41)
+BROKEN = ("renamed", "missing", "lost")
+
+
+def _lines(query: str, order: np.ndarray, name: str, prefix: str = "d") -> list[str]:
+    return [
+        f"{query} Q0 {prefix}{d} {rank} {DOCS - rank} {name}\n" for rank, d in enumerate(order, 1)
+    ]
+
+
+def _broken_cases(runs, query, grades, base, candidates, *, lost: bool) -> None:
+    """The must-show runs: every id replaced; the queries that got worse left out; 4 of 50
+    queries losing their answer (every relevant document below rank 10) while the others gain
+    a little (the candidate ranking closest to the baseline's nDCG@10 + 0.06)."""
+    runs["renamed"] += _lines(query, base, "renamed", prefix="x")
+    worse = runs["worse"][-DOCS:]
+    if _ndcg10(grades, np.array([int(line.split()[2][1:]) for line in worse])) >= _ndcg10(
+        grades, base
+    ):
+        runs["missing"] += [line.replace(" worse\n", " missing\n") for line in worse]
+    before = _ndcg10(grades, base)
+    if lost:
+        assert before >= 0.5, (query, before)
+        order = np.argsort(grades > 0, kind="stable")  # non-relevant first
+    else:
+        order = min(candidates, key=lambda o: abs(_ndcg10(grades, o) - min(before + 0.06, 1)))
+    runs["lost"] += _lines(query, order, "lost")
 
 
 def _gate(suite: dict[str, str], run: str, *more: str) -> list[str]:
@@ -115,3 +147,42 @@ def test_bad_input_is_one_line_and_exit_2(suite, capsys, tmp_path, broken, expec
     assert main([a for a in argv if a]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
+
+
+def _verdict(capsys, suite: dict[str, str], run: str) -> tuple[int, dict, str]:
+    code = main(_gate(suite, run, "--format", "json"))
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def _failed(verdict: dict, kind: str) -> list[dict]:
+    return [c for c in verdict["checks"] if c["kind"] == kind and c["blocking"] and not c["passed"]]
+
+
+def test_a_run_with_every_id_replaced_is_blocked_naming_the_unjudged_cause(suite, capsys):
+    code, verdict, err = _verdict(capsys, suite, suite["renamed"])
+    assert code == 1 and err.startswith("gate: FAIL") and "unjudged_run" in err
+    [check] = _failed(verdict, "unjudged")
+    assert check["category"] == "unjudged_run" and check["value"] == 1.0
+    assert "ids likely do not match the corpus" in check["message"]
+    assert "rageval pool" in check["message"]
+
+
+def test_a_run_missing_the_queries_that_got_worse_is_blocked(suite, capsys):
+    code, verdict, _ = _verdict(capsys, suite, suite["missing"])
+    assert code == 1
+    [ndcg] = [c for c in verdict["checks"] if c["kind"] == "baseline"]
+    # The left-out queries count 0 against the run: paired over all 50, not the rest.
+    assert ndcg["paired"]["n"] == QUERIES and ndcg["paired"]["delta"] < -0.05
+    assert ndcg["blocking"] and not ndcg["passed"]
+
+
+def test_four_queries_losing_their_answer_block_naming_them(suite, capsys):
+    code, verdict, err = _verdict(capsys, suite, suite["lost"])
+    assert code == 1 and "semantic_degraded_spike" in err
+    [ndcg] = [c for c in verdict["checks"] if c["kind"] == "baseline"]
+    assert abs(ndcg["paired"]["delta"]) < 0.03  # the mean moved little
+    [guard] = _failed(verdict, "breakage")
+    assert guard["category"] == "semantic_degraded_spike"
+    named = set(re.findall(r"(q\d\d) [\d.]+ -> 0\.0000", guard["message"]))
+    assert named == {f"q{i:02d}" for i in LOST}, guard["message"]

@@ -160,10 +160,9 @@ def test_each_category_is_triggered_by_its_own_pattern_only(category):
     run = summary(measures, per_query=per_query or UNIFORM, latency=latency or INTENT_LATENCY)
     # 8 queries cannot resolve the band on a spread-out change (the spike's unchanged mean):
     # inconclusive would block too; the categories alone are under test here.
-    policy = GatePolicy.model_validate(
-        {"datasets": {"default": {"statistics": {"inconclusive": "warn"}}}}
-    )
-    verdict = compare(run, base, policy)
+    # Every measure compared (the default decides on the primary one and watches the rest).
+    rules = {"statistics": {"inconclusive": "warn"}, "compare": sorted(GOOD)}
+    verdict = compare(run, base, GatePolicy.model_validate({"datasets": {"default": rules}}))
     assert not verdict.passed
     assert verdict.categories == [category]
     assert all(c.category == category for c in verdict.failures)
@@ -294,6 +293,19 @@ def test_a_changed_suite_makes_the_baseline_incomparable_and_asks_for_an_update(
     # A baseline recorded before suites were fingerprinted stays comparable.
     verdict = compare(summary({"nDCG@10": 0.30}), summary({"nDCG@10": 0.40}, suite=None))
     assert not verdict.passed and verdict.changes[0].compared_with == "baseline"
+
+
+def test_a_suite_that_dropped_judged_queries_of_the_baseline_blocks_naming_them():
+    # The queries that got worse removed from the qrels: the suite changed, and the changed
+    # suite alone would leave only the thresholds to judge it.
+    base_pq = {f"q{i:02d}": {"nDCG@10": 0.5} for i in range(30)}
+    run_pq = {q: v for q, v in base_pq.items() if q not in ("q03", "q07")}
+    base = summary({"nDCG@10": 0.5}, per_query=base_pq, suite="suite-old")
+    verdict = compare(summary({"nDCG@10": 0.5}, per_query=run_pq, suite="suite-new"), base)
+    dropped = [c for c in verdict.checks if c.kind == "suite" and c.blocking]
+    assert not verdict.passed and len(dropped) == 1 and not dropped[0].passed
+    assert "2 judged queries of the baseline are gone" in dropped[0].message
+    assert "(q03, q07)" in dropped[0].message and "--force" in dropped[0].message
 
 
 def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run_on_it():
@@ -795,12 +807,25 @@ def test_clustering_rise_is_the_regression():
 
 def test_judged_drop_is_the_unjudged_check_not_a_baseline_comparison():
     # Coverage is not retrieval quality: a Judged@10 fall is unjudged_spike, advisory by default.
-    verdict = compare(summary({"Judged@10": 0.3}), summary({"Judged@10": 0.9}))
+    verdict = compare(summary({"Judged@10": 0.7}), summary({"Judged@10": 0.9}))
     assert not [c for c in verdict.checks if c.kind == "baseline"]
     check = only(verdict, "unjudged", "Judged@10")
     assert check.category == "unjudged_spike" and not check.blocking
-    assert check.value == pytest.approx(0.7) and check.reference == pytest.approx(0.1)
+    assert check.value == pytest.approx(0.3) and check.reference == pytest.approx(0.1)
     assert verdict.passed
+
+
+@pytest.mark.parametrize(("judged", "broken"), [(0.45, False), (0.449, True), (0.0, True)])
+def test_a_run_that_lost_most_judged_documents_is_blocked_as_unjudged_run(judged, broken):
+    # Losing more than half (unjudged.broken) of the baseline's judged documents is no real
+    # change: every id replaced, another corpus, a chunking without derived judgments.
+    verdict = compare(summary({"Judged@10": judged}), summary({"Judged@10": 0.9}))
+    check = only(verdict, "unjudged", "Judged@10")
+    assert verdict.passed is not broken and check.blocking is broken
+    if broken:
+        assert check.category == "unjudged_run" and verdict.categories == ["unjudged_run"]
+        assert "ids likely do not match the corpus" in check.message
+        assert "`rageval pool`" in check.message and "\n" not in check.message
 
 
 def test_baseline_measure_names_are_canonicalised_on_load(tmp_path):

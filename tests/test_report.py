@@ -102,7 +102,7 @@ def test_markdown_has_headline_table_taxonomy_and_worst_queries(failing):
     # Two paired queries (q1 -0.04, q2 0): the exact sign-flip test cannot reject, p = 1.
     assert (
         "| nDCG@10 | 0.2810 | 0.3210 | -0.0200 [-0.0400, +0.0000] | 1 | 0.0560 | ≥ 0.2500 "
-        "| FAIL (-12.5%) |"
+        "| FAIL ranking_shift (-12.5%) |"  # the first screen's label of the check
     ) in md
     # Latency has its own table, without the paired columns no latency row fills.
     assert "| Latency p95 [all] | 30.0 ms | 30.0 ms | ≤ 500.0 ms | PASS (+0.0%) |" in md

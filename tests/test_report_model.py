@@ -278,13 +278,14 @@ def test_short_summary_is_the_verdict_one_line_per_system_and_where(context, tmp
 
     report, _ = context
     lines = short_summary(report.verdict, tmp_path).splitlines()
-    assert lines[0] == "Gate: FAIL: 2 blocking failure(s) in 1 of 2 run(s): inconclusive"
+    # One blocking check: the primary measure decides, the others are watched.
+    assert lines[0] == "Gate: FAIL: 1 blocking failure(s) in 1 of 2 run(s): inconclusive"
     assert len(lines) == 4
     # bm25's drops are beyond tolerance but 8 queries cannot tell them from the band's: they
     # block, in the report's word.
     # Each line says what the run was compared with (the stored baseline, and its date).
     assert lines[1] == (
-        "  hotel/test/bm25: FAIL (inconclusive), 2 blocking, nDCG@10 0.5125 (-0.0375 vs baseline)"
+        "  hotel/test/bm25: FAIL (inconclusive), 1 blocking, nDCG@10 0.5125 (-0.0375 vs baseline)"
         ", against the stored baseline of 2026-01-01"
     )
     assert lines[2] == "  hotel/test/dense: PASS, nDCG@10 0.6000, thresholds only"

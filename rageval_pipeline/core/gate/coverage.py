@@ -1,11 +1,18 @@
-"""Judgment coverage: the share of unjudged documents in the top k, and unjudged_spike.
+"""Judgment coverage: the share of unjudged documents in the top k, unjudged_spike and
+unjudged_run.
 
 A system that retrieves documents nobody judged scores them as non-relevant, so its standard
 measures drop whether or not its retrieval got worse. When the run's Judged@k fell by more than
 the policy's `unjudged.drop` against the baseline, the check fails as `unjudged_spike` (blocking
-only when `unjudged.blocking`), and the failing drops of the standard measures are relabelled
-`unjudged_spike` too: they may be missing judgments. Condensed measures (`nDCG(judged)@10`)
+only when `unjudged.blocking`), and the failing drops of the standard measures are labelled
+`unjudged_spike` too, naming the likely cause; they block as they would anyway, since a drop
+that may be missing judgments may as well be a real one. Condensed measures (`nDCG(judged)@10`)
 rank judged documents only and keep their own label: a drop there is a real one.
+
+A run that lost more than `unjudged.broken` of the baseline's judged documents in its top k
+(every id replaced: all of them) is not a changed retriever but a broken run: ids that do not
+match the corpus, another corpus, or a new chunking without derived judgments. It is blocked as
+`unjudged_run` whatever `unjudged.blocking` says, with the cause and the fix in one line.
 """
 
 from __future__ import annotations
@@ -14,9 +21,16 @@ from rageval_pipeline.core.gate.evaluation import EPS, Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check
 from rageval_pipeline.core.measures.names import try_parse
 
+NAMED = 10  # queries named in a message (all are counted)
+
 _HINT = (
     "the drops below may be missing judgments rather than worse retrieval: judge the new "
-    "documents or compare the condensed (judged) measures"
+    "documents (`rageval pool`) or compare the condensed (judged) measures"
+)
+_CAUSE = (
+    "its ids likely do not match the corpus (another corpus, or a new chunking without derived "
+    "judgments); map the run's ids to the corpus's, or judge the new documents with "
+    "`rageval pool`"
 )
 
 
@@ -43,13 +57,9 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
         )
     before = 1.0 - reference
     rise = share - before
+    lost = 1.0 - judged / reference if reference > EPS else 0.0
     passed = rise <= spec.drop + EPS
-    relation = "within" if passed else "beyond"
-    message = (
-        f"{text}, baseline {before:.1%} ({spec.measure} {reference:.4f} -> {judged:.4f}, "
-        f"{relation} the allowed fall of {spec.drop:g})"
-    )
-    return run.check(
+    fields = dict(
         kind="unjudged",
         measure=name,
         value=share,
@@ -58,6 +68,24 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
         relative_delta=rise / before if before else None,
         ci_low=None,
         ci_high=None,
+    )
+    if lost > spec.broken + EPS:
+        message = (
+            f"{run.label} retrieves documents the suite never judged: {share:.0%} of its top "
+            f"{spec.measure.k} is unjudged against {before:.0%} for the baseline, so it lost "
+            f"{lost:.0%} of the judged documents (more than the {spec.broken:.0%} a real change "
+            f"loses, unjudged.broken): {_CAUSE}"
+        )
+        return run.check(
+            **fields, passed=False, blocking=True, category="unjudged_run", message=message
+        )
+    relation = "within" if passed else "beyond"
+    message = (
+        f"{text}, baseline {before:.1%} ({spec.measure} {reference:.4f} -> {judged:.4f}, "
+        f"{relation} the allowed fall of {spec.drop:g})"
+    )
+    return run.check(
+        **fields,
         passed=passed,
         blocking=spec.blocking,
         category=None if passed else "unjudged_spike",
@@ -75,20 +103,44 @@ def _explained(check: Check) -> bool:
     return measure.USES_QRELS and measure.family != "coverage" and not measure.judged
 
 
-def explain_drops(run: Evaluation, checks: list[Check], spike: Check | None) -> list[Check]:
-    """When `spike` (the unjudged check) failed, the drops it explains carry its label and
-    block only as it does."""
-    if spike is None or spike.passed:
+def explain_drops(checks: list[Check], coverage: Check | None) -> list[Check]:
+    """When `coverage` (the unjudged check) failed, the drops it may explain carry its label;
+    each blocks as it did: missing judgments are a cause to look at, not a pass."""
+    if coverage is None or coverage.passed:
         return checks
     return [
         c.model_copy(
             update={
-                "category": "unjudged_spike",
-                "blocking": c.blocking and run.rules.unjudged.blocking,
-                "message": f"{c.message} [may be missing judgments: unjudged_spike]",
+                "category": coverage.category,
+                "message": f"{c.message} [may be missing judgments: {coverage.category}]",
             }
         )
         if _explained(c)
         else c
         for c in checks
     ]
+
+
+def dropped_check(run: Evaluation, stored: Baseline | None) -> Check | None:
+    """A suite that lost judged queries of the stored baseline blocks: the queries that got
+    worse are the easiest to drop, and a changed suite is otherwise judged on limits alone. A
+    reviewed baseline update (which refuses a worse run without --force) is the way out."""
+    if stored is None or stored.split != run.summary.split or not run.summary.per_query:
+        return None
+    gone = sorted(set(stored.per_query) - set(run.summary.per_query))
+    if not gone:
+        return None
+    named = ", ".join(gone[:NAMED]) + (
+        f" and {len(gone) - NAMED} more" if len(gone) > NAMED else ""
+    )
+    s = run.summary
+    return run.check(
+        kind="suite",
+        passed=False,
+        blocking=True,
+        message=f"{run.label}: {len(gone)} judged queries of the baseline are gone from this "
+        f"run's suite ({named}): a query dropped from the qrels counts against the run, never "
+        "out of it; restore its judgments, or review the run and re-record the baseline: "
+        f"rageval baseline update --dataset {s.dataset} --system {s.system} --force --note "
+        '"queries dropped"',
+    )

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rageval_pipeline.core.gate.breakage import breakage_check
 from rageval_pipeline.core.gate.changes import describe, rerun_baseline, run_change
 from rageval_pipeline.core.gate.comparable import Comparability, comparability
-from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
+from rageval_pipeline.core.gate.coverage import dropped_check, explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
 from rageval_pipeline.core.gate.models import (
@@ -27,7 +28,7 @@ from rageval_pipeline.core.gate.policy import GatePolicy
 from rageval_pipeline.core.gate.ppi_rule import refusal as ppi_refusal
 from rageval_pipeline.core.gate.quality import (
     baseline_check,
-    compared_measures,
+    decided_measures,
     paired_tests,
     side_gains_withheld,
     spike_check,
@@ -37,7 +38,6 @@ from rageval_pipeline.core.gate.quality import (
 )
 from rageval_pipeline.core.gate.rules import Rule
 from rageval_pipeline.core.gate.run import Run
-from rageval_pipeline.core.measures.defaults import primary_measure
 
 
 def _update_hint(summary: RunSummary, why: str | None = None) -> str:
@@ -134,6 +134,7 @@ def _decide_run(
     change = run_change(s, stored, across_levels=not comparable.refuses)
     change = change.model_copy(update={"note": comparable.note(run.label)})
     checks, baseline = _baseline_status(run, baseline, change, comparable)
+    checks += filter(None, [dropped_check(run, stored)] if change.suite_changed else [])
     checks += [rule.check(run) for rule in comparable.limits(run.rules.limits())]
     worst: list[QueryRegression] = []
     coverage = unjudged_check(run, baseline if comparable.changed is None else None)
@@ -142,18 +143,18 @@ def _decide_run(
         refused = ppi_refusal(run, baseline)
         checks += [refused] if refused else []
     if baseline is not None and refused is None:
-        compared = comparable.compared(compared_measures(run, baseline))
+        compared, primary = decided_measures(run, baseline, comparable)
         tests = paired_tests(run, baseline, compared)
         quality = [baseline_check(run, m, baseline, tests.get(m)) for m in compared]
-        primary = primary_measure(compared, comparable.primary(run.rules.spike.measure))
         if primary is not None:
             quality.append(spike_check(run, baseline, primary))
+            quality += filter(None, [breakage_check(run, baseline, primary)])
             worst = worst_queries(run, baseline, primary, worst_limit)
         watched = comparable.watched(watched_measures(run, baseline, compared))
         watched_tests = paired_tests(run, baseline, watched)
         side = [watched_check(run, m, baseline, watched_tests.get(m)) for m in watched]
         quality += side_gains_withheld(quality, side)
-        checks += explain_drops(run, quality, coverage)
+        checks += explain_drops(quality, coverage)
     if coverage is not None:
         checks.append(coverage)
     checks += latency_max_checks(run)

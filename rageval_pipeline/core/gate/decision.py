@@ -12,8 +12,10 @@ bootstrap interval and `band` the tolerance:
 - FAIL when the (1 - alpha/m) interval's high end < -band, m the measures decided together: a
   drop beyond the band is established, Bonferroni-corrected so that the m claims together are
   wrong at most alpha/2 of the time.
-- INCONCLUSIVE otherwise: the suite cannot tell a drop of the band from none. It blocks unless
-  `statistics.inconclusive: warn`, so under the default a PASS is earned, never defaulted to.
+- INCONCLUSIVE otherwise: the suite cannot tell a drop of the band from none. Under the default
+  `statistics.inconclusive: block` it blocks, so a PASS is earned, never defaulted to. Under
+  `block_likely` (formerly `warn`, still accepted) it blocks only a *likely* drop: the point
+  estimate beyond the band while the (1 - alpha) interval excludes zero; the rest warn.
 
 Across measures PASS is an intersection-union test (the run passes only when every compared
 measure does), which needs no correction: a false PASS needs every measure's own test wrong.
@@ -34,10 +36,10 @@ import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from rageval_pipeline.core.statistics.paired import (
     DEFAULT_ALPHA,
@@ -67,14 +69,21 @@ PPI_LLM_PER_HUMAN = 10
 _K = TypeVar("_K", bound=Hashable)
 
 
+def _renamed(mode: object) -> object:
+    """`warn` was the old name of `block_likely`: it never passes a likely drop any more."""
+    return "block_likely" if mode == "warn" else mode
+
+
 class Statistics(BaseModel):
     """How a run's measures are judged against the baseline from per-query values (above)."""
 
     model_config = ConfigDict(extra="forbid")
 
     rule: Literal["interval", "significance", "point", "ppi"] = "interval"
-    inconclusive: Literal["block", "warn"] = Field(
-        default="block", description="whether a change the suite cannot resolve blocks"
+    inconclusive: Annotated[Literal["block", "block_likely"], BeforeValidator(_renamed)] = Field(
+        default="block",
+        description="block: every change the suite cannot resolve blocks; block_likely (old "
+        "name: warn): only a likely drop does (beyond the band, interval excluding 0)",
     )
     alpha: float = Field(default=DEFAULT_ALPHA, gt=0, lt=1)
     resamples: int = Field(default=DEFAULT_RESAMPLES, ge=100, le=1_000_000)
@@ -97,15 +106,21 @@ class Resolution(BaseModel):
     # Set when PPI decided: its LLM-judged queries per human-judged one, kept in `needed_ppi`,
     # whose gain is then the measured effective n per human-judged query.
     llm_per_human: float | None = None
+    # Queries to add before an interval may pass, when the query floor decided (else 0).
+    floor: int = 0
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """One measure's decision: its outcome, whether it blocks, and an established gain."""
+    """One measure's decision: its outcome, whether it blocks, and an established gain.
+    `floor`: the query floor decided (the interval alone would have passed); `likely`: an
+    inconclusive drop the data make likely (beyond the band, its interval excluding 0)."""
 
     outcome: Outcome
     blocks: bool
     improved: bool
+    floor: bool = False
+    likely: bool = False
 
 
 def _z(p: float) -> float:
@@ -159,8 +174,9 @@ def judge(
         gain = sign * delta
         outcome: Outcome = "fail" if gain < -band - EPS else "pass"
         return Judgement(outcome, outcome == "fail", test is not None and gain > band + EPS)
+    gain = sign * test.delta
+    floor = False
     if stats.rule == "significance":
-        gain = sign * test.delta
         significant = test.p_holm is not None and test.p_holm < stats.alpha
         outcome = "pass" if gain >= -band - EPS else ("fail" if significant else "inconclusive")
         improved = gain > band + EPS and significant
@@ -169,13 +185,28 @@ def judge(
         spread = interval[1] - interval[0] > EPS
         unmoved = max(abs(interval[0]), abs(interval[1])) <= ROUNDING
         trusted = _sample(test) >= MIN_PASS_QUERIES or not spread
-        if unmoved or (interval[0] >= -band - EPS and trusted):
+        ruled_out = interval[0] >= -band - EPS
+        if unmoved or (ruled_out and trusted):
             outcome = "pass"
         else:
             outcome = "fail" if family[1] < -band - EPS else "inconclusive"
+            floor = ruled_out and outcome == "inconclusive"
         improved = interval[0] > band + EPS
-    blocks = outcome == "fail" or (outcome == "inconclusive" and stats.inconclusive == "block")
-    return Judgement(outcome, blocks, improved)
+    likely = outcome == "inconclusive" and gain < -band - EPS and interval[1] < -EPS
+    blocks = outcome == "fail" or (
+        outcome == "inconclusive" and (stats.inconclusive == "block" or likely)
+    )
+    return Judgement(outcome, blocks, improved, floor, likely)
+
+
+def queries(n: int) -> str:
+    """`1 query`, `2 queries`."""
+    return f"{n} {'query' if n == 1 else 'queries'}"
+
+
+def floor_gap(test: PairedTest) -> int:
+    """The paired (under PPI: human-judged) queries to add before an interval may pass."""
+    return max(MIN_PASS_QUERIES - _sample(test), 0)
 
 
 def resolution(test: PairedTest | None, band: float, stats: Statistics) -> Resolution | None:

@@ -23,12 +23,20 @@ class Evaluation(Run):
 def per_query_pairs(
     run: Evaluation, baseline: Baseline, measure: Measure
 ) -> list[tuple[str, float, float]]:
-    """(query_id, baseline value, run value) for queries measured in both, by query id."""
+    """(query_id, baseline value, run value) for every query the baseline measured, by query id.
+
+    A query the run does not answer, or one dropped from its qrels, counts against the run at
+    the measure's worst value (0 for higher-is-better), never out of it: leaving out the queries
+    that got worse must not pass. Without any per-query value of the measure in the run there
+    is nothing to pair (the mean alone decides)."""
     ours, name = run.summary.per_query, str(measure)
+    if not any(name in values for values in ours.values()):
+        return []
+    worst = 0.0 if measure.higher_is_better else measure.MAX_VALUE
     return [
-        (qid, values[name], ours[qid][name])
+        (qid, values[name], ours.get(qid, {}).get(name, worst))
         for qid, values in sorted(baseline.per_query.items())
-        if name in values and name in ours.get(qid, {})
+        if name in values
     ]
 
 

@@ -34,6 +34,7 @@ CheckKind = Literal[
     "target",  # advisory absolute minimum: reported, never blocking
     "baseline",  # mean measure against the baseline within tolerance
     "spike",  # share of queries whose primary measure dropped sharply against the baseline
+    "breakage",  # queries whose primary measure fell from high to near zero (answer lost)
     "unjudged",  # share of unjudged documents in the top k, against the baseline
     "latency",  # overall latency statistic against latency_max_ms
     "latency_baseline",  # latency statistic of one group against the baseline
@@ -313,8 +314,8 @@ class Verdict(BaseModel):
 
     @property
     def inconclusive(self) -> list[Check]:
-        """Measures whose statistics cannot tell a drop of the band from none (they block
-        unless `statistics.inconclusive: warn`)."""
+        """Measures whose statistics cannot tell a drop of the band from none (they block,
+        under `statistics.inconclusive: block_likely` only when the drop is likely)."""
         return [c for c in self.checks if c.inconclusive]
 
     @property

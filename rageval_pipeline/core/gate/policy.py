@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
+import math
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, Field, FiniteFloat
 
-from rageval_pipeline.core.gate.decision import Statistics
+from rageval_pipeline.core.gate.decision import EPS, Statistics
 from rageval_pipeline.core.gate.models import OVERALL, LatencyStat, _Strict
 from rageval_pipeline.core.gate.rules import Integrity, LatencyBelow, QueryShare, Rule, Threshold
 from rageval_pipeline.core.io.config import load_model
@@ -84,13 +85,37 @@ class Spike(_Strict):
     share: float = Field(default=0.25, ge=0, le=1)
 
 
+class Breakage(_Strict):
+    """The breakage guard (core/gate/breakage.py): a query broke when its primary measure fell
+    from at least `high` to at most `low`; broken queries net of fixed ones block in number."""
+
+    high: float = Field(default=0.5, gt=0, le=1, description="the baseline value it fell from")
+    low: float = Field(default=0.1, ge=0, lt=1, description="the run value it fell to")
+    count: int = Field(default=2, ge=1, description="broken queries (net of fixed) that block")
+    share: float = Field(default=0.03, ge=0, le=1, description="... or this share, if more")
+    blocking: bool = True
+
+    def limit(self, n: int) -> int:
+        """Broken queries (net of fixed ones) that block on `n` paired queries."""
+        return max(self.count, math.ceil(self.share * n - EPS))
+
+
 class UnjudgedSpike(_Strict):
     """unjudged_spike: `measure` (a Judged@k) fell by more than `drop` against the baseline, so
-    the run retrieves documents nobody judged; its drops may be missing judgments."""
+    the run retrieves documents nobody judged; its drops may be missing judgments (they block
+    as they would anyway; `blocking` makes the rise itself block). unjudged_run: the run lost
+    more than `broken` of the baseline's judged documents in its top k, at a rate no real
+    change does (its ids do not match the suite's): it always blocks."""
 
     measure: MeasureField = Field(default="Judged@10", validate_default=True)
     drop: float = Field(default=0.1, gt=0, le=1)
     blocking: bool = False
+    broken: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="share of the baseline's judged documents in the top k the run may lose",
+    )
 
 
 # Every rule kind `rules` and `validation` accept, told apart by their `kind` (core/gate/rules.py).
@@ -119,6 +144,7 @@ class GateRules(_Strict):
         description="token budgets of the evidence measures a chunking change is judged by",
     )
     spike: Spike = Field(default_factory=Spike)
+    breakage: Breakage = Field(default_factory=Breakage)
     statistics: Statistics = Field(default_factory=Statistics)
     unjudged: UnjudgedSpike = Field(default_factory=UnjudgedSpike)
     rules: list[AnyRule] = Field(

@@ -115,7 +115,8 @@ def paired_ppi(
     def deltas(alpha: float) -> dict:
         return ppi_deltas(human, llm, sample, measures, alpha=alpha, power=stats.power, where=where)
 
-    tests = {m: as_paired_test(d) for m, d in deltas(stats.alpha).items()}
+    level = {"level": 1 - stats.alpha}
+    tests = {m: as_paired_test(d).model_copy(update=level) for m, d in deltas(stats.alpha).items()}
     if family <= 1:
         return tests
     wide = deltas(stats.alpha / family)

@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from rageval_pipeline.core.gate.decision import judge, resolution, resolution_text, tests
+from rageval_pipeline.core.gate.comparable import Comparability
+from rageval_pipeline.core.gate.decision import (
+    MIN_PASS_QUERIES,
+    Judgement,
+    floor_gap,
+    judge,
+    resolution,
+    resolution_text,
+    tests,
+)
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
+from rageval_pipeline.core.measures.defaults import primary_measure
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
 from rageval_pipeline.core.statistics.paired import PairedTest, with_holm
 
@@ -30,12 +40,28 @@ def _shared(
 
 
 def compared_measures(run: Evaluation, baseline: Baseline) -> list[Measure]:
-    """`compare` when set, else every measure in both run and baseline except coverage
-    (Judged@k), which the unjudged check compares instead, and budget (Tokens@k): a chunking
-    that pays more context for better recall is a trade-off to watch, not a failure."""
+    """The candidates: `compare` when set, else every measure in both run and baseline except
+    coverage (Judged@k), which the unjudged check compares instead, and budget (Tokens@k): a
+    chunking that pays more context for better recall is a trade-off to watch, not a failure.
+    Without `compare` only the primary one of them decides (`decided_measures`)."""
     if run.rules.compare is not None:
         return list(run.rules.compare)
     return _shared(run, baseline, [], skip=("coverage", "budget"))
+
+
+def decided_measures(
+    run: Evaluation, baseline: Baseline, comparable: Comparability
+) -> tuple[list[Measure], Measure | None]:
+    """The measures that decide the run, and its primary measure (`primary_measure`: nDCG@10,
+    or the evidence at the first token budget after a chunking change). Without `compare`
+    the primary measure alone decides and the others are watched: a run's harmless-change PASS
+    rate is the product of its blocking checks', so eleven of them would block a resolved
+    change most of the time."""
+    candidates = comparable.compared(compared_measures(run, baseline))
+    primary = primary_measure(candidates, comparable.primary(run.rules.spike.measure))
+    if run.rules.compare is None and primary is not None:
+        return [primary], primary
+    return candidates, primary
 
 
 def watched_measures(run: Evaluation, baseline: Baseline, compared: list[Measure]) -> list[Measure]:
@@ -111,6 +137,8 @@ def baseline_check(
     stats = run.rules.statistics
     verdict = judge(measure.higher_is_better, value - reference, test, allowed, stats)
     res = resolution(test, allowed, stats)
+    if res is not None and test is not None and verdict.floor:
+        res = res.model_copy(update={"floor": floor_gap(test)})
     higher = measure.higher_is_better
     beyond = worsening(measure, reference, value) > allowed + EPS
     relation = "within" if not beyond else ("<" if higher else ">")
@@ -135,14 +163,33 @@ def baseline_check(
     if test is None and beyond:
         text = "; no per-query values in both run and baseline, so the mean alone decides"
     if unsure:
-        text += (
-            f": the interval reaches past the band ({allowed:.4f}), so this suite cannot tell "
-            f"whether the drop is within it ({'blocking' if verdict.blocks else 'not blocking'}: "
-            f"statistics.inconclusive: {stats.inconclusive})"
-        )
-    if res is not None and not res.resolves:
+        text += _unsure_text(verdict, test, allowed, stats.inconclusive)
+    if res is not None and not res.resolves and not verdict.floor:
         text += "; " + resolution_text(res)
     return check.model_copy(update={"message": check.message + text})
+
+
+def _unsure_text(verdict: Judgement, test: PairedTest | None, band: float, mode: str) -> str:
+    """Why an inconclusive measure was not passed, and whether it blocks."""
+    does = "blocking" if verdict.blocks else "not blocking"
+    blocking = f"{does}: statistics.inconclusive: {mode}"
+    if verdict.floor and test is not None:
+        more = floor_gap(test)
+        return (
+            f": the interval rules out a drop beyond the band ({band:.4f}), but the query floor "
+            f"decided: below {MIN_PASS_QUERIES} paired queries only an unmoved system passes "
+            f"(the interval runs narrow there); {more} more "
+            f"{'query lifts' if more == 1 else 'queries lift'} the floor ({blocking})"
+        )
+    if verdict.likely:
+        return (
+            f": the drop is likely, beyond the band ({band:.4f}) with an interval that excludes "
+            f"0, though not established beyond the band ({blocking})"
+        )
+    return (
+        f": the interval reaches past the band ({band:.4f}), so this suite cannot tell "
+        f"whether the drop is within it ({blocking})"
+    )
 
 
 def watched_check(

@@ -18,6 +18,7 @@ Category = Literal[
     "ranking_shift",
     "recall_drop",
     "semantic_degraded_spike",
+    "unjudged_run",
     "unjudged_spike",
 ]
 

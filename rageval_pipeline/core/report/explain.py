@@ -15,6 +15,10 @@ from rageval_pipeline.core.measures.defaults import primary_measure
 from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.report.texts import ReportTexts
 
+# Checks about the comparison itself, not a measure that moved: said in the verdict, the
+# configuration diff and the next steps instead.
+CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value"})
+
 EPS = 1e-9  # a per-query change smaller than this is no change
 SHOWN = 5  # queries listed as lost / gained most
 
@@ -213,6 +217,7 @@ def recommendations(summary: RunSummary, baseline: Baseline | None, verdict: Ver
         out.append(
             "Latency rose beyond tolerance: profile the slowest intent in the latency plot." + tune
         )
-    if not out:
+    moved = [c for c in checks if not c.passed and c.kind not in CONTEXT_KINDS]
+    if not out and not moved:
         out.append("No measure moved beyond tolerance: no action needed.")
     return out

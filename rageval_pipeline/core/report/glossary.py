@@ -27,12 +27,16 @@ CATEGORY_MEANINGS: dict[Category, str] = {
     "their primary measure",
     "unjudged_spike": "more of the top 10 is unjudged than in the baseline: the drops may be "
     "missing judgments, not worse retrieval",
+    "unjudged_run": "the run lost most of the baseline's judged documents from its top 10: "
+    "its ids likely do not match the corpus (another corpus, a new chunking without derived "
+    "judgments); map the ids or judge the new documents with `rageval pool`",
 }
 
 # The report's own columns and labels (render.py and summary.py print these terms).
 TERMS: dict[str, str] = {
-    "CI": "95% confidence interval: the bootstrap interval of a mean over queries, or of the "
-    "paired per-query differences beside a Delta",
+    "CI": "confidence interval, at the level its column names: 95% for the bootstrap interval "
+    "of a mean over queries, 1 - the policy's alpha for the paired per-query differences "
+    "beside a Delta",
     "Delta": "current minus baseline (or minus the reference run), averaged over the queries "
     "both measured",
     "p (Holm)": "p-value of the paired randomization test, Holm-corrected across the measures "
@@ -46,7 +50,8 @@ TERMS: dict[str, str] = {
     "PASS / FAIL": "FAIL: a blocking check failed; the release is held",
     "WARN": "a non-blocking check failed: reported, does not hold the release",
     "INCONCLUSIVE": "the statistics cannot tell the change from a drop of the band: it "
-    "blocks unless the policy says statistics.inconclusive: warn",
+    "blocks, or under statistics.inconclusive: block_likely only when the drop is likely "
+    "(beyond the band, its interval excluding 0)",
     "IMPROVED": "better beyond tolerance, and the statistics establish it",
     "p50 / p95 / p99": "latency percentiles in milliseconds over the timed queries",
 }

@@ -34,6 +34,7 @@ from rageval_pipeline.core.report.summary import (
     run_state,
     summary_blocks,
 )
+from rageval_pipeline.core.report.summary import status as summary_status
 
 _LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "better": "IMPROVED"}
 _TABLE_KINDS = MEASURE_KINDS | LATENCY_KINDS | {"value"}
@@ -72,9 +73,10 @@ def _metric_row(label: str, checks: list[Check]) -> tuple[tuple[str, ...], Tone]
     current = next((c for c in checks if c.value is not None), checks[0])
     baseline = against_baseline[0] if against_baseline else None
     tone = _tone(checks)
-    status = _LABEL[tone]
-    if any(c.inconclusive for c in checks) and tone != "fail":
-        status = "INCONCLUSIVE"
+    # The label the first screen gives the check that decides the row (summary.status).
+    deciding = [c for c in checks if not c.passed or c.improved]
+    ranked = sorted(deciding, key=lambda c: (c.passed, not c.blocking))
+    status = summary_status(ranked[0])[0] if ranked else _LABEL[tone]
     if baseline is not None and baseline.relative_delta is not None:
         status += f" ({baseline.relative_delta:+.1%})"
     row = (
@@ -166,7 +168,7 @@ def _systems_cell(cell: Cell) -> str:
         return "–"
     text = f"{cell.value:.4f}{_interval(cell.ci_low, cell.ci_high)}"
     if cell.delta is not None:
-        flag = ", inconclusive" if cell.inconclusive else ("" if cell.passed else ", FAIL")
+        flag = ", INCONCLUSIVE" if cell.inconclusive else ("" if cell.passed else ", FAIL")
         text += f" ({cell.delta:+.4f}{flag})"
     return text
 

@@ -6,29 +6,43 @@ with PPI, its human-only and PPI++ intervals side by side with the effective sam
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rageval_pipeline.core.gate import Check, Verdict
-from rageval_pipeline.core.gate.decision import llm_judged
+from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, llm_judged, queries
 from rageval_pipeline.core.report.blocks import Block, Heading, Para, Table, Tone
 from rageval_pipeline.core.statistics.paired import PairedTest
 
-_HEADER = (
-    "Run",
-    "Measure",
-    "Delta [95% CI]",
-    "Band",
-    "Detectable drop (80% power)",
-    "Queries",
-    "To resolve the band",
-)
-_PPI_HEADER = (
-    "Run",
-    "Measure",
-    "Human-only delta [95% CI]",
-    "Human-judged",
-    "PPI++ delta [95% CI]",
-    "LLM-judged",
-    "Effective n",
-)
+
+def ci_label(checks: Iterable[Check]) -> str:
+    """`95% CI`, `90% CI`: the level of the paired intervals shown, 1 - the policy's alpha
+    (`CI` alone when the runs shown were decided at different levels)."""
+    levels = {c.paired.level for c in checks if c.paired is not None and c.paired.level}
+    return f"{levels.pop() * 100:.3g}% CI" if len(levels) == 1 else "CI"
+
+
+def _header(ci: str) -> tuple[str, ...]:
+    return (
+        "Run",
+        "Measure",
+        f"Delta [{ci}]",
+        "Band",
+        "Detectable drop (80% power)",
+        "Queries",
+        "To resolve the band",
+    )
+
+
+def _ppi_header(ci: str) -> tuple[str, ...]:
+    return (
+        "Run",
+        "Measure",
+        f"Human-only delta [{ci}]",
+        "Human-judged",
+        f"PPI++ delta [{ci}]",
+        "LLM-judged",
+        "Effective n",
+    )
 
 
 def compared(verdict: Verdict) -> list[Check]:
@@ -70,6 +84,8 @@ def _gap(check: Check) -> str:
         return "–"
     if _unmoved(check):
         return "no query moved: known once a change moves some"
+    if res.floor:
+        return f"the {MIN_PASS_QUERIES}-query floor decided: add {queries(res.floor)}"
     if res.resolves:
         return "resolved"
     if res.needed is None:
@@ -125,7 +141,8 @@ def _ppi_blocks(checks: list[Check]) -> list[Block]:
         "query, the judge's bias corrected on the random human-judged sample, is as narrow as "
         "the human-only one would be on the effective n human-judged queries."
     )
-    return [Table(_PPI_HEADER, [_ppi_row(c) for c in ppi], [_tone(c) for c in ppi]), Para(note)]
+    rows, tones = [_ppi_row(c) for c in ppi], [_tone(c) for c in ppi]
+    return [Table(_ppi_header(ci_label(ppi)), rows, tones), Para(note)]
 
 
 def resolution_blocks(verdict: Verdict) -> list[Block]:
@@ -138,5 +155,5 @@ def resolution_blocks(verdict: Verdict) -> list[Block]:
         "is below; until the suite resolves the band, a change there is inconclusive."
     )
     rows = [_row(c) for c in checks]
-    table = Table(_HEADER, rows, [_tone(c) for c in checks]).compact()
+    table = Table(_header(ci_label(checks)), rows, [_tone(c) for c in checks]).compact()
     return [*blocks, table, Para(note), *_ppi_blocks(checks)]

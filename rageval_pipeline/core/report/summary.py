@@ -11,18 +11,17 @@ import json
 from typing import Any
 
 from rageval_pipeline.core.gate import Check, RunChange, Verdict
+from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, queries
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
+from rageval_pipeline.core.report.explain import CONTEXT_KINDS
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
-from rageval_pipeline.core.report.resolution import interval, resolution_blocks
+from rageval_pipeline.core.report.resolution import ci_label, interval, resolution_blocks
 from rageval_pipeline.core.report.texts import shorten
 
 SHOWN = 8  # moved measures on the first screen
 RunKey = tuple[str, str, str]
-# Checks about the comparison itself, not a measure that moved: said in the verdict, the
-# configuration diff and the next steps instead.
-_CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value"})
 _LIMIT_KINDS = frozenset({"threshold", "target", "latency"})  # a fixed limit, not a baseline
 
 
@@ -57,7 +56,7 @@ def run_state(checks: list[Check]) -> tuple[str, Tone]:
         return "FAIL" + (f" ({', '.join(sorted(named))})" if named else ""), "fail"
     if any(_undecided(c) for c in checks):
         return "INCONCLUSIVE", "warn"
-    warned = [c for c in checks if not c.passed and c.kind not in _CONTEXT_KINDS]
+    warned = [c for c in checks if not c.passed and c.kind not in CONTEXT_KINDS]
     if warned:
         categories = sorted({c.category for c in warned if c.category})
         return "PASS with warnings" + (f" ({', '.join(categories)})" if categories else ""), "warn"
@@ -124,7 +123,7 @@ def status(check: Check) -> tuple[str, Tone]:
 def moved(verdict: Verdict) -> list[Check]:
     """Checks of measures that failed, warned, were inconclusive or improved: failures first."""
     out = [
-        c for c in verdict.checks if c.kind not in _CONTEXT_KINDS and (not c.passed or c.improved)
+        c for c in verdict.checks if c.kind not in CONTEXT_KINDS and (not c.passed or c.improved)
     ]
     rank = {"fail": 0, "warn": 1, "better": 2}
     return sorted(out, key=lambda c: (rank[status(c)[1]], c.inconclusive))
@@ -138,17 +137,6 @@ def _delta(check: Check) -> str:
     if check.delta is None:
         return "–"
     return f"{check.delta:+.1f} ms" if check.kind in LATENCY_KINDS else f"{check.delta:+.4f}"
-
-
-_MOVED_HEADER = (
-    "Run",
-    "Measure",
-    "Baseline or limit",
-    "Current",
-    "Delta [95% CI]",
-    "p (Holm)",
-    "Status",
-)
 
 
 def _moved_table(checks: list[Check]) -> Table:
@@ -168,7 +156,8 @@ def _moved_table(checks: list[Check]) -> Table:
             )
         )
         tones.append(tone)
-    return Table(_MOVED_HEADER, rows, tones)
+    header = ("Run", "Measure", "Baseline or limit", "Current", f"Delta [{ci_label(checks)}]")
+    return Table((*header, "p (Holm)", "Status"), rows, tones)
 
 
 def _config_blocks(verdict: Verdict) -> list[Block]:
@@ -275,16 +264,7 @@ def next_steps(report: Report) -> list[str]:
                 "load, not the change): nothing blocks; time it again on a quieter machine if "
                 "it matters."
             )
-        unsure = [c for c in checks if _undecided(c)]
-        if unsure:
-            needed = [c.resolution.needed for c in unsure if c.resolution and c.resolution.needed]
-            more = f" (about {max(needed)} human-judged queries)" if needed else ""
-            steps.append(
-                f"{name}: {dataset} cannot tell a drop of the band from none on "
-                f"{', '.join(sorted({moved_label(c) for c in unsure}))}: add queries to the "
-                f"suite until it resolves the band{more}, or judge more with PPI (What this "
-                "suite can tell, above)."
-            )
+        steps += _unsure_steps(name, dataset, [c for c in checks if _undecided(c)])
         if change is not None and change.suite_changed:
             steps.append(
                 f"{name}: the suite changed, so the baseline no longer measures the same "
@@ -313,7 +293,43 @@ def next_steps(report: Report) -> list[str]:
                 f"{name} has no baseline: review this run, then record it: "
                 + _update(dataset, system, "first baseline")
             )
-    return steps or [f"Nothing to do: {_quiet(verdict)}."]
+    # One line per piece of advice, however many runs or measures give it.
+    return list(dict.fromkeys(steps)) or [f"Nothing to do: {_quiet(verdict)}."]
+
+
+def _names(checks: list[Check]) -> str:
+    return ", ".join(sorted({moved_label(c) for c in checks}))
+
+
+def _unsure_steps(name: str, dataset: str, unsure: list[Check]) -> list[str]:
+    """What to do about measures the suite could not decide, by why: the query floor decided,
+    the suite resolves the band and the drop still reaches it, or the suite is too small. A
+    measure gets one of them, so "resolved" and "add queries" never meet."""
+    floor = [c for c in unsure if c.resolution and c.resolution.floor]
+    resolved = [c for c in unsure if c.resolution and c.resolution.resolves and c not in floor]
+    small = [c for c in unsure if c not in floor and c not in resolved]
+    steps = []
+    if floor:
+        more = max(c.resolution.floor for c in floor if c.resolution)
+        steps.append(
+            f"{name}: the {MIN_PASS_QUERIES}-query floor decided {_names(floor)} (below it an "
+            f"interval runs too narrow to pass on): add {queries(more)} to the suite to lift it."
+        )
+    if resolved:
+        steps.append(
+            f"{name}: {dataset} resolves the band on {_names(resolved)}, and the drop still "
+            "reaches the band: the change likely costs about the band; keep the baseline, or "
+            "accept the cost with a reviewed baseline update."
+        )
+    if small:
+        needed = [c.resolution.needed for c in small if c.resolution and c.resolution.needed]
+        more = f" (about {max(needed)} human-judged queries)" if needed else ""
+        steps.append(
+            f"{name}: {dataset} cannot tell a drop of the band from none on {_names(small)}: "
+            f"add queries to the suite until it resolves the band{more}, or judge more with "
+            "PPI (What this suite can tell, above)."
+        )
+    return steps
 
 
 def _quiet(verdict: Verdict) -> str:

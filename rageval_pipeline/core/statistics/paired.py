@@ -163,6 +163,7 @@ class PairedTest(BaseModel):
     # delta on the human sample alone, beside it in the report.
     effective_n: float | None = None
     human_only: PairedTest | None = None
+    level: float | None = None  # the confidence of [ci_low, ci_high], 1 - alpha (None: unknown)
 
 
 def _finite(value: float) -> float | None:
@@ -201,6 +202,7 @@ def paired_test(
         mde=_finite(minimum_detectable_effect(sd, len(a), alpha=alpha, power=power)),
         family_low=_finite(f_low),
         family_high=_finite(f_high),
+        level=1 - alpha,
     )
 
 
