@@ -34,6 +34,7 @@ import time
 import numpy as np
 from scipy import stats as sps
 
+from bench import real_worlds
 from rageval_pipeline.core.gate.decision import Statistics, judge, resolution, tests
 from rageval_pipeline.core.gate.ppi_rule import paired_ppi
 from rageval_pipeline.core.statistics.paired import PairedTest
@@ -156,8 +157,19 @@ def main() -> None:
     parser.add_argument("--worlds", type=int, default=1000)
     parser.add_argument("--rho", type=float, default=RHO)
     parser.add_argument("--rule", choices=("interval", "ppi"), default="interval")
+    parser.add_argument(
+        "--real",
+        choices=("shift", "tilt"),
+        help="worlds resampled from real paired differences (bench/real_worlds.py), moved so",
+    )
+    parser.add_argument("--per-shape", action="store_true", help="with --real: each shape alone")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.real:
+        show = real_worlds.print_worst if args.per_shape else real_worlds.print_tables
+        show(args.worlds, how=args.real)
+        print(f"({time.perf_counter() - started:.0f} s)")
+        return
     print(f"band {BAND:.4f} (5% of the mean {MEAN:.3f}), rho {args.rho}, {args.worlds} worlds")
     columns = ["PASS", "FAIL", "INCONCLUSIVE", "blocked", "resolves", "PASS if resolved"]
     if args.rule == "ppi":

@@ -35,6 +35,18 @@ from rageval_pipeline.core.gate.models import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.policy import GatePolicy, GateRules
 
 SHAPES = Path(__file__).resolve().parent / "real_shapes.json"
+# Table rows: (shape kind, stratified). "breakage, sparse": plain resampling, so a suite may draw
+# none of the broken queries (a suite of n holds one with probability 1 - (1 - p)^n).
+KINDS = {
+    "tweak": ("tweak", False),
+    "swap": ("swap", False),
+    "breakage": ("break", True),
+    "breakage, sparse": ("break", False),
+}
+EFFECTS = (0.0, -0.5, -1.0, -2.0, 1.0)  # true change of the mean, in bands
+SIZES = (20, 50, 100, 300)
+SMALL = (12, 25, 50)  # the suite sizes of the drop blocked 95% of the time
+LADDER = (0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -5.0, -6.0, -8.0, -10.0, -12.0, -16.0)
 RELATIVE_BAND = 0.05  # the default tolerance
 STAMP = "2026-01-01T00:00:00+00:00"
 
@@ -182,13 +194,12 @@ def simulate(
     stratified: bool = True,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Shares over `worlds` suites per shape (the shapes in turn): PASS, FAIL (the measure's
-    drop established), INCONCLUSIVE, blocked, and the share blocked by each check kind."""
+    """Shares over `worlds` suites, split evenly over the shapes: PASS, FAIL (the measure's
+    drop established), INCONCLUSIVE, blocked, and the share blocked by each check kind
+    (`by breakage`, `by spike`, ...). Each shape draws from its own seeded stream, so a run
+    with fewer worlds decides the first suites of a longer one."""
     if how == "tilt":  # a shape whose differences cannot average the target has no tilted world
-        target = effect * RELATIVE_BAND
-        shapes = [
-            s for s in shapes if _tilt(s.run - s.baseline, target * s.baseline.mean()) is not None
-        ]
+        shapes = [s for s in shapes if _tilt(s.run - s.baseline, effect * s.band) is not None]
     counts: dict[str, float] = {}
     per_shape = max(1, worlds // len(shapes))
     total = 0
@@ -204,3 +215,96 @@ def simulate(
     shares["blocked"] = 1 - shares.get("pass", 0.0)
     shares["worlds"] = total
     return shares
+
+
+def kind(shapes: list[Shape], name: str) -> tuple[list[Shape], bool]:
+    """The shapes of a table row's kind, and whether its suites are stratified."""
+    wanted, stratified = KINDS[name]
+    return [s for s in shapes if s.kind == wanted], stratified
+
+
+def cell(
+    shapes: list[Shape], name: str, effect: float, n: int, worlds: int, **kw: object
+) -> dict[str, float]:
+    """One row of the table: kind `name` at a true change of effect x band on n queries
+    (seeded by n, so every effect of a size draws the same suites before the move)."""
+    chosen, stratified = kind(shapes, name)
+    return simulate(chosen, effect, n, worlds, stratified=stratified, seed=n, **kw)
+
+
+def blocked_drop(
+    shapes: list[Shape], name: str, n: int, worlds: int, *, share: float = 0.95, **kw: object
+) -> float | None:
+    """The smallest true drop on LADDER (in bands) blocked at least `share` of the time on n
+    queries, and every larger one on it; None when none is."""
+    found = None
+    for effect in reversed(LADDER):
+        if cell(shapes, name, effect, n, worlds, **kw)["blocked"] < share:
+            break
+        found = effect
+    return found
+
+
+SETTINGS = {"block": "default (`inconclusive: block`)", "block_likely": "`block_likely`"}
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def _drop(effect: float | None) -> str:
+    if effect is None:
+        return f"none up to {-LADDER[-1] * RELATIVE_BAND:.0%}"
+    if effect == 0:
+        return "any (and no change)"
+    return f"{-effect * RELATIVE_BAND:.1%}"
+
+
+def print_tables(worlds: int, *, how: str = "shift", resamples: int = 1000) -> None:
+    """The real-shape tables of docs/gate.md: per kind, true change and size, the default
+    policy's outcomes beside `block_likely`'s PASS (the same suites: the measure's outcome and
+    the guard are the same under both, only what an inconclusive measure does differs); then
+    the harmless-change PASS rate and the drop blocked 95% of the time on small suites."""
+    shapes = load_shapes()
+    rules = {s: policy_rules(inconclusive=s, resamples=resamples) for s in SETTINGS}
+    print(f"\n{worlds} suites per row, move {how}:\n")
+    columns = ["PASS", "FAIL", "INCONCLUSIVE", "blocked", "by breakage", "`block_likely` PASS"]
+    print("| kind | true change | n | " + " | ".join(columns) + " |")
+    print("| --- " * (len(columns) + 3) + "|")
+    for name in KINDS:
+        for effect in EFFECTS:
+            for n in SIZES:
+                r = cell(shapes, name, effect, n, worlds, rules=rules["block"], how=how)
+                likely = cell(shapes, name, effect, n, worlds, rules=rules["block_likely"], how=how)
+                change = "0" if effect == 0 else f"{effect:+g} x band"
+                keys = ("pass", "fail", "inconclusive", "blocked", "by breakage")
+                values = [_pct(r.get(k, 0.0)) for k in keys] + [_pct(likely.get("pass", 0.0))]
+                print(f"| {name} | {change} | {n} | {' | '.join(values)} |", flush=True)
+    print(f"\nHarmless change PASS, and the drop blocked 95% of the time ({worlds} suites):\n")
+    heads = " | ".join(f"{label}: PASS at 0 | blocks 95% from" for label in SETTINGS.values())
+    print(f"| kind | n | {heads} |")
+    print("| --- " * (2 + 2 * len(SETTINGS)) + "|")
+    for name in ("tweak", "swap"):
+        for n in SMALL:
+            cells = []
+            for setting in SETTINGS:
+                harmless = cell(shapes, name, 0.0, n, worlds, rules=rules[setting], how=how)
+                drop = blocked_drop(shapes, name, n, worlds, rules=rules[setting], how=how)
+                cells += [_pct(harmless["pass"]), _drop(drop)]
+            print(f"| {name} | {n} | " + " | ".join(cells) + " |", flush=True)
+
+
+def print_worst(worlds: int, *, how: str = "shift", resamples: int = 1000) -> None:
+    """False PASS of each shape alone at a true drop of the band, under the default policy."""
+    rules = policy_rules(resamples=resamples)
+    print(f"\nPer shape, PASS at -1 x band ({worlds} suites per cell, move {how}):\n")
+    print("| shape | kind | " + " | ".join(f"n={n}" for n in SIZES) + " |")
+    print("| --- " * (2 + len(SIZES)) + "|")
+    for shape in load_shapes():
+        stratified = shape.kind == "break"
+        row = [
+            simulate([shape], -1.0, n, worlds, rules=rules, how=how, stratified=stratified, seed=n)
+            for n in SIZES
+        ]
+        cells = " | ".join(_pct(r.get("pass", 0.0)) for r in row)
+        print(f"| {shape.name} | {shape.kind} | {cells} |", flush=True)
