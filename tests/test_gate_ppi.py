@@ -59,10 +59,9 @@ def _summary(truth: np.ndarray, llm: np.ndarray | None, sample: HumanSample) -> 
     )
 
 
-def _verdict(run: RunSummary, base: RunSummary, rule: str) -> Verdict:
-    policy = GatePolicy.model_validate(
-        {"datasets": {"default": {"statistics": {"rule": rule}, "spike": {"share": 1.0}}}}
-    )
+def _verdict(run: RunSummary, base: RunSummary, rule: str, **rules: object) -> Verdict:
+    rules = {"statistics": {"rule": rule}, "spike": {"share": 1.0}} | rules
+    policy = GatePolicy.model_validate({"datasets": {"default": rules}})
     return decide([run], {("synth", "ours"): baseline_from_summary(base)}, policy)
 
 
@@ -215,7 +214,7 @@ def test_ppi_fail_claims_are_bonferroni_widened_and_p_values_holm_adjusted_acros
     base_summary = _with(
         _summary(base, base_llm, sample), "R@100", base_r, np.clip(base_r + 0.05, 0, 1)
     )
-    verdict = _verdict(run_summary, base_summary, "ppi")
+    verdict = _verdict(run_summary, base_summary, "ppi", compare=["nDCG@10", "R@100"])
     checks = {c.measure: c.paired for c in verdict.checks if c.kind == "baseline"}
     assert set(checks) == {"nDCG@10", "R@100"}
 

@@ -128,7 +128,7 @@ def test_four_of_a_hundred_queries_breaking_block_though_the_interval_passes():
 
 
 def test_the_guard_blocks_at_its_limit_and_not_below():
-    # 100 paired queries: max(count 2, 3% of 100) = 3 broken queries block.
+    # 100 answered queries: max(count 2, 3% of 100) = 3 broken queries block.
     rules = {"breakage": {"count": 2, "share": 0.03}}
     _, at = _decide(_summary(_broken(3)), _summary(BASE), **rules)
     _, below = _decide(_summary(_broken(2)), _summary(BASE), **rules)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The release gate of a team's own system on its own suite, as CI runs it (docs/own-suite.md,
-# step 7; deploy/ci/github-actions.yml runs this file). Exit 0 when the verdict passes (an
-# inconclusive drop included), 1 when it is blocked, 2 on bad input (one line naming the file).
+# step 7; deploy/ci/github-actions.yml runs this file). Exit 0 when the verdict passes, 1 when it
+# is blocked (by default also a drop the suite cannot tell from the band; under
+# statistics.inconclusive: block_likely only a likely one), 2 on bad input (one line).
 #   RAGEVAL_SUITE   the suite (data/suites/<name>), required
 #   RAGEVAL_SYSTEM  one system of data/systems.yaml (job evaluate_<system>); default: every
 #                   system (job evaluate_dataset)

@@ -8,7 +8,7 @@ relevant document at rank 3; 0.1 is it gone from the top 10 or at its bottom). E
 is named; a query that was fixed (from at most `low` to at least `high`) offsets one, so a
 swap of systems that trades answers is left to the mean. The run is blocked, under
 `semantic_degraded_spike`, when the broken queries net of the fixed ones reach
-max(`count`, `share` of the paired queries). Defaults and their error rates: docs/gate.md,
+max(`count`, `share` of the queries answered in the baseline). Defaults and their error rates: docs/gate.md,
 "The breakage guard".
 """
 
@@ -31,6 +31,7 @@ class Broken:
     broken: list[tuple[str, float, float]]  # (query id, baseline value, run value), worst first
     fixed: list[str]
     n: int
+    answered: int  # paired queries at `high` or more in the baseline: the ones that can break
     limit: int
 
     @property
@@ -51,7 +52,8 @@ def broken_queries(pairs: Sequence[tuple[str, float, float]], guard: Breakage) -
     ]
     broken.sort(key=lambda b: (b[2] - b[1], b[0]))
     fixed = [qid for qid, ref, val in pairs if ref <= guard.low + EPS and val >= guard.high - EPS]
-    return Broken(broken, fixed, len(pairs), guard.limit(len(pairs)))
+    answered = sum(ref >= guard.high - EPS for _, ref, _ in pairs)
+    return Broken(broken, fixed, len(pairs), answered, guard.limit(answered))
 
 
 def breakage_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Check | None:
@@ -69,7 +71,7 @@ def breakage_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Che
     lost = f"left the top {measure.k}" if measure.k else "was lost"
     text = (
         f"{run.label} {measure}: {len(found.broken)} of {found.n} queries broke (from "
-        f">= {guard.high:g} to <= {guard.low:g}: their answer {lost})"
+        f">= {guard.high:g} to <= {guard.low:g}: their answer {lost}; {found.answered} had one)"
         + (f": {named}" if named else "")
         + f"{fixed}; {found.limit} or more, net of fixed ones, block"
     )

@@ -92,12 +92,15 @@ class Breakage(_Strict):
     high: float = Field(default=0.5, gt=0, le=1, description="the baseline value it fell from")
     low: float = Field(default=0.1, ge=0, lt=1, description="the run value it fell to")
     count: int = Field(default=2, ge=1, description="broken queries (net of fixed) that block")
-    share: float = Field(default=0.03, ge=0, le=1, description="... or this share, if more")
+    share: float = Field(
+        default=0.03, ge=0, le=1, description="... or this share of the answered ones, if more"
+    )
     blocking: bool = True
 
-    def limit(self, n: int) -> int:
-        """Broken queries (net of fixed ones) that block on `n` paired queries."""
-        return max(self.count, math.ceil(self.share * n - EPS))
+    def limit(self, answered: int) -> int:
+        """Broken queries (net of fixed ones) that block, `answered` the paired queries at
+        `high` or more in the baseline (the ones that can break)."""
+        return max(self.count, math.ceil(self.share * answered - EPS))
 
 
 class UnjudgedSpike(_Strict):
