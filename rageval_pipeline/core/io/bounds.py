@@ -41,7 +41,7 @@ def quote_json(value: Any) -> str:
     return text if len(text) <= most else text[: max(most - 3, 0)] + "..."
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     for test, name in (
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO"),
@@ -63,7 +63,7 @@ def _regular_file(path: Path) -> os.stat_result:
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"is {_kind(info.st_mode)}, not a regular file")
+        raise ValueError(f"is {file_kind(info.st_mode)}, not a regular file")
     return info
 
 
@@ -81,7 +81,7 @@ def open_regular(path: Path) -> Iterator[tuple[BinaryIO, int]]:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise ValueError(f"is {_kind(info.st_mode)}, not a regular file")
+        raise ValueError(f"is {file_kind(info.st_mode)}, not a regular file")
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as handle:
