@@ -151,12 +151,13 @@ def _followed(
     if not stat.S_ISLNK(info.st_mode):
         return info
     target = Path(os.path.realpath(path))
-    shown = f"{printable(relative)} -> {printable(str(target))}"
+    written = printable(os.readlink(path))  # the target as the link names it
+    shown = f"{printable(relative)} -> {written}"
     inside = target.is_relative_to(root)
     if not inside and not follow:
         raise InputError(
             path,
-            f"is a symlink to {printable(str(target))}, outside {printable(str(folder))}: "
+            f"is a symlink to {written}, outside {printable(str(folder))}: "
             "refused (nothing is read from outside the folder; --follow-links reads it)",
         )
     try:
