@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.errors import InputError, printable
 
 if TYPE_CHECKING:
     from rageval_pipeline.core.settings.limits import FileLimits
@@ -52,6 +52,15 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a regular file"
+
+
+def absent(path: Path) -> str | None:
+    """Why `path` cannot be used at all (missing, or a symlink to nothing), else None."""
+    if path.exists():
+        return None
+    if path.is_symlink():
+        return f"is a symlink to {printable(os.readlink(path))}, which does not exist"
+    return "no such file or folder"
 
 
 def _regular_file(path: Path) -> os.stat_result:

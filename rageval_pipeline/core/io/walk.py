@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rageval_pipeline.core.errors import InputError, printable
-from rageval_pipeline.core.io.bounds import file_kind, file_limits, read_bytes
+from rageval_pipeline.core.io.bounds import absent, file_kind, file_limits, read_bytes
 
 PROGRESS_S = 2.0  # a long walk or conversion says how far it got this often
 
@@ -126,11 +126,7 @@ def _root(folder: Path) -> Path:
     try:
         info = folder.stat()
     except FileNotFoundError:
-        if folder.is_symlink():
-            target = os.readlink(folder)
-            problem = f"is a symlink to {printable(target)}, which does not exist"
-            raise InputError(folder, problem) from None
-        raise InputError(folder, "no such folder") from None
+        raise InputError(folder, absent(folder) or "no such folder") from None
     except OSError as exc:
         raise InputError(folder, f"cannot be read ({exc.strerror})") from None
     if not stat.S_ISDIR(info.st_mode):

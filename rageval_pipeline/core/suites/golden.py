@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.bounds import confined, quote_json
+from rageval_pipeline.core.io.bounds import absent, confined, quote_json
 from rageval_pipeline.core.io.config import parse, rule, validate
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.documents import Document
@@ -387,6 +387,8 @@ def _parse_suite(file: Path) -> Suite:
 
 def resolve_suite_file(path: Path) -> Path:
     """The suite file `path` names: itself, or a folder's one suite file."""
+    if problem := absent(path):
+        raise InputError(path, problem)
     if path.is_dir():
         found = [path / name for name in SUITE_FILES if (path / name).is_file()]
         if not found:
