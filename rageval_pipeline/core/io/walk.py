@@ -116,7 +116,7 @@ def walk(
                 problem = f"holds more than {limits.folder_bytes} bytes of documents"
                 raise InputError(folder, problem + limits.hint("folder_bytes"))
             wanted.append(Found(path, relative, info.st_size))
-            progress(lambda n=total: f"found {len(wanted)} documents ({n:,} bytes) so far")
+            progress(lambda n=total: f"found {len(wanted)} document(s) ({n:,} bytes) so far")
     wanted.sort(key=lambda f: f.relative)
     return Walked(root, follow_links, wanted, sorted(other), notes)
 

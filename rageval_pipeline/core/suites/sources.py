@@ -174,7 +174,7 @@ def scan(
     progress = Progress(log)
     for n, found in enumerate(walked.wanted, 1):
         source = read_source(walked, found)
-        progress(lambda n=n: f"read {n} of {len(walked.wanted)} documents")
+        progress(lambda n=n: f"read {n} of {len(walked.wanted)} document(s)")
         if not source.text.strip():
             skipped.append(f"left out {printable(found.relative)}: no text")
             continue
