@@ -60,7 +60,7 @@ def absent(path: Path) -> str | None:
         return None
     if path.is_symlink():
         return f"is a symlink to {printable(os.readlink(path))}, which does not exist"
-    return "no such file or folder"
+    return "no such file"
 
 
 def _regular_file(path: Path) -> os.stat_result:
@@ -144,6 +144,8 @@ def input_bytes(path: str | Path) -> tuple[Path, bytes]:
             if size > (limits := file_limits()).data_bytes:
                 _capped(handle, size, None, "data_bytes")  # (refuses)
             return path, _gunzipped(handle, limits)
+    except InputError:
+        raise  # (a bad limit in the environment: named as such)
     except ValueError as exc:
         raise InputError(path, str(exc)) from None
 
@@ -182,7 +184,8 @@ def confined(folder: Path, name: str, *, exists: bool = True) -> Path:
     target = lexical.resolve()
     if not target.is_relative_to(root):
         raise ValueError(
-            f"is a symlink to a file outside the file's folder (got {quote_json(name)})"
+            f"is a symlink to a file outside the file's folder, {printable(str(target))} "
+            f"(got {quote_json(name)})"
         )
     if not exists and not target.exists():
         return target

@@ -398,5 +398,8 @@ def resolve_suite_file(path: Path) -> Path:
         if len(found) > 1:
             names = " and ".join(f.name for f in found)
             raise InputError(path, f"holds both {names}; keep one")
-        return found[0]
+        try:  # a suite file that is a link out of its folder is not read
+            return confined(path, found[0].name)
+        except ValueError as exc:
+            raise InputError(path, str(exc)) from None
     return path

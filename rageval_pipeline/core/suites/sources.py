@@ -249,12 +249,15 @@ def init_suite(
     work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=suites_dir))
     try:
         staged = work / name
-        for s in sources:
+        progress = Progress(log)
+        for n, s in enumerate(sources, 1):
             path = staged / s.stored
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(s.text, encoding="utf-8")
+            progress(lambda n=n: f"wrote {n} of {len(sources)} document(s)")
         text = json.dumps(suite, indent=2, ensure_ascii=False) + "\n"
         (staged / "suite.json").write_text(text, encoding="utf-8")
+        progress(lambda: "validating the suite as `rageval validate` does")
         try:
             load_suite(staged)  # what `rageval validate` reads
         except InputError as error:
