@@ -270,6 +270,20 @@ def test_suite_init_caps_files_and_bytes_per_folder(
     assert _written(tmp_path / "data") == []
 
 
+def test_an_html_page_over_its_limit_is_refused_before_it_is_parsed(docs, tmp_path, capsys):
+    page = docs / "page.html"
+    page.write_text("<html><body>" + "<div>" * 2000 + "</body></html>")
+    os.environ["RAGEVAL_MAX_HTML_BYTES"] = "4096"
+    try:
+        assert _init(docs, tmp_path / "data") == 2
+    finally:
+        del os.environ["RAGEVAL_MAX_HTML_BYTES"]
+    assert capsys.readouterr().err == (
+        f"error: {page}: is 10026 bytes, over the limit of 4096 for HTML (RAGEVAL_MAX_HTML_BYTES)\n"
+    )
+    assert _written(tmp_path / "data") == []
+
+
 def test_long_work_says_how_far_it_got(docs, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(walk, "PROGRESS_S", 0.0)
     assert _init(docs, tmp_path / "data") == 0

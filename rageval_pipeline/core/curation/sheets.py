@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
 _ESCAPED_START = (*_FORMULA_START, "'")  # a leading quote too, so that reading back is exact
+# A line as `open(newline="")` gives csv one, found lazily in the text: a StringIO of the text
+# would hold 4 bytes a character (a 64 MiB sheet: 256 MB more).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 
 
 def escape_cell(value: object) -> object:
@@ -121,7 +125,7 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise InputError(path, "not UTF-8 text") from None
     except ValueError as exc:
         raise InputError(path, str(exc)) from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader(m[0] for m in _LINE.finditer(text))
     start = 1
     try:
         columns = reader.fieldnames or []

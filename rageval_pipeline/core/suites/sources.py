@@ -147,6 +147,10 @@ def _markdown_title(text: str) -> str:
 def read_source(walked: Walked, found: Found) -> Source:
     path = found.path
     kind = KINDS[path.suffix.lower()]
+    limits = file_limits()
+    if kind == "html" and found.size > limits.html_bytes:
+        problem = f"is {found.size} bytes, over the limit of {limits.html_bytes} for HTML"
+        raise InputError(path, problem + limits.hint("html_bytes"))
     data = walked.read(found)
     if kind == "pdf":
         title, text = pdf_to_markdown(path, data)
