@@ -61,9 +61,14 @@ class Progress:
         self.log, self.last = log, time.monotonic()
 
     def __call__(self, line: Callable[[], str]) -> None:
-        if self.log is not None and time.monotonic() - self.last >= PROGRESS_S:
+        if time.monotonic() - self.last >= PROGRESS_S:
+            self.say(line())
+
+    def say(self, line: str) -> None:
+        """`line` now (a long step about to start)."""
+        if self.log is not None:
             self.last = time.monotonic()
-            self.log(line())
+            self.log(line)
 
 
 def walk(

@@ -46,8 +46,10 @@ class FileLimits(EnvGroup):
     folder_files: int = Field(
         10_000, ge=1, le=COUNT, description="files `suite init` reads from one folder"
     )
+    # Converting, chunking and validating a suite holds ~6 bytes a byte of text (64 MiB of
+    # Markdown: 19 s, 405 MB), so a folder is held to what a large documentation site is.
     folder_bytes: int = Field(
-        1 << 30, ge=1, le=TIB, description="bytes `suite init` reads from one folder in all"
+        128 << 20, ge=1, le=TIB, description="bytes `suite init` reads from one folder in all"
     )
     # Beautiful Soup holds ~130 bytes per byte of markup and parses ~0.5-1 MB/s (4 MiB of
     # paragraphs: 9-20 s, 530 MB), so a page is held to what a documentation page plausibly is.

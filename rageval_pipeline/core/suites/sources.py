@@ -50,6 +50,7 @@ _SKIPPED_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "svg"
 _BLOCKS = ("h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "tr", "dt", "dd", "blockquote")
 _SPACE = re.compile(r"\s+")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+LONG_VALIDATION = 16 << 20  # characters of text whose validation takes seconds
 MAX_NAME = 64  # characters of a suite name: a folder, a partition key, a report title
 
 
@@ -261,7 +262,9 @@ def init_suite(
             progress(lambda n=n: f"wrote {n} of {len(sources)} document(s)")
         text = json.dumps(suite, indent=2, ensure_ascii=False) + "\n"
         (staged / "suite.json").write_text(text, encoding="utf-8")
-        progress(lambda: "validating the suite as `rageval validate` does")
+        size = sum(len(s.text) for s in sources)
+        if size >= LONG_VALIDATION:  # one call, about 0.1 s a MB: said before it starts
+            progress.say(f"validating the suite ({size:,} characters) as `rageval validate` does")
         try:
             load_suite(staged)  # what `rageval validate` reads
         except InputError as error:
