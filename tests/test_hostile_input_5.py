@@ -142,6 +142,29 @@ def test_a_fifo_is_refused_before_it_is_opened_by_every_reader(docs, tmp_path, c
         signal.alarm(0)
 
 
+def test_a_suite_or_dataset_folder_cannot_lead_out_of_itself(tmp_path, outside, capsys):
+    from rageval_pipeline.core.suites.loaders import load_part
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (outside / "suite.json").write_text("{}")
+    (suite / "suite.json").symlink_to(outside / "suite.json")
+    assert main(["validate", str(suite)]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: {suite}: is a symlink to a file outside the file's folder, "
+        f'{outside}/suite.json (got "suite.json")\n'
+    )
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    (beir / "corpus.jsonl").symlink_to(outside / "keys.md")
+    with pytest.raises(InputError) as caught:
+        load_part(beir, "corpus", dataset="beir")
+    assert str(caught.value) == (
+        f"{beir}/corpus.jsonl: is a symlink to a file outside the file's folder, "
+        f'{outside}/keys.md (got "corpus.jsonl")'
+    )
+
+
 # --- Bounds --------------------------------------------------------------------------------
 
 
