@@ -77,7 +77,7 @@ def test_compare_prints_means_deltas_and_p_values(capsys):
         (["eval", QRELS, str(FIXTURES / "bad_score.trec")], "bad_score.trec:2: score:"),
         (["eval", str(FIXTURES / "bad_fields.qrels"), RUN_A], "bad_fields.qrels:2:"),
         (["eval", QRELS, str(FIXTURES / "dup_doc.trec")], "dup_doc.trec:3: doc_id:"),
-        (["compare", QRELS, RUN_A, str(FIXTURES)], "measures: is a directory, not a file"),
+        (["compare", QRELS, RUN_A, str(FIXTURES)], "measures: is a folder, not a regular file"),
         (["compare", QRELS, RUN_A, "missing.trec"], "missing.trec: no such file"),
     ],
 )

@@ -463,8 +463,8 @@ def test_content_path_cannot_follow_a_symlink_out(tmp_path, link, target):
     else:
         source.symlink_to(target)
     assert problem(path) == (
-        f"{path}:1: documents[0].content_path: is a symlink to a file outside the file's folder "
-        f"(got {json.dumps(link)})"
+        f"{path}:1: documents[0].content_path: is a symlink to a file outside the file's folder, "
+        f"{source.resolve()} (got {json.dumps(link)})"
     )
 
 

@@ -397,6 +397,8 @@ def test_run_file_path_stays_inside_the_systems_folder(tmp_path, run_path, make,
         os.mkfifo(path.parent / run_path)
     elif make is not None:
         (path.parent / run_path).symlink_to(make)
+    if rule.startswith("is a symlink"):  # the message names where the link leads
+        rule += f", {(path.parent / run_path).resolve()}"
     with pytest.raises(InputError) as err:
         load_systems(path)
     assert str(err.value) == f'{path}:4: systems["replay"].path: {rule} (got "{run_path}")'
@@ -412,7 +414,7 @@ def test_run_file_inside_the_folder_loads_and_is_checked_again_when_read(tmp_pat
     with pytest.raises(InputError) as err:
         system.fingerprint()
     assert str(err.value) == (
-        f"{path.parent}: path: is a symlink to a file outside the file's folder "
-        '(got "runs/ours.trec")'
+        f"{path.parent}: path: is a symlink to a file outside the file's folder, "
+        f'{tmp_path / "theirs.trec"} (got "runs/ours.trec")'
     )
     assert len(fingerprint) == 16

@@ -9,6 +9,7 @@ never a traceback; a bad option value is refused by argument parsing (also exit 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -99,6 +100,17 @@ def at_least(low: int):
 
     parse.__name__ = f"integer >= {low}"
     return parse
+
+
+def amount(text: str) -> float:
+    """An argparse type: a finite number >= 0 (a price); `nan`, `inf` and negatives refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,6 +61,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help=f"measures scored (repeatable; default {' '.join(GATE_MEASURES)}, and those the "
         "policy compares)",
     )
+    parser.add_argument(
+        "--suite",
+        metavar="SUITE",
+        help="the golden suite (file or folder) whose evidence spans the span measures a "
+        "policy compares need (EvidenceRecall@512t, ...)",
+    )
     ppi_scores.add_options(parser)
     parser.add_argument("--format", choices=FORMATS, default="md", help="report printed")
     parser.add_argument(
@@ -101,6 +107,9 @@ def run_gate(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.statistics.compare import mixed_levels, scored_level
     from rageval_pipeline.core.storage.reuse import file_digest
 
+    reports = None if args.reports is None else Path(args.reports)
+    if reports is not None and reports.exists() and not reports.is_dir():
+        raise InputError("--reports", f"{reports} is a file, not a folder")  # before scoring
     dataset = args.dataset or Path(args.qrels).stem
     system = args.system or Path(args.run).stem
     policy = _policy(args, dataset)
@@ -116,10 +125,11 @@ def run_gate(args: argparse.Namespace) -> int:
     summaries: list[RunSummary] = []
     for path in files:
         ranked = scoring.read_run_file(path, document_level=False)
-        per_query = scoring.score_run(qrels, args.qrels, ranked, path, measures)
+        per_query = scoring.score_run(qrels, args.qrels, ranked, path, measures, args.suite)
         by_llm = None
         if population is not None:
-            by_llm = scoring.score_run(population[1], args.llm_qrels, ranked, path, measures)
+            judged = population[1]
+            by_llm = scoring.score_run(judged, args.llm_qrels, ranked, path, measures, args.suite)
         digest = file_digest(Path(path))[:16]
         summaries.append(
             run_summary(

@@ -29,7 +29,7 @@ EMBED_WITHOUT_ASKING_S = 60.0
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    from rageval_pipeline.cli import add_systems_option
+    from rageval_pipeline.cli import add_systems_option, at_least
 
     parser = subparsers.add_parser(
         "pool",
@@ -42,7 +42,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
     parser.add_argument("sheet_args", nargs="*", metavar="...", help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", type=Path, help="sheet path (.csv or .jsonl)")
-    parser.add_argument("-k", "--depth", type=int, default=None, help="pool depth (default 20)")
+    parser.add_argument(
+        "-k", "--depth", type=at_least(1), default=None, help="pool depth (default 20)"
+    )
     add_systems_option(parser)
     parser.add_argument("--no-extra", action="store_true", help="pool only the configured systems")
     parser.add_argument(

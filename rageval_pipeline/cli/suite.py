@@ -30,6 +30,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     init.add_argument("--name", required=True, help="suite name (= its folder, the partition)")
     init.add_argument("--description", default="", help="what the suite covers")
     init.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="read files that symlinks lead to outside DOCS (refused otherwise), each one said",
+    )
+    init.add_argument(
         "--data",
         type=path_or("$RAGEVAL_DATA", _data_dir, "--data"),
         default="$RAGEVAL_DATA",
@@ -45,13 +50,24 @@ def _data_dir() -> Path:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.errors import printable
     from rageval_pipeline.core.suites.sources import init_suite
 
+    docs = printable(str(args.docs))
+
+    def log(line: str) -> None:
+        print(f"suite init: {docs}: {line}", file=sys.stderr, flush=True)
+
     path, sources, skipped = init_suite(
-        args.docs, args.data / "suites", args.name, args.description
+        args.docs,
+        args.data / "suites",
+        args.name,
+        args.description,
+        follow_links=args.follow_links,
+        log=log,
     )
     for item in skipped:
-        print(f"note: {args.docs}: left out {item}", file=sys.stderr)
+        print(f"note: {docs}: {item}", file=sys.stderr)
     kinds = Counter(s.kind for s in sources)
     from rageval_pipeline.core.suites.golden import load_suite
 

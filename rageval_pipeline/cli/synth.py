@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from rageval_pipeline.cli import add_storage_option, add_systems_option, at_least
+    from rageval_pipeline.cli import add_storage_option, add_systems_option, amount, at_least
 
     parser.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
     add_systems_option(parser)
@@ -30,13 +30,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="count calls and tokens only")
     parser.add_argument(
         "--price-in",
-        type=float,
+        type=amount,
         default=None,
         help="price per million input tokens ($RAG_EVAL_PRICE_IN, default 0: a local model)",
     )
     parser.add_argument(
         "--price-out",
-        type=float,
+        type=amount,
         default=None,
         help="price per million output tokens ($RAG_EVAL_PRICE_OUT, default 0)",
     )
@@ -152,6 +152,9 @@ def run_label(args: argparse.Namespace) -> int:
     folder = args.out or args.storage / "labels"
     try:
         suite, _, pooling, llm = _setup(args)
+        # Every input read before the first judge call: a bad sheet costs nothing.
+        human = labelling.human_grades(suite, args.human)
+        sampled = labelling.trec(labelling.sheet_grades(args.human)) if args.human else None
         companion = synthetic.read_companion(args.synthetic) if args.synthetic else []
         policy = load_policy(args.gate or paths.data_dir() / "gate.yaml")
         second = config.second_judge()
@@ -161,15 +164,14 @@ def run_label(args: argparse.Namespace) -> int:
         labels = judge_labels.grade(llm, pairs)
         if not args.dry_run:
             qrels = labelling.write_labels(folder, labels)
-            if args.human:  # the sample's human qrels, for `rageval eval --llm-qrels`
-                human = labelling.trec(labelling.sheet_grades(args.human))
-                write_text(folder / "human.qrels", human)
+            if sampled is not None:  # the sample's human qrels, for `rageval eval --llm-qrels`
+                write_text(folder / "human.qrels", sampled)
         result = labelling.calibrate(
             llm,
             pairs,
             labels,
             ranks,
-            labelling.human_grades(suite, args.human),
+            human,
             min_kappa=policy.rules_for(suite.name).calibration.min_kappa,
             check_sample=args.check_sample,
             seed=args.seed,

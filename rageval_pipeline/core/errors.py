@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# What a terminal or a log would act on rather than show: C0 and C1 controls, DEL, the line
+# and paragraph separators and the bidirectional overrides; and the backslash that escapes.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\\]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
+
+
+def printable(name: str) -> str:
+    """A file name (or any text from outside) as one line that shows what it holds: each
+    character a terminal would act on is escaped (`\\t`, `\\n`, `\\x1b`, `\\u202e`), and so is
+    the backslash, so two names never print alike and a newline never starts a new line."""
+    return _UNPRINTABLE.sub(lambda m: _NAMED.get(m[0]) or _escape(m[0]), name)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class InputError(ValueError):
@@ -23,7 +41,7 @@ class InputError(ValueError):
         super().__init__(self.describe())
 
     def describe(self) -> str:
-        where = self.path or "<input>"
+        where = printable(self.path) if self.path is not None else "<input>"
         if self.line is not None:
             where += f":{self.line}"
         if self.field:

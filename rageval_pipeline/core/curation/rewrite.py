@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.bounds import read_text
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 
@@ -33,7 +34,10 @@ def rewrite_suite(
     suite, and replace the file atomically; the problems `refuse` finds in the edited suite
     instead, with nothing written. JSON keeps its key order and indentation; YAML is
     re-dumped (comments are lost)."""
-    text = suite_file.read_text(encoding="utf-8")
+    try:  # (read as every user file is: a regular file within its limit)
+        text = read_text(suite_file)
+    except ValueError as exc:
+        raise InputError(suite_file, str(exc)) from None
     raw = json.loads(text) if suite_file.suffix == ".json" else yaml.safe_load(text)
     edit({q["id"]: q for q in raw["queries"]})
     if suite_file.suffix == ".json":

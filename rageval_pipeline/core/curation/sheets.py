@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from rageval_pipeline.core.curation.pool import PoolEntry
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.io.bounds import read_bytes
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 
@@ -46,6 +47,9 @@ SHEET_SUFFIXES = (".csv", ".jsonl")
 _GRADE_RULE = "must be 0, 1, 2 or 3"
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
 _ESCAPED_START = (*_FORMULA_START, "'")  # a leading quote too, so that reading back is exact
+# A line as `open(newline="")` gives csv one, found lazily in the text: a StringIO of the text
+# would hold 4 bytes a character (a 64 MiB sheet: 256 MB more).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 
 
 def escape_cell(value: object) -> object:
@@ -107,28 +111,33 @@ def _cell(value: Any) -> Any:
 
 
 def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number where the row starts, row) of a sheet."""
+    """(line number where the row starts, row) of a sheet: the one reading of a judging sheet
+    (`pool merge`, `pool agree`, `label --human`). A regular file within the size limits
+    (`io.bounds`); a CSV row with more cells than the header is refused, not cut."""
     if sheet_kind(path) == ".jsonl":
         yield from jsonl_rows(path)
         return
     try:
         # Bytes, not read_text: its newline translation would turn a `\r` inside a cell into
         # `\n`. A byte order mark (spreadsheets save one) is dropped.
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
+        text = read_bytes(path).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(path, "not UTF-8 text") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    except ValueError as exc:
+        raise InputError(path, str(exc)) from None
+    reader = csv.DictReader(m[0] for m in _LINE.finditer(text))
     start = 1
     try:
-        missing = [
-            c for c in ("query_id", "target_id", "grade") if c not in (reader.fieldnames or [])
-        ]
+        columns = reader.fieldnames or []
+        missing = [c for c in ("query_id", "target_id", "grade") if c not in columns]
         if missing:
             raise InputError(path, "missing column in the header", line=1, field=missing[0])
         start = reader.line_num + 1
         for row in reader:
+            if None in row:  # csv's key for the cells past the header's
+                extra = len(row[None])
+                problem = f"{extra} cell(s) past the header's {len(columns)} columns"
+                raise InputError(path, problem, line=start)
             yield start, {k: unescape_cell(v) for k, v in row.items()}
             start = reader.line_num + 1
     except csv.Error as error:  # e.g. a field past csv's size limit
@@ -138,12 +147,23 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     raise InputError(path, problem, line=start)  # (outside the except: nothing chained)
 
 
-def grade_cell(value: Any, path: Path, line: int) -> int | None:
-    """The grade of a row; None when the assessor left it empty."""
+def grade_of(value: Any, *, text: bool) -> int | None:
+    """The one rule for a grade cell: None when left empty (no value, or only whitespace);
+    in a CSV sheet (`text`) exactly one of the characters 0-3, in JSON Lines a JSON integer
+    0-3. Anything else is refused, alike on every path that reads a sheet: `true`, `2.0`,
+    `"3"` in JSON, ` 1` with a space. ValueError otherwise."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if type(value) is int and 0 <= value <= 3:
-        return value
-    if isinstance(value, str) and re.fullmatch(r"[0-3]", value.strip()):
+    if text and isinstance(value, str) and value in ("0", "1", "2", "3"):
         return int(value)
-    raise InputError(path, f"{_GRADE_RULE} (got {json.dumps(value)})", line=line, field="grade")
+    if not text and type(value) is int and 0 <= value <= 3:
+        return value
+    raise ValueError(f"{_GRADE_RULE} (got {json.dumps(value)})")
+
+
+def grade_cell(value: Any, path: Path, line: int) -> int | None:
+    """The grade of a row of the sheet `path` (`grade_of`); InputError naming the line."""
+    try:
+        return grade_of(value, text=path.suffix == ".csv")
+    except ValueError as exc:
+        raise InputError(path, str(exc), line=line, field="grade") from None

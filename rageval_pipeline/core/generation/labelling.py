@@ -19,9 +19,9 @@ import pandas as pd
 from pydantic import BaseModel
 
 from rageval_pipeline.core.curation import pool, sheets
+from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import calibration, judge_labels, synthetic
 from rageval_pipeline.core.generation.config import GenerationError
-from rageval_pipeline.core.generation.labels import read_sheet
 from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.statistics.sampling import write_sample
 from rageval_pipeline.core.storage.warehouse import write_text
@@ -113,12 +113,19 @@ def synthesize(
     return SynthOutcome(report=report, companion=companion, sample=sample_path, sheet=sheet)
 
 
-def sheet_grades(sheets: list[Path]) -> dict[calibration.Key, int]:
-    """The graded rows of judging sheets (JSONL, e.g. the synthetic sample's, once judged)."""
+def sheet_grades(paths: list[Path]) -> dict[calibration.Key, int]:
+    """The graded rows of judging sheets (e.g. the synthetic sample's, once judged), read as
+    `pool merge` reads them (`sheets.read_rows`, `sheets.grade_cell`): call it before any
+    judge call or file, so a bad sheet costs nothing."""
     grades: dict[calibration.Key, int] = {}
-    for sheet in sheets:
-        rows = read_sheet(sheet)
-        grades |= {(r.query_id, r.target_id): r.grade for r in rows if r.grade is not None}
+    for sheet in paths:
+        for line, row in sheets.read_rows(sheet):
+            grade = sheets.grade_cell(row.get("grade"), sheet, line)
+            for field in ("query_id", "target_id"):
+                if not isinstance(row.get(field), str) or not row[field]:
+                    raise InputError(sheet, "must be a non-empty text", line=line, field=field)
+            if grade is not None:
+                grades[row["query_id"], row["target_id"]] = grade
     return grades
 
 

@@ -17,7 +17,6 @@ it retrieved at the ranks the pool recorded (`systems`: "bm25@3 dense@1").
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -26,11 +25,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rageval_pipeline.core.curation.agreement import kappa
+from rageval_pipeline.core.curation.sheets import grade_of
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement
 from rageval_pipeline.core.generation.verdicts import GRADE, parse_grade
 from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.suites.loaders import jsonl_rows
 
 
 class SheetRow(BaseModel):
@@ -54,8 +55,8 @@ class SheetRow(BaseModel):
 
     @field_validator("grade", mode="before")
     @classmethod
-    def _blank(cls, value):
-        return None if isinstance(value, str) and not value.strip() else value
+    def _grade(cls, value):
+        return grade_of(value, text=False)
 
     def ranks(self) -> dict[str, int | None]:
         """System -> the rank at which it retrieved this target (None when not recorded)."""
@@ -79,19 +80,18 @@ class Agreement(BaseModel):
 
 
 def read_sheet(path: Path) -> list[SheetRow]:
+    """The rows of a JSONL judging sheet (`loaders.jsonl_rows`: bounded, a regular file),
+    each checked as a SheetRow, its grade by the rule every sheet reader shares
+    (`sheets.grade_of`); one InputError naming line and field otherwise."""
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(SheetRow.model_validate(json.loads(line)))
-            except ValueError as exc:
-                if isinstance(exc, ValidationError):
-                    first = exc.errors()[0]
-                    field = ".".join(str(p) for p in first["loc"])
-                    raise InputError(path, first["msg"], line=number, field=field) from None
-                raise InputError(path, "not a JSON object", line=number) from None
+    for number, obj in jsonl_rows(path):
+        try:
+            rows.append(SheetRow.model_validate(obj))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            message = first["msg"].removeprefix("Value error, ")
+            raise InputError(path, message, line=number, field=field) from None
     return rows
 
 

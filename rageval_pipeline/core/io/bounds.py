@@ -14,10 +14,12 @@ import json
 import os
 import stat
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.errors import InputError, printable
 
 if TYPE_CHECKING:
     from rageval_pipeline.core.settings.limits import FileLimits
@@ -39,7 +41,7 @@ def quote_json(value: Any) -> str:
     return text if len(text) <= most else text[: max(most - 3, 0)] + "..."
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     for test, name in (
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO"),
@@ -52,6 +54,15 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def absent(path: Path) -> str | None:
+    """Why `path` cannot be used at all (missing, or a symlink to nothing), else None."""
+    if path.exists():
+        return None
+    if path.is_symlink():
+        return f"is a symlink to {printable(os.readlink(path))}, which does not exist"
+    return "no such file"
+
+
 def _regular_file(path: Path) -> os.stat_result:
     """The stat of a regular file; ValueError naming what `path` is otherwise."""
     try:
@@ -61,30 +72,52 @@ def _regular_file(path: Path) -> os.stat_result:
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"is {_kind(info.st_mode)}, not a regular file")
+        raise ValueError(f"is {file_kind(info.st_mode)}, not a regular file")
     return info
 
 
-def read_bytes(path: Path) -> bytes:
-    """A regular file's bytes, at most RAGEVAL_MAX_FILE_BYTES; ValueError otherwise."""
-    limits = file_limits()
-    most = limits.file_bytes
-    size = _regular_file(path).st_size
-    if size > most:
-        raise ValueError(f"is {size} bytes, over the limit of {most}{limits.hint('file_bytes')}")
-    chunks: list[bytes] = []
-    read = 0
+@contextmanager
+def open_regular(path: Path) -> Iterator[tuple[BinaryIO, int]]:
+    """(handle, size) of a regular file opened for reading, the one way the project opens a
+    file a user gives; ValueError naming what it is otherwise. A FIFO, device or socket is
+    refused from its `stat` before any open, and the file is opened without blocking and
+    checked again by `fstat`, so one swapped in between is refused too, never waited on."""
+    _regular_file(path)
     try:
-        with path.open("rb") as handle:
-            # In chunks, not read(most + 1): that would allocate the whole limit up front.
-            while read <= most and (chunk := handle.read(min(1 << 20, most + 1 - read))):
-                chunks.append(chunk)
-                read += len(chunk)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror}") from None
-    if read > most:
-        raise ValueError(f"is over the limit of {most} bytes{limits.hint('file_bytes')}")
-    return b"".join(chunks)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ValueError(f"is {file_kind(info.st_mode)}, not a regular file")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as handle:
+        yield handle, info.st_size
+
+
+def read_bytes(path: Path, most: int | None = None, variable: str = "file_bytes") -> bytes:
+    """A regular file's bytes, at most `most` (default RAGEVAL_MAX_FILE_BYTES; `variable`
+    names the limit that raises it); ValueError otherwise."""
+    with open_regular(path) as (handle, size):
+        return _capped(handle, size, most, variable)
+
+
+def _capped(handle: BinaryIO, size: int, most: int | None, variable: str) -> bytes:
+    """The rest of an open file of `size` bytes, refused past `most` before it is read. One
+    read of the size `fstat` gave: no second copy, as joining pieces would make."""
+    limits = file_limits()
+    most = getattr(limits, variable) if most is None else most
+    if size > most:
+        raise ValueError(f"is {size} bytes, over the limit of {most}{limits.hint(variable)}")
+    try:
+        data = handle.read(size - handle.tell() + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read: {exc.strerror}") from None
+    if handle.tell() > size:
+        raise ValueError("grew while it was read: read it again once it is written")
+    return data
 
 
 def read_text(path: Path) -> str:
@@ -96,33 +129,44 @@ def read_text(path: Path) -> str:
 
 
 def input_bytes(path: str | Path) -> tuple[Path, bytes]:
-    """A data file's bytes (gunzipped when gzip), or InputError naming what is wrong with it.
-    Needs no numpy or pyarrow: `rageval eval` reads a run with it while those import."""
+    """A data file's (run, qrels) bytes, gunzipped when gzip, or InputError naming what is
+    wrong with it. The file is at most RAGEVAL_MAX_DATA_BYTES on disk and, gzipped,
+    decompresses to at most RAGEVAL_MAX_DECOMPRESSED_BYTES, counted while it is decompressed
+    piece by piece: a gzip bomb stops at the cap having held about the cap in memory. Needs no
+    numpy or pyarrow: `rageval eval` reads a run with it while those import."""
     path = Path(path)
-    if path.is_dir():
-        raise InputError(path, "is a directory, not a file")
-    if not path.exists():
-        raise InputError(path, "no such file")
-    if not path.is_file():
-        raise InputError(path, "is not a regular file")
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot be read ({exc.strerror})") from None
-    if data[:2] != b"\x1f\x8b":
-        return path, data
-    limits = file_limits()
+        with open_regular(path) as (handle, size):
+            if handle.read(2) != b"\x1f\x8b":
+                handle.seek(0)
+                return path, _capped(handle, size, None, "data_bytes")
+            handle.seek(0)
+            if size > (limits := file_limits()).data_bytes:
+                _capped(handle, size, None, "data_bytes")  # (refuses)
+            return path, _gunzipped(handle, limits)
+    except InputError:
+        raise  # (a bad limit in the environment: named as such)
+    except ValueError as exc:
+        raise InputError(path, str(exc)) from None
+
+
+def _gunzipped(handle: BinaryIO, limits: FileLimits) -> bytes:
+    """A gzip stream's content, decompressed 1 MiB at a time into one growing buffer."""
     most = limits.decompressed_bytes
+    out = io.BytesIO()
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-            data = handle.read(most + 1)
+        with gzip.GzipFile(fileobj=handle) as unzipped:
+            while out.tell() <= most and (
+                piece := unzipped.read(min(1 << 20, most + 1 - out.tell()))
+            ):
+                out.write(piece)
     except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(path, f"is not a valid gzip file ({exc})") from None
-    if len(data) > most:
-        raise InputError(
-            path, f"decompresses to more than {most} bytes{limits.hint('decompressed_bytes')}"
+        raise ValueError(f"is not a valid gzip file ({exc})") from None
+    if out.tell() > most:
+        raise ValueError(
+            f"decompresses to more than {most} bytes{limits.hint('decompressed_bytes')}"
         )
-    return path, data
+    return out.getvalue()
 
 
 def confined(folder: Path, name: str, *, exists: bool = True) -> Path:
@@ -140,7 +184,8 @@ def confined(folder: Path, name: str, *, exists: bool = True) -> Path:
     target = lexical.resolve()
     if not target.is_relative_to(root):
         raise ValueError(
-            f"is a symlink to a file outside the file's folder (got {quote_json(name)})"
+            f"is a symlink to a file outside the file's folder, {printable(str(target))} "
+            f"(got {quote_json(name)})"
         )
     if not exists and not target.exists():
         return target

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import formats, net
+from rageval_pipeline.core.io.bounds import open_regular
 from rageval_pipeline.core.io.chunk_ids import source_ids
 from rageval_pipeline.core.retrieval.base import Hit
 from rageval_pipeline.core.settings.limits import HTTP_SEARCH, HTTP_SEARCH_DEFAULTS
@@ -339,7 +340,11 @@ def read_run_file(path: Path, format: RunFormat = "auto") -> pd.DataFrame:
     systems can be judged against document-level qrels.
     """
     if format != "auto" and path.is_file():
-        found = "parquet" if path.read_bytes()[:4] == b"PAR1" else "trec"
+        try:
+            with open_regular(path) as (handle, _):
+                found = "parquet" if handle.read(4) == b"PAR1" else "trec"
+        except ValueError as exc:
+            raise InputError(path, str(exc)) from None
         if found != format:
             raise InputError(path, f"declared {format} but the file is {found}", field="format")
     run = formats.read_run(path)

@@ -35,7 +35,10 @@ class EnvGroup(BaseSettings):
     prefix is its defaults and arguments only; `from_env` reads the environment."""
 
     # Empty values are values (an empty limit is refused); groups that treat "" as unset say so.
-    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix="")
+    # NaN and infinities are no limit (`nan` passes every comparison): refused in every group.
+    model_config = SettingsConfigDict(
+        frozen=True, extra="forbid", env_prefix="", allow_inf_nan=False
+    )
 
     _prefix: str = PrivateAttr("")
 

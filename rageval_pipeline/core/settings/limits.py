@@ -10,19 +10,51 @@ from pydantic_settings import SettingsConfigDict
 
 from rageval_pipeline.core.settings.base import EnvGroup
 
+# Upper bounds, so that no value overflows where it is used (a backoff doubled per attempt, a
+# wait given to `time.sleep`, a size allocated): one hour, one day, a tebibyte, a count.
+HOUR_S = 3600.0
+DAY_S = 86400.0
+TIB = 1 << 40
+COUNT = 100_000_000
+ATTEMPTS = 100  # a backoff doubled 100 times from an hour is still a finite float
+
 
 class FileLimits(EnvGroup):
     """Bounds on a file a user writes and on quoting its values; `RAGEVAL_MAX_*`."""
 
     model_config = SettingsConfigDict(env_prefix="RAGEVAL_MAX_")
 
-    file_bytes: int = Field(64 << 20, ge=1, description="bytes in one file a user writes")
-    depth: int = Field(64, ge=1, description="levels of nested objects and arrays")
-    yaml_alias_nodes: int = Field(10_000, ge=1, description="nodes YAML aliases expand to")
-    quote_chars: int = Field(200, ge=1, description="characters of a value quoted in an error")
-    decompressed_bytes: int = Field(
-        8 << 30, ge=1, description="bytes a gzipped data file (run, qrels) may decompress to"
+    file_bytes: int = Field(64 << 20, ge=1, le=TIB, description="bytes in one file a user writes")
+    depth: int = Field(64, ge=1, le=10_000, description="levels of nested objects and arrays")
+    yaml_alias_nodes: int = Field(
+        10_000, ge=1, le=COUNT, description="nodes YAML aliases expand to"
     )
+    quote_chars: int = Field(
+        200, ge=1, le=COUNT, description="characters of a value quoted in an error"
+    )
+    # A run of 10,000 queries x 1,000 results at ~45 bytes a line is ~450 MB; reading one
+    # takes about 2.5 times its size in memory (docs/limits.md).
+    data_bytes: int = Field(
+        512 << 20, ge=1, le=TIB, description="bytes of a data file (run, qrels) on disk"
+    )
+    decompressed_bytes: int = Field(
+        512 << 20,
+        ge=1,
+        le=TIB,
+        description="bytes a gzipped data file (run, qrels) may decompress to",
+    )
+    folder_files: int = Field(
+        10_000, ge=1, le=COUNT, description="files `suite init` reads from one folder"
+    )
+    # Converting, chunking and validating a suite holds ~6 bytes a byte of text (64 MiB of
+    # Markdown: 19 s, 405 MB), so a folder is held to what a large documentation site is.
+    folder_bytes: int = Field(
+        128 << 20, ge=1, le=TIB, description="bytes `suite init` reads from one folder in all"
+    )
+    # Beautiful Soup holds ~130 bytes per byte of markup and parses ~0.5-1 MB/s (4 MiB of
+    # paragraphs: 9-20 s, 530 MB), so a page is held to what a documentation page plausibly is.
+    html_bytes: int = Field(4 << 20, ge=1, le=TIB, description="bytes of one HTML document")
+    pdf_pages: int = Field(2_000, ge=1, le=COUNT, description="pages of one PDF document")
 
 
 class ArchiveLimits(EnvGroup):
@@ -30,11 +62,15 @@ class ArchiveLimits(EnvGroup):
 
     model_config = SettingsConfigDict(env_prefix="RAGEVAL_ARCHIVE_")
 
-    max_members: int = Field(10_000, ge=1, description="files and folders in the archive")
-    max_total_bytes: int = Field(32 << 30, ge=1, description="all members, extracted")
-    max_member_bytes: int = Field(16 << 30, ge=1, description="one member, extracted")
-    max_ratio: float = Field(200.0, gt=1, description="extracted / compressed size of a member")
-    ratio_min_bytes: int = Field(1 << 20, ge=0, description="members smaller skip the ratio")
+    max_members: int = Field(10_000, ge=1, le=COUNT, description="files and folders in the archive")
+    max_total_bytes: int = Field(32 << 30, ge=1, le=TIB, description="all members, extracted")
+    max_member_bytes: int = Field(16 << 30, ge=1, le=TIB, description="one member, extracted")
+    max_ratio: float = Field(
+        200.0, gt=1, le=COUNT, description="extracted / compressed size of a member"
+    )
+    ratio_min_bytes: int = Field(
+        1 << 20, ge=0, le=TIB, description="members smaller skip the ratio"
+    )
 
 
 class WarehouseLimits(EnvGroup):
@@ -42,8 +78,12 @@ class WarehouseLimits(EnvGroup):
 
     model_config = SettingsConfigDict(env_prefix="RAGEVAL_WAREHOUSE_")
 
-    read_wait_s: float = Field(60.0, gt=0, description="a read waits this long for a writer")
-    write_wait_s: float = Field(600.0, gt=0, description="a write waits this long for another")
+    read_wait_s: float = Field(
+        60.0, gt=0, le=DAY_S, description="a read waits this long for a writer"
+    )
+    write_wait_s: float = Field(
+        600.0, gt=0, le=DAY_S, description="a write waits this long for another"
+    )
 
 
 class ObjectStoreLimits(EnvGroup):
@@ -55,9 +95,13 @@ class ObjectStoreLimits(EnvGroup):
 
     model_config = SettingsConfigDict(env_prefix="RAGEVAL_S3_")
 
-    connect_timeout_s: float = Field(5.0, gt=0, description="TCP/TLS connect, per attempt")
-    read_timeout_s: float = Field(30.0, gt=0, description="waiting for data, per attempt")
-    attempts: int = Field(4, ge=1, description="tries of one call in all, the first included")
+    connect_timeout_s: float = Field(
+        5.0, gt=0, le=DAY_S, description="TCP/TLS connect, per attempt"
+    )
+    read_timeout_s: float = Field(30.0, gt=0, le=DAY_S, description="waiting for data, per attempt")
+    attempts: int = Field(
+        4, ge=1, le=ATTEMPTS, description="tries of one call in all, the first included"
+    )
 
     def s3fs_options(self) -> dict:
         """The `s3fs.S3FileSystem` arguments for these bounds (its own retry loop, which has no
@@ -75,13 +119,17 @@ class NetLimits(EnvGroup):
     """Bounds of one kind of network call; each field is overridden by `{prefix}_{FIELD}` for
     the prefix it is read with (below)."""
 
-    deadline_s: float = Field(30.0, gt=0, description="total wall time of one attempt")
-    connect_timeout_s: float = Field(10.0, gt=0, description="TCP/TLS connect, per attempt")
-    max_response_bytes: int = Field(16 << 20, ge=1, description="decoded body size cap")
-    max_redirects: int = Field(5, ge=0, description="redirects followed")
-    attempts: int = Field(3, ge=1, description="attempts in all, the first included")
-    backoff_s: float = Field(0.5, ge=0, description="first wait; doubles per retry")
-    max_retry_after_s: float = Field(60.0, ge=0, description="longest Retry-After honoured")
+    deadline_s: float = Field(30.0, gt=0, le=DAY_S, description="total wall time of one attempt")
+    connect_timeout_s: float = Field(
+        10.0, gt=0, le=DAY_S, description="TCP/TLS connect, per attempt"
+    )
+    max_response_bytes: int = Field(16 << 20, ge=1, le=TIB, description="decoded body size cap")
+    max_redirects: int = Field(5, ge=0, le=ATTEMPTS, description="redirects followed")
+    attempts: int = Field(3, ge=1, le=ATTEMPTS, description="attempts in all, the first included")
+    backoff_s: float = Field(0.5, ge=0, le=HOUR_S, description="first wait; doubles per retry")
+    max_retry_after_s: float = Field(
+        60.0, ge=0, le=DAY_S, description="longest Retry-After honoured"
+    )
     allow_cross_origin_redirects: bool = Field(
         False, description="follow a redirect to another origin that re-sends the request body"
     )

@@ -81,6 +81,15 @@ class Locations(EnvGroup):
     )
 
     _folders = field_validator("data", "baselines", "scratch", mode="before")(_local)
+
+    @field_validator("data", "baselines", "scratch")
+    @classmethod
+    def _not_a_file(cls, value: Path | None) -> Path | None:
+        """A folder that is there must be a folder (one not there yet is made when written)."""
+        if value is not None and value.exists() and not value.is_dir():
+            raise PydanticCustomError("folder", "names a file, not a folder")
+        return value
+
     _storage_url = field_validator("storage", mode="before")(_storage)
 
     @property

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from rageval_pipeline.core.settings.base import EnvGroup
+from rageval_pipeline.core.settings.limits import COUNT, DAY_S
 from rageval_pipeline.core.settings.locations import Names, _names
 
 # How a verdict or grade is asked for: a JSON schema the provider enforces (OpenAI
@@ -19,14 +20,17 @@ from rageval_pipeline.core.settings.locations import Names, _names
 Structured = Literal["schema", "json", "off"]
 Role = Literal["answer", "judge"]
 PROVIDERS = ("anthropic", "ollama", "openai")
+MAX_PRICE = 1e6  # per million tokens: far above any model's
 
 
 class Sampling(BaseModel):
     """What every request of one model is sent with, and how many run at once."""
 
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature")
-    seed: int = Field(42, description="sampling seed (Anthropic takes none)")
-    max_tokens: int = Field(512, gt=0, description="longest completion, in tokens")
+    seed: int = Field(
+        42, ge=-(2**63), le=2**63 - 1, description="sampling seed (Anthropic takes none)"
+    )
+    max_tokens: int = Field(512, gt=0, le=COUNT, description="longest completion, in tokens")
     stream: bool = Field(
         False, description="ask for a streamed response (NDJSON for Ollama, SSE for the others)"
     )
@@ -35,11 +39,12 @@ class Sampling(BaseModel):
         description="how verdicts and grades are asked for: `schema` (a JSON schema the server "
         "enforces), `json` (JSON mode only) or `off` (plain text)",
     )
-    concurrency: int = Field(2, ge=1, description="requests in flight at once")
+    concurrency: int = Field(2, ge=1, le=1024, description="requests in flight at once")
     # Per-attempt limits alone add up to calls x attempts x deadline.
     step_deadline_s: float = Field(
         1800.0,
         gt=0,
+        le=DAY_S,
         description="total wall time of one step's calls (a Dagster step, `rageval suggest`); "
         "past it, calls in flight are cancelled and the rest not started",
     )
@@ -139,8 +144,10 @@ class Labelling(EnvGroup):
     second_judge_model: str | None = Field(
         None, description="a second judge model labelling a sample, for the agreement check"
     )
-    price_in: float = Field(0.0, ge=0, description="price per million input tokens (0: local)")
-    price_out: float = Field(0.0, ge=0, description="price per million output tokens")
+    price_in: float = Field(
+        0.0, ge=0, le=MAX_PRICE, description="price per million input tokens (0: local)"
+    )
+    price_out: float = Field(0.0, ge=0, le=MAX_PRICE, description="price per million output tokens")
     price_currency: str = Field(
         "USD", min_length=1, description="the currency the prices are in, printed with the cost"
     )

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.bounds import confined, quote_json
+from rageval_pipeline.core.io.bounds import absent, confined, quote_json
 from rageval_pipeline.core.io.config import parse, rule, validate
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.documents import Document
@@ -387,6 +387,8 @@ def _parse_suite(file: Path) -> Suite:
 
 def resolve_suite_file(path: Path) -> Path:
     """The suite file `path` names: itself, or a folder's one suite file."""
+    if problem := absent(path):
+        raise InputError(path, problem)
     if path.is_dir():
         found = [path / name for name in SUITE_FILES if (path / name).is_file()]
         if not found:
@@ -396,5 +398,8 @@ def resolve_suite_file(path: Path) -> Path:
         if len(found) > 1:
             names = " and ".join(f.name for f in found)
             raise InputError(path, f"holds both {names}; keep one")
-        return found[0]
+        try:  # a suite file that is a link out of its folder is not read
+            return confined(path, found[0].name)
+        except ValueError as exc:
+            raise InputError(path, str(exc)) from None
     return path

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import tables
-from rageval_pipeline.core.io.bounds import input_bytes
+from rageval_pipeline.core.io.bounds import confined, input_bytes
 from rageval_pipeline.core.io.formats import read_qrels
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.golden import SUITE_FILES, Suite, load_suite
@@ -138,11 +138,21 @@ def load_dataset(folder: Path) -> Dataset:
         t = suite_tables(suite)
         return Dataset(t.corpus, t.queries, t.qrels, suite.chunking)
     return Dataset(
-        read_corpus(folder / "corpus.jsonl"),
-        read_queries(folder / "queries.jsonl"),
-        read_beir_qrels(folder / "qrels"),
+        read_corpus(_inside(folder, "corpus.jsonl")),
+        read_queries(_inside(folder, "queries.jsonl")),
+        read_beir_qrels(_inside(folder, "qrels")),
         None,
     )
+
+
+def _inside(folder: Path, name: str) -> Path:
+    """`folder / name`, which must not lead out of the folder (`bounds.confined`)."""
+    try:
+        confined(folder, name, exists=False)
+    except ValueError as exc:
+        if "not a regular file" not in str(exc):  # (a folder, a FIFO: said when read)
+            raise InputError(folder / name, str(exc)) from None
+    return folder / name
 
 
 def load_part(folder: Path, part: str, *, dataset: str) -> pd.DataFrame:
@@ -158,11 +168,11 @@ def load_part(folder: Path, part: str, *, dataset: str) -> pd.DataFrame:
     if suite_file(folder) is not None:
         df = getattr(load_dataset(folder), part)
     elif part == "corpus":
-        df = read_corpus(folder / "corpus.jsonl")
+        df = read_corpus(_inside(folder, "corpus.jsonl"))
     elif part == "queries":
-        df = read_queries(folder / "queries.jsonl")
+        df = read_queries(_inside(folder, "queries.jsonl"))
     elif part == "qrels":
-        df = read_beir_qrels(folder / "qrels")
+        df = read_beir_qrels(_inside(folder, "qrels"))
     else:
         raise ValueError(f"unknown dataset part {part!r}")
     if part == "corpus":
@@ -283,6 +293,7 @@ def read_beir_qrels(folder: Path) -> pd.DataFrame:
     files = sorted([*folder.glob("*.tsv"), *folder.glob("*.txt")])
     if not files:
         raise InputError(folder, "no qrels files (<split>.tsv) found")
+    files = [_inside(folder, f.name) for f in files]
     return pd.concat([read_qrels(f, split=f.stem) for f in files], ignore_index=True)
 
 

@@ -23,15 +23,19 @@ queries: write them, then `rageval pool` (docs/own-suite.md).
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.errors import InputError, printable
+from rageval_pipeline.core.io.beir import BEIR_MD5
+from rageval_pipeline.core.io.bounds import file_limits
+from rageval_pipeline.core.io.walk import Found, Progress, Walked, walk
 from rageval_pipeline.core.suites.golden import load_suite
 
 KINDS = {
@@ -46,6 +50,8 @@ _SKIPPED_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "svg"
 _BLOCKS = ("h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "tr", "dt", "dd", "blockquote")
 _SPACE = re.compile(r"\s+")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+LONG_VALIDATION = 16 << 20  # characters of text whose validation takes seconds
+MAX_NAME = 64  # characters of a suite name: a folder, a partition key, a report title
 
 
 class Source(NamedTuple):
@@ -73,17 +79,21 @@ def doc_id(relative: Path) -> str:
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
-    """(title, Markdown text) of an HTML page."""
-    from bs4 import BeautifulSoup
+    """(title, Markdown text) of an HTML page, in time linear in the page: one walk of the
+    tree, a block's text taken once and its inside not walked again (60,000 nested `<div>`
+    convert in about a second)."""
+    from bs4 import BeautifulSoup, Tag
 
     soup = BeautifulSoup(html, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup(_SKIPPED_TAGS):
         tag.decompose()
-    body = soup.body or soup
     blocks = []
-    for tag in body.find_all(_BLOCKS):
-        if tag.find_parent(_BLOCKS):  # its text is in the enclosing block already
+    stack = [soup.body or soup]
+    while stack:
+        tag = stack.pop()
+        if tag.name not in _BLOCKS:
+            stack.extend(reversed([c for c in tag.children if isinstance(c, Tag)]))
             continue
         if tag.name == "pre":
             blocks.append("```\n" + tag.get_text().strip("\n") + "\n```")
@@ -100,17 +110,32 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     return title, "\n\n".join(blocks) + "\n"
 
 
-def pdf_to_markdown(path: Path) -> tuple[str, str]:
-    """(title, Markdown text with one `## Page n` section per page) of a PDF."""
+def pdf_to_markdown(path: Path, data: bytes) -> tuple[str, str]:
+    """(title, Markdown text with one `## Page n` section per page) of a PDF's bytes; at
+    most RAGEVAL_MAX_PDF_PAGES pages, counted before any is read."""
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
 
+    limits = file_limits()
     try:
-        reader = PdfReader(path)
+        reader = PdfReader(io.BytesIO(data))
+        # The count the file declares first: listing the pages reads every page object
+        # (100,000 pages: 13 s, 470 MB); then the pages listed, as a count can lie.
+        for count in (
+            lambda: int(reader.trailer["/Root"]["/Pages"]["/Count"]),
+            reader.pages.__len__,
+        ):
+            if (listed := count()) > limits.pdf_pages:
+                problem = f"has {listed} pages, over the limit of {limits.pdf_pages}"
+                raise InputError(path, problem + limits.hint("pdf_pages"))
         pages = [(page.extract_text() or "").strip() for page in reader.pages]
         title = str((reader.metadata or {}).get("/Title") or "")
-    except (PdfReadError, OSError, ValueError) as error:
-        raise InputError(path, f"not a readable PDF ({error})") from None
+    except InputError:
+        raise
+    except Exception as error:
+        # pypdf raises many kinds on a broken file, its own limits included
+        # (LimitReachedError: a stream inflating past its cap).
+        detail = " ".join(str(error).split())[:200] or type(error).__name__
+        raise InputError(path, f"not a readable PDF ({detail})") from None
     text = "\n\n".join(f"## Page {n}\n\n{page}" for n, page in enumerate(pages, 1) if page)
     return title, text + "\n" if text else ""
 
@@ -120,49 +145,55 @@ def _markdown_title(text: str) -> str:
     return found[1].strip() if found else ""
 
 
-def read_source(folder: Path, path: Path) -> Source:
-    relative = path.relative_to(folder)
+def read_source(walked: Walked, found: Found) -> Source:
+    path = found.path
     kind = KINDS[path.suffix.lower()]
+    limits = file_limits()
+    if kind == "html" and found.size > limits.html_bytes:
+        problem = f"is {found.size} bytes, over the limit of {limits.html_bytes} for HTML"
+        raise InputError(path, problem + limits.hint("html_bytes"))
+    data = walked.read(found)
     if kind == "pdf":
-        title, text = pdf_to_markdown(path)
+        title, text = pdf_to_markdown(path, data)
     else:
         try:
-            raw = path.read_bytes().decode("utf-8-sig")
+            raw = data.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise InputError(path, "not UTF-8 text") from None
         title, text = html_to_markdown(raw) if kind == "html" else ("", raw)
         title = title or (_markdown_title(text) if kind == "markdown" else "")
-    return Source(doc_id(relative), relative.as_posix(), kind, title or path.stem, text)
+    relative = Path(found.relative)
+    return Source(doc_id(relative), found.relative, kind, title or path.stem, text)
 
 
-def scan(folder: Path) -> tuple[list[Source], list[str]]:
-    """The documents of a folder (by relative path) and the files left out, with why."""
-    if not folder.is_dir():
-        raise InputError(folder, "no such folder")
-    sources, skipped, first = [], [], {}
-    for path in sorted(_files(folder)):
-        relative = path.relative_to(folder).as_posix()
-        if path.suffix.lower() not in KINDS:
-            skipped.append(f"{relative}: not Markdown, text, HTML or PDF")
-            continue
-        source = read_source(folder, path)
+def scan(
+    folder: Path, *, follow_links: bool = False, log: Callable[[str], None] | None = None
+) -> tuple[list[Source], list[str]]:
+    """The documents of a folder (by relative path) and what was left out, with why (file
+    names escaped, `errors.printable`). The folder is walked by `io.walk`: confined to it,
+    bounded, special files refused; `log` gets a progress line every few seconds."""
+    walked = walk(folder, KINDS, follow_links=follow_links, log=log)
+    skipped = [f"left out {printable(r)}: not Markdown, text, HTML or PDF" for r in walked.other]
+    skipped += walked.notes
+    sources, first = [], {}
+    progress = Progress(log)
+    for n, found in enumerate(walked.wanted, 1):
+        source = read_source(walked, found)
+        progress(lambda n=n: f"read {n} of {len(walked.wanted)} document(s)")
         if not source.text.strip():
-            skipped.append(f"{relative}: no text")
+            skipped.append(f"left out {printable(found.relative)}: no text")
             continue
         if source.doc_id in first:
-            problem = f"has the id {source.doc_id!r} of {first[source.doc_id]}: rename one"
-            raise InputError(path, problem)
-        first[source.doc_id] = relative
+            problem = (
+                f"has the id '{printable(source.doc_id)}' of {printable(first[source.doc_id])}: "
+                "rename one"
+            )
+            raise InputError(found.path, problem)
+        first[source.doc_id] = found.relative
         sources.append(source)
     if not sources:
         raise InputError(folder, "holds no Markdown, text, HTML or PDF file with text")
     return sources, skipped
-
-
-def _files(folder: Path) -> Iterator[Path]:
-    for path in folder.rglob("*"):
-        if path.is_file() and not any(p.startswith(".") for p in path.relative_to(folder).parts):
-            yield path
 
 
 def reference_chunking(sources: list[Source]) -> dict[str, str]:
@@ -171,18 +202,35 @@ def reference_chunking(sources: list[Source]) -> dict[str, str]:
     return {"strategy": "paragraph" if plain else "markdown_headers"}
 
 
-def init_suite(
-    docs: Path, suites_dir: Path, name: str, description: str = ""
-) -> tuple[Path, list[Source], list[str]]:
-    """Write the suite `name` under `suites_dir` from the documents in `docs`: (its suite
-    file, its documents, the files left out). The folder is written beside and moved into
-    place once the suite validates, so a refused folder leaves nothing behind."""
+def check_name(name: str) -> None:
+    """A suite name is its folder and its Dagster partition: a short name of safe characters
+    that is not a BEIR dataset's (the partitions would clash)."""
     if not _NAME.match(name):
-        raise InputError("--name", f"{name!r}: use letters, digits, '.', '_' and '-'")
+        raise InputError("--name", f"{printable(name)!r}: use letters, digits, '.', '_' and '-'")
+    if len(name) > MAX_NAME:
+        raise InputError("--name", f"is {len(name)} characters long, over {MAX_NAME}")
+    if name.lower() in BEIR_MD5:
+        raise InputError("--name", f"{name!r} is a BEIR dataset's name: choose another")
+
+
+def init_suite(
+    docs: Path,
+    suites_dir: Path,
+    name: str,
+    description: str = "",
+    *,
+    follow_links: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> tuple[Path, list[Source], list[str]]:
+    """Write the suite `name` under `suites_dir` from the documents in `docs` (`scan`): (its
+    suite file, its documents, the files left out). The folder is written beside and moved
+    into place once the suite validates, so a refused folder leaves nothing behind; a
+    problem the validation finds names the document's file in `docs`, not the copy."""
+    check_name(name)
     target = suites_dir / name
-    if target.exists():
+    if target.exists() or target.is_symlink():
         raise InputError(target, "exists already: choose another --name or remove it")
-    sources, skipped = scan(docs)
+    sources, skipped = scan(docs, follow_links=follow_links, log=log)
     suite = {
         "version": "1.0",
         "name": name,
@@ -206,14 +254,34 @@ def init_suite(
     work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=suites_dir))
     try:
         staged = work / name
-        for s in sources:
+        progress = Progress(log)
+        for n, s in enumerate(sources, 1):
             path = staged / s.stored
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(s.text, encoding="utf-8")
+            progress(lambda n=n: f"wrote {n} of {len(sources)} document(s)")
         text = json.dumps(suite, indent=2, ensure_ascii=False) + "\n"
         (staged / "suite.json").write_text(text, encoding="utf-8")
-        load_suite(staged)  # what `rageval validate` reads
+        size = sum(len(s.text) for s in sources)
+        if size >= LONG_VALIDATION:  # one call, about 0.1 s a MB: said before it starts
+            progress.say(f"validating the suite ({size:,} characters) as `rageval validate` does")
+        try:
+            load_suite(staged)  # what `rageval validate` reads
+        except InputError as error:
+            raise _in_docs(error, docs, staged, sources) from None
         staged.rename(target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target / "suite.json", sources, skipped
+
+
+def _in_docs(error: InputError, docs: Path, staged: Path, sources: list[Source]) -> InputError:
+    """A validation error of the staged suite, told of the file in `docs` it comes from: the
+    document its field (`documents[3]`) or its path (`documents/x.md`) names, else `docs`."""
+    found = re.match(r"documents\[(\d+)\]", error.field or "")
+    source = sources[int(found[1])] if found and int(found[1]) < len(sources) else None
+    stored = {str(staged / s.stored): s for s in sources}
+    source = source or stored.get(error.path or "")
+    if source is None:
+        return InputError(docs, f"the suite made from it does not validate: {error.problem}")
+    return InputError(docs / source.relative, error.problem)

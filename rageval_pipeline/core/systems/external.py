@@ -11,7 +11,7 @@ import pandas as pd
 from pydantic import Field, PrivateAttr
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.io.bounds import confined
+from rageval_pipeline.core.io.bounds import confined, open_regular
 from rageval_pipeline.core.io.chunk_ids import is_chunk_id
 from rageval_pipeline.core.retrieval.base import Retriever, execute
 from rageval_pipeline.core.retrieval.external import (
@@ -53,7 +53,12 @@ class RunFileSystem(_Outside):
 
     def _identity(self) -> dict:
         # The file's content decides the results; where it lives does not.
-        digest = hashlib.sha256(self.resolved_path().read_bytes()).hexdigest()
+        path = self.resolved_path()
+        try:
+            with open_regular(path) as (handle, _):  # streamed: a run may be large
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        except ValueError as exc:
+            raise InputError(path, str(exc)) from None
         return dict(retriever=self.retriever, format=self.format, sha256=digest)
 
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
