@@ -16,6 +16,7 @@ from rageval_pipeline.defs.assets.gate import build_gate_asset
 from rageval_pipeline.defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.defs.assets.systems import build_system_assets
 from rageval_pipeline.defs.baseline_job import update_baseline
+from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import console
 from rageval_pipeline.defs.freshness import fresh_daily
 from rageval_pipeline.defs.jobs import build_jobs
@@ -55,6 +56,8 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         schedules=[build_nightly(jobs[0])],
         sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml"), free_dead_runs],
         loggers={"console": console},
+        # Every run beats, a UI launch of some assets too: a run that never beat is dead.
+        executor=executor_from_env(),
         resources={
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
