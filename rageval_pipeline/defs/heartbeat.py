@@ -25,37 +25,23 @@ that Dagster wrote in between. The hosts' clocks must agree to well within the s
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import dagster as dg
 
 from rageval_pipeline.core.settings.locations import Deployment
+from rageval_pipeline.core.storage.locks import space
 
 KEY = "rageval/heartbeat/"
 
 
 def host() -> str:
     return socket.gethostname()
-
-
-@functools.cache
-def space() -> str:
-    """Where a pid means this process's pid: a digest of the kernel's boot id and this PID
-    namespace (Linux's /proc); "" where they cannot be read (then no pid is judged)."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-    return hashlib.sha256(f"{boot} {namespace}".encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

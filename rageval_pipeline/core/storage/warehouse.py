@@ -131,7 +131,8 @@ def atomic_path(path: Path | UPath) -> Iterator[Path]:
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         locks.sweep_orphans(path.parent)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        prefix = f".{path.name}.{locks.writer_tag()}."
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     locks.claim(fd)
     tmp = Path(name)
     try:
@@ -157,7 +158,8 @@ def atomic_dir(path: Path | UPath) -> Iterator[Path]:
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         locks.sweep_orphans(path.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        prefix = f".{path.name}.{locks.writer_tag()}."
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent))
     fd = os.open(tmp, os.O_RDONLY)
     locks.claim(fd)
     old = tmp.with_suffix(".old")
