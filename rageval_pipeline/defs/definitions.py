@@ -21,7 +21,12 @@ from rageval_pipeline.defs.failures import console
 from rageval_pipeline.defs.freshness import fresh_daily
 from rageval_pipeline.defs.jobs import build_jobs
 from rageval_pipeline.defs.partitions import dataset_partitions
-from rageval_pipeline.defs.resources import ParquetIOManager, Settings, WarehouseResource
+from rageval_pipeline.defs.resources import (
+    ParquetIOManager,
+    Settings,
+    StepsIOManager,
+    WarehouseResource,
+)
 from rageval_pipeline.defs.run_workers import free_dead_runs
 from rageval_pipeline.defs.schedules import build_nightly
 from rageval_pipeline.defs.sensors import build_version_sensor
@@ -64,7 +69,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
             # What steps pass each other besides assets (a dense index's shards), under the
             # storage folder every worker shares.
-            STEPS_IO: dg.FilesystemIOManager(base_dir=str(settings.storage / "steps")),
+            STEPS_IO: StepsIOManager(base_dir=str(settings.storage / "steps")),
             **extra,
         },
     )

@@ -25,6 +25,7 @@ that Dagster wrote in between. The hosts' clocks must agree to well within the s
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -36,6 +37,7 @@ import dagster as dg
 
 from rageval_pipeline.core.settings.locations import Deployment
 from rageval_pipeline.core.storage.locks import space
+from rageval_pipeline.defs.failures import crash_as_line
 
 KEY = "rageval/heartbeat/"
 
@@ -114,6 +116,11 @@ class _Beating(dg.Executor):
 
     def __init__(self, inner: dg.Executor, on_beat: Callable[[], OnBeat] | None) -> None:
         self._inner, self._on_beat = inner, on_beat
+        # A step process that died fails its step with one line (defs/failures.py).
+        log_failure = inner.log_failure_or_retry_event_after_error
+        inner.log_failure_or_retry_event_after_error = functools.partial(  # type: ignore[method-assign]
+            crash_as_line, log_failure
+        )
 
     def execute(self, plan_context, execution_plan) -> Iterator[dg.DagsterEvent]:
         on_beat = self._on_beat() if self._on_beat is not None else None
