@@ -197,3 +197,27 @@ def test_a_metrics_step_killed_mid_mirror_leaves_no_rows_a_rebuild_counts(tmp_pa
         assert set(mirrored(tmp_path, table)["run_id"]) == {done.run_id}, table
     unfinished = warehouse.query("SELECT run_id FROM runs WHERE NOT finished")["run_id"]
     assert unfinished.tolist() == [later.run_id]  # the warehouse agrees: not finished
+
+
+def test_a_gate_killed_before_its_row_has_written_no_report(evaluated_home, monkeypatch):
+    """The verdict's `gate_results` row comes before any report (docs/deploy.md): killed as
+    it records the row, the gate leaves `reports/<dataset>/` exactly as it was."""
+    from rageval_pipeline.core.storage.base import BaseWarehouse
+    from rageval_pipeline.defs.definitions import build_definitions
+
+    defs = build_definitions()
+    reports = next(evaluated_home.rglob("beir-mini/latest")).parent
+    before = {p.relative_to(reports): p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+
+    def killed(self, row):
+        raise KeyboardInterrupt("killed as it records its verdict")
+
+    monkeypatch.setattr(BaseWarehouse, "record_gate", killed)
+    with pytest.raises(KeyboardInterrupt):
+        dg.materialize(
+            [a for a in defs.assets if dg.AssetKey("gate") in a.keys],
+            partition_key="beir-mini",
+            resources=defs.resources,
+        )
+    after = {p.relative_to(reports): p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+    assert after == before
