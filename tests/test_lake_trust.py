@@ -186,3 +186,23 @@ def test_gc_keeps_what_a_writer_still_writing_has_written(storage, capsys):
     assert main(args) == 0
     assert not pending.exists()
     assert capsys.readouterr().out.splitlines()[-1].endswith("1 unreferenced file(s)")
+
+
+def test_on_s3_a_claimed_number_is_never_claimed_again(monkeypatch):
+    """The claim is a conditional PUT (If-None-Match: *): a writer whose listing missed
+    another's claim (listed just before it) takes the next number, never the same one."""
+    import s3fs
+
+    from tests.moto_s3 import moto_server
+
+    with moto_server() as env:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        s3fs.S3FileSystem.clear_instance_cache()
+        fs = s3fs.S3FileSystem()
+        fs.mkdir("bucket")
+        folder = "bucket/eval/lake/_commits"
+        first = claim_name(fs, folder, "a", set())
+        second = claim_name(fs, folder, "b", set())  # as if it had listed nothing yet
+    assert first.startswith("s00000000000000000001-")
+    assert second.startswith("s00000000000000000002-")
