@@ -188,10 +188,11 @@ def pa_table(frame: pd.DataFrame):
     cut=st.none() | st.integers(0, 400),
 )
 def test_fuzzed_commits_read_or_fail_in_one_line(fuzz_lake, field, value, table, cut):
-    from rageval_pipeline.core.storage.commits import commit_name
+    from rageval_pipeline.core.storage.commits import claim_name
 
     doc = json.loads(_commit(fuzz_lake, "a").read_text())
-    doc["commit"] = commit_name()  # a new commit file each time: readers cache commit files
+    lake = _lake(fuzz_lake)  # a newly claimed commit each time: readers cache commit files
+    doc["commit"] = claim_name(lake.fs, f"{lake.root}/_commits", "fuzz", set())
     if field in ("files", "replaces"):
         value = {table: value if isinstance(value, list) else [value]}
     data = json.dumps(doc | {field: value}).encode()

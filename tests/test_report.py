@@ -159,5 +159,6 @@ def test_write_reports_writes_every_rendering_atomically(tmp_path, failing):
         "gate.html",
         "gate.json",
         "gate.md",
+        "manifest.json",  # the sizes of the files, the folder being swapped in whole
         "report.json",
     ]

@@ -75,11 +75,9 @@ def test_temp_entries_of_killed_writes_go_at_the_next_write_and_live_ones_stay(t
     """)
     try:
         in_progress = live.stdout.readline().strip()
-        leftovers = sorted(p.name for p in folder.iterdir() if p.name != in_progress)
-        assert [n.split(".")[1:2] + n.split(".")[-1:] for n in leftovers] == [
-            ["a", "tmp"],
-            ["index", "tmp"],
-        ]
+        # The killed writer's leftovers went at the next write to the folder, young as they
+        # were: their names say their writer, whose pid is gone.
+        assert sorted(p.name for p in folder.iterdir()) == [in_progress]
         for path in folder.iterdir():
             _age(path)
 

@@ -38,7 +38,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     gc.add_argument("--dry-run", action="store_true", help="list them, delete nothing")
     gc.add_argument(
         "--min-age-hours",
-        type=float,
+        type=hours,
         default=24.0,
         help="keep files unreferenced for less than this (default: %(default)s)",
     )
@@ -56,10 +56,31 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         add_storage_option(parser)
 
 
-def _lake(args: argparse.Namespace):
-    from rageval_pipeline.core.storage.choose import open_warehouse
+def hours(text: str) -> float:
+    """An argparse type: a finite number of hours >= 0 (`-1` or `nan` would make every
+    unreferenced file old enough, a writer's newest included)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of hours >= 0")
+    return value
 
-    return open_warehouse(args.storage, kind="lake")
+
+def _lake(args: argparse.Namespace):
+    """The lake of `--storage`; a StorageError when there is none to look after (a typo'd
+    folder must not read as a healthy, empty lake)."""
+    from rageval_pipeline.core.storage.choose import open_warehouse
+    from rageval_pipeline.core.storage.lake import COMMITS
+    from rageval_pipeline.core.storage.location import StorageError, is_remote
+
+    if not is_remote(args.storage) and not args.storage.is_dir():
+        raise StorageError(args.storage, "no such folder: check --storage (or $RAGEVAL_STORAGE)")
+    lake = open_warehouse(args.storage, kind="lake")
+    if not lake.fs.exists(f"{lake.root}/{COMMITS}"):  # no commit at all: says so, or no bucket
+        open_warehouse(args.storage, kind="lake", existing=True)
+    return lake
 
 
 def run_check(args: argparse.Namespace) -> int:

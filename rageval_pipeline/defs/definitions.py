@@ -16,11 +16,17 @@ from rageval_pipeline.defs.assets.gate import build_gate_asset
 from rageval_pipeline.defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.defs.assets.systems import build_system_assets
 from rageval_pipeline.defs.baseline_job import update_baseline
+from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import console
 from rageval_pipeline.defs.freshness import fresh_daily
 from rageval_pipeline.defs.jobs import build_jobs
 from rageval_pipeline.defs.partitions import dataset_partitions
-from rageval_pipeline.defs.resources import ParquetIOManager, Settings, WarehouseResource
+from rageval_pipeline.defs.resources import (
+    ParquetIOManager,
+    Settings,
+    StepsIOManager,
+    WarehouseResource,
+)
 from rageval_pipeline.defs.run_workers import free_dead_runs
 from rageval_pipeline.defs.schedules import build_nightly
 from rageval_pipeline.defs.sensors import build_version_sensor
@@ -55,13 +61,15 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         schedules=[build_nightly(jobs[0])],
         sensors=[build_version_sensor(system_jobs, settings.data / "systems.yaml"), free_dead_runs],
         loggers={"console": console},
+        # Every run beats, a UI launch of some assets too: a run that never beat is dead.
+        executor=executor_from_env(),
         resources={
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
             # What steps pass each other besides assets (a dense index's shards), under the
             # storage folder every worker shares.
-            STEPS_IO: dg.FilesystemIOManager(base_dir=str(settings.storage / "steps")),
+            STEPS_IO: StepsIOManager(base_dir=str(settings.storage / "steps")),
             **extra,
         },
     )

@@ -10,6 +10,7 @@ import dagster as dg
 
 from rageval_pipeline.core.settings.locations import Deployment
 from rageval_pipeline.defs.heartbeat import beating
+from rageval_pipeline.defs.waiting import Waiting
 
 EXECUTOR_ENV = "RAGEVAL_EXECUTOR"
 
@@ -26,8 +27,9 @@ LOCAL = dg.multi_or_in_process_executor.configured(
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
-    """The executor $RAGEVAL_EXECUTOR names, its run workers beating (defs/heartbeat.py)."""
-    return beating(_named(Deployment.from_env().executor))
+    """The executor $RAGEVAL_EXECUTOR names, its run workers beating (defs/heartbeat.py) and
+    saying what they wait for (defs/waiting.py)."""
+    return beating(_named(Deployment.from_env().executor), on_beat=Waiting)
 
 
 def _named(name: str) -> dg.ExecutorDefinition:

@@ -24,6 +24,7 @@ becomes a `LoadRefused` instead: no step runs, so there is no run page to show i
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -114,6 +115,35 @@ def one_line_errors(fn: F) -> F:
         wrapped = call
     setattr(wrapped, MARK, True)
     return wrapped  # type: ignore[return-value]
+
+
+# Dagster's engine event for a step process that died (multiprocess executor), logged before
+# the step's failure: how it ended.
+_CRASH = re.compile(
+    r"child process for step (\S+) "
+    r"(was terminated by signal \d+ \(\w+\)|unexpectedly exited with code -?\d+)"
+)
+
+
+def crash_as_line(log_failure: Callable, step_context, error: SerializableErrorInfo, known):
+    """The multiprocess executor's `log_failure_or_retry_event_after_error`, failing a step
+    whose process died (a ChildProcessCrashException: its trace names neither the signal nor
+    a cause) with one line saying how the process ended and what to do instead."""
+    if error.cls_name == "ChildProcessCrashException":
+        key = step_context.step.key
+        records = step_context.instance.get_records_for_run(
+            step_context.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, ascending=False, limit=20
+        ).records
+        said = [m for r in records if (m := _CRASH.search(r.event_log_entry.message or ""))]
+        how = next((m[2] for m in said if m[1] == key), "ended without a word")
+        line = (
+            f"the process of step {key} {how}: killed from outside (kill, the out-of-memory "
+            "killer: see `dmesg` or the pod's events) or crashed; give it more memory "
+            "(fewer steps at once: multiprocess max_concurrent) or run again"
+        )
+        failure = f"{dg.Failure.__module__}.{dg.Failure.__qualname__}"
+        error = SerializableErrorInfo(f"{failure}: {line}\n", [], dg.Failure.__name__)
+    return log_failure(step_context, error, known)
 
 
 class LoadRefused(click.ClickException):

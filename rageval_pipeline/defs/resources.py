@@ -17,6 +17,7 @@ from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.choose import open_warehouse, warehouse_kind
 from rageval_pipeline.core.storage.location import (
     StorageError,
+    is_remote,
     local_dir,
     parquet_rows,
     read_parquet,
@@ -198,8 +199,21 @@ def stamp_path(path: Path | UPath) -> Path | UPath:
     return path.with_name(path.name + ".key")
 
 
+def is_file(path: Path | UPath) -> bool:
+    """Whether `path` is a file. On object storage, a failure to ask (a store that stopped
+    answering, refused credentials) is raised, for its own line (core.storage.faults), not
+    taken for "no such file" as `UPath.is_file` does, which sent people to materialize what
+    was there all along."""
+    if not is_remote(path):
+        return path.is_file()
+    try:
+        return path.fs.info(path.path).get("type") == "file"
+    except FileNotFoundError:
+        return False
+
+
 def _existing(path: Path | UPath, asset: str) -> Path | UPath:
-    if not path.is_file():
+    if not is_file(path):
         # A StorageError, so that a step reading it ends with this one line (failures.py).
         raise StorageError(path, f"does not exist: materialize {asset} for this partition first")
     return path
@@ -255,7 +269,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         stamp = stamp_path(path)
         meta = {k: getattr(v, "value", v) for k, v in context.output_metadata.items()}
         key = meta.get(CONTENT_KEY)
-        if not (meta.get("reused") is True and path.is_file() and read_stamp(stamp) == key):
+        if not (meta.get("reused") is True and is_file(path) and read_stamp(stamp) == key):
             write_stamp(stamp, None)  # until the new file is in place
             write_parquet(obj, path)
             write_stamp(stamp, key)
@@ -265,3 +279,27 @@ class ParquetIOManager(dg.ConfigurableIOManager):
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         path = _existing(self._path(context), context.asset_key.to_user_string())
         return read_parquet(path).to_pandas()
+
+
+class StepsIOManager(dg.FilesystemIOManager):
+    """What steps pass each other besides assets (a dense index's shards), pickled under
+    `base_dir` by Dagster's own filesystem IO manager, with its failures as one line each (an
+    object store that stopped answering: core.storage.faults), not botocore's 160-line trace."""
+
+    def create_io_manager(self, context: dg.InitResourceContext) -> dg.IOManager:
+        return _OneLine(super().create_io_manager(context))
+
+
+class _OneLine(dg.IOManager):
+    """An IO manager's expected failures as one line (defs/failures.py)."""
+
+    def __init__(self, inner: dg.IOManager) -> None:
+        self._inner = inner
+
+    @one_line_errors
+    def handle_output(self, context: dg.OutputContext, obj: object) -> None:
+        self._inner.handle_output(context, obj)
+
+    @one_line_errors
+    def load_input(self, context: dg.InputContext) -> object:
+        return self._inner.load_input(context)

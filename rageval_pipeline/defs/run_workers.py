@@ -8,14 +8,18 @@ with the daemon running. Its step processes (multiprocess executor) carry on and
 and STEP_SUCCESS events for a run nobody watches. Here:
 
 - Every step records its run worker once, as the run tag `rageval/run_worker` =
-  `host:pid:start` (start: the process's start time, so a reused pid is not taken for it):
-  the step's own process under the in-process executor, else its parent.
+  `host:pid:start:space` (start: the process's start time, so a reused pid is not taken for
+  it; space: the kernel boot and PID namespace, heartbeat.space, so a pid is looked up only
+  where it means that process): the step's own process under the in-process executor, else
+  its parent.
 - A step in a child process of the run worker (multiprocess) watches its parent: when the
   parent is gone (the child is re-parented) it kills itself at once. Its warehouse writes are
   all or nothing, so nothing is left half-written.
 - `reap` fails every STARTED run whose run worker is dead, and frees its pool slots: a worker
-  recorded on this host when its pid is gone (at once), one on any host when its heartbeat
-  (defs/heartbeat.py) is older than `RAGEVAL_HEARTBEAT_STALE_S` (3 min). Every step of every
+  recorded in this host's PID namespace when its pid is gone (at once), one anywhere else when
+  its heartbeat (defs/heartbeat.py) is older than `RAGEVAL_HEARTBEAT_STALE_S` (3 min), and a
+  run that never beat once it started longer ago than that (killed between RUN_START and its
+  executor's first beat: it holds a place in the run queue, not yet a slot). Every step of every
   run calls it as it sets up (before its first pool claim in a run: the ingest steps run
   first, in no pool), so the next run frees a dead run's slot at once (by pid) or once its
   beat is stale; with the daemon, the sensor `free_dead_runs` does it every 30 s (queued
@@ -98,7 +102,7 @@ def _claim(context: dg.InitResourceContext) -> None:
     if worker not in (os.getpid(), os.getppid()):
         return  # a step on another host or in a pod: nothing here can watch its worker
     if WORKER_TAG not in run.tags:
-        recorded = f"{heartbeat.host()}:{worker}:{started(worker)}"
+        recorded = f"{heartbeat.host()}:{worker}:{started(worker)}:{heartbeat.space()}"
         instance.add_run_tags(run.run_id, {WORKER_TAG: recorded})
     if worker == os.getppid() and worker not in _watching:
         _watching.add(worker)
@@ -115,15 +119,17 @@ def _watch(worker: int) -> None:
 
 def reap(instance: dg.DagsterInstance) -> list[str]:
     """Fail each STARTED run whose run worker is dead, and free its pool slots; the run ids.
-    A worker on this host is judged by its pid (exact, at once); one elsewhere, or never
-    recorded, by its heartbeat (defs/heartbeat.py): dead once its last beat is older than
-    `RAGEVAL_HEARTBEAT_STALE_S`. A run that never beat is left to run monitoring."""
-    runs = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
-    beats = heartbeat.last_beats(instance, (run.run_id for run in runs))
+    A worker in this host's PID namespace is judged by its pid (exact, at once); one
+    elsewhere, or never recorded, by its heartbeat (defs/heartbeat.py): dead once its last
+    beat is older than `RAGEVAL_HEARTBEAT_STALE_S`, or, never having beaten, once the run
+    started longer ago than that."""
+    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+    beats = heartbeat.last_beats(instance, (r.dagster_run.run_id for r in records))
     stale_s = Deployment.from_env().heartbeat_stale_s
     reaped = []
-    for run in runs:
-        why = _dead(run.tags.get(WORKER_TAG, ""), beats.get(run.run_id), stale_s)
+    for record in records:
+        run = record.dagster_run
+        why = _dead(run.tags.get(WORKER_TAG, ""), beats.get(run.run_id), stale_s, record.start_time)
         if why is None:
             continue
         instance.report_run_failed(
@@ -136,15 +142,21 @@ def reap(instance: dg.DagsterInstance) -> list[str]:
     return reaped
 
 
-def _dead(worker: str, beat: heartbeat.Beat | None, stale_s: float) -> str | None:
-    """Why the run worker recorded as `worker` (`host:pid:start`) with last heartbeat `beat`
-    is dead, or None while it may live."""
-    host, _, rest = worker.partition(":")
-    pid, _, start = rest.partition(":")
-    if host == heartbeat.host() and pid.isdigit():
-        return None if started(int(pid)) in (start, "?") else f"pid {pid} on {host}"
-    if beat is not None and beat.age() > stale_s:
-        return f"on {beat.host}, last heartbeat {beat.age():.0f} s ago, over {stale_s:g} s"
+def _dead(
+    worker: str, beat: heartbeat.Beat | None, stale_s: float, start: float | None
+) -> str | None:
+    """Why the run worker recorded as `worker` (`host:pid:start:space`), with last heartbeat
+    `beat`, of a run started at `start` (epoch s), is dead; None while it may live."""
+    host, pid, started_at, space = [*worker.split(":"), "", "", ""][:4]
+    if host == heartbeat.host() and space and space == heartbeat.space() and pid.isdigit():
+        return None if started(int(pid)) in (started_at, "?") else f"pid {pid} on {host}"
+    if beat is not None:
+        if beat.age() > stale_s:
+            return f"on {beat.host}, last heartbeat {beat.age():.0f} s ago, over {stale_s:g} s"
+        return None
+    if start is not None and time.time() - start > stale_s:
+        age = time.time() - start  # killed between RUN_START and its executor's first beat
+        return f"started {age:.0f} s ago, never a heartbeat in over {stale_s:g} s"
     return None
 
 
@@ -164,10 +176,13 @@ def free_dead_runs(context: dg.SensorEvaluationContext):
 
 
 def holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
-    """One line per claimed slot of `pool`: run, step, the run's status, worker and last
-    heartbeat."""
+    """One line per claimed slot of `pool` (run, step, the run's status, worker and last
+    heartbeat), then one per other STARTED run: each holds a place in the run queue."""
     slots = instance.event_log_storage.get_concurrency_info(pool).claimed_slots
-    beats = heartbeat.last_beats(instance, {slot.run_id for slot in slots})
+    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+    beats = heartbeat.last_beats(
+        instance, {slot.run_id for slot in slots} | {r.dagster_run.run_id for r in records}
+    )
     lines = []
     for slot in slots:
         run = instance.get_run_by_id(slot.run_id)
@@ -177,6 +192,18 @@ def holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
         if beat is not None:
             worker += f", last heartbeat {beat.age():.0f} s ago on {beat.host}"
         lines.append(f"{pool}: run {slot.run_id} step {slot.step_key} ({status}, {worker})")
+    holding = {slot.run_id for slot in slots}
+    for record in records:
+        run = record.dagster_run
+        if run.run_id in holding:
+            continue
+        worker = run.tags.get(WORKER_TAG, "worker not recorded")
+        beat = beats.get(run.run_id)
+        if beat is not None:
+            worker += f", last heartbeat {beat.age():.0f} s ago on {beat.host}"
+        elif record.start_time is not None:
+            worker += f", started {time.time() - record.start_time:.0f} s ago, no heartbeat yet"
+        lines.append(f"run queue: run {run.run_id} (STARTED, {worker})")
     return lines
 
 

@@ -24,7 +24,7 @@ from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.report.summary import compared_with, run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage.location import as_location
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.warehouse import atomic_dir
 
 _VALUE_KINDS = MEASURE_KINDS | {"value"}  # checks whose value is the run's mean of a measure
 REPORT_FILES = {
@@ -96,8 +96,9 @@ def to_html(value: Report | Verdict) -> str:
 def write_reports(
     value: Report | Verdict, directory: Path, *more: Path, plot_cache: Path | None = None
 ) -> dict[str, Path]:
-    """Write every rendering and plot atomically into `directory` (and each of `more`: drawn
-    once, or read from `plot_cache` when drawn before); returns what -> path in `directory`."""
+    """Write every rendering and plot into `directory` (and each of `more`: drawn once, or
+    read from `plot_cache` when drawn before), each folder replaced whole in one step (with a
+    manifest of its files' sizes); returns what -> path in `directory`."""
     report = _report(value)
     if plot_cache is None:
         drawn = {f.name: render_figure(f) for f in report.figures}
@@ -109,16 +110,16 @@ def write_reports(
         "markdown": render.to_markdown(report),
         "html": render.to_html(report, drawn),
     }
+    # Each folder whole or not at all: built aside and swapped in (a full disk or a kill
+    # leaves no folder holding only some of the files), its plots only this report's.
     for folder in map(as_location, (directory, *more)):
-        for name, svg in drawn.items():
-            write_text(folder / "plots" / f"{name}.svg", svg)
-        # A plot of an earlier report (a system since removed) must not pass for this one's.
-        stale = (folder / "plots").glob("*") if (folder / "plots").is_dir() else ()
-        for old in stale:
-            if old.suffix in (".svg", ".png") and old.stem not in drawn:
-                old.unlink(missing_ok=True)
-        for what, text in texts.items():
-            write_text(folder / REPORT_FILES[what], text)
+        with atomic_dir(folder) as tmp:
+            if drawn:
+                (tmp / "plots").mkdir()
+            for name, svg in drawn.items():
+                (tmp / "plots" / f"{name}.svg").write_text(svg, encoding="utf-8", newline="\n")
+            for what, text in texts.items():
+                (tmp / REPORT_FILES[what]).write_text(text, encoding="utf-8", newline="\n")
     return {what: as_location(directory) / REPORT_FILES[what] for what in texts}
 
 

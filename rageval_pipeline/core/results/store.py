@@ -184,7 +184,8 @@ def store_results(
     """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
     mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
     Markdown followed by `notes`) under `storage/reports/quality/`. The run counts as finished
-    (`runs.finished`) only once all of them are written."""
+    (`runs.finished`) only once all of them are written; in the mirror, once its row in
+    `tables/runs/` is, written after that (`mirrored` reads only such runs' rows)."""
     run_id, dataset, system = record.run_id, record.dataset, record.system
     keys = dict(run_id=run_id, dataset=dataset, split=record.split, system=system)
     human = dict(label_source="human")  # (PPI's other label sources: ppi_storage)
@@ -205,13 +206,37 @@ def store_results(
     )
     warehouse.record_run(row, tables)
     for table, df in tables.items():
-        folder = storage / "tables" / table / f"dataset={dataset}" / f"system={system}"
-        write_parquet(df, folder / f"{run_id}.parquet")
+        write_parquet(df, _mirror(storage, table, record))
     quality = quality_report(results.per_query, queries)
     markdown = quality.to_markdown(f"{dataset} / {system} ({results.level} level)") + notes
     folder = storage / "reports" / "quality" / dataset / system
     write_text(folder / f"{run_id}.json", quality.model_dump_json(indent=2) + "\n")
     write_text(folder / f"{run_id}.md", markdown)
-    warehouse.finish(runs=run_id)  # last: a run killed before here is never judged or reused
+    warehouse.finish(runs=run_id)  # a run killed before here is never judged or reused
+    write_parquet(pd.DataFrame([row | {"finished": True}]), _mirror(storage, "runs", record))
     means = dict(zip(results.means["measure"], results.means["value"].astype(float), strict=True))
     return StoredRun(run_id, markdown, means)
+
+
+def _mirror(storage: Path, table: str, record: RunRecord) -> Path:
+    """Where a run's rows of `table` are mirrored under `storage/tables/`."""
+    folder = storage / "tables" / table / f"dataset={record.dataset}" / f"system={record.system}"
+    return folder / f"{record.run_id}.parquet"
+
+
+def mirrored(storage: Path, table: str) -> pd.DataFrame:
+    """A table of the Parquet mirror under `storage/tables/` as a rebuild reads it: the rows of
+    finished evaluations only, those with a row in `tables/runs/` (written last), so a step
+    killed after writing some of its tables leaves nothing counted (docs/deploy.md)."""
+    import duckdb
+
+    base = storage / "tables"
+    if not any((base / "runs").rglob("*.parquet")) or not any((base / table).rglob("*.parquet")):
+        return pd.DataFrame()
+    sql = (
+        "SELECT t.* FROM read_parquet(?, union_by_name = true) t "
+        "SEMI JOIN read_parquet(?, union_by_name = true) r USING (run_id)"
+    )
+    files = [str(base / name / "**" / "*.parquet") for name in (table, "runs")]
+    with duckdb.connect() as con:
+        return con.execute(sql, files).df()

@@ -51,7 +51,14 @@ import pyarrow.parquet as pq
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.commits import LakeError, commit_name, live_files, parse_commit
+from rageval_pipeline.core.storage.commits import (
+    Claims,
+    LakeError,
+    claim_name,
+    listing,
+    live_files,
+    load_log,
+)
 from rageval_pipeline.core.storage.location import NO_BUCKET, StorageError, is_local, protocols
 from rageval_pipeline.core.storage.schema import (
     APPENDED_TABLES,
@@ -81,8 +88,6 @@ FACTS = {
 FINISH_KEYS = {"runs": "run_id", "gate_results": "gate_id"}
 COMPACT_AT = 64  # live files of one table that a writer folds into one as it finishes a run
 ROW_GROUP = 65_536  # rows per row group of a compacted file: a run_id filter skips the rest
-# Commit files never change: each is read once per process, (protocol, path) -> its content.
-_DOCS: dict[tuple[str, str], dict] = {}
 
 
 def _held(kind: str) -> dict:
@@ -143,24 +148,9 @@ class Lake(BaseWarehouse):
         return list(loaded.values())
 
     def load_commits(self) -> dict[str, dict | LakeError]:
-        """Each commit file, oldest first, by its name as shown to people: its commit, or
+        """Each commit file, in commit order, by its name as shown to people: its commit, or
         the LakeError saying why it cannot be used (`rageval lake check` lists them)."""
-        folder = f"{self.root}/{COMMITS}"
-        self.fs.invalidate_cache(folder)  # object stores cache listings; commits are new files
-        try:
-            listed = self.fs.ls(folder, detail=False)
-        except FileNotFoundError:
-            return {}
-        protocol = protocols(self.fs)[0]
-        paths = sorted(p for p in listed if p.endswith(".json"))
-        loaded: dict[str, dict | LakeError] = {}
-        if new := [p for p in paths if (protocol, p) not in _DOCS]:
-            for path, data in self.fs.cat(new).items():  # concurrent GETs on object stores
-                try:
-                    _DOCS[protocol, path] = parse_commit(self.shown(path), data, set(schemas()))
-                except LakeError as exc:
-                    loaded[path] = exc
-        return {self.shown(p): loaded[p] if p in loaded else _DOCS[protocol, p] for p in paths}
+        return load_log(self.fs, f"{self.root}/{COMMITS}", self.shown, set(schemas()))
 
     def shown(self, path: str) -> str:
         """A path under the root as people write it (`s3://bucket/eval/lake/_commits/x.json`)."""
@@ -279,7 +269,9 @@ class Lake(BaseWarehouse):
             self._write(commit)
 
     def _write(self, commit: Commit) -> None:
-        name = commit_name()
+        folder = f"{self.root}/{COMMITS}"
+        numbers = set(Claims(listing(self.fs, folder, self.shown(folder))).at)
+        name = claim_name(self.fs, folder, self.owner, numbers)
         files: dict[str, list[str]] = {}
         for table, schema in schemas().items():
             rows = commit.con.sql(f'SELECT * FROM "{table}"').to_arrow_table()

@@ -6,6 +6,11 @@ bounded wait. And the marks of atomic writes in progress (`claim`): each holds a
 own temp file or folder, so that the next write to the folder can tell the leftovers of killed
 writes (`sweep_orphans`) from writes still going on in other processes.
 
+A temp entry's name also says who writes it (`writer_tag`: pid and `space`, the kernel boot and
+PID namespace), so a killed writer's leftovers go at the very next write to the folder, however
+young: its pid is gone from this space. Any other unlocked entry waits ORPHAN_AGE_S, as its
+writer may not have taken its `flock` yet.
+
 The kernel drops a `flock` when its holder exits, however it dies (SIGKILL, OOM, node loss
 aside), so a killed writer never leaves the lock taken. The holder line stays in the file until
 the next holder overwrites it; it is only read while the lock is taken, that is, by a live
@@ -15,8 +20,11 @@ process.
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import logging
 import os
+import re
 import shutil
 import socket
 import time
@@ -30,6 +38,40 @@ REPORT_EVERY_S = 30.0  # a waiting writer names the holder this often
 POLL_S = 0.2  # how often a waiting writer tries the lock again: a sleep, not a busy loop
 _TEMP = (".tmp", ".old")  # endings of atomic writes' temp entries (core.storage.warehouse)
 ORPHAN_AGE_S = 60.0  # a temp entry younger than this may not be claimed by its writer yet
+_WRITER = re.compile(r"\.(\d+)-([0-9a-f]{12})\.[^./]+\.(?:tmp|old)$")  # writer_tag in a temp name
+
+
+@functools.cache
+def space() -> str:
+    """Where a pid means this process's pid: a digest of the kernel's boot id and this PID
+    namespace (Linux's /proc); "" where they cannot be read (then no pid is judged). Host names
+    do not tell machines apart (pods with host networking, cloned VMs)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return hashlib.sha256(f"{boot} {namespace}".encode()).hexdigest()[:12]
+
+
+def writer_tag() -> str:
+    """`<pid>-<space>`: put in a temp entry's name, it lets `sweep_orphans` tell at once that
+    its writer is dead."""
+    return f"{os.getpid()}-{space() or '0' * 12}"
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the temp entry `name` was written by a process of this space that is gone."""
+    match = _WRITER.search(name)
+    if match is None or match[2] != space():
+        return False
+    try:
+        os.kill(int(match[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 class Busy(Exception):
@@ -100,14 +142,16 @@ def claim(fd: int) -> bool:
 def sweep_orphans(folder: Path) -> None:
     """Remove the temp files and folders (`.<name>.*.tmp`, `.<name>.*.old`) that killed writes
     left in `folder`: each live write holds a `flock` on its own, and one younger than
-    ORPHAN_AGE_S may not hold it yet, so only old, unlocked ones go."""
+    ORPHAN_AGE_S may not hold it yet, so only unlocked ones go that are old or whose writer
+    (named in them) is gone."""
     try:
         entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name[-4:] in _TEMP]
     except OSError:
         return
     for entry in entries:
         try:
-            if time.time() - entry.stat(follow_symlinks=False).st_mtime < ORPHAN_AGE_S:
+            young = time.time() - entry.stat(follow_symlinks=False).st_mtime < ORPHAN_AGE_S
+            if young and not _writer_gone(entry.name):
                 continue
             fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:

@@ -9,7 +9,8 @@
   leaves Parquet files no commit names (they appear before the commit, which never came);
   a compaction leaves the files it replaced. A writer's files are young while it writes, and
   a reader lists commits before opening files, so only files unreferenced for longer than the
-  floor (default a day) are deleted: a live writer or a slow read never loses one.
+  floor (default a day) are deleted: a live writer or a slow read never loses one, and
+  never a file written since the oldest open claim (a writer still writing) whatever the floor.
 - `compact`: `Lake.compact` on demand, for any table with at least `at` live files.
 """
 
@@ -18,10 +19,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from rageval_pipeline.core.storage.commits import LakeError, live_files
+from rageval_pipeline.core.storage.commits import (
+    SEQUENCE,
+    Claims,
+    LakeError,
+    listing,
+    live_files,
+    modified,
+)
 from rageval_pipeline.core.storage.lake import COMMITS, Lake, schemas
 
 GC_MIN_AGE_S = 24 * 3600.0  # a file unreferenced for less than this is kept
+CLAIM_SKEW_S = 2.0  # S3's LastModified has 1 s resolution: a writer's files are kept from here
 
 
 def problems(lake: Lake) -> list[LakeError]:
@@ -57,15 +66,23 @@ class Garbage:
 def garbage(lake: Lake, *, min_age_s: float = GC_MIN_AGE_S) -> list[Garbage]:
     """Files under the tables' folders that no commit keeps live, unreferenced for at least
     `min_age_s`: since the commit that replaced them, or (named by none) since written. A
-    stray temp file of a killed commit counts too. Refuses while a commit is unreadable,
-    since the files it names would look unreferenced."""
+    stray temp file of a killed commit counts too. Never a file written since the oldest
+    writer still writing claimed its commit's number (its files precede its commit). Refuses
+    while a commit is unreadable, since the files it names would look unreferenced."""
+    if not min_age_s >= 0:  # NaN fails this too
+        raise ValueError(f"min_age_s must be a number >= 0, not {min_age_s}")
     commits = lake.commits()
     live = {f for files in live_files(commits).values() for f in files}
-    named: dict[str, float] = {}  # file -> time of the last commit naming it
+    entries = listing(lake.fs, f"{lake.root}/{COMMITS}", lake.location)
+    written = {_stem(p): modified(info) for p, info in entries.items()}
+    named: dict[str, float | None] = {}  # file -> time of the last commit naming it
     for c in commits:
         for files in [*c["files"].values(), *c.get("replaces", {}).values()]:
-            named.update(dict.fromkeys(files, int(c["commit"][:20]) / 1e9))
+            named.update(dict.fromkeys(files, written.get(c["commit"])))
     now, found = time.time(), []
+    committed = {int(m[1]) for c in commits if (m := SEQUENCE.fullmatch(c["commit"]))}
+    writing = Claims(entries).open_since(committed, now)
+    floor = now - min_age_s if writing is None else min(now - min_age_s, writing - CLAIM_SKEW_S)
     folders = [f"{lake.root}/{t}" for t in schemas()] + [f"{lake.root}/{COMMITS}"]
     for folder in folders:
         lake.fs.invalidate_cache(folder)
@@ -73,10 +90,14 @@ def garbage(lake: Lake, *, min_age_s: float = GC_MIN_AGE_S) -> list[Garbage]:
             rel = path.removeprefix(lake.root).lstrip("/")
             if rel in live or (rel.startswith(f"{COMMITS}/") and not rel.endswith(".tmp")):
                 continue
-            since = named[rel] if rel in named else _modified(info)
-            if since is not None and now - since >= min_age_s:
+            since = named[rel] if rel in named else modified(info)
+            if since is not None and since <= floor:
                 found.append(Garbage(rel, since))
     return found
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".json")
 
 
 def collect(lake: Lake, *, min_age_s: float = GC_MIN_AGE_S, dry_run: bool = False) -> list[str]:
@@ -92,14 +113,3 @@ def compact(lake: Lake, *, at: int) -> dict[str, int]:
     before = live_files(lake.commits())
     lake.compact(at=at)
     return {table: len(files) for table, files in before.items() if len(files) >= at}
-
-
-def _modified(info: dict) -> float | None:
-    """A listed file's last change (s since the epoch), local or object store; None when the
-    filesystem says nothing (never deleted then)."""
-    for key in ("mtime", "LastModified", "updated", "last_modified"):
-        value = info.get(key)
-        if value is None:
-            continue
-        return value.timestamp() if hasattr(value, "timestamp") else float(value)
-    return None

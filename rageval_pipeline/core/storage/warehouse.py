@@ -30,6 +30,7 @@ decides where the warehouse of a storage folder lives (for a URL: a lake in the 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -110,10 +111,13 @@ def writable(folder: Path | str) -> Iterator[None]:
 
 @contextmanager
 def _space(folder: Path) -> Iterator[None]:
-    """Turn a full disk while writing under `folder` into one line naming it."""
+    """Turn a full disk while writing under `folder` (as the OS, pyarrow or DuckDB say it)
+    into one line naming it."""
     try:
         yield
-    except OSError as exc:
+    except StorageError:
+        raise
+    except Exception as exc:
         if _full(exc):
             raise StorageError(folder, NO_SPACE) from None
         raise
@@ -131,7 +135,8 @@ def atomic_path(path: Path | UPath) -> Iterator[Path]:
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         locks.sweep_orphans(path.parent)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        prefix = f".{path.name}.{locks.writer_tag()}."
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     locks.claim(fd)
     tmp = Path(name)
     try:
@@ -157,7 +162,8 @@ def atomic_dir(path: Path | UPath) -> Iterator[Path]:
     with writable(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         locks.sweep_orphans(path.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        prefix = f".{path.name}.{locks.writer_tag()}."
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent))
     fd = os.open(tmp, os.O_RDONLY)
     locks.claim(fd)
     old = tmp.with_suffix(".old")
@@ -266,6 +272,9 @@ class Warehouse(BaseWarehouse):
                         + limits.hint("write_wait_s"),
                     ) from None
             con = self._open_for_write(limits.write_wait_s)
+            # A full disk anywhere in the block (DuckDB's own IO errors too, a checkpoint as
+            # the connection closes): one line, not DuckDB's message 40 lines down.
+            stack.enter_context(_space(self.path.parent))
             with self._hold(con, read_only=False):
                 ready = (self.path.resolve(), self.path.stat().st_ino)
                 if ready not in _SCHEMA_READY:
@@ -325,6 +334,8 @@ class Warehouse(BaseWarehouse):
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection whose statements commit together, or not at all; inside another
         transaction, part of it."""
+        import duckdb
+
         with self.connect() as con:
             if con in _transactions():
                 yield con
@@ -335,7 +346,9 @@ class Warehouse(BaseWarehouse):
                 yield con
                 con.execute("COMMIT")
             except Exception as exc:
-                con.execute("ROLLBACK")
+                # A failed COMMIT (a full disk) has ended the transaction already.
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
                 if _full(exc):
                     raise StorageError(self.path.parent, NO_SPACE) from None
                 raise

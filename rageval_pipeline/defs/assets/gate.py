@@ -168,20 +168,8 @@ def build_gate_asset(
         policy = load_policy(settings.data / "gate.yaml")
         verdict = decide(run_summaries, baselines, policy)
         stamp = datetime.now(UTC)
-        folder = settings.reports_dir / dataset
-        ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
-        texts = texts_beside_ids(settings, dataset, ids, run_summaries, systems)
-        full = report.build_report(verdict, run_summaries, baselines, past, texts)
-        paths = report.write_reports(
-            full,
-            folder / f"{stamp:%Y%m%dT%H%M%SZ}",
-            folder / "latest",
-            plot_cache=settings.storage / "cache" / "plots",
-        )
-        report.write_index(settings.reports_dir)
-        _write_validation_reports(
-            settings, run_summaries, policy, stamp, measured_integrity(context)
-        )
+        # The verdict's row first (unfinished), then the reports, then `finish`: a gate killed
+        # anywhere leaves no report that the warehouse does not hold (docs/deploy.md).
         with store.connect():  # DuckDB: one turn of the write lock; the lake: one commit
             logged = experiments.record(
                 store,
@@ -203,6 +191,20 @@ def build_gate_asset(
                     report_json=report.to_json(verdict),
                 )
             )
+        folder = settings.reports_dir / dataset
+        ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
+        texts = texts_beside_ids(settings, dataset, ids, run_summaries, systems)
+        full = report.build_report(verdict, run_summaries, baselines, past, texts)
+        paths = report.write_reports(
+            full,
+            folder / f"{stamp:%Y%m%dT%H%M%SZ}",
+            folder / "latest",
+            plot_cache=settings.storage / "cache" / "plots",
+        )
+        report.write_index(settings.reports_dir)
+        _write_validation_reports(
+            settings, run_summaries, policy, stamp, measured_integrity(context)
+        )
         # After the block: the lake's reads see its commit, made as the block ends.
         experiments.export(experiments.load(store), settings.reports_dir / "experiments.json")
         store.finish(gate_results=gate_id)  # last write: a gate killed before it is unfinished
