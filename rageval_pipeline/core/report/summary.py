@@ -89,6 +89,8 @@ def number(check: Check, value: float | None) -> str:
     """A check's value or reference as the reports print it (latency in ms)."""
     if value is None:
         return "–"
+    if check.kind == "breakage":  # a count of queries
+        return f"{value:.0f}"
     return f"{value:.1f} ms" if check.kind in LATENCY_KINDS else f"{value:.4f}"
 
 
@@ -104,6 +106,8 @@ def moved_label(check: Check) -> str:
     """What moved: a measure, a latency statistic [group], or a share of queries / targets."""
     if check.kind == "spike":
         return f"share of queries whose {check.measure} dropped"
+    if check.kind == "breakage":
+        return f"queries whose {check.measure} broke (net of fixed)"
     if check.kind == "unjudged":
         return "unjudged share of the top 10"
     if check.measure and check.group:
@@ -242,6 +246,10 @@ def next_steps(report: Report) -> list[str]:
         name, checks = f"{dataset}/{system}", _checks(verdict, key)
         state, tone = run_state(checks)
         change = changes.get(key)
+        # A broken run's one-line cause and fix comes first: its drops follow from it.
+        steps += [
+            c.message for c in checks if c.category == "unjudged_run" and c.kind == "unjudged"
+        ]
         if tone == "fail":
             worst = [w for w in verdict.worst_queries if (w.dataset, w.split, w.system) == key]
             first = ""
