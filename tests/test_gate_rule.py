@@ -180,3 +180,14 @@ def test_a_resolved_near_neutral_change_passes_though_other_measures_cannot_tell
     assert verdict.passed and checks["watched"].measure == "R@100"
     blocked, _ = _decide(as_summary(run), as_summary(base), compare=["nDCG@10", "R@100"], **rules)
     assert not blocked.passed and [c.measure for c in blocked.inconclusive] == ["R@100"]
+
+
+def test_a_pass_needs_the_mean_within_half_the_band():
+    # The interval rules out a drop beyond the band, but the mean used more than half of it:
+    # on skewed differences the sample may have missed the few queries that lose most.
+    off = judge(True, -0.13, paired(-0.20, -0.06), BAND, BLOCK)
+    assert off.outcome == "inconclusive" and off.off_centre and off.blocks
+    at = judge(True, -0.125, paired(-0.20, -0.05), BAND, BLOCK)
+    assert at.outcome == "pass"
+    loose = Statistics(mean_within=1.0)  # the interval alone decides
+    assert judge(True, -0.13, paired(-0.20, -0.06), BAND, loose).outcome == "pass"

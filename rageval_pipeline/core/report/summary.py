@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from rageval_pipeline.core.gate import Check, RunChange, Verdict
-from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, queries
+from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, queries_text
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
@@ -321,7 +321,8 @@ def _unsure_steps(name: str, dataset: str, unsure: list[Check]) -> list[str]:
         more = max(c.resolution.floor for c in floor if c.resolution)
         steps.append(
             f"{name}: the {MIN_PASS_QUERIES}-query floor decided {_names(floor)} (below it an "
-            f"interval runs too narrow to pass on): add {queries(more)} to the suite to lift it."
+            f"interval runs too narrow to pass on): add {queries_text(more)} to the suite to "
+            "lift it."
         )
     if resolved:
         steps.append(
