@@ -7,7 +7,8 @@ per-query nDCG@10 vectors over one suite's judged queries, measured by the pipel
 systems and `measure_run`:
 
 - `tweak`: a configuration change of one system (BM25 k1 / b, RRF k);
-- `swap`: one system replaced by another (BM25 -> dense, dense -> hybrid, BM25 -> hybrid);
+- `swap`: one system replaced by another (BM25 -> dense, dense -> hybrid, BM25 -> hybrid; on
+  nfcorpus BM25 reading the titles alone or the abstracts without their titles);
 - `break`: a tweak's run in which a few queries (BREAK_SHARE, at least 2) that the baseline
   answered well (nDCG@10 >= BREAK_FROM) lost their answer (nDCG@10 0, as a run whose list for
   them is wrong), chosen with a fixed seed and listed under `broken`: a sparse breakage while
@@ -108,6 +109,15 @@ def nfcorpus_runs(archive: Path, storage: Path | None) -> tuple[dict[str, pd.Ser
     }
     plan = [("tweak", "bm25", label) for label in settings if label != "bm25"]
     plan.append(("break", "bm25", "k1=1.2"))
+    # Swaps of what BM25 reads: titles alone, or the abstracts without their titles.
+    fields = {
+        "titles only": corpus.assign(text=corpus["title"], title=""),
+        "no titles": corpus.assign(title=""),
+    }
+    for label, read in fields.items():
+        chunks_of = chunk_corpus(read, ChunkingConfig(), ingested_at=STAMP)
+        runs[label] = execute(BM25Index.build(chunks_of).search, queries, DEPTH)
+        plan.append(("swap", "bm25", label))
     if storage is not None:
         runs["dense"] = execute(
             DenseIndex.build(chunks, storage / "embeddings").search, queries, DEPTH
