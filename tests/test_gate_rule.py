@@ -158,3 +158,36 @@ def test_a_query_the_run_does_not_answer_counts_zero_against_it():
     [ndcg] = [c for c in verdict.checks if c.kind == "baseline"]
     assert ndcg.paired.n == 100 and ndcg.paired.delta == pytest.approx(-0.08)
     assert not verdict.passed
+
+
+def test_a_resolved_near_neutral_change_passes_though_other_measures_cannot_tell():
+    # nDCG@10 moves by +-0.01 per query (resolved); R@100 swings by +-0.3 (unresolvable on 100
+    # queries). Compared, R@100 would block as inconclusive; watched, it only reports.
+    base = {f"q{i:03d}": {"nDCG@10": 0.6, "R@100": 0.6} for i in range(100)}
+    run = {
+        q: {"nDCG@10": 0.6 + (0.01 if i % 2 else -0.01), "R@100": 0.6 + (0.3 if i % 2 else -0.3)}
+        for i, q in enumerate(base)
+    }
+
+    def as_summary(values):
+        means = {m: sum(v[m] for v in values.values()) / len(values) for m in ("nDCG@10", "R@100")}
+        return _summary({q: v["nDCG@10"] for q, v in values.items()}).model_copy(
+            update={"measures": means, "per_query": values}
+        )
+
+    rules = {"statistics": {"resamples": 1000}}
+    verdict, checks = _decide(as_summary(run), as_summary(base), **rules)
+    assert verdict.passed and checks["watched"].measure == "R@100"
+    blocked, _ = _decide(as_summary(run), as_summary(base), compare=["nDCG@10", "R@100"], **rules)
+    assert not blocked.passed and [c.measure for c in blocked.inconclusive] == ["R@100"]
+
+
+def test_a_pass_needs_the_mean_within_half_the_band():
+    # The interval rules out a drop beyond the band, but the mean used more than half of it:
+    # on skewed differences the sample may have missed the few queries that lose most.
+    off = judge(True, -0.13, paired(-0.20, -0.06), BAND, BLOCK)
+    assert off.outcome == "inconclusive" and off.off_centre and off.blocks
+    at = judge(True, -0.125, paired(-0.20, -0.05), BAND, BLOCK)
+    assert at.outcome == "pass"
+    loose = Statistics(mean_within=1.0)  # the interval alone decides
+    assert judge(True, -0.13, paired(-0.20, -0.06), BAND, loose).outcome == "pass"

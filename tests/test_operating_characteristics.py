@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench import real_worlds
 from bench.operating_characteristics import BAND, simulate, size
 from rageval_pipeline.core.gate import decision
 
@@ -90,3 +91,75 @@ def test_a_rerun_that_differs_by_rounding_alone_passes_on_a_tiny_suite():
     stats = decision.Statistics(resamples=200)
     test = decision.tests({"m": (values, rerun)}, stats)["m"]
     assert decision.judge(True, float((rerun - values).mean()), test, 0.0, stats).outcome == "pass"
+
+
+# ------------------------------------------------------------------ real shapes (docs/gate.md)
+
+# (kind, true change in bands, n, suites): the cells the shipped rule's boundaries move most.
+REAL_CELLS = [
+    ("tweak", -1.0, 50, 560),
+    ("tweak", 0.0, 20, 140),
+    ("swap", -2.0, 50, 150),
+    ("breakage", 0.0, 50, 150),
+    ("breakage, sparse", -1.0, 100, 150),
+]
+
+
+def real_published(kind: str, effect: float, n: int) -> dict[str, float]:
+    """The real-shape table's row of docs/gate.md, as shares."""
+    change = "0" if effect == 0 else f"{effect:+g} x band"
+    pattern = rf"^\| {re.escape(kind)} \| {re.escape(change)} \| {n} \| (.*) \|$"
+    row = re.search(pattern, DOC.read_text(), re.M)
+    assert row, f"docs/gate.md has no real-shape row for {kind} at {change}, n = {n}"
+    cells = [float(c.rstrip("%")) / 100 for c in row[1].split(" | ")]
+    keys = ("pass", "fail", "inconclusive", "blocked", "by breakage", "likely pass")
+    return dict(zip(keys, cells, strict=True))
+
+
+def within(measured: float, table: float, worlds: int) -> bool:
+    """`measured` on `worlds` suites of the table's (their first ones) agrees with it: three
+    binomial standard errors, and one suite's worth for shares at 0 or 1."""
+    return abs(measured - table) <= 3 * (table * (1 - table) / worlds) ** 0.5 + 1.5 / worlds
+
+
+@pytest.mark.parametrize(("kind", "effect", "n", "worlds"), REAL_CELLS)
+def test_the_real_shape_rows_hold_their_published_rates(kind, effect, n, worlds):
+    shapes = real_worlds.load_shapes()
+    table = real_published(kind, effect, n)
+    default = real_worlds.cell(shapes, kind, effect, n, worlds, rules=real_worlds.policy_rules())
+    likely_rules = real_worlds.policy_rules(inconclusive="block_likely")
+    likely = real_worlds.cell(shapes, kind, effect, n, worlds, rules=likely_rules)
+    measured = {**default, "likely pass": likely.get("pass", 0.0)}
+    for key in ("pass", "fail", "by breakage", "likely pass"):
+        assert within(measured.get(key, 0.0), table[key], worlds), (key, measured, table)
+    if effect <= -2 and n >= 50:
+        assert measured["blocked"] >= 0.95  # a true 10% drop on 50 queries is blocked
+    if kind == "breakage":
+        assert measured["pass"] == 0 and likely.get("pass", 0.0) == 0  # the guard, both ways
+
+
+def test_a_breakage_shape_holds_the_queries_it_broke():
+    # The worlds' premise: every breakage shape broke answered queries (>= 0.5 to 0), and a
+    # stratified suite holds its share of them, at least one.
+    for shape in real_worlds.load_shapes():
+        if shape.kind != "break":
+            continue
+        broken = shape.broken
+        assert broken.sum() >= 2
+        assert (shape.baseline[broken] >= 0.5).all() and (shape.run[broken] == 0).all()
+        ((a, b),) = real_worlds.suites(shape, 0.0, 20, 1, how="shift", stratified=True, seed=0)
+        assert ((a >= 0.5) & (b <= 0.1)).sum() >= 1
+
+
+@pytest.mark.parametrize("n", [12, 25])
+def test_harmless_tweaks_on_small_suites_pass_as_published(n):
+    # The query floor decides at 12 (only an unmoved suite passes under the default); at 25
+    # the interval does. Under block_likely a harmless tweak is not blocked.
+    row = re.search(rf"^\| tweak \| {n} \| (.*) \|$", DOC.read_text(), re.M)
+    assert row, f"docs/gate.md has no small-suite row for tweaks at n = {n}"
+    default, _, likely, _ = row[1].split(" | ")
+    shapes, worlds = real_worlds.load_shapes(), 140
+    for setting, text in (("block", default), ("block_likely", likely)):
+        rules = real_worlds.policy_rules(inconclusive=setting)
+        measured = real_worlds.cell(shapes, "tweak", 0.0, n, worlds, rules=rules)["pass"]
+        assert within(measured, float(text.rstrip("%")) / 100, worlds), (setting, measured)

@@ -8,8 +8,8 @@ relevant document at rank 3; 0.1 is it gone from the top 10 or at its bottom). E
 is named; a query that was fixed (from at most `low` to at least `high`) offsets one, so a
 swap of systems that trades answers is left to the mean. The run is blocked, under
 `semantic_degraded_spike`, when the broken queries net of the fixed ones reach
-max(`count`, `share` of the queries answered in the baseline). Defaults and their error rates: docs/gate.md,
-"The breakage guard".
+max(`count`, `share` of the queries answered in the baseline). Defaults and their error rates:
+docs/gate.md, "The breakage guard".
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ _HINT = (
 )
 _CAUSE = (
     "its ids likely do not match the corpus (another corpus, or a new chunking without derived "
-    "judgments); map the run's ids to the corpus's, or judge the new documents with "
-    "`rageval pool`"
+    "judgments), or it leaves queries unanswered; map the run's ids to the corpus's, judge the "
+    "new documents with `rageval pool`, or answer every query"
 )
 
 
@@ -74,7 +74,7 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
             f"{run.label} retrieves documents the suite never judged: {share:.0%} of its top "
             f"{spec.measure.k} is unjudged against {before:.0%} for the baseline, so it lost "
             f"{lost:.0%} of the judged documents (more than the {spec.broken:.0%} a real change "
-            f"loses, unjudged.broken): {_CAUSE}"
+            f"loses, unjudged.broken){_emptied(run, baseline, name)}: {_CAUSE}"
         )
         return run.check(
             **fields, passed=False, blocking=True, category="unjudged_run", message=message
@@ -91,6 +91,17 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
         category=None if passed else "unjudged_spike",
         message=message if passed else f"{message}: {_HINT}",
     )
+
+
+def _emptied(run: Evaluation, baseline: Baseline, name: str) -> str:
+    """How many queries have nothing judged in the top k that had some in the baseline."""
+    ours = run.summary.per_query
+    emptied = [
+        q
+        for q, values in baseline.per_query.items()
+        if values.get(name, 0.0) > EPS and ours.get(q, {}).get(name, 0.0) <= EPS
+    ]
+    return f"; {len(emptied)} of {len(baseline.per_query)} queries have none" if emptied else ""
 
 
 def _explained(check: Check) -> bool:

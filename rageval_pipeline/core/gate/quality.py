@@ -14,6 +14,7 @@ from rageval_pipeline.core.gate.comparable import Comparability
 from rageval_pipeline.core.gate.decision import (
     MIN_PASS_QUERIES,
     Judgement,
+    Statistics,
     floor_gap,
     judge,
     resolution,
@@ -163,16 +164,19 @@ def baseline_check(
     if test is None and beyond:
         text = "; no per-query values in both run and baseline, so the mean alone decides"
     if unsure:
-        text += _unsure_text(verdict, test, allowed, stats.inconclusive)
+        text += _unsure_text(verdict, test, allowed, stats)
     if res is not None and not res.resolves and not verdict.floor:
         text += "; " + resolution_text(res)
     return check.model_copy(update={"message": check.message + text})
 
 
-def _unsure_text(verdict: Judgement, test: PairedTest | None, band: float, mode: str) -> str:
+def _unsure_text(
+    verdict: Judgement, test: PairedTest | None, band: float, stats: Statistics
+) -> str:
     """Why an inconclusive measure was not passed, and whether it blocks."""
     does = "blocking" if verdict.blocks else "not blocking"
-    blocking = f"{does}: statistics.inconclusive: {mode}"
+    blocking = f"{does}: statistics.inconclusive: {stats.inconclusive}"
+    mean_within = stats.mean_within
     if verdict.floor and test is not None:
         more = floor_gap(test)
         return (
@@ -180,6 +184,13 @@ def _unsure_text(verdict: Judgement, test: PairedTest | None, band: float, mode:
             f"decided: below {MIN_PASS_QUERIES} paired queries only an unmoved system passes "
             f"(the interval runs narrow there); {more} more "
             f"{'query lifts' if more == 1 else 'queries lift'} the floor ({blocking})"
+        )
+    if verdict.off_centre and test is not None:
+        return (
+            f": the interval rules out a drop beyond the band ({band:.4f}), but the mean drop "
+            f"({test.delta:+.4f}) uses more than {mean_within:.0%} of it: on skewed per-query "
+            f"differences a sample can miss the few queries that lose most, so a narrow "
+            f"interval there is not trusted ({blocking})"
         )
     if verdict.likely:
         return (

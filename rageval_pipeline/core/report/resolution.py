@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rageval_pipeline.core.gate import Check, Verdict
-from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, llm_judged, queries
+from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, llm_judged, queries_text
 from rageval_pipeline.core.report.blocks import Block, Heading, Para, Table, Tone
 from rageval_pipeline.core.statistics.paired import PairedTest
 
@@ -85,7 +85,7 @@ def _gap(check: Check) -> str:
     if _unmoved(check):
         return "no query moved: known once a change moves some"
     if res.floor:
-        return f"the {MIN_PASS_QUERIES}-query floor decided: add {queries(res.floor)}"
+        return f"the {MIN_PASS_QUERIES}-query floor decided: add {queries_text(res.floor)}"
     if res.resolves:
         return "resolved"
     if res.needed is None:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from rageval_pipeline.core.gate import Check, RunChange, Verdict
-from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, queries
+from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, queries_text
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
@@ -89,6 +89,8 @@ def number(check: Check, value: float | None) -> str:
     """A check's value or reference as the reports print it (latency in ms)."""
     if value is None:
         return "–"
+    if check.kind == "breakage":  # a count of queries
+        return f"{value:.0f}"
     return f"{value:.1f} ms" if check.kind in LATENCY_KINDS else f"{value:.4f}"
 
 
@@ -104,6 +106,8 @@ def moved_label(check: Check) -> str:
     """What moved: a measure, a latency statistic [group], or a share of queries / targets."""
     if check.kind == "spike":
         return f"share of queries whose {check.measure} dropped"
+    if check.kind == "breakage":
+        return f"queries whose {check.measure} broke (net of fixed)"
     if check.kind == "unjudged":
         return "unjudged share of the top 10"
     if check.measure and check.group:
@@ -242,6 +246,10 @@ def next_steps(report: Report) -> list[str]:
         name, checks = f"{dataset}/{system}", _checks(verdict, key)
         state, tone = run_state(checks)
         change = changes.get(key)
+        # A broken run's one-line cause and fix comes first: its drops follow from it.
+        steps += [
+            c.message for c in checks if c.category == "unjudged_run" and c.kind == "unjudged"
+        ]
         if tone == "fail":
             worst = [w for w in verdict.worst_queries if (w.dataset, w.split, w.system) == key]
             first = ""
@@ -313,7 +321,8 @@ def _unsure_steps(name: str, dataset: str, unsure: list[Check]) -> list[str]:
         more = max(c.resolution.floor for c in floor if c.resolution)
         steps.append(
             f"{name}: the {MIN_PASS_QUERIES}-query floor decided {_names(floor)} (below it an "
-            f"interval runs too narrow to pass on): add {queries(more)} to the suite to lift it."
+            f"interval runs too narrow to pass on): add {queries_text(more)} to the suite to "
+            "lift it."
         )
     if resolved:
         steps.append(
