@@ -449,6 +449,11 @@ def test_names_are_escaped_and_never_forge_a_line(docs, tmp_path, capsys):
         f"note: {docs}: left out evil\\nerror: forged.bin: not Markdown, text, HTML or PDF"
     ]
     assert printable("a\x1b[2J\u202eb\\") == "a\\x1b[2J\\u202eb\\\\"
+    (docs / os.fsdecode(b"caf\xe9.md")).write_text("latin-1 name\n")  # not UTF-8
+    assert _init(docs, tmp_path / "data", name="other") == 2
+    assert capsys.readouterr().err == (
+        f"error: {docs}/caf\\udce9.md: has a name that is not UTF-8 text: rename it\n"
+    )
 
 
 def test_a_validation_error_names_the_source_file_not_the_staging_copy(docs, tmp_path, capsys):

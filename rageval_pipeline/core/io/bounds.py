@@ -43,6 +43,7 @@ def quote_json(value: Any) -> str:
 
 def file_kind(mode: int) -> str:
     for test, name in (
+        (stat.S_ISREG, "a file"),
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),

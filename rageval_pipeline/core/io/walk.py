@@ -14,6 +14,7 @@ how far it got every few seconds on a long walk.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Collection
@@ -23,6 +24,7 @@ from typing import NamedTuple
 from rageval_pipeline.core.errors import InputError, printable
 from rageval_pipeline.core.io.bounds import absent, file_kind, file_limits, read_bytes
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 PROGRESS_S = 2.0  # a long walk or conversion says how far it got this often
 
 
@@ -116,6 +118,8 @@ def walk(
             if Path(entry.name).suffix.lower() not in suffixes:
                 other.append(relative)
                 continue
+            if _SURROGATE.search(relative):  # bytes that are not UTF-8, kept as surrogates
+                raise InputError(path, "has a name that is not UTF-8 text: rename it")
             total += info.st_size
             if total > limits.folder_bytes:
                 problem = f"holds more than {limits.folder_bytes} bytes of documents"
