@@ -311,7 +311,7 @@ def test_long_work_says_how_far_it_got(docs, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(walk, "PROGRESS_S", 0.0)
     assert _init(docs, tmp_path / "data") == 0
     err = capsys.readouterr().err.splitlines()
-    assert f"suite init: {docs}: found 2 document(s) (60 bytes) so far" in err
+    assert f"suite init: {docs}: looked at 3 files and folders, 1 document(s) so far" in err
     assert f"suite init: {docs}: read 2 of 2 document(s)" in err
 
 
@@ -414,11 +414,11 @@ def test_label_reads_its_human_sheets_before_any_judge_call(tmp_path, monkeypatc
         ),
         (
             ["label", "suite", "--price-in", "nan"],
-            "argument --price-in: 'nan' is not a finite number >= 0",
+            "argument --price-in: 'nan' is not a number from 0 to 1000000",
         ),
         (
             ["label", "suite", "--price-out", "-5"],
-            "argument --price-out: '-5' is not a finite number >= 0",
+            "argument --price-out: '-5' is not a number from 0 to 1000000",
         ),
     ],
 )

@@ -54,7 +54,7 @@ def read_pass(path: Path) -> list[Reading]:
     row that is not a reading, a grade outside 0-3 or a pair read twice."""
     rows: list[Reading] = []
     seen: dict[tuple[str, str], int] = {}
-    for line, obj in jsonl_rows(path):
+    for line, obj in jsonl_rows(path, "file_bytes"):
         try:
             reading = Reading.model_validate(obj)
         except ValidationError as error:

@@ -43,6 +43,10 @@ class FileLimits(EnvGroup):
         le=TIB,
         description="bytes a gzipped data file (run, qrels) may decompress to",
     )
+    # BEIR's largest corpus (MS MARCO, 8.8 M passages) is 3.0 GB of JSON Lines.
+    corpus_bytes: int = Field(
+        8 << 30, ge=1, le=TIB, description="bytes of a BEIR corpus.jsonl (gzipped: inflated)"
+    )
     folder_files: int = Field(
         10_000, ge=1, le=COUNT, description="files `suite init` reads from one folder"
     )
