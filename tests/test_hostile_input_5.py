@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from rageval_pipeline.cli import main
-from rageval_pipeline.core.curation import judging, sheets
+from rageval_pipeline.core.curation import judging, readings, sheets
 from rageval_pipeline.core.errors import InputError, printable
 from rageval_pipeline.core.generation import labelling, labels
 from rageval_pipeline.core.io import walk
@@ -367,6 +367,11 @@ def test_every_sheet_reader_refuses_the_same_grades(tmp_path, grade):
         with pytest.raises(InputError) as caught:
             read()
         assert str(caught.value) == expected
+    passed = tmp_path / "pass.jsonl"  # an agreement pass's readings
+    passed.write_text(json.dumps({"query_id": "Q1", "target": "t", "grade": grade}) + "\n")
+    with pytest.raises(InputError) as caught:
+        readings.read_pass(passed)
+    assert str(caught.value) == f"{passed}:1: grade: must be 0, 1, 2 or 3 (got {json.dumps(grade)})"
     csv_sheet = tmp_path / "sheet.csv"
     csv_sheet.write_text(SHEET_HEADER + "Q1,q,tokens:chunk:0,t,x,1, 1\n")
     for read in (
