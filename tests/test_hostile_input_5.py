@@ -307,6 +307,16 @@ def test_an_html_page_over_its_limit_is_refused_before_it_is_parsed(docs, tmp_pa
     assert _written(tmp_path / "data") == []
 
 
+def test_reading_a_folder_has_a_deadline(docs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RAGEVAL_MAX_READ_S", "1e-9")
+    assert _init(docs, tmp_path / "data") == 2
+    assert capsys.readouterr().err == (
+        f"error: {docs}/faq.txt: not read: reading the folder took over 1e-09 s "
+        "(RAGEVAL_MAX_READ_S)\n"
+    )
+    assert _written(tmp_path / "data") == []
+
+
 def test_long_work_says_how_far_it_got(docs, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(walk, "PROGRESS_S", 0.0)
     assert _init(docs, tmp_path / "data") == 0

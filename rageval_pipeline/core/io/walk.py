@@ -75,6 +75,21 @@ class Progress:
             self.log(line)
 
 
+class Deadline:
+    """The time reading a folder's documents may take (RAGEVAL_MAX_READ_S), from now: each
+    document and each PDF page checks it before it starts, so one slow page (pypdf inflates a
+    stream up to its own 75 MB cap) is the most it is overrun by."""
+
+    def __init__(self) -> None:
+        self.limits = file_limits()
+        self.end = time.monotonic() + self.limits.read_s
+
+    def check(self, path: Path) -> None:
+        if time.monotonic() > self.end:
+            problem = f"not read: reading the folder took over {self.limits.read_s:g} s"
+            raise InputError(path, problem + self.limits.hint("read_s"))
+
+
 def walk(
     folder: Path,
     suffixes: Collection[str],
