@@ -32,7 +32,9 @@ KINDS = ("file",) * 3 + ("folder", "link_in", "link_out", "link_out_folder", "br
 KINDS += ("broken_out", "fifo")
 NAME = st.text(
     st.characters(exclude_characters="/\0", exclude_categories=("Cs",))
-    | st.sampled_from(["\n", "\t", " ", "\x1b", "\u202e", "\\", "-"]),
+    | st.sampled_from(
+        ["\n", "\t", " ", "\x1b", "\u202e", "\\", "-", "\udcff"]
+    ),  # (a byte not UTF-8)
     min_size=1,
     max_size=8,
 ).filter(lambda n: n not in (".", ".."))

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from rageval_pipeline.cli import main
-from rageval_pipeline.core.curation import judging, sheets
+from rageval_pipeline.core.curation import judging, readings, sheets
 from rageval_pipeline.core.errors import InputError, printable
 from rageval_pipeline.core.generation import labelling, labels
 from rageval_pipeline.core.io import walk
@@ -307,11 +307,21 @@ def test_an_html_page_over_its_limit_is_refused_before_it_is_parsed(docs, tmp_pa
     assert _written(tmp_path / "data") == []
 
 
+def test_reading_a_folder_has_a_deadline(docs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RAGEVAL_MAX_READ_S", "1e-9")
+    assert _init(docs, tmp_path / "data") == 2
+    assert capsys.readouterr().err == (
+        f"error: {docs}/faq.txt: not read: reading the folder took over 1e-09 s "
+        "(RAGEVAL_MAX_READ_S)\n"
+    )
+    assert _written(tmp_path / "data") == []
+
+
 def test_long_work_says_how_far_it_got(docs, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(walk, "PROGRESS_S", 0.0)
     assert _init(docs, tmp_path / "data") == 0
     err = capsys.readouterr().err.splitlines()
-    assert f"suite init: {docs}: found 2 document(s) (60 bytes) so far" in err
+    assert f"suite init: {docs}: looked at 3 files and folders, 1 document(s) so far" in err
     assert f"suite init: {docs}: read 2 of 2 document(s)" in err
 
 
@@ -367,6 +377,11 @@ def test_every_sheet_reader_refuses_the_same_grades(tmp_path, grade):
         with pytest.raises(InputError) as caught:
             read()
         assert str(caught.value) == expected
+    passed = tmp_path / "pass.jsonl"  # an agreement pass's readings
+    passed.write_text(json.dumps({"query_id": "Q1", "target": "t", "grade": grade}) + "\n")
+    with pytest.raises(InputError) as caught:
+        readings.read_pass(passed)
+    assert str(caught.value) == f"{passed}:1: grade: must be 0, 1, 2 or 3 (got {json.dumps(grade)})"
     csv_sheet = tmp_path / "sheet.csv"
     csv_sheet.write_text(SHEET_HEADER + "Q1,q,tokens:chunk:0,t,x,1, 1\n")
     for read in (
@@ -414,11 +429,11 @@ def test_label_reads_its_human_sheets_before_any_judge_call(tmp_path, monkeypatc
         ),
         (
             ["label", "suite", "--price-in", "nan"],
-            "argument --price-in: 'nan' is not a finite number >= 0",
+            "argument --price-in: 'nan' is not a number from 0 to 1000000",
         ),
         (
             ["label", "suite", "--price-out", "-5"],
-            "argument --price-out: '-5' is not a finite number >= 0",
+            "argument --price-out: '-5' is not a number from 0 to 1000000",
         ),
     ],
 )
@@ -449,6 +464,11 @@ def test_names_are_escaped_and_never_forge_a_line(docs, tmp_path, capsys):
         f"note: {docs}: left out evil\\nerror: forged.bin: not Markdown, text, HTML or PDF"
     ]
     assert printable("a\x1b[2J\u202eb\\") == "a\\x1b[2J\\u202eb\\\\"
+    (docs / os.fsdecode(b"caf\xe9.md")).write_text("latin-1 name\n")  # not UTF-8
+    assert _init(docs, tmp_path / "data", name="other") == 2
+    assert capsys.readouterr().err == (
+        f"error: {docs}/caf\\udce9.md: has a name that is not UTF-8 text: rename it\n"
+    )
 
 
 def test_a_validation_error_names_the_source_file_not_the_staging_copy(docs, tmp_path, capsys):

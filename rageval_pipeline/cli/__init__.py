@@ -9,7 +9,6 @@ never a traceback; a bad option value is refused by argument parsing (also exit 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -102,14 +101,17 @@ def at_least(low: int):
     return parse
 
 
-def amount(text: str) -> float:
-    """An argparse type: a finite number >= 0 (a price); `nan`, `inf` and negatives refused."""
+def price(text: str) -> float:
+    """An argparse type: a price per million tokens, a finite number from 0 to 10^6 (as
+    $RAG_EVAL_PRICE_IN/_OUT); `nan`, `inf`, negatives and overflowing values refused."""
+    from rageval_pipeline.core.settings.providers import MAX_PRICE  # (given: parsing, not building)
+
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    if not 0 <= value <= MAX_PRICE:  # (False for nan)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to {MAX_PRICE:.0f}")
     return value
 
 

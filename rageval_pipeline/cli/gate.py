@@ -85,7 +85,8 @@ def _policy(args: argparse.Namespace, dataset: str) -> GatePolicy:
     if args.policy is not None:
         policy = load_policy(Path(args.policy))
     else:
-        policy = load_policy(default) if default.is_file() else GatePolicy()
+        there = default.exists() or default.is_symlink()  # a FIFO or a broken link: said
+        policy = load_policy(default) if there else GatePolicy()
     if args.llm_qrels is None:
         return policy
     rules = policy.rules_for(dataset)

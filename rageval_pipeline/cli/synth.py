@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from rageval_pipeline.cli import add_storage_option, add_systems_option, amount, at_least
+    from rageval_pipeline.cli import add_storage_option, add_systems_option, at_least, price
 
     parser.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
     add_systems_option(parser)
@@ -30,13 +30,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="count calls and tokens only")
     parser.add_argument(
         "--price-in",
-        type=amount,
+        type=price,
         default=None,
         help="price per million input tokens ($RAG_EVAL_PRICE_IN, default 0: a local model)",
     )
     parser.add_argument(
         "--price-out",
-        type=amount,
+        type=price,
         default=None,
         help="price per million output tokens ($RAG_EVAL_PRICE_OUT, default 0)",
     )

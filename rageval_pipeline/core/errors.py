@@ -6,8 +6,11 @@ import re
 from pathlib import Path
 
 # What a terminal or a log would act on rather than show: C0 and C1 controls, DEL, the line
-# and paragraph separators and the bidirectional overrides; and the backslash that escapes.
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\\]")
+# and paragraph separators and the bidirectional overrides; the lone surrogates Python gives a
+# file name's bytes that are not UTF-8 (they cannot be written out); and the escaping backslash.
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\\]"
+)
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
 
 

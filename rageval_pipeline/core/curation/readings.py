@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from rageval_pipeline.core.curation.agreement import GRADES, Figures, figures
+from rageval_pipeline.core.curation.sheets import grade_of
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites.chunking import TOKEN
 from rageval_pipeline.core.suites.loaders import jsonl_rows
@@ -44,6 +45,14 @@ class Reading(BaseModel):
     order: int = 0  # its place in its judge's file, from 1
     chose: str | None = None  # a third reading: which reading it agreed with
 
+    @field_validator("grade", mode="before")
+    @classmethod
+    def _grade(cls, value: object) -> int:
+        """The grade rule of every sheet (`sheets.grade_of`); a reading has one."""
+        if (grade := grade_of(value, text=False)) is None:
+            raise ValueError("must be 0, 1, 2 or 3 (got nothing)")
+        return grade
+
     @property
     def key(self) -> tuple[str, str]:
         return self.query_id, self.target
@@ -54,13 +63,14 @@ def read_pass(path: Path) -> list[Reading]:
     row that is not a reading, a grade outside 0-3 or a pair read twice."""
     rows: list[Reading] = []
     seen: dict[tuple[str, str], int] = {}
-    for line, obj in jsonl_rows(path):
+    for line, obj in jsonl_rows(path, "file_bytes"):
         try:
             reading = Reading.model_validate(obj)
         except ValidationError as error:
             first = error.errors()[0]
             field = ".".join(map(str, first["loc"]))
-            raise InputError(path, first["msg"], line=line, field=field) from None
+            message = first["msg"].removeprefix("Value error, ")
+            raise InputError(path, message, line=line, field=field) from None
         if reading.grade not in GRADES:
             raise InputError(path, "must be 0, 1, 2 or 3", line=line, field="grade")
         if reading.key in seen:

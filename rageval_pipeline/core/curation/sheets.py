@@ -115,7 +115,7 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     (`pool merge`, `pool agree`, `label --human`). A regular file within the size limits
     (`io.bounds`); a CSV row with more cells than the header is refused, not cut."""
     if sheet_kind(path) == ".jsonl":
-        yield from jsonl_rows(path)
+        yield from jsonl_rows(path, "file_bytes")
         return
     try:
         # Bytes, not read_text: its newline translation would turn a `\r` inside a cell into

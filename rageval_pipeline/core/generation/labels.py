@@ -84,7 +84,7 @@ def read_sheet(path: Path) -> list[SheetRow]:
     each checked as a SheetRow, its grade by the rule every sheet reader shares
     (`sheets.grade_of`); one InputError naming line and field otherwise."""
     rows = []
-    for number, obj in jsonl_rows(path):
+    for number, obj in jsonl_rows(path, "file_bytes"):
         try:
             rows.append(SheetRow.model_validate(obj))
         except ValidationError as exc:

@@ -43,6 +43,7 @@ def quote_json(value: Any) -> str:
 
 def file_kind(mode: int) -> str:
     for test, name in (
+        (stat.S_ISREG, "a file"),
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
@@ -128,31 +129,34 @@ def read_text(path: Path) -> str:
         raise ValueError(f"is not UTF-8 text (byte {exc.start})") from None
 
 
-def input_bytes(path: str | Path) -> tuple[Path, bytes]:
-    """A data file's (run, qrels) bytes, gunzipped when gzip, or InputError naming what is
-    wrong with it. The file is at most RAGEVAL_MAX_DATA_BYTES on disk and, gzipped,
-    decompresses to at most RAGEVAL_MAX_DECOMPRESSED_BYTES, counted while it is decompressed
-    piece by piece: a gzip bomb stops at the cap having held about the cap in memory. Needs no
-    numpy or pyarrow: `rageval eval` reads a run with it while those import."""
+def input_bytes(
+    path: str | Path, most: str = "data_bytes", inflated: str = "decompressed_bytes"
+) -> tuple[Path, bytes]:
+    """A data file's bytes, gunzipped when gzip, or InputError naming what is wrong with it.
+    The file is at most the limit `most` on disk (RAGEVAL_MAX_DATA_BYTES for a run or qrels)
+    and, gzipped, decompresses to at most `inflated` (RAGEVAL_MAX_DECOMPRESSED_BYTES), counted
+    while it is decompressed piece by piece: a gzip bomb stops at the cap having held about the
+    cap in memory. Needs no numpy or pyarrow: `rageval eval` reads a run with it while those
+    import."""
     path = Path(path)
     try:
         with open_regular(path) as (handle, size):
             if handle.read(2) != b"\x1f\x8b":
                 handle.seek(0)
-                return path, _capped(handle, size, None, "data_bytes")
+                return path, _capped(handle, size, None, most)
             handle.seek(0)
-            if size > (limits := file_limits()).data_bytes:
-                _capped(handle, size, None, "data_bytes")  # (refuses)
-            return path, _gunzipped(handle, limits)
+            if size > getattr(limits := file_limits(), most):
+                _capped(handle, size, None, most)  # (refuses)
+            return path, _gunzipped(handle, limits, inflated)
     except InputError:
         raise  # (a bad limit in the environment: named as such)
     except ValueError as exc:
         raise InputError(path, str(exc)) from None
 
 
-def _gunzipped(handle: BinaryIO, limits: FileLimits) -> bytes:
+def _gunzipped(handle: BinaryIO, limits: FileLimits, inflated: str) -> bytes:
     """A gzip stream's content, decompressed 1 MiB at a time into one growing buffer."""
-    most = limits.decompressed_bytes
+    most = getattr(limits, inflated)
     out = io.BytesIO()
     try:
         with gzip.GzipFile(fileobj=handle) as unzipped:
@@ -163,9 +167,7 @@ def _gunzipped(handle: BinaryIO, limits: FileLimits) -> bytes:
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"is not a valid gzip file ({exc})") from None
     if out.tell() > most:
-        raise ValueError(
-            f"decompresses to more than {most} bytes{limits.hint('decompressed_bytes')}"
-        )
+        raise ValueError(f"decompresses to more than {most} bytes{limits.hint(inflated)}")
     return out.getvalue()
 
 

@@ -7,13 +7,16 @@ and then each one followed is said. A symlink to a folder inside is not entered 
 read at their own place, and a link loop cannot turn the walk into an endless one). A FIFO,
 device or socket is refused from its `stat`, never opened. Hidden entries (a name starting
 with `.`) are not looked into. The walk stops with one line past RAGEVAL_MAX_FOLDER_FILES
-files or RAGEVAL_MAX_FOLDER_BYTES bytes of wanted files, before anything is read, and says
-how far it got every few seconds on a long walk.
+files and folders (entries: a folder is not listed further than that) or
+RAGEVAL_MAX_FOLDER_BYTES bytes of wanted files, before anything is read, and says how far it
+got every few seconds on a long walk.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Collection
@@ -23,6 +26,7 @@ from typing import NamedTuple
 from rageval_pipeline.core.errors import InputError, printable
 from rageval_pipeline.core.io.bounds import absent, file_kind, file_limits, read_bytes
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 PROGRESS_S = 2.0  # a long walk or conversion says how far it got this often
 
 
@@ -71,6 +75,21 @@ class Progress:
             self.log(line)
 
 
+class Deadline:
+    """The time reading a folder's documents may take (RAGEVAL_MAX_READ_S), from now: each
+    document and each PDF page checks it before it starts, so one slow page (pypdf inflates a
+    stream up to its own 75 MB cap) is the most it is overrun by."""
+
+    def __init__(self) -> None:
+        self.limits = file_limits()
+        self.end = time.monotonic() + self.limits.read_s
+
+    def check(self, path: Path) -> None:
+        if time.monotonic() > self.end:
+            problem = f"not read: reading the folder took over {self.limits.read_s:g} s"
+            raise InputError(path, problem + self.limits.hint("read_s"))
+
+
 def walk(
     folder: Path,
     suffixes: Collection[str],
@@ -82,20 +101,26 @@ def walk(
     InputError of the first refused entry otherwise."""
     root = _root(folder)
     limits = file_limits()
+    most = limits.folder_files
     wanted, other, notes = [], [], []
-    total = 0
+    total = looked = 0
     progress = Progress(log)
     seen = {root}
     stack = [(folder, "")]
     while stack:
         directory, prefix = stack.pop()
-        try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name, reverse=True)
-        except OSError as exc:
-            raise InputError(directory, f"cannot be listed ({exc.strerror})") from None
+        entries = _listed(directory, most + 1 - looked)
+        if looked + len(entries) > most:
+            raise InputError(folder, f"holds more than {most} files{limits.hint('folder_files')}")
         for entry in entries:
             if entry.name.startswith("."):
                 continue
+            looked += 1
+            progress(
+                lambda n=looked: (
+                    f"looked at {n:,} files and folders, {len(wanted)} document(s) so far"
+                )
+            )
             path, relative = Path(entry.path), prefix + entry.name
             info = _followed(folder, root, path, relative, follow_links, notes)
             if info is None:
@@ -110,20 +135,29 @@ def walk(
                 continue
             if not stat.S_ISREG(info.st_mode):
                 raise InputError(path, f"is {file_kind(info.st_mode)}, not a regular file: refused")
-            if len(wanted) + len(other) >= limits.folder_files:
-                problem = f"holds more than {limits.folder_files} files"
-                raise InputError(folder, problem + limits.hint("folder_files"))
             if Path(entry.name).suffix.lower() not in suffixes:
                 other.append(relative)
                 continue
+            if _SURROGATE.search(relative):  # bytes that are not UTF-8, kept as surrogates
+                raise InputError(path, "has a name that is not UTF-8 text: rename it")
             total += info.st_size
             if total > limits.folder_bytes:
                 problem = f"holds more than {limits.folder_bytes} bytes of documents"
                 raise InputError(folder, problem + limits.hint("folder_bytes"))
             wanted.append(Found(path, relative, info.st_size))
-            progress(lambda n=total: f"found {len(wanted)} document(s) ({n:,} bytes) so far")
     wanted.sort(key=lambda f: f.relative)
     return Walked(root, follow_links, wanted, sorted(other), notes)
+
+
+def _listed(directory: Path, most: int) -> list[os.DirEntry]:
+    """A folder's entries, by name, at most `most` of them read (a folder of millions of
+    entries is not listed whole to be refused)."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = list(itertools.islice(listing, max(most, 0)))
+    except OSError as exc:
+        raise InputError(directory, f"cannot be listed ({exc.strerror})") from None
+    return sorted(entries, key=lambda e: e.name, reverse=True)
 
 
 def _root(folder: Path) -> Path:

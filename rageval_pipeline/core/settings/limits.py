@@ -43,6 +43,10 @@ class FileLimits(EnvGroup):
         le=TIB,
         description="bytes a gzipped data file (run, qrels) may decompress to",
     )
+    # BEIR's largest corpus (MS MARCO, 8.8 M passages) is 3.0 GB of JSON Lines.
+    corpus_bytes: int = Field(
+        8 << 30, ge=1, le=TIB, description="bytes of a BEIR corpus.jsonl (gzipped: inflated)"
+    )
     folder_files: int = Field(
         10_000, ge=1, le=COUNT, description="files `suite init` reads from one folder"
     )
@@ -54,6 +58,9 @@ class FileLimits(EnvGroup):
     # Beautiful Soup holds ~130 bytes per byte of markup and parses ~0.5-1 MB/s (4 MiB of
     # paragraphs: 9-20 s, 530 MB), so a page is held to what a documentation page plausibly is.
     html_bytes: int = Field(4 << 20, ge=1, le=TIB, description="bytes of one HTML document")
+    read_s: float = Field(
+        1800.0, gt=0, le=DAY_S, description="seconds `suite init` may spend reading documents"
+    )
     pdf_pages: int = Field(2_000, ge=1, le=COUNT, description="pages of one PDF document")
 
 

@@ -198,10 +198,14 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
+def jsonl_rows(path: Path, limit: str = "data_bytes") -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line. Each line is one JSON document, so it is
-    parsed on its own (json's C parser); NaN and Infinity, which JSON does not have, are refused."""
-    path, data = input_bytes(path)
+    parsed on its own (json's C parser); NaN and Infinity, which JSON does not have, are refused.
+    The file is read within the `FileLimits` field `limit`, gzipped or not: a run's or qrels'
+    (RAGEVAL_MAX_DATA_BYTES) by default, `file_bytes` for what a person writes (a judging
+    sheet), `corpus_bytes` for a BEIR corpus."""
+    gzipped = "decompressed_bytes" if limit == "data_bytes" else limit
+    path, data = input_bytes(path, limit, gzipped)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -251,7 +255,7 @@ def _ids_unique(path: Path, ids: list[str], lines: list[int]) -> None:
 def read_corpus(path: Path) -> pd.DataFrame:
     """BEIR corpus.jsonl: `_id`, `title`, `text`, optional `metadata` (its `url` is lifted)."""
     rows, lines = [], []
-    for number, obj in jsonl_rows(path):
+    for number, obj in jsonl_rows(path, "corpus_bytes"):
         meta = obj.get("metadata") or {}
         rows.append(
             dict(

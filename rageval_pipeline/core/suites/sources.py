@@ -14,6 +14,10 @@ Every Markdown (`.md`, `.markdown`), plain text (`.txt`), HTML (`.html`, `.htm`)
   becomes a `## Page n` section, so a page is a reference chunk.
 - Markdown keeps its text; its title is its first `# ` header, else the file name.
 
+The folder is read by `core.io.walk`: nothing from outside it (a symlink out is refused
+unless links are followed on the user's word), no special file opened, files, bytes, HTML size
+and PDF pages capped (docs/limits.md); HTML is converted in one walk of its tree.
+
 The reference chunking is chosen by format: `markdown_headers` when any document is Markdown,
 HTML or PDF (a section is what an assessor judges), `paragraph` when all are plain text. The
 converted texts are stored under `documents/` beside `suite.json` and the suite starts with no
@@ -35,7 +39,7 @@ from typing import NamedTuple
 from rageval_pipeline.core.errors import InputError, printable
 from rageval_pipeline.core.io.beir import BEIR_MD5
 from rageval_pipeline.core.io.bounds import file_limits
-from rageval_pipeline.core.io.walk import Found, Progress, Walked, walk
+from rageval_pipeline.core.io.walk import Deadline, Found, Progress, Walked, walk
 from rageval_pipeline.core.suites.golden import load_suite
 
 KINDS = {
@@ -110,9 +114,10 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     return title, "\n\n".join(blocks) + "\n"
 
 
-def pdf_to_markdown(path: Path, data: bytes) -> tuple[str, str]:
+def pdf_to_markdown(path: Path, data: bytes, deadline: Deadline | None = None) -> tuple[str, str]:
     """(title, Markdown text with one `## Page n` section per page) of a PDF's bytes; at
-    most RAGEVAL_MAX_PDF_PAGES pages, counted before any is read."""
+    most RAGEVAL_MAX_PDF_PAGES pages, counted before any is read; `deadline` checked before
+    each page."""
     from pypdf import PdfReader
 
     limits = file_limits()
@@ -127,7 +132,11 @@ def pdf_to_markdown(path: Path, data: bytes) -> tuple[str, str]:
             if (listed := count()) > limits.pdf_pages:
                 problem = f"has {listed} pages, over the limit of {limits.pdf_pages}"
                 raise InputError(path, problem + limits.hint("pdf_pages"))
-        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+        pages = []
+        for page in reader.pages:
+            if deadline is not None:
+                deadline.check(path)
+            pages.append((page.extract_text() or "").strip())
         title = str((reader.metadata or {}).get("/Title") or "")
     except InputError:
         raise
@@ -145,7 +154,7 @@ def _markdown_title(text: str) -> str:
     return found[1].strip() if found else ""
 
 
-def read_source(walked: Walked, found: Found) -> Source:
+def read_source(walked: Walked, found: Found, deadline: Deadline | None = None) -> Source:
     path = found.path
     kind = KINDS[path.suffix.lower()]
     limits = file_limits()
@@ -154,7 +163,7 @@ def read_source(walked: Walked, found: Found) -> Source:
         raise InputError(path, problem + limits.hint("html_bytes"))
     data = walked.read(found)
     if kind == "pdf":
-        title, text = pdf_to_markdown(path, data)
+        title, text = pdf_to_markdown(path, data, deadline)
     else:
         try:
             raw = data.decode("utf-8-sig")
@@ -172,13 +181,15 @@ def scan(
     """The documents of a folder (by relative path) and what was left out, with why (file
     names escaped, `errors.printable`). The folder is walked by `io.walk`: confined to it,
     bounded, special files refused; `log` gets a progress line every few seconds."""
+    deadline = Deadline()
     walked = walk(folder, KINDS, follow_links=follow_links, log=log)
     skipped = [f"left out {printable(r)}: not Markdown, text, HTML or PDF" for r in walked.other]
     skipped += walked.notes
     sources, first = [], {}
     progress = Progress(log)
     for n, found in enumerate(walked.wanted, 1):
-        source = read_source(walked, found)
+        deadline.check(found.path)
+        source = read_source(walked, found, deadline)
         progress(lambda n=n: f"read {n} of {len(walked.wanted)} document(s)")
         if not source.text.strip():
             skipped.append(f"left out {printable(found.relative)}: no text")
