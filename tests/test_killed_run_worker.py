@@ -20,6 +20,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from rageval_pipeline.core.storage.locks import space
 from rageval_pipeline.defs.resources import WRITE_POOL
 from rageval_pipeline.defs.run_workers import WORKER_TAG, free, free_dead_runs, holders, started
 from tests.test_deploy_interrupted import WAITING, Job, kill_all, warehouse_lock_held
@@ -119,11 +120,14 @@ def test_the_daemons_sensor_fails_only_runs_whose_worker_here_is_gone():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     host = socket.gethostname()
+    here = space()
     workers = {
-        "gone": f"{host}:{gone.pid}:{started(os.getpid())}",  # the pid's process has ended
-        "alive": f"{host}:{os.getpid()}:{started(os.getpid())}",
-        "reused": f"{host}:{os.getpid()}:1",  # this pid, but another process's start time
-        "elsewhere": f"another-host:{gone.pid}:1",  # not ours to judge by pid; it never beat
+        "gone": f"{host}:{gone.pid}:{started(os.getpid())}:{here}",  # the pid's process ended
+        "alive": f"{host}:{os.getpid()}:{started(os.getpid())}:{here}",
+        "reused": f"{host}:{os.getpid()}:1:{here}",  # this pid, but another process's start time
+        "elsewhere": f"another-host:{gone.pid}:1:{here}",  # not ours to judge by pid
+        # This host's name, another machine or PID namespace: its pid means nothing here.
+        "same-name": f"{host}:{gone.pid}:1:{'f' * 12}",
     }
     with dg.instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots(WRITE_POOL, len(workers))
@@ -149,9 +153,10 @@ def test_the_daemons_sensor_fails_only_runs_whose_worker_here_is_gone():
     assert shown == [
         f"{WRITE_POOL}: run run-alive step m (STARTED, {workers['alive']})",
         f"{WRITE_POOL}: run run-elsewhere step m (STARTED, {workers['elsewhere']})",
+        f"{WRITE_POOL}: run run-same-name step m (STARTED, {workers['same-name']})",
     ]
     assert freed == dg.DagsterRunStatus.FAILURE
-    assert [c.run_id for c in left] == ["run-elsewhere"]
+    assert sorted(c.run_id for c in left) == ["run-elsewhere", "run-same-name"]
     reaped = skip.skip_message.removeprefix("failed 2 dead run(s): ").split(", ")
     assert sorted(reaped) == ["run-gone", "run-reused"]
     assert status == {
@@ -159,5 +164,6 @@ def test_the_daemons_sensor_fails_only_runs_whose_worker_here_is_gone():
         "alive": dg.DagsterRunStatus.STARTED,
         "reused": dg.DagsterRunStatus.FAILURE,
         "elsewhere": dg.DagsterRunStatus.STARTED,
+        "same-name": dg.DagsterRunStatus.STARTED,
     }
-    assert sorted(c.run_id for c in claimed) == ["run-alive", "run-elsewhere"]
+    assert sorted(c.run_id for c in claimed) == ["run-alive", "run-elsewhere", "run-same-name"]

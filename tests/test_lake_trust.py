@@ -60,6 +60,12 @@ def test_commits_are_numbered_by_claims_one_writer_each(storage):
     assert other.startswith("s00000000000000000002-")
     assert names[-1].startswith("s00000000000000000003-")
     assert lake.query(SUM)["run_id"].tolist() == ["next", "only"]
+    # A write with nothing to commit (finish's compaction below its threshold) claims nothing:
+    # the only claim without its commit is the other writer's, still writing.
+    lake.finish(runs="next")
+    claims = {p.name[:21] for p in folder.glob("*.claim")}
+    commits = {p.name[:21] for p in folder.glob("*.json")}
+    assert claims - commits == {other[:21]}
 
 
 @pytest.mark.parametrize(

@@ -194,6 +194,8 @@ def listing(fs: AbstractFileSystem, folder: str, shown: str) -> dict[str, dict]:
     except FileNotFoundError:
         return {}
     except OSError as exc:  # PermissionError for an unreadable folder, as the OS says it
+        if not is_local(fs):
+            raise  # an object store's refusal: its own line (core.storage.faults)
         why = exc.strerror or type(exc).__name__
         raise StorageError(shown, f"cannot be listed ({why}): let this user read it") from None
     return {info["name"]: info for info in entries}

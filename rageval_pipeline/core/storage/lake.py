@@ -123,6 +123,14 @@ class Commit:
         self.finished: list[tuple[str, str]] = []  # table, key
         self.folded: dict[str, tuple[pa.Table, list[str]]] = {}  # table -> rows, files replaced
 
+    def empty(self) -> bool:
+        """Nothing to commit: no rows, facts or compaction."""
+        if self.deletes or self.finished or self.folded:
+            return False
+        return not any(
+            self.con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchall() for table in schemas()
+        )
+
 
 class Lake(BaseWarehouse):
     """The warehouse as a lake of Parquet files under `root` on the fsspec filesystem `fs`."""
@@ -269,6 +277,8 @@ class Lake(BaseWarehouse):
             self._write(commit)
 
     def _write(self, commit: Commit) -> None:
+        if commit.empty():
+            return  # no number claimed: an unfinished claim is a writer still writing (gc)
         folder = f"{self.root}/{COMMITS}"
         numbers = set(Claims(listing(self.fs, folder, self.shown(folder))).at)
         name = claim_name(self.fs, folder, self.owner, numbers)
@@ -295,8 +305,6 @@ class Lake(BaseWarehouse):
             with self.fs.open(f"{self.root}/{path}", "wb") as out:
                 pq.write_table(rows, out, row_group_size=ROW_GROUP)
             files.setdefault(table, []).append(path)
-        if not files and not commit.deletes and not commit.finished:
-            return
         doc = dict(
             commit=name,
             owner=self.owner,
