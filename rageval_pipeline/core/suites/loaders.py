@@ -91,8 +91,9 @@ def suite_spans(suite: Suite) -> pd.DataFrame:
     exact span; document-level judgments name no excerpt and have none."""
     rows = [
         dict(split="test", query_id=q.id, relevance=grade, **span._asdict())
+        | dict(decisive_start=key[0], decisive_end=key[1])
         for q in suite.queries
-        for span, grade in q.evidence
+        for (span, grade), key in zip(q.evidence, q.decisive, strict=True)
     ]
     return _frame(rows, tables.SPANS)
 
