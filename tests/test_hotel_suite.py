@@ -87,7 +87,7 @@ def _top_1(span: dict, texts: dict[str, str]) -> int:
 
 
 def test_header(suite: dict) -> None:
-    assert suite["version"] == "1.0"
+    assert suite["version"] == "1.1"
     assert suite["name"] == "hotel"
     assert suite["match"] == "exact"
     assert suite["description"].strip()

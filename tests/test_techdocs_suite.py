@@ -110,7 +110,7 @@ def test_judgments_are_spans(suite: dict) -> None:
 
 
 def test_header(suite: dict) -> None:
-    assert suite["version"] == "1.0"
+    assert suite["version"] == "1.1"
     assert suite["name"] == "techdocs"
     assert suite["match"] == "exact"
     assert suite["description"].strip()
