@@ -12,7 +12,8 @@ Every Markdown (`.md`, `.markdown`), plain text (`.txt`), HTML (`.html`, `.htm`)
   headers and footers are dropped. The title is `<title>`, else the first `<h1>`.
 - PDF is read with pypdf (pure Python, maintained by the py-pdf organisation): each page's text
   becomes a `## Page n` section, so a page is a reference chunk.
-- Markdown keeps its text; its title is its first `# ` header, else the file name.
+- Markdown keeps its text; its title is its first `# ` header outside code fences, else its
+  first header of any level there, else the file name.
 
 The reference chunking is chosen by format: `markdown_headers` when any document is Markdown,
 HTML or PDF (a section is what an assessor judges), `paragraph` when all are plain text. The
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rageval_pipeline.core.errors import InputError
+from rageval_pipeline.core.suites.chunking import markdown_headers_of
 from rageval_pipeline.core.suites.golden import load_suite
 
 KINDS = {
@@ -116,8 +118,12 @@ def pdf_to_markdown(path: Path) -> tuple[str, str]:
 
 
 def _markdown_title(text: str) -> str:
-    found = re.search(r"^# (.+)$", text, re.MULTILINE)
-    return found[1].strip() if found else ""
+    """The first `# ` header outside code fences, else the first header of any level there
+    ("" when there is none: the file name is the title). A `# comment` in a fenced shell or
+    Python block is code, not a heading."""
+    headers = markdown_headers_of(text)
+    first = next((h for h in headers if h.startswith("# ")), headers[0] if headers else "")
+    return first.lstrip("#").strip()
 
 
 def read_source(folder: Path, path: Path) -> Source:
