@@ -171,3 +171,43 @@ def test_the_pipeline_judges_a_chunking_by_the_qrels_the_command_writes(tmp_path
 def test_bundled_suites_are_format_1_1(suite):
     root = Path(__file__).resolve().parents[1]
     assert load_suite(root / "data" / "suites" / suite).version == "1.1"
+
+
+def _bundled_fixed_64(suite: str, query: str) -> tuple[dict[str, int], dict[str, str]]:
+    from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_once
+
+    root = Path(__file__).resolve().parents[1]
+    loaded = load_suite(root / "data" / "suites" / suite)
+    corpus = suite_tables(loaded).corpus
+    chunking = "{strategy: fixed, size: 64, overlap: 0}"
+    qrels = suite_qrels_of(loaded, chunking)
+    qrels = qrels[qrels["query_id"] == query]
+    chunks = chunk_once(corpus, ChunkingConfig(strategy="fixed", size=64, overlap=0))
+    texts = dict(zip(corpus["doc_id"], corpus["text"], strict=True))
+    text_of = {
+        c.chunk_id: " ".join(texts[c.doc_id][c.start : c.end].split()) for c in chunks.itertuples()
+    }
+    return dict(zip(qrels["doc_id"], qrels["relevance"], strict=True)), text_of
+
+
+def suite_qrels_of(suite, spec: str) -> pd.DataFrame:
+    from rageval_pipeline.cli.qrels import _chunking
+    from rageval_pipeline.core.suites.loaders import suite_qrels
+
+    return suite_qrels(suite, chunking=_chunking(spec))
+
+
+def test_the_audited_chunks_derive_what_their_text_says():
+    """hotel q048 (two dogs: is the fee per dog?): the fixed-64 incident-log window starting
+    "is per stay, not per pet." holds the decisive words of the grade-3 line and derives 3; the
+    window before it, ending "...the $45 cleaning fee", holds the rest of that nugget and
+    derives only what it holds whole (the grade-1 'two pets' line). techdocs Q046 (429 errors):
+    the four-token api-reference window "no active index generation)." derives 0."""
+    grades, text_of = _bundled_fixed_64("hotel", "q048")
+    [answer] = [c for c in grades if text_of[c].startswith("is per stay, not per pet.")]
+    before = answer.replace(":chunk:24", ":chunk:23")
+    assert text_of[before].endswith("No extra fee: the $45 cleaning fee")
+    assert (grades[answer], grades[before]) == (3, 1)
+    grades, text_of = _bundled_fixed_64("techdocs", "Q046")
+    [fragment] = [c for c in grades if text_of[c] == "no active index generation)."]
+    assert fragment.startswith("api-reference:chunk:") and grades[fragment] == 0
