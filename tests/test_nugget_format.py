@@ -211,3 +211,22 @@ def test_the_audited_chunks_derive_what_their_text_says():
     grades, text_of = _bundled_fixed_64("techdocs", "Q046")
     [fragment] = [c for c in grades if text_of[c] == "no active index generation)."]
     assert fragment.startswith("api-reference:chunk:") and grades[fragment] == 0
+
+
+def test_rageval_qrels_refuses_bad_input_in_one_line(tmp_path, capsys):
+    folder = write_suite(tmp_path / "r", "1.1", region_and_nugget())
+    out, run = tmp_path / "q.trec", tmp_path / "run.trec"
+    run.write_text("q1 Q0 log:chunk:0 1 2.0 team\n")
+    assert main(["qrels", str(folder), "--passages", str(run), "-o", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"error: {run}: doc_id: 'log:chunk:0': is not a passage id `doc:span:start-end`"
+    )
+    run.write_text("q1 Q0 log:span:10-9000 1 2.0 team\n")
+    assert main(["qrels", str(folder), "--passages", str(run), "-o", str(out)]) == 2
+    assert "10..9000 is not a passage of 'log'" in capsys.readouterr().err
+    bad = "{strategy: fixed, size: 0}"
+    assert main(["qrels", str(folder), "--chunking", bad, "-o", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: --chunking: size:") and "\n" not in error
+    assert not out.exists()

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites.chunking import markdown_headers_of
-from rageval_pipeline.core.suites.golden import load_suite
+from rageval_pipeline.core.suites.golden import FORMAT_VERSION, load_suite
 
 KINDS = {
     ".md": "markdown",
@@ -190,7 +190,7 @@ def init_suite(
         raise InputError(target, "exists already: choose another --name or remove it")
     sources, skipped = scan(docs)
     suite = {
-        "version": "1.0",
+        "version": FORMAT_VERSION,
         "name": name,
         "description": description or f"{name}: {len(sources)} documents from {docs.name}/",
         "created_at": datetime.date.today().isoformat(),
