@@ -41,6 +41,8 @@ def reference_spans(
             "end": spans["end"].astype("int64"),
             "relevance": spans["relevance"].astype("int32"),
             "sha256": [content_hash(e) for e in excerpts],
+            "decisive_start": spans["start"].astype("int64"),
+            "decisive_end": spans["end"].astype("int64"),
         }
     )
 
@@ -73,6 +75,8 @@ def span(query: str, doc: str, first: int, last: int, grade: int) -> dict:
         end=end,
         relevance=grade,
         sha256=content_hash(DOCS[doc][start:end]),
+        decisive_start=start,
+        decisive_end=end,
     )
 
 
@@ -107,13 +111,13 @@ def test_fixed_windows_with_overlap_get_the_hand_computed_grades():
         # a:2 (4-7) holds 2/3 of the context a3-a5 (1) and 1/3 of a7-a9 (0): 1.
         ("q1", "a:chunk:2"): 1,
         ("q1", "a:chunk:3"): 1,  # a:3 (6-9) holds all of a7-a9
-        # Every window of c holds at most 4 of the section's 10 tokens, but is at least 3/4
-        # section: the section's grade. b is not judged for q1 at all.
-        ("q1", "c:chunk:0"): 2,
-        ("q1", "c:chunk:1"): 2,
-        ("q1", "c:chunk:2"): 2,
-        ("q1", "c:chunk:3"): 2,
-        ("q1", "c:chunk:4"): 2,
+        # Every window of c holds at most 4 of the nugget's 10 decisive tokens: a fragment of
+        # it, judged 0 however much of the window it fills. b is not judged for q1 at all.
+        ("q1", "c:chunk:0"): 0,
+        ("q1", "c:chunk:1"): 0,
+        ("q1", "c:chunk:2"): 0,
+        ("q1", "c:chunk:3"): 0,
+        ("q1", "c:chunk:4"): 0,
         ("q2", "a:chunk:0"): 2,  # a:1 does not reach token 0
         ("q2", "b:chunk:1"): 0,  # judged, not relevant; b:0 does not reach tokens 4-5
     }
@@ -125,7 +129,8 @@ def test_a_chunk_sharing_a_minority_of_a_span_and_being_a_minority_of_it_is_judg
     chunks = pd.DataFrame(
         [dict(id="x", doc_id="a", start=0, end=8)]  # tokens a0-a2
     )
-    wide = SPANS.iloc[[0]].assign(start=6, end=29)  # tokens a2-a9: x shares 1 of 8, 1 of x's 3
+    # Tokens a2-a9, decisive in whole: x shares 1 of 8, 1 of x's 3.
+    wide = SPANS.iloc[[0]].assign(start=6, end=29, decisive_start=6, decisive_end=29)
     derived = derive_qrels(wide, chunks, Tokens.of(corpus()))
     assert derived[["doc_id", "relevance"]].values.tolist() == [["x", 0]]
 

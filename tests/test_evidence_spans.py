@@ -3,7 +3,6 @@ inside it, the derived rule for small chunks, and what the measures count as evi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +19,6 @@ from rageval_pipeline.core.suites.loaders import suite_spans, suite_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 TECHDOCS = ROOT / "data" / "suites" / "techdocs"
-ROUND_1 = ROOT / "tests" / "fixtures" / "spans" / "techdocs-chunk-judgments.json"
 
 # One document of 60 numbered three-character tokens: token i is characters 4i..4i+3.
 TOKENS = 60
@@ -160,10 +158,10 @@ def test_techdocs_sentence_chunks_are_graded_by_their_evidence():
     """Q012 ("What does the service verify before it is allowed to receive traffic?") with
     32-word sentence chunks: the `/healthz` look-alike sentence inside the relevant section
     earned 3 from the section span of round 1; the evidence spans give it 0 and the answering
-    `/readyz` sentence 3. Q002 with 128-word chunks: the chunk holding the answer earned 1
-    beside a neighbour of 3; it earns 3. At 32 and 128 words, every chunk holding an evidence
-    span whole earns at least its grade, and a chunk holding no evidence of a query earns 0
-    for it."""
+    `/readyz` sentence 3. Q002 with 128-word chunks: the chunk holding the answer (round 1's
+    sections gave it 1 beside a neighbour of 3) earns 3. At 32 and 128 words, every chunk
+    holding an evidence span whole earns at least its grade, and a chunk holding no evidence
+    of a query earns 0 for it."""
     suite = load_suite(TECHDOCS)
     spans = suite_spans(suite)
     corpus, chunks, text_of = _sentences(32)
@@ -171,17 +169,6 @@ def test_techdocs_sentence_chunks_are_graded_by_their_evidence():
     readyz = _chunk(text_of, "`/readyz` is the readiness check")
     got = _derived(spans, corpus, chunks)
     assert (got["Q012", healthz], got["Q012", readyz]) == (0, 3)
-    # Round 1's section spans, under the same rule, gave the look-alike the section's 3.
-    round_1 = json.loads(ROUND_1.read_text())
-    old = pd.DataFrame(
-        [
-            dict(split="test", query_id=q, doc_id=e.doc_id, start=e.start, end=e.end, relevance=g)
-            for q in ("Q002", "Q012")
-            for target, g in round_1[q]["judgments"].items()
-            for e in [suite.reference.span_of(target)]
-        ]
-    )
-    assert _derived(old, corpus, chunks)["Q012", healthz] == 3
     evidence = spans[spans["relevance"] >= 1]
     for size in (32, 128):
         if size != 32:
@@ -189,10 +176,7 @@ def test_techdocs_sentence_chunks_are_graded_by_their_evidence():
             got = _derived(spans, corpus, chunks)
             # Q002 (rate limits): the first 128 words of rate-limiting hold the answer, which
             # round 1's sections graded 1 beside a neighbour of 3; its evidence gives it 3.
-            before = _derived(old, corpus, chunks)
-            answer, beside = "rate-limiting:chunk:0", "rate-limiting:chunk:1"
-            assert (before["Q002", answer], before["Q002", beside]) == (1, 3)
-            assert got["Q002", answer] == 3
+            assert got["Q002", "rate-limiting:chunk:0"] == 3
         pairs = evidence.merge(chunks, on="doc_id", suffixes=("", "_chunk"))
         held = pairs[
             (pairs["start_chunk"] <= pairs["start"]) & (pairs["end"] <= pairs["end_chunk"])

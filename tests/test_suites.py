@@ -91,7 +91,10 @@ def write(tmp_path: Path, suite: dict, name: str = "case.json") -> Path:
             "grade_out_of_range.json",
             'queries[0].judgments["guide"]: grade must be 0, 1, 2 or 3 (got 4)',
         ),
-        ("unknown_version.json", 'version: unknown suite format version "2.0" (known: "1.0")'),
+        (
+            "unknown_version.json",
+            'version: unknown suite format version "2.0" (known: "1.0", "1.1")',
+        ),
         ("no_documents.json", "documents: must not be empty"),
         (
             "primary_not_top_graded.json",
@@ -178,7 +181,7 @@ def query(suite):
     [
         (
             lambda s: s.update(version=1.0),
-            'version: unknown suite format version 1.0 (known: "1.0")',
+            'version: unknown suite format version 1.0 (known: "1.0", "1.1")',
         ),
         (lambda s: s.pop("version"), "version: field required"),
         (lambda s: s.update(extra=1), "extra: unknown field"),

@@ -29,17 +29,20 @@ def rewrite_suite(
     suite_file: Path,
     edit: Callable[[dict[str, dict[str, Any]]], None],
     refuse: Callable[[Suite], list[str]] | None = None,
+    version: str | None = None,
 ) -> list[str]:
-    """Apply `edit` to the suite file's queries (raw, by id), check that the result is a valid
-    suite, and replace the file atomically; the problems `refuse` finds in the edited suite
-    instead, with nothing written. JSON keeps its key order and indentation; YAML is
-    re-dumped (comments are lost)."""
+    """Apply `edit` to the suite file's queries (raw, by id) and write `version` (when given)
+    as its format version, check that the result is a valid suite, and replace the file
+    atomically; the problems `refuse` finds in the edited suite instead, with nothing written.
+    JSON keeps its key order and indentation; YAML is re-dumped (comments are lost)."""
     try:  # (read as every user file is: a regular file within its limit)
         text = read_text(suite_file)
     except ValueError as exc:
         raise InputError(suite_file, str(exc)) from None
     raw = json.loads(text) if suite_file.suffix == ".json" else yaml.safe_load(text)
-    edit({q["id"]: q for q in raw["queries"]})
+    edit({q["id"]: q for q in raw.get("queries") or []})
+    if version is not None:
+        raw["version"] = version
     if suite_file.suffix == ".json":
         out = json.dumps(raw, indent=_json_indent(text), ensure_ascii=False)
         out += "\n" if text.endswith("\n") else ""

@@ -1,4 +1,5 @@
-"""Rewriting a suite's chunk-id judgments as evidence spans (`rageval spans convert`).
+"""Rewriting a suite's chunk-id judgments as evidence spans (`rageval spans convert`), and a
+suite of format 1.0 as one of nuggets, 1.1 (`rageval spans nuggets`).
 
 Each chunk-id judgment becomes the exact span of its chunk under the suite's reference
 chunking (the chunk's character extent in the document, `core.suites.spans.chunk_extents`), so the
@@ -6,6 +7,10 @@ chunk-level qrels the converted suite gives under the reference chunking are the
 before, and its judgments survive re-chunking and edits. `top_1_chunk` becomes `top_1_span`
 the same way; spans whose text moved get the offsets where it is now. Document-level judgments
 name no excerpt and stay as they are.
+
+Format 1.1 reads each span's grade as its own (a nugget's). A 1.0 suite's evidence spans carry
+their target's grade, so the version is bumped with every grade as it was: the chunk grades it
+derives are unchanged until the nuggets are re-judged one by one (docs/suite-format.md).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any, NamedTuple
 
 from rageval_pipeline.core.curation.rewrite import rewrite_suite
 from rageval_pipeline.core.suites.evidence import span_entry
-from rageval_pipeline.core.suites.golden import Suite, load_suite
+from rageval_pipeline.core.suites.golden import FORMAT_VERSION, Suite, load_suite
 
 
 class Conversion(NamedTuple):
@@ -81,3 +86,14 @@ def convert_suite(suite_file: Path) -> Conversion:
     found: list[Conversion] = []
     rewrite_suite(suite_file, lambda raw_queries: found.append(convert_queries(suite, raw_queries)))
     return found[0]
+
+
+def to_nuggets(suite_file: Path) -> int | None:
+    """Bump a suite of format 1.0 to 1.1 in place, every span keeping its grade (validated
+    before it is replaced); the number of spans graded >= 1, now nuggets to re-judge, or None
+    when the suite is at the current version already."""
+    suite = load_suite(suite_file)
+    if suite.version == FORMAT_VERSION:
+        return None
+    rewrite_suite(suite_file, lambda _: None, version=FORMAT_VERSION)
+    return sum(span.grade >= 1 for query in suite.queries for span in query.spans)

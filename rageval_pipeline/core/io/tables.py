@@ -60,6 +60,9 @@ SPANS = pa.schema(
         ("end", pa.int64()),
         ("relevance", pa.int32()),
         ("sha256", pa.string()),
+        # The nugget's decisive part (core.suites.derived); the whole span when none is given.
+        ("decisive_start", pa.int64()),
+        ("decisive_end", pa.int64()),
     ]
 )
 

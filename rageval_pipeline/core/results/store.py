@@ -33,7 +33,7 @@ from rageval_pipeline.core.measures.spans import evaluate_spans
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.warehouse import write_parquet, write_text
 from rageval_pipeline.core.suites.conventions import drop_identical_ids
-from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
+from rageval_pipeline.core.suites.derived import EvidenceSet
 
 # Bump when what `measure_run`/`store_results` produce changes: part of metrics' code version.
 # 2: coverage counted at the judged level; suite, machine, timed latency. 3: span measures, and
@@ -100,8 +100,7 @@ def measure_run(
     if chunk_level and (qrels["level"] == "chunk").any():
         level, judged, ranked = "chunk", qrels, run
     elif evidence is not None and evidence.chunked:
-        derived = derive_qrels(evidence.spans, evidence.units, evidence.tokens)
-        level, judged, ranked = "chunk", derived, run
+        level, judged, ranked = "chunk", evidence.qrels(), run
     else:
         level, judged, ranked = "document", documents, to_document_level(run)
     parsed = [parse_measure(m) for m in measures]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple
 
 import pandas as pd
@@ -172,22 +172,35 @@ def _windows(text: str, size: int, overlap: int) -> list[Piece]:
     return out
 
 
-def _markdown_sections(text: str) -> tuple[list[tuple[int, int]], list[str]]:
-    """(extents, texts) of the header sections; a text joins its lines with "\\n"."""
-    sections: list[list[str]] = [[]]
-    extents = [[0, 0]]
+def _marked_lines(text: str) -> Iterator[tuple[str, int, bool]]:
+    """Each line of a Markdown text, its length with its line end, and whether it is a header
+    (`#`..`######` and a space, outside a ``` fence): the one reading of headers that sections
+    (`markdown_headers`) and titles (`markdown_headers_of`) share."""
     in_fence = False
-    cursor = 0
     # Both splittings cut at the same line boundaries; keepends gives each line's length.
     for line, kept in zip(text.splitlines(), text.splitlines(keepends=True), strict=True):
         if _FENCE.match(line):
             in_fence = not in_fence
-        elif not in_fence and _HEADER.match(line):
+        yield line, len(kept), not in_fence and _HEADER.match(line) is not None
+
+
+def markdown_headers_of(text: str) -> list[str]:
+    """The header lines of a Markdown text, in order, fenced code left out."""
+    return [line for line, _, header in _marked_lines(text) if header]
+
+
+def _markdown_sections(text: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """(extents, texts) of the header sections; a text joins its lines with "\\n"."""
+    sections: list[list[str]] = [[]]
+    extents = [[0, 0]]
+    cursor = 0
+    for line, length, header in _marked_lines(text):
+        if header:
             sections.append([])
             extents.append([cursor, cursor])
         sections[-1].append(line)
         extents[-1][1] = cursor + len(line)
-        cursor += len(kept)
+        cursor += length
     return [(a, b) for a, b in extents], ["\n".join(s) for s in sections]
 
 

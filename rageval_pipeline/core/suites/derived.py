@@ -1,4 +1,4 @@
-"""Evidence spans against any chunking: tokens, and the chunk grades derived from spans.
+"""Evidence spans against any chunking: tokens, and the chunk grades derived from nuggets.
 
 A token is a whitespace token of a document's text: a maximal run of non-whitespace
 characters (`\\S+`, the tokens of `str.split()`), identified by its position in the document.
@@ -7,21 +7,25 @@ shares at least one character with, so a boundary that cuts a word keeps the wor
 Counting tokens rather than characters keeps the numbers independent of whitespace and
 formatting, and judges of a suite can count them by hand.
 
-The derivation rule (docs/suite-format.md): a chunk that shares a token with a judged span of a
-query is judged for that query. Its grade is the highest grade of the spans it *matches*: it
-shares at least `MATCH` (half) of the span's tokens, or the span fills at least half of the
-chunk's tokens. Any other overlap grades it 0. The first arm credits a large chunk that holds
-most of a short answer; the second a small chunk inside a long relevant section, which the first
-would never credit.
+A query's spans are its judged regions (grade 0: text the judge read and found no answer in)
+and its nuggets (grade >= 1: one fact each, graded by how much of the answer it carries). Each
+nugget has a *decisive part*: the words that carry the answer, written as the span's
+`decisive` quote, else the whole nugget (docs/suite-format.md). The derivation rule:
 
-Spans are evidence: a judged target is its whole text at grade 0 (the judged region) with the
-evidence spans inside it at their grades (docs/suite-format.md). So a small chunk of a relevant
-section that holds no evidence matches only the region and earns 0, while a chunk holding an
-evidence span whole earns at least its grade: a chunk that holds the answer earns at least the
-grade of a chunk that only sits beside it (tests/test_evidence_spans.py; with whole sections as
-spans the rule gave a `/healthz` look-alike sentence its section's 3). Under a reference
-chunking whose chunks share no token, a chunk's derived grade is the highest grade of the spans
-inside it: its judged grade (`reference_grades`).
+- a chunk sharing a token with any span of a query is judged for that query; text no span
+  covers is unjudged, so an answer the judge did not read is never an explicit 0;
+- it earns a nugget's grade when it holds at least half (`DECISIVE`) of the tokens of the
+  nugget's decisive part; a grade is never earned for the rest of a nugget, so a fragment of a
+  few tokens earns nothing unless they are the decisive words, and a nugget cut by a chunk
+  boundary goes to the side holding (most of) its decisive words, to both when they hold
+  exactly half each or overlap holds them all;
+- its grade is the highest it earns, else 0.
+
+So a chunk holding a whole grade-g nugget earns at least g, a chunk holding no decisive token
+earns 0, and moving a chunk boundary by one token changes a grade only when the token is
+decisive (tests/test_nugget_grades.py). Under a reference chunking whose chunks share no
+token, a chunk holding its nuggets whole earns the highest of their grades: its judged grade
+(`reference_grades`).
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ from rageval_pipeline.core.io.chunk_ids import chunk_id
 from rageval_pipeline.core.suites.chunking import TOKEN, ChunkingConfig, chunk_once
 from rageval_pipeline.core.suites.passages import passage_units
 
-# The share of the span's tokens (or of the chunk's) that a chunk must hold to earn the span's
-# grade: a majority, so a chunk earns a grade only for evidence it mostly holds or mostly is.
-MATCH = 0.5
+# The share of a nugget's decisive tokens a chunk must hold to earn its grade: at least half,
+# so a decisive part cut in two goes to the side holding more of it (to both at an even cut).
+DECISIVE = 0.5
 
 
 @dataclass(frozen=True)
@@ -73,14 +77,24 @@ class Tokens:
         return first, np.maximum(first, stop)
 
 
+def decisive_extents(spans: pd.DataFrame) -> pd.DataFrame:
+    """doc_id, start, end of each span's decisive part: its `decisive_start`..`decisive_end`
+    when the table has them (SPANS does), else the whole span."""
+    start = spans["decisive_start"] if "decisive_start" in spans else spans["start"]
+    end = spans["decisive_end"] if "decisive_end" in spans else spans["end"]
+    return pd.DataFrame({"doc_id": spans["doc_id"], "start": start, "end": end})
+
+
 def derive_qrels(spans: pd.DataFrame, units: pd.DataFrame, tokens: Tokens) -> pd.DataFrame:
     """Chunk-level QRELS for `units` (id, doc_id, start, end: the chunks of any chunking) from
     judged SPANS, by the module's rule: every chunk sharing a token with a query's span is
-    judged for that query."""
+    judged for that query, and earns the grade of each nugget whose decisive part it holds at
+    least half of."""
     span_first, span_stop = tokens.ranges(spans)
+    key_first, key_stop = tokens.ranges(decisive_extents(spans))
     chunk_first, chunk_stop = tokens.ranges(units)
-    left = spans.assign(s_first=span_first, s_stop=span_stop)[
-        ["split", "query_id", "doc_id", "relevance", "s_first", "s_stop"]
+    left = spans.assign(s_first=span_first, s_stop=span_stop, k_first=key_first, k_stop=key_stop)[
+        ["split", "query_id", "doc_id", "relevance", "s_first", "s_stop", "k_first", "k_stop"]
     ]
     right = units.assign(c_first=chunk_first, c_stop=chunk_stop)[
         ["id", "doc_id", "c_first", "c_stop"]
@@ -89,11 +103,13 @@ def derive_qrels(spans: pd.DataFrame, units: pd.DataFrame, tokens: Tokens) -> pd
     shared = np.minimum(pairs["s_stop"], pairs["c_stop"]) - np.maximum(
         pairs["s_first"], pairs["c_first"]
     )
-    pairs = pairs[shared > 0].assign(shared=shared[shared > 0])
-    matched = (pairs["shared"] >= MATCH * (pairs["s_stop"] - pairs["s_first"])) | (
-        pairs["shared"] >= MATCH * (pairs["c_stop"] - pairs["c_first"])
+    pairs = pairs[shared > 0]
+    decisive = (pairs["k_stop"] - pairs["k_first"]).to_numpy()
+    held = np.minimum(pairs["k_stop"], pairs["c_stop"]) - np.maximum(
+        pairs["k_first"], pairs["c_first"]
     )
-    pairs = pairs.assign(relevance=pairs["relevance"].where(matched, 0))
+    earned = (held.to_numpy() > 0) & (held.to_numpy() >= DECISIVE * decisive)
+    pairs = pairs.assign(relevance=pairs["relevance"].where(earned, 0))
     keys = ["split", "query_id", "id"]
     graded = pairs.groupby(keys, as_index=False, sort=True)["relevance"].max()
     return pd.DataFrame(
@@ -108,16 +124,17 @@ def derive_qrels(spans: pd.DataFrame, units: pd.DataFrame, tokens: Tokens) -> pd
 
 
 def reference_grades(
-    evidence: Mapping[str, list[tuple[str, int, int, int]]],
+    evidence: Mapping[str, list[tuple[str, int, int, int, int, int]]],
     extents: Mapping[str, list[tuple[int, int]]],
     texts: Mapping[str, str],
 ) -> dict[str, dict[str, int]]:
     """Query -> reference chunk id -> derived grade, from each query's spans (document,
-    start, end, grade) and the reference chunking's extents per document (chunk n of `doc` is
-    `doc:chunk:n`): the module's rule, as for any chunking."""
+    start, end, grade, and the start and end of its decisive part) and the reference
+    chunking's extents per document (chunk n of `doc` is `doc:chunk:n`): the module's rule, as
+    for any chunking."""
+    columns = ["query_id", "doc_id", "start", "end", "relevance", "decisive_start", "decisive_end"]
     spans = pd.DataFrame(
-        [(query, *span) for query, spans in evidence.items() for span in spans],
-        columns=["query_id", "doc_id", "start", "end", "relevance"],
+        [(query, *span) for query, spans in evidence.items() for span in spans], columns=columns
     ).assign(split="test")
     units = pd.DataFrame(
         [
@@ -189,6 +206,11 @@ class EvidenceSet:
             return self
         units = pd.concat([self.units, found], ignore_index=True) if self.chunked else found
         return replace(self, units=units, chunked=True)
+
+    def qrels(self) -> pd.DataFrame:
+        """The chunk-level QRELS its spans derive for its units: what a run of them is judged
+        by in the pipeline, and what `rageval qrels` writes."""
+        return derive_qrels(self.spans, self.units, self.tokens)
 
 
 def suite_evidence(

@@ -18,7 +18,13 @@ from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.derived import reference_grades
 from rageval_pipeline.core.suites.fields import Grade, Id, StrictModel
 from rageval_pipeline.core.suites.matching import MatchMode, TargetError, resolve
-from rageval_pipeline.core.suites.spans import Drift, anchor, chunk_extents, span_sha256
+from rageval_pipeline.core.suites.spans import (
+    Drift,
+    anchor,
+    chunk_extents,
+    locate_quote,
+    span_sha256,
+)
 
 Sha256 = Annotated[
     str,
@@ -42,10 +48,30 @@ class Span(StrictModel):
 
 
 class SpanJudgment(Span):
-    """A graded evidence span of a query."""
+    """A graded span of a query: a judged region (grade 0) or a nugget (grade >= 1), graded by
+    how much of the answer it carries."""
 
     grade: Grade
     primary: bool = Field(False, description="the query's primary evidence (highest grade)")
+    decisive: str | None = Field(
+        None,
+        min_length=1,
+        description="a nugget's decisive words, quoted from its text (default: the whole span)",
+    )
+
+    @model_validator(mode="after")
+    def _decisive_on_nuggets(self) -> SpanJudgment:
+        if self.decisive is not None and self.grade == 0:
+            raise rule(("decisive",), "a judged region (grade 0) has no decisive part")
+        return self
+
+    def decisive_part(self, text: str, evidence: Evidence) -> tuple[int, int]:
+        """[start, end) of the decisive part in the document `text` where the span is now:
+        its `decisive` quote located inside the span, else the whole span. QuoteError when the
+        quote is not in the span's text or is there more than once."""
+        if self.decisive is None:
+            return evidence.start, evidence.end
+        return locate_quote(text, self.decisive, evidence.start, evidence.end)
 
 
 def check_primary(spans: Sequence[SpanJudgment], primary: str | None, best: int) -> None:
@@ -145,21 +171,23 @@ class Reference:
         return chunk_id(doc_id, shared.index(max(shared)))
 
     def derived(
-        self, spans: Mapping[str, Sequence[tuple[Evidence, int, str]]]
+        self, spans: Mapping[str, Sequence[tuple[Evidence, int, str, tuple[int, int]]]]
     ) -> dict[str, list[tuple[str, int]]]:
         """Query -> (reference chunk, grade) of every chunk its spans (evidence, grade, the
-        chunk it names) judge, graded by the one rule that derives chunk grades from spans for
-        any chunking (`core.suites.derived`), in the order of the spans naming them, then in
-        reference order. A chunk's grade is the highest grade of the spans it matches: under
-        sections (chunks sharing no token), that of the evidence inside it, the judged grade."""
+        chunk it names, the extent of its decisive part) judge, graded by the one rule that
+        derives chunk grades from nuggets for any chunking (`core.suites.derived`), in the order
+        of the spans naming them, then in reference order. Under sections (chunks sharing no
+        token) a chunk's grade is that of the nuggets inside it, the judged grade."""
         if not spans:
             return {}
-        evidence = {q: [(*e[:3], grade) for e, grade, _ in rows] for q, rows in spans.items()}
+        evidence = {
+            q: [(*e[:3], grade, *key) for e, grade, _, key in rows] for q, rows in spans.items()
+        }
         grades = reference_grades(evidence, self.extents, self.texts)
         out = {}
         for query, rows in spans.items():
             named: dict[str, int] = {}
-            for _, _, chunk in rows:
+            for _, _, chunk, _ in rows:
                 named.setdefault(chunk, len(named))
             mine = grades.get(query, {})
             out[query] = sorted(mine.items(), key=lambda item: named.get(item[0], len(named)))

@@ -37,8 +37,13 @@ from rageval_pipeline.core.suites.matching import (
     resolve_target,
     split_chunk_id,
 )
+from rageval_pipeline.core.suites.spans import QuoteError
 
-FORMAT_VERSION = "1.0"
+# 1.1: each span's grade is its own (a nugget's, by how much of the answer it carries), and a
+# nugget may quote its decisive words; 1.0 spans carried their target's grade, and are read
+# as nuggets graded so until re-judged (`rageval spans nuggets` bumps the version).
+FORMAT_VERSIONS = ("1.0", "1.1")
+FORMAT_VERSION = FORMAT_VERSIONS[-1]
 SUITE_FILES = ("suite.json", "suite.yaml", "suite.yml")
 
 
@@ -67,6 +72,7 @@ class Query(StrictModel):
     _ids: dict[str, str] = PrivateAttr(default_factory=dict)  # target as written -> resolved id
     _top_1_chunk_id: str | None = PrivateAttr(None)
     _evidence: list[Evidence] = PrivateAttr(default_factory=list)  # per span, where it is now
+    _decisive: list[tuple[int, int]] = PrivateAttr(default_factory=list)  # per span, its extent
     _derived: list[tuple[str, int]] = PrivateAttr(default_factory=list)  # spans' chunk grades
     _moves: list[Move] = PrivateAttr(default_factory=list)
 
@@ -157,6 +163,21 @@ class Query(StrictModel):
             self._evidence = [evidence for _, evidence, _ in placed[: len(self.spans)]]
         elif self.level == "chunk":  # chunk-id judgments: their exact spans
             self._evidence = [reference.span_of(chunk) for chunk, _ in self.qrels]
+        self._decisive = [self._decisive_part(reference, n, at) for n in range(len(self._evidence))]
+
+    def _decisive_part(
+        self, reference: Reference, index: int, at: tuple[str, int]
+    ) -> tuple[int, int]:
+        """The extent of span `index`'s decisive part (a chunk-id judgment's: its whole chunk)."""
+        evidence = self._evidence[index]
+        if not self.spans:
+            return evidence.start, evidence.end
+        span = self.spans[index]
+        try:
+            return span.decisive_part(reference.texts[evidence.doc_id], evidence)
+        except QuoteError as error:
+            where = f"query {self.id}, document {span.doc!r}, span {span.start}-{span.end}"
+            raise rule((*at, "spans", index, "decisive"), f"{where}: {error}") from None
 
     @property
     def level(self) -> Level:
@@ -195,6 +216,11 @@ class Query(StrictModel):
         return list(zip(self._evidence, self.grades, strict=True))
 
     @property
+    def decisive(self) -> list[tuple[int, int]]:
+        """[start, end) of each of `evidence`'s decisive part (core.suites.derived), in order."""
+        return list(self._decisive)
+
+    @property
     def primary_id(self) -> str | None:
         if self.spans:
             return next((self.span_target(i) for i, s in enumerate(self.spans) if s.primary), None)
@@ -214,12 +240,12 @@ class Distinct(StrictModel):
 
 
 class Suite(StrictModel):
-    """A golden suite, format 1.0: documents, queries and graded judgments."""
+    """A golden suite, format 1.1 (or 1.0): documents, queries and graded judgments."""
 
     schema_: str | None = Field(
         None, alias="$schema", description="optional: path or URL of suite.schema.json, for editors"
     )
-    version: Literal["1.0"]
+    version: Literal["1.0", "1.1"]
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="= the folder name")
     description: str
     created_at: datetime.date
@@ -270,6 +296,12 @@ class Suite(StrictModel):
         )
         for index, query in enumerate(self.queries):
             query._resolve(self._reference, ("queries", index))
+        if self.version == "1.0":
+            for index, query in enumerate(self.queries):
+                marked = next((n for n, s in enumerate(query.spans) if s.decisive), None)
+                if marked is not None:
+                    problem = "needs suite format 1.1 (`rageval spans nuggets` converts)"
+                    raise rule(("queries", index, "spans", marked, "decisive"), problem)
         self._derive()
         for index, pair in enumerate(self.distinct):
             for side, target in enumerate(pair.targets):
@@ -283,7 +315,10 @@ class Suite(StrictModel):
         """Each span-judged query's reference chunks and their derived grades, all at once."""
         by_span = {q.id: q for q in self.queries if q.spans}
         named = {
-            i: [(*eg, q.span_target(n)) for n, eg in enumerate(q.evidence)]
+            i: [
+                (*eg, q.span_target(n), key)
+                for n, (eg, key) in enumerate(zip(q.evidence, q.decisive, strict=True))
+            ]
             for i, q in by_span.items()
         }
         for query_id, chunks in self.reference.derived(named).items():
@@ -374,8 +409,8 @@ def _parse_suite(file: Path) -> Suite:
         raise document.error((), "the top level must be an object")
     if "version" not in raw:
         raise document.error(("version",), "field required")
-    if raw["version"] != FORMAT_VERSION:
-        known = quote_json(FORMAT_VERSION)
+    if raw["version"] not in FORMAT_VERSIONS:
+        known = ", ".join(map(quote_json, FORMAT_VERSIONS))
         problem = f"unknown suite format version {quote_json(raw['version'])} (known: {known})"
         raise document.error(("version",), problem)
     context = {

@@ -25,7 +25,7 @@ from rageval_pipeline.core.suites.golden import SUITE_FILES, Suite, load_suite
 
 # The version of what this module and core.io.beir produce from a dataset folder (columns, types,
 # normalisation): the ingestion assets' code version. Bump it when they change their output.
-LOADER_VERSION = "loaders.1"
+LOADER_VERSION = "loaders.2"  # 2: SPANS carry each nugget's decisive extent
 _QUERY_ATTRIBUTES = ("intent", "category", "difficulty", "query_type")
 
 
@@ -91,10 +91,42 @@ def suite_spans(suite: Suite) -> pd.DataFrame:
     exact span; document-level judgments name no excerpt and have none."""
     rows = [
         dict(split="test", query_id=q.id, relevance=grade, **span._asdict())
+        | dict(decisive_start=key[0], decisive_end=key[1])
         for q in suite.queries
-        for span, grade in q.evidence
+        for (span, grade), key in zip(q.evidence, q.decisive, strict=True)
     ]
     return _frame(rows, tables.SPANS)
+
+
+def suite_qrels(
+    suite: Suite,
+    *,
+    chunking: ChunkingConfig | None = None,
+    run: pd.DataFrame | None = None,
+    source: str | Path | None = None,
+) -> pd.DataFrame:
+    """The chunk-level QRELS a suite's spans derive (`EvidenceSet.qrels`, what the pipeline
+    judges a run by) for the chunks of `chunking` (`reference`: the suite's own), or for the
+    passages `run` (read from `source`) names; a run id that is no passage of the suite is
+    refused in one line."""
+    from rageval_pipeline.core.suites.chunking import chunk_once
+    from rageval_pipeline.core.suites.derived import EvidenceSet
+    from rageval_pipeline.core.suites.passages import Locator, split_passage_id
+
+    corpus = suite_tables(suite).corpus
+    spans = suite_spans(suite)
+    if chunking is not None:
+        chunks = chunk_once(corpus, chunking.resolve(suite.chunking))
+        return EvidenceSet.of(spans, corpus, chunks).qrels()
+    assert run is not None
+    locator = Locator(corpus)
+    for doc_id in run["doc_id"].dropna().astype(str).unique():
+        parts = split_passage_id(doc_id)
+        problem = "is not a passage id `doc:span:start-end`" if parts is None else None
+        problem = problem or locator.extent(*parts)
+        if problem is not None:
+            raise InputError(source, f"{doc_id!r}: {problem}", field="doc_id")
+    return EvidenceSet.of(spans, corpus, None).with_passages(run).qrels()
 
 
 def span_moves(folder: Path) -> list[str]:

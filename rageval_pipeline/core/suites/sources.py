@@ -12,7 +12,8 @@ Every Markdown (`.md`, `.markdown`), plain text (`.txt`), HTML (`.html`, `.htm`)
   headers and footers are dropped. The title is `<title>`, else the first `<h1>`.
 - PDF is read with pypdf (pure Python, maintained by the py-pdf organisation): each page's text
   becomes a `## Page n` section, so a page is a reference chunk.
-- Markdown keeps its text; its title is its first `# ` header, else the file name.
+- Markdown keeps its text; its title is its first `# ` header outside code fences, else its
+  first header of any level there, else the file name.
 
 The folder is read by `core.io.walk`: nothing from outside it (a symlink out is refused
 unless links are followed on the user's word), no special file opened, files, bytes, HTML size
@@ -40,7 +41,8 @@ from rageval_pipeline.core.errors import InputError, printable
 from rageval_pipeline.core.io.beir import BEIR_MD5
 from rageval_pipeline.core.io.bounds import file_limits
 from rageval_pipeline.core.io.walk import Deadline, Found, Progress, Walked, walk
-from rageval_pipeline.core.suites.golden import load_suite
+from rageval_pipeline.core.suites.chunking import markdown_headers_of
+from rageval_pipeline.core.suites.golden import FORMAT_VERSION, load_suite
 
 KINDS = {
     ".md": "markdown",
@@ -150,8 +152,12 @@ def pdf_to_markdown(path: Path, data: bytes, deadline: Deadline | None = None) -
 
 
 def _markdown_title(text: str) -> str:
-    found = re.search(r"^# (.+)$", text, re.MULTILINE)
-    return found[1].strip() if found else ""
+    """The first `# ` header outside code fences, else the first header of any level there
+    ("" when there is none: the file name is the title). A `# comment` in a fenced shell or
+    Python block is code, not a heading."""
+    headers = markdown_headers_of(text)
+    first = next((h for h in headers if h.startswith("# ")), headers[0] if headers else "")
+    return first.lstrip("#").strip()
 
 
 def read_source(walked: Walked, found: Found, deadline: Deadline | None = None) -> Source:
@@ -243,7 +249,7 @@ def init_suite(
         raise InputError(target, "exists already: choose another --name or remove it")
     sources, skipped = scan(docs, follow_links=follow_links, log=log)
     suite = {
-        "version": "1.0",
+        "version": FORMAT_VERSION,
         "name": name,
         "description": description or f"{name}: {len(sources)} documents from {docs.name}/",
         "created_at": datetime.date.today().isoformat(),
