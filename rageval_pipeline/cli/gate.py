@@ -47,6 +47,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "of docs/gate.md)",
     )
     parser.add_argument(
+        "--baseline-policy",
+        metavar="FILE",
+        help="the gate policy the baseline was judged under (e.g. the file on the target "
+        "branch): a looser --policy blocks with a `policy` check naming each loosened field",
+    )
+    parser.add_argument(
         "--dataset", metavar="NAME", help="whose policy rules apply (default: the qrels' stem)"
     )
     parser.add_argument(
@@ -69,15 +75,16 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_gate, refuse=parser.error)
 
 
-def _policy(args: argparse.Namespace, dataset: str) -> GatePolicy:
-    """The policy file's rules, with `statistics.rule: ppi` for the dataset under
-    `--llm-qrels`: LLM labels given for a gate are there to decide it."""
+def _policy(args: argparse.Namespace, dataset: str, given: str | None) -> GatePolicy:
+    """The policy file's rules (`given`, else the data folder's, else the defaults), with
+    `statistics.rule: ppi` for the dataset under `--llm-qrels`: LLM labels given for a gate
+    are there to decide it."""
     from rageval_pipeline.core.gate import GatePolicy, load_policy
     from rageval_pipeline.core.io import paths
 
     default = paths.data_dir() / "gate.yaml"
-    if args.policy is not None:
-        policy = load_policy(Path(args.policy))
+    if given is not None:
+        policy = load_policy(Path(given))
     else:
         policy = load_policy(default) if default.is_file() else GatePolicy()
     if args.llm_qrels is None:
@@ -103,7 +110,10 @@ def run_gate(args: argparse.Namespace) -> int:
 
     dataset = args.dataset or Path(args.qrels).stem
     system = args.system or Path(args.run).stem
-    policy = _policy(args, dataset)
+    policy = _policy(args, dataset, args.policy)
+    # The baseline's policy: without --baseline-policy, the one judging the run, so nothing
+    # reads as loosened.
+    recorded = _policy(args, dataset, args.baseline_policy) if args.baseline_policy else None
     rules = policy.rules_for(dataset)
     wanted = args.measures or [*GATE_MEASURES, *(str(m) for m in rules.compare or ())]
     args.measures = list(dict.fromkeys(wanted))
@@ -141,7 +151,11 @@ def run_gate(args: argparse.Namespace) -> int:
     base, run = summaries
     if why := mixed_levels(base.level, run.level):
         raise InputError(args.run, why)
-    baseline = baseline_from_summary(base, note=f"the run file {args.baseline}")
+    baseline = baseline_from_summary(
+        base,
+        note=f"the run file {args.baseline}",
+        rules=None if recorded is None else recorded.rules_for(dataset),
+    )
     baselines = {(dataset, system): baseline}
     verdict = decide([run], baselines, policy)
     full = report.build_report(verdict, [run], baselines)

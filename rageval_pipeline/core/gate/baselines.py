@@ -12,7 +12,8 @@ from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.gate.decide import decide
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, worsening
 from rageval_pipeline.core.gate.models import FROM_FILE, Baseline, RunSummary, Verdict
-from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.gate.policy import GatePolicy, GateRules
+from rageval_pipeline.core.gate.policy_diff import recorded_policy
 from rageval_pipeline.core.gate.quality import compared_measures
 from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.measures.names import sort_key
@@ -22,9 +23,14 @@ from rageval_pipeline.core.storage.warehouse import write_text
 
 
 def baseline_from_summary(
-    summary: RunSummary, note: str | None = None, *, recorded_at: str | None = None
+    summary: RunSummary,
+    note: str | None = None,
+    *,
+    recorded_at: str | None = None,
+    rules: GateRules | None = None,
 ) -> Baseline:
-    """Turn a reviewed run into a baseline.
+    """Turn a reviewed run into a baseline, with the deciding policy of `rules` (the policy it
+    is recorded under) when given.
 
     `recorded_at` defaults to the run's own timestamp so that recording the same run twice
     writes the same file.
@@ -39,6 +45,7 @@ def baseline_from_summary(
         note=note,
         package_version=_package_version(),
         code_version=f"{summary.fingerprint}.{METRICS_VERSION}",
+        policy=None if rules is None else recorded_policy(summary, rules),
     )
 
 
@@ -84,11 +91,16 @@ def _round_floats(value: Any) -> Any:
     return value
 
 
+# Fields written only when set, so baselines recorded before them keep their bytes.
+_UNSET_OMITTED = ("policy",)
+
+
 def write_baseline(baseline: Baseline, path: Path) -> None:
     """Write with sorted keys, 2-space indent and 6-decimal floats, so diffs stay small; the
     PPI fields only when set, so baselines without LLM labels keep their bytes."""
     ppi = baseline.human_sample is not None or baseline.llm_per_query
     unused = set() if ppi else {"llm_per_query", "human_sample", "sample_per_query"}
+    unused |= {name for name in _UNSET_OMITTED if getattr(baseline, name) is None}
     data = _round_floats(baseline.model_dump(mode="json", exclude=unused))
     write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
@@ -199,5 +211,6 @@ def promote(
         worse = [] if old is None else worse_measures(summary, old, policy)
         plans.append((summary, Promotion(path, lines, worse)))
     for summary, promotion in plans:
-        write_baseline(baseline_from_summary(summary, note=note), promotion.path)
+        rules = policy.rules_for(summary.dataset)
+        write_baseline(baseline_from_summary(summary, note=note, rules=rules), promotion.path)
     return [promotion for _, promotion in plans]

@@ -24,6 +24,7 @@ from rageval_pipeline.core.gate.models import (
     Verdict,
 )
 from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.gate.policy_diff import deciding_policy, policy_check
 from rageval_pipeline.core.gate.ppi_rule import refusal as ppi_refusal
 from rageval_pipeline.core.gate.quality import (
     baseline_check,
@@ -132,8 +133,16 @@ def _decide_run(
     baseline = rerun_baseline(s, stored) if rerun else stored
     comparable = comparability(run, baseline)
     change = run_change(s, stored, across_levels=not comparable.refuses)
-    change = change.model_copy(update={"note": comparable.note(run.label)})
+    deciding = deciding_policy(
+        run.rules, compared_measures(run, stored) if stored else run.rules.compare or []
+    )
+    recorded = stored.policy if stored is not None else None
+    change = change.model_copy(
+        update={"note": comparable.note(run.label), "policy": deciding, "baseline_policy": recorded}
+    )
+    loosened = policy_check(run, deciding, recorded)
     checks, baseline = _baseline_status(run, baseline, change, comparable)
+    checks = [loosened, *checks] if loosened is not None else checks
     checks += [rule.check(run) for rule in comparable.limits(run.rules.limits())]
     worst: list[QueryRegression] = []
     coverage = unjudged_check(run, baseline if comparable.changed is None else None)

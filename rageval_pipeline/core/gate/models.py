@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from rageval_pipeline.core.gate.deciding import DecidingPolicy
 from rageval_pipeline.core.gate.decision import Resolution
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
@@ -40,6 +41,7 @@ CheckKind = Literal[
     "configuration",  # informational: the run's configuration differs from the baseline's
     "suite",  # the suite (queries, judgments, judged ids) changed: baseline not comparable
     "level",  # run and baseline scored at different levels (document vs chunk): refused
+    "policy",  # the deciding policy is looser than the one the baseline was recorded under
     "missing_baseline",  # no baseline for this run: only absolute limits apply
     "watched",  # a measure outside `compare` against the baseline: a warning when it moved
     "value",  # informational: a measure with nothing to compare against, shown in reports
@@ -172,6 +174,9 @@ class Baseline(_SummaryFields):
     note: str | None = None
     package_version: str | None = None  # rageval_pipeline's version that measured it
     code_version: str | None = None  # the metrics asset's code version (fingerprint.measures)
+    policy: DecidingPolicy | None = Field(
+        None, description="the deciding policy it was recorded under (None: not recorded)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Baseline:
@@ -275,6 +280,8 @@ class RunChange(BaseModel):
     # When the chunking or scoring level changed: what the verdict was decided on, in words
     # (`core.gate.comparable`); None when every measure was comparable.
     note: str | None = None
+    policy: DecidingPolicy | None = None  # the policy that decided the run
+    baseline_policy: DecidingPolicy | None = None  # the one its baseline was recorded under
 
 
 class QueryRegression(BaseModel):

@@ -22,7 +22,7 @@ SHOWN = 8  # moved measures on the first screen
 RunKey = tuple[str, str, str]
 # Checks about the comparison itself, not a measure that moved: said in the verdict, the
 # configuration diff and the next steps instead.
-_CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value"})
+_CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value", "policy"})
 _LIMIT_KINDS = frozenset({"threshold", "target", "latency"})  # a fixed limit, not a baseline
 
 
@@ -239,6 +239,24 @@ def _budget_blocks(verdict: Verdict) -> list[Block]:
     return [Bullets(notes), Table(header, rows, tones)]
 
 
+def _policy_blocks(verdict: Verdict) -> list[Block]:
+    """The deciding policy of each run (rule, alpha, inconclusive mode, compared measures with
+    their bands, spike and unjudged settings), and each field loosened since its baseline."""
+    lines = []
+    for r in verdict.changes:
+        if r.policy is None:
+            continue
+        since = ""
+        if r.baseline_policy is not None and r.baseline_policy.digest != r.policy.digest:
+            since = f" (the baseline's: {r.baseline_policy.digest})"
+        lines.append(
+            f"{r.dataset}/{r.system} decided under policy {r.policy.digest}{since}: "
+            f"{r.policy.describe()}."
+        )
+    loosened = [c.message for c in verdict.checks if c.kind == "policy"]
+    return ([Bullets(lines)] if lines else []) + ([Bullets(loosened)] if loosened else [])
+
+
 def _update(dataset: str, system: str, note: str) -> str:
     return f'rageval baseline update --dataset {dataset} --system {system} --note "{note}"'
 
@@ -266,6 +284,12 @@ def next_steps(report: Report) -> list[str]:
             steps.append(
                 f"{name} {state}: look at the worst queries in its details{first}, and at "
                 "its recommendations."
+            )
+        if any(c.kind == "policy" and not c.passed for c in checks):
+            steps.append(
+                f"{name}: the policy judging it is looser than its baseline's (above): revert "
+                "the loosened fields, or record their approval under `loosened:` in the "
+                "policy file for review."
             )
         noisy = [c for c in checks if c.inconclusive and c.kind in LATENCY_KINDS]
         if noisy:
@@ -355,6 +379,7 @@ def summary_blocks(report: Report) -> list[Block]:
                 Para(f"{verdict.summary} · evaluated {iso_date(verdict.created_at) or '–'}"),
                 Table(("Dataset", "System", "Verdict", "Compared with"), runs, tones),
                 *([Para("Scored " + ", ".join(filter(None, levels)) + ".")] if any(levels) else []),
+                *_policy_blocks(verdict),
                 *_budget_blocks(verdict),
             ],
         ),
