@@ -56,7 +56,7 @@ def test_flatten_and_config_changes_use_dotted_keys():
 def test_promote_refuses_worse_accepts_better_and_forced(tmp_path):
     policy = GatePolicy.model_validate({"version": 1})
     good = summary(0.8, {"chunking": {"size": 512}}, top={"q0": [{"id": "a", "grade": 2}]})
-    [(path, lines, worse)] = promote([good], tmp_path, policy)
+    [(path, lines, worse, *_)] = promote([good], tmp_path, policy)
     assert (lines, worse) == (["new baseline for d/s"], [])
     stored = load_baseline(path)
     assert stored.config == {"chunking": {"size": 512}} and stored.top["q0"][0].grade == 2
@@ -68,13 +68,13 @@ def test_promote_refuses_worse_accepts_better_and_forced(tmp_path):
     assert load_baseline(path) == stored  # nothing written
     with pytest.raises(InputError, match="--force needs --note"):
         promote([worse], tmp_path, policy, force=True)
-    [(_, lines, lower)] = promote([worse], tmp_path, policy, force=True, note="smaller chunks")
+    [(_, lines, lower, *_)] = promote([worse], tmp_path, policy, force=True, note="smaller chunks")
     assert "chunking.size: 512 -> 256" in lines and "nDCG@10: 0.8000 -> 0.5000 (-0.3000)" in lines
     assert lower == ["nDCG@10: 0.8 -> 0.5"]
     assert load_baseline(path).note == "smaller chunks"
 
     better = summary(0.9, {"chunking": {"size": 128}})
-    [(_, lines, lower)] = promote([better], tmp_path, policy)
+    [(_, lines, lower, *_)] = promote([better], tmp_path, policy)
     assert "nDCG@10: 0.5000 -> 0.9000 (+0.4000)" in lines and lower == []
 
 

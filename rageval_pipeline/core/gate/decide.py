@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rageval_pipeline.core.gate.anchoring import anchor_check
 from rageval_pipeline.core.gate.changes import describe, rerun_baseline, run_change
 from rageval_pipeline.core.gate.comparable import Comparability, comparability
 from rageval_pipeline.core.gate.coverage import explain_drops, unjudged_check
@@ -158,6 +159,8 @@ def _decide_run(
         if primary is not None:
             quality.append(spike_check(run, baseline, primary))
             worst = worst_queries(run, baseline, primary, worst_limit)
+            if baseline is stored and (held := anchor_check(run, stored, primary)) is not None:
+                quality.append(held)
         watched = comparable.watched(watched_measures(run, baseline, compared))
         watched_tests = paired_tests(run, baseline, watched)
         side = [watched_check(run, m, baseline, watched_tests.get(m)) for m in watched]

@@ -55,6 +55,7 @@ class DecidingPolicy(_Values):
     bands: dict[str, BandValues] = Field(default_factory=dict)
     spike: SpikeValues
     unjudged: UnjudgedValues
+    anchor_factor: float = 2.0  # the anchor's cumulative band, in bands
 
     @model_validator(mode="before")
     @classmethod
@@ -83,7 +84,8 @@ class DecidingPolicy(_Values):
             f"{'blocks' if self.inconclusive == 'block' else 'warns'}; compared "
             f"{bands or 'nothing'}; spike: {spike.drop:g} drop on over {spike.share:.0%} of "
             f"queries blocks; unjudged {unjudged.measure} -{unjudged.drop:g} "
-            f"{'blocks' if unjudged.blocking else 'warns'}"
+            f"{'blocks' if unjudged.blocking else 'warns'}; anchor band "
+            f"{self.anchor_factor:g}x"
         )
 
 

@@ -18,6 +18,7 @@ from pydantic import (
 
 from rageval_pipeline.core.gate.deciding import DecidingPolicy
 from rageval_pipeline.core.gate.decision import Resolution
+from rageval_pipeline.core.gate.lineage import Anchor, Lineage
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import (
@@ -42,6 +43,7 @@ CheckKind = Literal[
     "suite",  # the suite (queries, judgments, judged ids) changed: baseline not comparable
     "level",  # run and baseline scored at different levels (document vs chunk): refused
     "policy",  # the deciding policy is looser than the one the baseline was recorded under
+    "anchor",  # the primary measure against the anchor baseline, with the cumulative band
     "missing_baseline",  # no baseline for this run: only absolute limits apply
     "watched",  # a measure outside `compare` against the baseline: a warning when it moved
     "value",  # informational: a measure with nothing to compare against, shown in reports
@@ -176,6 +178,13 @@ class Baseline(_SummaryFields):
     code_version: str | None = None  # the metrics asset's code version (fingerprint.measures)
     policy: DecidingPolicy | None = Field(
         None, description="the deciding policy it was recorded under (None: not recorded)"
+    )
+    accepted_worse: str | None = Field(
+        None, description="why it was accepted though worse than the baseline it replaced"
+    )
+    replaced: Lineage | None = Field(None, description="the baseline this one replaced")
+    anchor: Anchor | None = Field(
+        None, description="the baseline it is held to with a cumulative band (None: itself)"
     )
 
     @model_validator(mode="after")

@@ -104,6 +104,13 @@ class Calibration(_Strict):
     min_kappa: float = Field(default=0.4, ge=-1, le=1)
 
 
+class AnchorBand(_Strict):
+    """How far a run may fall below its baseline's anchor (core/gate/lineage.py): `factor`
+    times the measure's band, so a chain of small losses blocks before it adds up."""
+
+    factor: float = Field(default=2.0, ge=1)
+
+
 class Approval(_Strict):
     """A reviewed loosening of the deciding policy against the baselines'
     (core/gate/policy_diff.py): the field as the `policy` check names it, the value it was
@@ -148,6 +155,7 @@ class GateRules(_Strict):
         ]
 
     calibration: Calibration = Field(default_factory=Calibration)
+    anchor: AnchorBand = Field(default_factory=AnchorBand)
     loosened: list[Approval] = Field(
         default_factory=list,
         description="reviewed loosenings of the policy the baselines were recorded under",

@@ -49,6 +49,7 @@ def deciding_policy(rules: GateRules, compared: Iterable[Measure]) -> DecidingPo
         unjudged=UnjudgedValues(
             measure=str(unjudged.measure), drop=unjudged.drop, blocking=unjudged.blocking
         ),
+        anchor_factor=rules.anchor.factor,
     )
 
 
@@ -107,6 +108,8 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
         out.append(Loosened("unjudged.blocking", True, False))
     if _wider(old.unjudged.drop, new.unjudged.drop):
         out.append(Loosened("unjudged.drop", old.unjudged.drop, new.unjudged.drop))
+    if _wider(old.anchor_factor, new.anchor_factor):
+        out.append(Loosened("anchor.factor", old.anchor_factor, new.anchor_factor))
     return out
 
 
