@@ -93,7 +93,7 @@ def _round_floats(value: Any) -> Any:
 
 
 # Fields written only when set, so baselines recorded before them keep their bytes.
-_UNSET_OMITTED = ("policy", "accepted_worse", "replaced", "anchor")
+_UNSET_OMITTED = ("policy", "accepted_worse", "replaced", "anchor", "query_digests")
 
 
 def write_baseline(baseline: Baseline, path: Path) -> None:
@@ -101,7 +101,7 @@ def write_baseline(baseline: Baseline, path: Path) -> None:
     PPI fields only when set, so baselines without LLM labels keep their bytes."""
     ppi = baseline.human_sample is not None or baseline.llm_per_query
     unused = set() if ppi else {"llm_per_query", "human_sample", "sample_per_query"}
-    unused |= {name for name in _UNSET_OMITTED if getattr(baseline, name) is None}
+    unused |= {name for name in _UNSET_OMITTED if not getattr(baseline, name)}
     data = _round_floats(baseline.model_dump(mode="json", exclude=unused))
     write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
@@ -181,7 +181,9 @@ def refusal(new: RunSummary, old: Baseline, policy: GatePolicy) -> str:
     gate's own verdict on `new` against `old` (its anchor included), and the primary measure's
     paired loss on the queries both measured beyond the band, which holds even where the
     verdict could only apply thresholds (a changed suite)."""
-    failures = replacement_verdict(new, old, policy).failures
+    # A changed suite's refusal to compare is what the update resolves; the loss on the
+    # queries both measured is judged below.
+    failures = [c for c in replacement_verdict(new, old, policy).failures if c.kind != "suite"]
     reasons = [c.message for c in failures[:3]]
     if len(failures) > 3:
         reasons.append(f"and {len(failures) - 3} more")

@@ -16,6 +16,7 @@ from rageval_pipeline.core.gate.lineage import Anchor, Lineage
 from rageval_pipeline.core.gate.models import Baseline
 from rageval_pipeline.core.gate.policy import GateRules
 from rageval_pipeline.core.gate.quality import compared_measures
+from rageval_pipeline.core.gate.unchanged import suite_diff
 from rageval_pipeline.core.measures.defaults import primary_measure
 from rageval_pipeline.core.measures.names import Measure
 from rageval_pipeline.core.statistics.paired import paired_test
@@ -32,6 +33,9 @@ def primary_loss(run: Evaluation, old: Baseline) -> str:
     if measure is None:
         return ""
     pairs = per_query_pairs(run, old, measure)
+    if run.summary.query_digests and old.query_digests:  # another suite version: unchanged ones
+        kept = set(suite_diff(run.summary, old).unchanged)
+        pairs = [p for p in pairs if p[0] in kept]
     if len(pairs) < 2:
         return ""
     before = np.array([b for _, b, _ in pairs], dtype=float)
@@ -43,9 +47,9 @@ def primary_loss(run: Evaluation, old: Baseline) -> str:
     stats = run.rules.statistics
     test = paired_test(before, after, resamples=stats.resamples, seed=stats.seed, alpha=stats.alpha)
     return (
-        f"{measure} on the {len(pairs)} queries both measured: {reference:.4f} -> {value:.4f}, "
-        f"paired delta {test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], beyond the "
-        f"band {allowed:.4f}"
+        f"{measure} on the {len(pairs)} unchanged queries both measured: {reference:.4f} -> "
+        f"{value:.4f}, paired delta {test.delta:+.4f} [{test.ci_low:+.4f}, "
+        f"{test.ci_high:+.4f}], beyond the band {allowed:.4f}"
     )
 
 

@@ -134,6 +134,10 @@ class _SummaryFields(_Strict):
     human_sample: HumanSample | None = Field(
         None, description="the recorded random draw of the human-judged queries"
     )
+    query_digests: dict[str, str] = Field(
+        default_factory=dict,
+        description="query -> digest of its text, judgments and spans (results.store)",
+    )
 
 
 class Rerun(_Strict):
@@ -282,7 +286,10 @@ class RunChange(BaseModel):
     # baseline: measures judged against the stored baseline with paired statistics; rerun:
     # against the baseline's configuration re-run in this run (`changes.rerun_reason`);
     # thresholds: no comparable baseline, so only absolute thresholds decide.
-    compared_with: Literal["baseline", "rerun", "thresholds"] = "baseline"
+    # unchanged: against the stored baseline of another suite version, on the queries whose
+    # digests are unchanged (`unchanged` of them; core/gate/unchanged.py).
+    compared_with: Literal["baseline", "rerun", "thresholds", "unchanged"] = "baseline"
+    unchanged: int | None = None
     baseline_recorded_at: str | None = None  # when the stored baseline was recorded
     rerun_reason: str | None = None  # why the baseline's configuration was re-run
     level: Literal["document", "chunk"] | None = None  # what the run was scored on

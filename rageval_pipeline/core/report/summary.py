@@ -36,6 +36,8 @@ def compared_with(change: RunChange | None) -> str:
         return "baseline configuration re-run in this run"
     if change.compared_with == "thresholds":
         return "thresholds only"
+    if change.compared_with == "unchanged":
+        return f"{_stored(change)} on the {change.unchanged} unchanged queries"
     return _stored(change)
 
 
