@@ -121,7 +121,10 @@ def run_gate(args: argparse.Namespace) -> int:
     files = [args.baseline, args.run]
     qrels = scoring.read_judgments(args.qrels, files, document_level=False)
     population = ppi_scores.population(
-        args, qrels, lambda path: scoring.read_judgments(path, files, document_level=False)
+        args,
+        qrels,
+        lambda path: scoring.read_judgments(path, files, document_level=False),
+        committed=True,
     )
     summaries: list[RunSummary] = []
     for path in files:
