@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import GatePolicy, RunSummary, baseline_path, load_baseline
@@ -133,13 +134,27 @@ def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(evaluate
     assert set(baseline.top) == set(baseline.per_query)
     assert any(d.grade for ids in baseline.top.values() for d in ids)  # grades are stored
 
-    # The same system name now runs a deliberately poor run file: a worse evaluation.
+    assert baseline.policy is not None and baseline.policy.inconclusive == "block"
+
+    # The same system name now runs a deliberately poor run file: a worse evaluation, in the
+    # same change as a policy that would let it through (`inconclusive: warn`, `compare: []`).
     poor_run_file(data)
     (data / "systems.yaml").write_text(
         json.dumps({"systems": {"bm25": {"retriever": "run_file", "path": "poor.trec"}}})
     )
+    policy = yaml.safe_load((data / "gate.yaml").read_text())
+    loose = {"compare": [], "statistics": {"inconclusive": "warn"}}
+    policy["datasets"]["default"] = {**policy["datasets"]["default"], **loose}
+    (data / "gate.yaml").write_text(yaml.safe_dump(policy))
     second = dagster_execute("evaluate_dataset", "beir-mini", env, pipeline_home)
     assert second.returncode != 0, second.stdout[-3000:]
+    [gate_json] = pipeline_home.glob("**/beir-mini/latest/gate.json")
+    verdict = json.loads(gate_json.read_text())
+    [loosened] = [c for c in verdict["checks"] if c["kind"] == "policy"]
+    assert loosened["blocking"] and not loosened["passed"]
+    assert "statistics.inconclusive: block -> warn" in loosened["message"]
+    assert "compare: [" in loosened["message"] and "] -> []" in loosened["message"]
+    assert "decided under policy" in gate_json.with_name("gate.md").read_text()
     before = path.read_text()
     refused = rageval("baseline", "update", "--dataset", "beir-mini", env=env)
     assert refused.returncode == 2 and "refusing a worse baseline" in refused.stderr, (
@@ -164,6 +179,16 @@ def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(evaluate
     assert "nDCG@10: " in forced.stdout and "(-0." in forced.stdout
     assert load_baseline(path).note == "poor on purpose"
     assert load_baseline(path).config["retriever"] == "run_file"
+    # Stored with its reason and lineage, the anchor kept, and listed in the experiments log.
+    stored = load_baseline(path)
+    assert stored.accepted_worse == "poor on purpose"
+    assert stored.replaced.fingerprint == baseline.fingerprint
+    assert stored.anchor.source_run_id == baseline.source_run_id
+    assert (
+        "replaces the baseline of" in forced.stdout and "anchor: the baseline of" in forced.stdout
+    )
+    log = rageval("experiments", "--dataset", "beir-mini", env=env)
+    assert "baseline accepted worse: poor on purpose" in log.stdout, log.stdout + log.stderr
 
 
 def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
