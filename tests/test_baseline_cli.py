@@ -135,6 +135,7 @@ def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(evaluate
     assert any(d.grade for ids in baseline.top.values() for d in ids)  # grades are stored
 
     assert baseline.policy is not None and baseline.policy.inconclusive == "block"
+    assert set(baseline.query_digests) == set(baseline.per_query)  # recorded by the metrics step
 
     # The same system name now runs a deliberately poor run file: a worse evaluation, in the
     # same change as a policy that would let it through (`inconclusive: warn`, `compare: []`).

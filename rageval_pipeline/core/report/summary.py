@@ -14,6 +14,7 @@ from rageval_pipeline.core.gate import Check, RunChange, Verdict
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
+from rageval_pipeline.core.report.deciding import policy_blocks
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
 from rageval_pipeline.core.report.resolution import interval, resolution_blocks
 from rageval_pipeline.core.report.texts import shorten
@@ -241,24 +242,6 @@ def _budget_blocks(verdict: Verdict) -> list[Block]:
     return [Bullets(notes), Table(header, rows, tones)]
 
 
-def _policy_blocks(verdict: Verdict) -> list[Block]:
-    """The deciding policy of each run (rule, alpha, inconclusive mode, compared measures with
-    their bands, spike and unjudged settings), and each field loosened since its baseline."""
-    lines = []
-    for r in verdict.changes:
-        if r.policy is None:
-            continue
-        since = ""
-        if r.baseline_policy is not None and r.baseline_policy.digest != r.policy.digest:
-            since = f" (the baseline's: {r.baseline_policy.digest})"
-        lines.append(
-            f"{r.dataset}/{r.system} decided under policy {r.policy.digest}{since}: "
-            f"{r.policy.describe()}."
-        )
-    loosened = [c.message for c in verdict.checks if c.kind == "policy"]
-    return ([Bullets(lines)] if lines else []) + ([Bullets(loosened)] if loosened else [])
-
-
 def _update(dataset: str, system: str, note: str) -> str:
     return f'rageval baseline update --dataset {dataset} --system {system} --note "{note}"'
 
@@ -381,7 +364,7 @@ def summary_blocks(report: Report) -> list[Block]:
                 Para(f"{verdict.summary} · evaluated {iso_date(verdict.created_at) or '–'}"),
                 Table(("Dataset", "System", "Verdict", "Compared with"), runs, tones),
                 *([Para("Scored " + ", ".join(filter(None, levels)) + ".")] if any(levels) else []),
-                *_policy_blocks(verdict),
+                *policy_blocks(verdict),
                 *_budget_blocks(verdict),
             ],
         ),
