@@ -248,3 +248,82 @@ def test_baseline_update_warns_about_a_lower_compared_measure_within_tolerance(t
     assert f"wrote {path}" in done.stdout and load_baseline(path).measures["nDCG@10"] == 0.78
     again = rageval(*argv, env=dict(os.environ))  # the same evaluation: nothing is worse
     assert (again.returncode, again.stderr) == (0, "")
+
+
+# A team's search in process (`retriever: python`): documents ranked by the query words they
+# share. CUT is the bad change: each document read as its first 10 words only.
+TEAM_SEARCH = '''"""The team's search: documents ranked by the query words they share."""
+import json
+import re
+from pathlib import Path
+
+CUT = {cut}
+_WORDS = re.compile(r"[a-z0-9]+")
+_DOCS = []
+for line in Path({corpus!r}).read_text().splitlines():
+    doc = json.loads(line)
+    text = doc["text"] if CUT else doc["title"] + " " + doc["text"]
+    words = _WORDS.findall(text.lower())
+    _DOCS.append((doc["_id"], set(words[:10] if CUT else words)))
+
+
+def search(query, top_k):
+    asked = set(_WORDS.findall(query.lower()))
+    scored = [(doc, len(asked & words)) for doc, words in _DOCS]
+    return sorted(scored, key=lambda hit: (-hit[1], hit[0]))[:top_k]
+'''
+
+
+@pytest.mark.slow
+def test_a_grown_suite_still_compares_a_python_system_and_its_worse_baseline_is_refused(
+    evaluated_home,
+):
+    """A Python entry-point system on beir-mini; then 13 queries added in the same change as the
+    retriever cut to the first 10 words of each document: blocked (exit 1), compared on the 24
+    unchanged queries; `rageval baseline update` then refuses the worse baseline in one line."""
+    home = evaluated_home
+    data = home / "data"
+    suite = data / "suites" / "beir-mini"
+    env = {**os.environ, "DAGSTER_HOME": str(home / "dagster_home")}
+    (home / "dagster_home").mkdir()
+    corpus = str(suite / "corpus.jsonl")
+    (data / "team_search.py").write_text(TEAM_SEARCH.format(cut=False, corpus=corpus))
+    team = {"retriever": "python", "entry_point": "team_search:search"}
+    (data / "systems.yaml").write_text(json.dumps({"systems": {"team": team}}))
+    first = dagster_execute("evaluate_dataset", "beir-mini", env, home)
+    assert first.returncode == 0, first.stdout[-3000:]
+    update = rageval("baseline", "update", "--dataset", "beir-mini", "--system", "team", env=env)
+    assert update.returncode == 0, update.stderr
+    path = baseline_path(data / "baselines", "beir-mini", "team")
+    before = path.read_text()
+
+    # 13 queries added (judged like existing ones) in the same change as the cut retriever.
+    qrels = (suite / "qrels" / "test.tsv").read_text().splitlines()
+    judged = sorted({row.split("\t")[0] for row in qrels[1:]})
+    queries = [json.loads(line) for line in (suite / "queries.jsonl").read_text().splitlines()]
+    text = {q["_id"]: q["text"] for q in queries}
+    added_rows, added_queries = [], []
+    for i, source in enumerate(judged[:13]):
+        new = f"added{i:02d}"
+        added_queries.append(json.dumps({"_id": new, "text": text[source] + " please"}))
+        added_rows += [f"{new}\t{r.split(chr(9), 1)[1]}" for r in qrels[1:] if r.startswith(source)]
+    with (suite / "queries.jsonl").open("a") as f:
+        f.write("\n".join(added_queries) + "\n")
+    (suite / "qrels" / "test.tsv").write_text("\n".join([*qrels, *added_rows]) + "\n")
+    (data / "team_search.py").write_text(TEAM_SEARCH.format(cut=True, corpus=corpus))
+    second = dagster_execute("evaluate_dataset", "beir-mini", env, home)
+    assert second.returncode == 1, second.stdout[-3000:]
+    [gate_json] = home.glob("**/beir-mini/latest/gate.json")
+    verdict = json.loads(gate_json.read_text())
+    [change] = [c for c in verdict["changes"] if c["system"] == "team"]
+    assert (change["compared_with"], change["unchanged"]) == ("unchanged", len(judged))
+    [suite_check] = [c for c in verdict["checks"] if c["kind"] == "suite"]
+    assert "13 added (added00" in suite_check["message"] and not suite_check["blocking"]
+    failed = [c for c in verdict["checks"] if c["kind"] == "baseline" and not c["passed"]]
+    assert failed and all(c["paired"]["n"] == len(judged) for c in failed if c["paired"])
+
+    refused = rageval("baseline", "update", "--dataset", "beir-mini", "--system", "team", env=env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert "refusing a worse baseline" in line and "--accept-worse" in line
+    assert path.read_text() == before
