@@ -15,8 +15,11 @@ QUERIES = 100
 STEP = 0.5  # each update loses half the band (5% of the baseline: 2.5%)
 
 
-def _run(values: np.ndarray, step: int, suite: str = "s1") -> RunSummary:
+def _run(
+    values: np.ndarray, step: int, suite: str = "s1", added: int = 0, digests: bool = True
+) -> RunSummary:
     per_query = {f"q{i:03d}": {"nDCG@10": round(float(v), 6)} for i, v in enumerate(values)}
+    per_query |= {f"new{i:03d}": {"nDCG@10": 0.5} for i in range(added)}
     mean = float(np.mean([q["nDCG@10"] for q in per_query.values()]))
     return RunSummary(
         dataset="d",
@@ -27,8 +30,9 @@ def _run(values: np.ndarray, step: int, suite: str = "s1") -> RunSummary:
         created_at=f"2026-01-{step + 1:02d}T12:00:00+00:00",
         measures={"nDCG@10": mean},
         per_query=per_query,
-        n_queries=len(values),
+        n_queries=len(per_query),
         suite=suite,
+        query_digests={q: f"d-{q}" for q in per_query} if digests else {},
     )
 
 
@@ -70,10 +74,11 @@ def test_an_update_beyond_the_band_is_refused_unless_accepted_worse(tmp_path):
     rng = np.random.default_rng(3)
     base = rng.uniform(0.3, 0.9, QUERIES)
     policy = GatePolicy()
-    promote([_run(base, 0)], tmp_path, policy)
-    # Another suite: the gate could only apply thresholds, but the queries both measured show
-    # the primary measure's paired loss beyond the band.
-    worse = _run(base * 0.6, 1, suite="s2")
+    promote([_run(base, 0, digests=False)], tmp_path, policy)
+    # Another suite, and no per-query digests to narrow it by: the gate cannot compare (it
+    # blocks, which the update resolves), but the queries both measured show the primary
+    # measure's paired loss beyond the band.
+    worse = _run(base * 0.6, 1, suite="s2", digests=False)
     with pytest.raises(InputError, match=r"refusing a worse baseline \(nDCG@10 on the 100 "):
         promote([worse], tmp_path, policy)
     assert load_baseline(tmp_path / "d" / "s.json").source_run_id == "run-0"
@@ -87,7 +92,7 @@ def test_an_update_beyond_the_band_is_refused_unless_accepted_worse(tmp_path):
     assert stored.anchor.source_run_id == "run-0"
 
     # The older spelling keeps working as the same behaviour.
-    again = _run(base * 0.6 * 0.6, 2, suite="s2")
+    again = _run(base * 0.6 * 0.6, 2, suite="s2", digests=False)
     [done] = promote([again], tmp_path, policy, force=True, note="older spelling")
     assert load_baseline(done.path).accepted_worse == "older spelling"
 
@@ -105,3 +110,19 @@ def test_a_better_baseline_becomes_its_own_anchor_and_a_pin_holds(tmp_path):
     assert pinned.baseline.anchor.pinned and pinned.baseline.anchor.source_run_id == "run-3"
     [after] = promote([_run(base * 1.1, 4)], tmp_path, policy)
     assert after.baseline.anchor.source_run_id == "run-3"  # a pinned anchor stays
+
+
+def test_a_grown_suite_keeps_the_anchor_on_its_unchanged_queries(tmp_path):
+    """Growing the suite is no way around the anchor: it is compared on the unchanged queries."""
+    rng = np.random.default_rng(9)
+    base = rng.uniform(0.3, 0.9, QUERIES)
+    policy = GatePolicy()
+    promote([_run(base, 0)], tmp_path, policy)
+    step = base * 0.975 + rng.normal(0, 0.004, QUERIES)
+    promote([_run(step, 1)], tmp_path, policy)  # half a band: within it, anchor kept
+    # Another suite version (20 queries added) at -12.5% of the anchor, -10% of the baseline.
+    grown = _run(base * 0.875 + rng.normal(0, 0.004, QUERIES), 2, suite="s2", added=20)
+    verdict = decide([grown], load_baselines(tmp_path), policy)
+    [held] = [c for c in verdict.checks if c.kind == "anchor"]
+    assert held.blocking and not held.passed and held.paired.n == QUERIES
+    assert verdict.changes[0].compared_with == "unchanged"

@@ -14,6 +14,7 @@ from rageval_pipeline.core.gate.lineage import Anchor
 from rageval_pipeline.core.gate.models import Baseline, Check
 from rageval_pipeline.core.gate.policy import Band, GateRules
 from rageval_pipeline.core.gate.quality import baseline_check, paired_tests
+from rageval_pipeline.core.gate.unchanged import MIN_UNCHANGED, narrowed, suite_diff
 from rageval_pipeline.core.measures.names import Measure
 
 
@@ -48,22 +49,29 @@ def as_baseline(anchor: Anchor, stored: Baseline) -> Baseline:
             "intervals": {},
             "fingerprint": anchor.fingerprint,
             "suite": anchor.suite,
+            "query_digests": anchor.query_digests,
+            "top": {},
         }
     )
 
 
 def anchor_check(run: Evaluation, stored: Baseline, primary: Measure) -> Check | None:
     """The primary measure against the anchor with the cumulative band; None when the baseline
-    is its own anchor, or the anchor was measured on another suite or lacks the measure."""
+    is its own anchor, or lacks the measure. An anchor of another suite version is compared on
+    the queries whose digests are unchanged (`unchanged`), or not at all when too few are."""
     anchor = stored.anchor
     if anchor is None or str(primary) not in anchor.measures:
         return None
-    if anchor.suite is not None and anchor.suite != run.summary.suite:
-        return None
     if run.rules.statistics.rule == "ppi":
         return None  # the anchor keeps no LLM-judged population to pair with
-    reference = as_baseline(anchor, stored)
-    wide = Evaluation(run.summary, cumulative(run.rules), integrity=run.integrity)
+    reference, summary = as_baseline(anchor, stored), run.summary
+    if anchor.suite is not None and anchor.suite != summary.suite:
+        kept = suite_diff(summary, reference).unchanged if anchor.query_digests else []
+        if len(kept) < MIN_UNCHANGED:
+            return None
+        reference = narrowed(reference, kept, summary.suite)
+        summary = narrowed(summary, kept, summary.suite)
+    wide = Evaluation(summary, cumulative(run.rules), integrity=run.integrity)
     test = paired_tests(wide, reference, [primary]).get(primary)
     check = baseline_check(wide, primary, reference, test)
     pinned = "pinned anchor" if anchor.pinned else "anchor"

@@ -31,4 +31,5 @@ class Anchor(Lineage):
 
     per_query: dict[str, dict[str, float]] = Field(default_factory=dict)
     suite: str | None = None
+    query_digests: dict[str, str] = Field(default_factory=dict)  # per query, what decides it
     pinned: bool = False  # a team chose it (`--pin-anchor`) rather than the rule above

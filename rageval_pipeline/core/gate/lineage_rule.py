@@ -62,6 +62,7 @@ def snapshot(baseline: Baseline, *, pinned: bool = False) -> Anchor:
         measures=dict(baseline.measures),
         per_query={q: dict(v) for q, v in baseline.per_query.items()},
         suite=baseline.suite,
+        query_digests=dict(baseline.query_digests),
         accepted_worse=baseline.accepted_worse,
         pinned=pinned,
     )
