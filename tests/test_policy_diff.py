@@ -76,6 +76,15 @@ def test_each_loosened_field_is_named_old_to_new(fields, named):
     assert [str(c) for c in loosened(old, new)] == named
 
 
+def test_a_measure_the_run_no_longer_computes_is_no_policy_loosening():
+    old = _recorded(GatePolicy())
+    fewer = _summary([0.5] * 30, "r").model_copy(update={"measures": {"nDCG@10": 0.5}})
+    new = recorded_policy(fewer, GatePolicy().rules_for("d"))
+    assert new.compare == ["nDCG@10"] and loosened(old, new) == []
+    listed = recorded_policy(fewer, _rules(compare=["nDCG@10"]).rules_for("d"))
+    assert [str(c) for c in loosened(old, listed)] == ["compare: [R@100, nDCG@10] -> [nDCG@10]"]
+
+
 def test_a_loosened_policy_blocks_in_decide_unless_approved():
     base = _summary([0.5 + 0.01 * (i % 5) for i in range(30)], "b")
     baseline = baseline_from_summary(base, rules=GatePolicy().rules_for("d"))

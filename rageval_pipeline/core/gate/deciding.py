@@ -52,6 +52,9 @@ class DecidingPolicy(_Values):
     alpha: float
     inconclusive: str
     compare: list[str] = Field(description="the compared measures, as the policy resolved them")
+    # Whether the policy lists `compare` (else: every measure both run and baseline have, so a
+    # measure the run no longer computes leaves the list without any policy loosening).
+    compare_listed: bool = True
     bands: dict[str, BandValues] = Field(default_factory=dict)
     spike: SpikeValues
     unjudged: UnjudgedValues

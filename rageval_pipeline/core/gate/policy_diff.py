@@ -40,6 +40,7 @@ def deciding_policy(rules: GateRules, compared: Iterable[Measure]) -> DecidingPo
         alpha=stats.alpha,
         inconclusive=stats.inconclusive,
         compare=[str(m) for m in measures],
+        compare_listed=rules.compare is not None,
         bands=bands,
         spike=SpikeValues(
             measure=None if spike.measure is None else str(spike.measure),
@@ -90,7 +91,7 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
         out.append(Loosened("statistics.alpha", old.alpha, new.alpha))
     if old.inconclusive == "block" and new.inconclusive != "block":
         out.append(Loosened("statistics.inconclusive", old.inconclusive, new.inconclusive))
-    if set(old.compare) - set(new.compare):
+    if new.compare_listed and set(old.compare) - set(new.compare):
         out.append(Loosened("compare", old.compare, new.compare))
     for measure in (m for m in old.compare if m in new.compare):
         before, after = old.bands.get(measure), new.bands.get(measure)
