@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rageval_pipeline.cli import main
+from rageval_pipeline.core.statistics.frames import commit_frame, frame_path
 from rageval_pipeline.core.statistics.ppi import ppi_mean
 from rageval_pipeline.core.statistics.sampling import draw_sample, sample_path, write_sample
 
@@ -48,6 +49,7 @@ def suite(tmp_path: Path) -> dict[str, str]:
         ]
         paths[name].write_text("".join(lines))
     write_sample(sample, sample_path(paths["human"]))
+    commit_frame(frame, frame_path(paths["human"]))  # written when the population was made
     return {k: str(v) for k, v in paths.items()} | {"sample": str(sample_path(paths["human"]))}
 
 
@@ -166,3 +168,36 @@ def test_rageval_gate_decides_with_the_ppi_interval_and_refuses_a_shopped_seed(s
     record = json.loads(Path(suite["sample"]).read_text())
     Path(suite["sample"]).write_text(json.dumps(record | {"seed": 3}))  # the best of 20 seeds
     assert ": seed: 3 is not the seed this frame commits to" in _refused(capsys, [*gate, *argv])
+
+
+def test_rageval_gate_refuses_a_frame_that_is_not_the_committed_one(suite, capsys, tmp_path):
+    """Frame shopping: dropping one query from the frame commits to another seed and another
+    draw, which every check of the draw accepts; the committed frame refuses it, naming the id."""
+    gate = ["gate", "--qrels", suite["human"], "--baseline", suite["a"], "--run", suite["b"]]
+    argv = [*gate, "--llm-qrels", suite["llm"], "-m", "nDCG@10"]
+    frame = [f"q{i:02d}" for i in range(QUERIES)]
+    dropped = frame[7]
+    shopped = draw_sample([q for q in frame if q != dropped], HUMAN)  # a valid record of its own
+    human = tmp_path / "shopped.trec"  # the human qrels of exactly its draw
+    kept = set(shopped.drawn())
+    human.write_text(
+        "".join(
+            line
+            for line in Path(suite["llm"]).read_text().splitlines(True)
+            if line.split()[0] in kept
+        )
+    )
+    write_sample(shopped, sample_path(human))
+    Path(frame_path(human)).write_text(Path(frame_path(suite["human"])).read_text())
+    argv[2] = str(human)
+    err = _refused(capsys, argv)
+    assert "the sampling record's frame (79 queries) is not the committed frame (80" in err
+    assert f"removed: {dropped}" in err and ": frame:" in err
+    # With the committed frame rewritten to match, its digest no longer matches its ids.
+    committed = json.loads(Path(frame_path(human)).read_text())
+    committed["frame"].remove(dropped)
+    Path(frame_path(human)).write_text(json.dumps(committed))
+    assert ": sha256: " in _refused(capsys, argv)
+    # And without a committed frame the gate decides nothing.
+    Path(frame_path(human)).unlink()
+    assert "no committed frame" in _refused(capsys, argv)

@@ -280,13 +280,14 @@ def test_a_changed_configuration_is_judged_against_the_baseline_not_refused():
     assert compare(_config_run({"nDCG@10": 0.40}, "cfg-new", 0.3), base).passed
 
 
-def test_a_changed_suite_makes_the_baseline_incomparable_and_asks_for_an_update():
+def test_a_changed_suite_without_query_digests_blocks_and_asks_for_an_update():
     policy = GatePolicy.model_validate({"datasets": {"default": {"thresholds": {"nDCG@10": 0.2}}}})
     base = summary({"nDCG@10": 0.40}, suite="suite-old")
     verdict = compare(summary({"nDCG@10": 0.30}, suite="suite-new"), base, policy)
-    assert verdict.passed  # only the threshold applies
+    assert not verdict.passed  # the threshold alone does not decide: nothing to compare on
     suite_check = only(verdict, "suite")
-    assert not suite_check.passed and not suite_check.blocking
+    assert not suite_check.passed and suite_check.blocking
+    assert "no per-query digests" in suite_check.message
     assert "rageval baseline update" in suite_check.message
     assert not [c for c in verdict.checks if c.kind == "baseline"]
     assert verdict.changes[0].suite_changed and verdict.changes[0].compared_with == "thresholds"

@@ -52,7 +52,12 @@ def test_label_dataset_synthesizes_labels_calibrates_and_gates_with_ppi(pipeline
         unjudged = execute("label_dataset", env, pipeline_home)
         # The human sample is judged and committed beside the suite with its companion set.
         grade_like_a_human(made / "techdocs.synthetic.sheet.jsonl")
-        for name in ("techdocs.synthetic.jsonl", "sample.json", "techdocs.synthetic.sheet.jsonl"):
+        for name in (
+            "techdocs.synthetic.jsonl",
+            "sample.json",
+            "frame.json",
+            "techdocs.synthetic.sheet.jsonl",
+        ):
             shutil.copy(made / name, data / "suites/techdocs" / name)
         first = execute("label_dataset", env, pipeline_home)
         asked = len(fake.requests)

@@ -32,7 +32,20 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     update = actions.choices["update"]
     update.add_argument("--note", help="why this baseline was accepted")
     update.add_argument(
-        "--force", action="store_true", help="accept a worse baseline (needs --note)"
+        "--accept-worse",
+        metavar="REASON",
+        help="store a baseline worse than the one it replaces; the reason is kept in the "
+        "baseline and the experiments log, and the anchor stays where it was",
+    )
+    update.add_argument(
+        "--force",
+        action="store_true",
+        help="the older spelling of --accept-worse, with the reason in --note",
+    )
+    update.add_argument(
+        "--pin-anchor",
+        action="store_true",
+        help="make this baseline the anchor later runs are held to with the cumulative band",
     )
     update.add_argument(
         "--policy",
@@ -72,12 +85,24 @@ def _update(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.gate import load_policy
     from rageval_pipeline.core.gate.baselines import promote
 
+    selected = _selected(args)
     written = promote(
-        _selected(args), args.baselines, load_policy(args.policy), force=args.force, note=args.note
+        selected,
+        args.baselines,
+        load_policy(args.policy),
+        accept_worse=args.accept_worse,
+        pin_anchor=args.pin_anchor,
+        force=args.force,
+        note=args.note,
     )
+    accepted = [p for p in written if p.refused]
+    if accepted:
+        _log_accepted(args, accepted)
     for promotion in written:
         print(f"wrote {promotion.path}")
         for line in promotion.lines:
+            print(f"  {line}")
+        for line in _lineage_lines(promotion.baseline):
             print(f"  {line}")
         for line in promotion.worse:  # written, but every later run is judged against it
             print(
@@ -86,3 +111,43 @@ def _update(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+def _lineage_lines(baseline) -> list[str]:
+    """What the written baseline replaced, why it was accepted as worse, what it is held to."""
+    lines = []
+    if baseline.accepted_worse:
+        lines.append(f"accepted worse: {baseline.accepted_worse}")
+    if (old := baseline.replaced) is not None:
+        means = ", ".join(f"{m} {v:.4f}" for m, v in sorted(old.measures.items())[:4])
+        lines.append(
+            f"replaces the baseline of {old.recorded_at} (run {old.source_run_id}): {means}"
+        )
+    anchor = baseline.anchor
+    if anchor is None:
+        lines.append("anchor: this baseline")
+    else:
+        pinned = "pinned " if anchor.pinned else ""
+        means = ", ".join(f"{m} {v:.4f}" for m, v in sorted(anchor.measures.items())[:4])
+        lines.append(
+            f"anchor: the {pinned}baseline of {anchor.recorded_at} (run {anchor.source_run_id}): "
+            f"{means}"
+        )
+    return lines
+
+
+def _log_accepted(args: argparse.Namespace, accepted: list) -> None:
+    """Each worse baseline accepted, with its reason, into the experiments log."""
+    from datetime import UTC, datetime
+
+    from rageval_pipeline.core.history import experiments
+    from rageval_pipeline.core.storage.choose import open_warehouse
+
+    store = open_warehouse(args.storage, existing=True)
+    with store.connect():
+        experiments.record_accepted_worse(
+            store,
+            [p.baseline for p in accepted],
+            [p.refused for p in accepted],
+            created_at=datetime.now(UTC),
+        )

@@ -47,6 +47,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "of docs/gate.md)",
     )
     parser.add_argument(
+        "--baseline-policy",
+        metavar="FILE",
+        help="the gate policy the baseline was judged under (e.g. the file on the target "
+        "branch): a looser --policy blocks with a `policy` check naming each loosened field",
+    )
+    parser.add_argument(
         "--dataset", metavar="NAME", help="whose policy rules apply (default: the qrels' stem)"
     )
     parser.add_argument(
@@ -75,15 +81,16 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_gate, refuse=parser.error)
 
 
-def _policy(args: argparse.Namespace, dataset: str) -> GatePolicy:
-    """The policy file's rules, with `statistics.rule: ppi` for the dataset under
-    `--llm-qrels`: LLM labels given for a gate are there to decide it."""
+def _policy(args: argparse.Namespace, dataset: str, given: str | None) -> GatePolicy:
+    """The policy file's rules (`given`, else the data folder's, else the defaults), with
+    `statistics.rule: ppi` for the dataset under `--llm-qrels`: LLM labels given for a gate
+    are there to decide it."""
     from rageval_pipeline.core.gate import GatePolicy, load_policy
     from rageval_pipeline.core.io import paths
 
     default = paths.data_dir() / "gate.yaml"
-    if args.policy is not None:
-        policy = load_policy(Path(args.policy))
+    if given is not None:
+        policy = load_policy(Path(given))
     else:
         there = default.exists() or default.is_symlink()  # a FIFO or a broken link: said
         policy = load_policy(default) if there else GatePolicy()
@@ -113,7 +120,10 @@ def run_gate(args: argparse.Namespace) -> int:
         raise InputError("--reports", f"{reports} is a file, not a folder")  # before scoring
     dataset = args.dataset or Path(args.qrels).stem
     system = args.system or Path(args.run).stem
-    policy = _policy(args, dataset)
+    policy = _policy(args, dataset, args.policy)
+    # The baseline's policy: without --baseline-policy, the one judging the run, so nothing
+    # reads as loosened.
+    recorded = _policy(args, dataset, args.baseline_policy) if args.baseline_policy else None
     rules = policy.rules_for(dataset)
     wanted = args.measures or [*GATE_MEASURES, *(str(m) for m in rules.compare or ())]
     args.measures = list(dict.fromkeys(wanted))
@@ -121,7 +131,10 @@ def run_gate(args: argparse.Namespace) -> int:
     files = [args.baseline, args.run]
     qrels = scoring.read_judgments(args.qrels, files, document_level=False)
     population = ppi_scores.population(
-        args, qrels, lambda path: scoring.read_judgments(path, files, document_level=False)
+        args,
+        qrels,
+        lambda path: scoring.read_judgments(path, files, document_level=False),
+        committed=True,
     )
     summaries: list[RunSummary] = []
     for path in files:
@@ -152,7 +165,11 @@ def run_gate(args: argparse.Namespace) -> int:
     base, run = summaries
     if why := mixed_levels(base.level, run.level):
         raise InputError(args.run, why)
-    baseline = baseline_from_summary(base, note=f"the run file {args.baseline}")
+    baseline = baseline_from_summary(
+        base,
+        note=f"the run file {args.baseline}",
+        rules=None if recorded is None else recorded.rules_for(dataset),
+    )
     baselines = {(dataset, system): baseline}
     verdict = decide([run], baselines, policy)
     full = report.build_report(verdict, [run], baselines)

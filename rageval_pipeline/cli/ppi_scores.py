@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -45,22 +46,38 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="the sampling record (seed, size, frame) of the human-judged queries "
         "(default: QRELS.sample.json)",
     )
+    parser.add_argument(
+        "--frame",
+        metavar="FILE",
+        help="the frame committed when the population was generated (default: "
+        "QRELS.frame.json; required by `rageval gate`, checked by the others when it exists)",
+    )
 
 
 def population(
-    args: argparse.Namespace, human: Qrels, read_qrels: Callable[[str], Qrels]
+    args: argparse.Namespace,
+    human: Qrels,
+    read_qrels: Callable[[str], Qrels],
+    *,
+    committed: bool = False,
 ) -> tuple[HumanSample, Qrels] | None:
     """The checked sampling record and the LLM qrels (read by `read_qrels`) when `--llm-qrels`
-    is given, else None."""
+    is given, else None. The record's frame must be the committed one (`--frame`): always when
+    `committed` (a gate decides on it), else when the file exists."""
     if args.llm_qrels is None:
-        if args.human_sample is not None:
-            args.refuse("argument --human-sample: only with --llm-qrels")
+        for option in ("human_sample", "frame"):
+            if getattr(args, option) is not None:
+                args.refuse(f"argument --{option.replace('_', '-')}: only with --llm-qrels")
         return None
     if args.format == "csv":
         args.refuse("argument --llm-qrels: PPI estimates print with --format table or json")
+    from rageval_pipeline.core.statistics.frames import check_frame, frame_path, load_frame
     from rageval_pipeline.core.statistics.sampling import check_sample, load_sample, sample_path
 
     sample = load_sample(args.human_sample or sample_path(args.qrels))
+    frame = Path(args.frame) if args.frame else frame_path(args.qrels)
+    if committed or args.frame or frame.is_file():
+        check_frame(sample, load_frame(frame), where=args.human_sample or sample_path(args.qrels))
     llm = read_qrels(args.llm_qrels)
     _check_scale(llm[0], human[0], args.llm_qrels)
     check_sample(

@@ -1,8 +1,9 @@
 """The `update_baseline` job: `rageval baseline update` from the Dagster UI or CLI.
 
-Run config: `ops: {promote_baseline: {config: {dataset: ..., system: ..., force: false,
-note: ...}}}`. It refuses (the run fails, nothing written) a baseline worse than the one it
-replaces unless `force` is set with a `note`, as the CLI does (core.gate.baselines.promote).
+Run config: `ops: {promote_baseline: {config: {dataset: ..., system: ..., accept_worse: ...,
+pin_anchor: false}}}`. It refuses (the run fails, nothing written) a baseline worse than the
+one it replaces unless `accept_worse` says why (or, in the older spelling, `force` with a
+`note`), as the CLI does (core.gate.baselines.promote).
 """
 
 import dagster as dg
@@ -17,6 +18,8 @@ from rageval_pipeline.defs.resources import Settings, WarehouseResource
 class UpdateBaselineConfig(dg.Config):
     dataset: str
     system: str | None = None  # default: every evaluated system of the dataset
+    accept_worse: str | None = None
+    pin_anchor: bool = False
     force: bool = False
     note: str | None = None
 
@@ -36,6 +39,8 @@ def update_baseline_op(
         summaries(store, runs),
         settings.baselines,
         load_policy(settings.data / "gate.yaml"),
+        accept_worse=config.accept_worse,
+        pin_anchor=config.pin_anchor,
         force=config.force,
         note=config.note,
     )

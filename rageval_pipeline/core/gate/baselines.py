@@ -11,8 +11,10 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.gate.decide import decide
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, worsening
+from rageval_pipeline.core.gate.lineage_rule import lineage, primary_loss
 from rageval_pipeline.core.gate.models import FROM_FILE, Baseline, RunSummary, Verdict
-from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.gate.policy import GatePolicy, GateRules
+from rageval_pipeline.core.gate.policy_diff import recorded_policy
 from rageval_pipeline.core.gate.quality import compared_measures
 from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.measures.names import sort_key
@@ -22,9 +24,14 @@ from rageval_pipeline.core.storage.warehouse import write_text
 
 
 def baseline_from_summary(
-    summary: RunSummary, note: str | None = None, *, recorded_at: str | None = None
+    summary: RunSummary,
+    note: str | None = None,
+    *,
+    recorded_at: str | None = None,
+    rules: GateRules | None = None,
 ) -> Baseline:
-    """Turn a reviewed run into a baseline.
+    """Turn a reviewed run into a baseline, with the deciding policy of `rules` (the policy it
+    is recorded under) when given.
 
     `recorded_at` defaults to the run's own timestamp so that recording the same run twice
     writes the same file.
@@ -39,6 +46,7 @@ def baseline_from_summary(
         note=note,
         package_version=_package_version(),
         code_version=f"{summary.fingerprint}.{METRICS_VERSION}",
+        policy=None if rules is None else recorded_policy(summary, rules),
     )
 
 
@@ -84,11 +92,16 @@ def _round_floats(value: Any) -> Any:
     return value
 
 
+# Fields written only when set, so baselines recorded before them keep their bytes.
+_UNSET_OMITTED = ("policy", "accepted_worse", "replaced", "anchor", "query_digests")
+
+
 def write_baseline(baseline: Baseline, path: Path) -> None:
     """Write with sorted keys, 2-space indent and 6-decimal floats, so diffs stay small; the
     PPI fields only when set, so baselines without LLM labels keep their bytes."""
     ppi = baseline.human_sample is not None or baseline.llm_per_query
     unused = set() if ppi else {"llm_per_query", "human_sample", "sample_per_query"}
+    unused |= {name for name in _UNSET_OMITTED if not getattr(baseline, name)}
     data = _round_floats(baseline.model_dump(mode="json", exclude=unused))
     write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
@@ -144,6 +157,8 @@ class Promotion(NamedTuple):
     path: Path  # the baseline file written
     lines: list[str]  # what changed (`describe_changes`)
     worse: list[str]  # compared measures the new baseline is worse on: "nDCG@10: 0.8 -> 0.79"
+    refused: str = ""  # why it would have been refused, when --accept-worse accepted it
+    baseline: Baseline | None = None  # what was written, lineage and anchor included
 
 
 def worse_measures(new: RunSummary, old: Baseline, policy: GatePolicy) -> list[str]:
@@ -161,22 +176,46 @@ def worse_measures(new: RunSummary, old: Baseline, policy: GatePolicy) -> list[s
     return lines
 
 
+def refusal(new: RunSummary, old: Baseline, policy: GatePolicy) -> str:
+    """Why replacing `old` with `new` would store a worse baseline ("" when it would not): the
+    gate's own verdict on `new` against `old` (its anchor included), and the primary measure's
+    paired loss on the queries both measured beyond the band, which holds even where the
+    verdict could only apply thresholds (a changed suite)."""
+    # A changed suite's refusal to compare is what the update resolves; the loss on the
+    # queries both measured is judged below.
+    failures = [c for c in replacement_verdict(new, old, policy).failures if c.kind != "suite"]
+    reasons = [c.message for c in failures[:3]]
+    if len(failures) > 3:
+        reasons.append(f"and {len(failures) - 3} more")
+    loss = primary_loss(Evaluation(new, policy.rules_for(new.dataset)), old)
+    if loss and not failures:
+        reasons.append(loss)
+    return "; ".join(reasons)
+
+
 def promote(
     summaries: list[RunSummary],
     root: Path,
     policy: GatePolicy,
     *,
+    accept_worse: str | None = None,
+    pin_anchor: bool = False,
     force: bool = False,
     note: str | None = None,
 ) -> list[Promotion]:
-    """Write each summary as its (dataset, system) baseline; return what each one changed.
+    """Write each summary as its (dataset, system) baseline, with its lineage and anchor
+    (`core/gate/lineage.py`); return what each one changed.
 
-    Nothing is written when any of them is worse than the baseline it would replace (the
-    gate's rule, `replacement_verdict`), unless `force` is given with a `note` saying why.
+    Nothing is written when any of them is worse than the baseline it would replace
+    (`refusal`), unless `accept_worse` says why; that reason is stored in the baseline and the
+    anchor stays where it was. `force` with `note` is the older spelling of `accept_worse`.
     A new baseline worse on a compared measure but within tolerance is written, and the
     measure is listed in `Promotion.worse` for the caller to warn about."""
     if force and not note:
         raise InputError(None, "--force needs --note saying why the worse baseline is accepted")
+    if accept_worse is not None and not accept_worse.strip():
+        raise InputError(None, "--accept-worse needs a reason saying why the worse baseline is")
+    accept_worse = accept_worse or (note if force else None)
     plans = []
     for summary in summaries:
         path = baseline_path(root, summary.dataset, summary.system)
@@ -184,20 +223,18 @@ def promote(
         if old is not None and old.split != summary.split:
             old = None  # another split's baseline is not comparable; it is replaced
         lines = describe_changes(old, summary)
-        if old is not None and not force:
-            verdict = replacement_verdict(summary, old, policy)
-            if not verdict.passed:
-                failures = verdict.failures
-                reasons = "; ".join(c.message for c in failures[:3])
-                if len(failures) > 3:
-                    reasons += f"; and {len(failures) - 3} more"
-                raise Refused(
-                    path,
-                    f"refusing a worse baseline ({reasons}); "
-                    "use --force --note '<why>' to accept it",
-                )
+        why = "" if old is None else refusal(summary, old, policy)
+        if why and accept_worse is None:
+            raise Refused(
+                path,
+                f"refusing a worse baseline ({why}); use --accept-worse '<why>' to accept it",
+            )
         worse = [] if old is None else worse_measures(summary, old, policy)
-        plans.append((summary, Promotion(path, lines, worse)))
-    for summary, promotion in plans:
-        write_baseline(baseline_from_summary(summary, note=note), promotion.path)
-    return [promotion for _, promotion in plans]
+        rules = policy.rules_for(summary.dataset)
+        baseline = baseline_from_summary(summary, note=note, rules=rules)
+        held = lineage(baseline, old, rules, accepted=accept_worse if why else None, pin=pin_anchor)
+        baseline = baseline.model_copy(update=held)
+        plans.append(Promotion(path, lines, worse, why, baseline))
+    for promotion in plans:
+        write_baseline(promotion.baseline, promotion.path)
+    return plans

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rageval_pipeline.core.gate.anchoring import anchor_check
 from rageval_pipeline.core.gate.breakage import breakage_check
-from rageval_pipeline.core.gate.changes import describe, rerun_baseline, run_change
+from rageval_pipeline.core.gate.changes import (
+    describe,
+    rerun_baseline,
+    run_change,
+    suite_changed,
+)
 from rageval_pipeline.core.gate.comparable import Comparability, comparability
 from rageval_pipeline.core.gate.coverage import dropped_check, explain_drops, unjudged_check
 from rageval_pipeline.core.gate.evaluation import Evaluation
@@ -25,6 +31,7 @@ from rageval_pipeline.core.gate.models import (
     Verdict,
 )
 from rageval_pipeline.core.gate.policy import GatePolicy
+from rageval_pipeline.core.gate.policy_diff import deciding_policy, policy_check
 from rageval_pipeline.core.gate.ppi_rule import refusal as ppi_refusal
 from rageval_pipeline.core.gate.quality import (
     baseline_check,
@@ -38,6 +45,7 @@ from rageval_pipeline.core.gate.quality import (
 )
 from rageval_pipeline.core.gate.rules import Rule
 from rageval_pipeline.core.gate.run import Run
+from rageval_pipeline.core.gate.unchanged import on_unchanged
 
 
 def _update_hint(summary: RunSummary, why: str | None = None) -> str:
@@ -123,19 +131,33 @@ def _baseline_status(
 
 
 def _decide_run(
-    run: Evaluation, stored: Baseline | None, worst_limit: int
+    run: Evaluation, stored: Baseline | None, worst_limit: int, full: Evaluation | None = None
 ) -> tuple[list[Check], list[QueryRegression], RunChange]:
     # The baseline's configuration re-run in this run, when there is one, is what the run is
     # compared with (`changes.rerun_reason`); the stored baseline says what changed since.
+    # `full`: the whole run, when `run` is narrowed to the queries a changed suite kept
+    # (`unchanged`); absolute limits and the reported values are the whole run's.
+    full = full or run
     s = run.summary
     rerun = stored is not None and stored.split == s.split and s.baseline_rerun is not None
     baseline = rerun_baseline(s, stored) if rerun else stored
     comparable = comparability(run, baseline)
     change = run_change(s, stored, across_levels=not comparable.refuses)
-    change = change.model_copy(update={"note": comparable.note(run.label)})
+    deciding = deciding_policy(
+        run.rules,
+        decided_measures(run, baseline, comparable)[0]
+        if baseline is not None
+        else run.rules.compare or [],
+    )
+    recorded = stored.policy if stored is not None else None
+    change = change.model_copy(
+        update={"note": comparable.note(run.label), "policy": deciding, "baseline_policy": recorded}
+    )
+    loosened = policy_check(run, deciding, recorded)
     checks, baseline = _baseline_status(run, baseline, change, comparable)
+    checks = [loosened, *checks] if loosened is not None else checks
     checks += filter(None, [dropped_check(run, stored)] if change.suite_changed else [])
-    checks += [rule.check(run) for rule in comparable.limits(run.rules.limits())]
+    checks += [rule.check(full) for rule in comparable.limits(run.rules.limits())]
     worst: list[QueryRegression] = []
     coverage = unjudged_check(run, baseline if comparable.changed is None else None)
     refused = None
@@ -150,6 +172,8 @@ def _decide_run(
             quality.append(spike_check(run, baseline, primary))
             quality += filter(None, [breakage_check(run, baseline, primary)])
             worst = worst_queries(run, baseline, primary, worst_limit)
+            if baseline is stored and (held := anchor_check(run, stored, primary)) is not None:
+                quality.append(held)
         watched = comparable.watched(watched_measures(run, baseline, compared))
         watched_tests = paired_tests(run, baseline, watched)
         side = [watched_check(run, m, baseline, watched_tests.get(m)) for m in watched]
@@ -157,16 +181,41 @@ def _decide_run(
         checks += explain_drops(quality, coverage)
     if coverage is not None:
         checks.append(coverage)
-    checks += latency_max_checks(run)
+    checks += latency_max_checks(full)
     if baseline is not None:
-        checks += latency_baseline_checks(run, baseline)
+        checks += latency_baseline_checks(full, baseline)
     shown = {c.measure for c in checks if c.kind in MEASURE_KINDS}
     checks += [
-        _value_check(run, m, v, comparable.not_compared(m, baseline))
-        for m, v in run.summary.measures.items()
+        _value_check(full, m, v, comparable.not_compared(m, baseline))
+        for m, v in full.summary.measures.items()
         if m not in shown
     ]
     return checks, worst, change
+
+
+def _decide_suite(
+    run: Evaluation, stored: Baseline | None, worst_limit: int
+) -> tuple[list[Check], list[QueryRegression], RunChange]:
+    """`_decide_run`, but against a baseline of another suite version without a re-run of its
+    configuration: on the unchanged queries, or blocked when too few remain (`unchanged`)."""
+    s = run.summary
+    if (
+        stored is None
+        or stored.split != s.split
+        or s.baseline_rerun is not None
+        or not suite_changed(s, stored)
+    ):
+        return _decide_run(run, stored, worst_limit)
+    kept = on_unchanged(run, stored)
+    if kept.run is None:
+        checks, worst, change = _decide_run(run, stored, worst_limit)
+        return [kept.check, *(c for c in checks if c.kind != "suite")], worst, change
+    checks, worst, change = _decide_run(kept.run, kept.baseline, worst_limit, full=run)
+    update = {"suite_changed": True, "compared_with": "unchanged", "unchanged": kept.unchanged}
+    # Narrowed, the pair has lost nothing: the baseline's queries gone from the whole run
+    # still count against it.
+    dropped = [d for d in [dropped_check(run, stored)] if d is not None]
+    return [kept.check, *dropped, *checks], worst, change.model_copy(update=update)
 
 
 def _value_check(run: Evaluation, measure: str, value: float, why: str = "") -> Check:
@@ -204,7 +253,7 @@ def decide(
     changes: list[RunChange] = []
     for summary in runs:
         run = Evaluation(summary, policy.rules_for(summary.dataset))
-        run_checks, run_worst, change = _decide_run(
+        run_checks, run_worst, change = _decide_suite(
             run, baselines.get((summary.dataset, summary.system)), policy.worst_queries
         )
         checks += run_checks

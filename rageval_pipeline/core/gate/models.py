@@ -16,7 +16,9 @@ from pydantic import (
     model_validator,
 )
 
+from rageval_pipeline.core.gate.deciding import DecidingPolicy
 from rageval_pipeline.core.gate.decision import Resolution
+from rageval_pipeline.core.gate.lineage import Anchor, Lineage
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import (
@@ -41,6 +43,8 @@ CheckKind = Literal[
     "configuration",  # informational: the run's configuration differs from the baseline's
     "suite",  # the suite (queries, judgments, judged ids) changed: baseline not comparable
     "level",  # run and baseline scored at different levels (document vs chunk): refused
+    "policy",  # the deciding policy is looser than the one the baseline was recorded under
+    "anchor",  # the primary measure against the anchor baseline, with the cumulative band
     "missing_baseline",  # no baseline for this run: only absolute limits apply
     "watched",  # a measure outside `compare` against the baseline: a warning when it moved
     "value",  # informational: a measure with nothing to compare against, shown in reports
@@ -131,6 +135,10 @@ class _SummaryFields(_Strict):
     human_sample: HumanSample | None = Field(
         None, description="the recorded random draw of the human-judged queries"
     )
+    query_digests: dict[str, str] = Field(
+        default_factory=dict,
+        description="query -> digest of its text, judgments and spans (results.store)",
+    )
 
 
 class Rerun(_Strict):
@@ -173,6 +181,16 @@ class Baseline(_SummaryFields):
     note: str | None = None
     package_version: str | None = None  # rageval_pipeline's version that measured it
     code_version: str | None = None  # the metrics asset's code version (fingerprint.measures)
+    policy: DecidingPolicy | None = Field(
+        None, description="the deciding policy it was recorded under (None: not recorded)"
+    )
+    accepted_worse: str | None = Field(
+        None, description="why it was accepted though worse than the baseline it replaced"
+    )
+    replaced: Lineage | None = Field(None, description="the baseline this one replaced")
+    anchor: Anchor | None = Field(
+        None, description="the baseline it is held to with a cumulative band (None: itself)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Baseline:
@@ -269,13 +287,18 @@ class RunChange(BaseModel):
     # baseline: measures judged against the stored baseline with paired statistics; rerun:
     # against the baseline's configuration re-run in this run (`changes.rerun_reason`);
     # thresholds: no comparable baseline, so only absolute thresholds decide.
-    compared_with: Literal["baseline", "rerun", "thresholds"] = "baseline"
+    # unchanged: against the stored baseline of another suite version, on the queries whose
+    # digests are unchanged (`unchanged` of them; core/gate/unchanged.py).
+    compared_with: Literal["baseline", "rerun", "thresholds", "unchanged"] = "baseline"
+    unchanged: int | None = None
     baseline_recorded_at: str | None = None  # when the stored baseline was recorded
     rerun_reason: str | None = None  # why the baseline's configuration was re-run
     level: Literal["document", "chunk"] | None = None  # what the run was scored on
     # When the chunking or scoring level changed: what the verdict was decided on, in words
     # (`core.gate.comparable`); None when every measure was comparable.
     note: str | None = None
+    policy: DecidingPolicy | None = None  # the policy that decided the run
+    baseline_policy: DecidingPolicy | None = None  # the one its baseline was recorded under
 
 
 class QueryRegression(BaseModel):

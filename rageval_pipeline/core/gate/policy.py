@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, FiniteFloat
 
@@ -132,6 +132,23 @@ class Calibration(_Strict):
     min_kappa: float = Field(default=0.4, ge=-1, le=1)
 
 
+class AnchorBand(_Strict):
+    """How far a run may fall below its baseline's anchor (core/gate/lineage.py): `factor`
+    times the measure's band, so a chain of small losses blocks before it adds up."""
+
+    factor: float = Field(default=2.0, ge=1)
+
+
+class Approval(_Strict):
+    """A reviewed loosening of the deciding policy against the baselines'
+    (core/gate/policy_diff.py): the field as the `policy` check names it, the value it was
+    loosened to, and why."""
+
+    field: str = Field(min_length=1, description="e.g. statistics.inconclusive, compare")
+    to: Any = Field(description="the loosened value this approval is for")
+    reason: str = Field(min_length=1)
+
+
 class GateRules(_Strict):
     """The rules of one dataset (or dataset pattern)."""
 
@@ -167,6 +184,11 @@ class GateRules(_Strict):
         ]
 
     calibration: Calibration = Field(default_factory=Calibration)
+    anchor: AnchorBand = Field(default_factory=AnchorBand)
+    loosened: list[Approval] = Field(
+        default_factory=list,
+        description="reviewed loosenings of the policy the baselines were recorded under",
+    )
 
 
 DEFAULT_RULES_KEY = "default"

@@ -4,7 +4,8 @@ Both pool the suite's documents with the chosen systems run in process (`core/cu
 `synthesize` to filter candidates by round trip and to write the human sample's judging sheet,
 `label` to find the pairs to grade. Files (docs/synthetic.md):
 
-- `<suite>.synthetic.jsonl`, `sample.json`, `<suite>.synthetic.sheet.jsonl` (synthesize);
+- `<suite>.synthetic.jsonl`, `frame.json` (the committed frame: core/statistics/frames.py),
+  `sample.json`, `<suite>.synthetic.sheet.jsonl` (synthesize);
 - `labels.jsonl`, `llm.qrels` (TREC, for `--llm-qrels`), `checks.jsonl` and
   `calibration.json` (label).
 """
@@ -23,6 +24,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import calibration, judge_labels, synthetic
 from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.llm import LLM
+from rageval_pipeline.core.statistics.frames import FRAME_FILE, commit_frame
 from rageval_pipeline.core.statistics.sampling import write_sample
 from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites.chunking import StoredChunks
@@ -102,6 +104,8 @@ def synthesize(
         raise GenerationError(f"{report.describe()}; {error}") from None
     companion = synthetic.companion_path(folder, suite)
     synthetic.write_companion(companion, kept)
+    # The population, fixed before anything is judged: the human sample's seed is its digest.
+    commit_frame([q.id for q in kept], folder / FRAME_FILE)
     sample_path = sheet = None
     if drawn is not None:
         sample_path = folder / SAMPLE_FILE

@@ -11,6 +11,7 @@ exported as `experiments.json` in seed 001's shape.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -135,21 +136,67 @@ def record(
 ) -> list[Experiment]:
     """Number and insert the experiments of one gate at once (the lake numbers them again
     in commit order when read: core.storage.lake)."""
-    with warehouse.transaction():  # DuckDB: counted and inserted under one turn of the lock
-        (count,) = warehouse.query("SELECT count(*) AS n FROM experiments")["n"]
-        rows = experiments_from(
+    return _insert(
+        warehouse,
+        lambda first: experiments_from(
             verdict,
             summaries,
             baselines,
             description=description,
             created_at=created_at,
-            first_number=int(count) + 1,
-        )
+            first_number=first,
+        ),
+    )
+
+
+def _insert(
+    warehouse: BaseWarehouse, numbered: Callable[[int], list[Experiment]]
+) -> list[Experiment]:
+    """Insert the experiments `numbered` makes from the next free number, counted and inserted
+    under one turn of DuckDB's lock."""
+    with warehouse.transaction():
+        (count,) = warehouse.query("SELECT count(*) AS n FROM experiments")["n"]
+        rows = numbered(int(count) + 1)
         frame = pd.DataFrame([e.model_dump() for e in rows], columns=list(Experiment.model_fields))
         for column in ("config_changes", "results"):
             frame[column] = [json.dumps(v, sort_keys=True) for v in frame[column]]
         warehouse.append("experiments", frame)
     return rows
+
+
+def record_accepted_worse(
+    warehouse: BaseWarehouse,
+    baselines: list[Baseline],
+    refusals: list[str],
+    *,
+    created_at: datetime,
+) -> list[Experiment]:
+    """One experiment per baseline stored with `--accept-worse`: its reason as the
+    description, what would have refused it as the reason, so the log lists every accepted
+    loss beside the evaluations."""
+
+    def numbered(first: int) -> list[Experiment]:
+        return [
+            Experiment(
+                id=f"exp-{number:03d}",
+                date=f"{created_at:%Y-%m-%d}",
+                created_at=created_at,
+                dataset=b.dataset,
+                split=b.split,
+                system=b.system,
+                run_id=b.source_run_id,
+                fingerprint=b.fingerprint,
+                baseline_fingerprint=b.replaced.fingerprint if b.replaced else None,
+                description=f"baseline accepted worse: {b.accepted_worse}",
+                config_changes={},
+                results={m: round_metric(v) for m, v in sorted(b.measures.items())},
+                verdict="ACCEPTED",
+                reason=f"accepted worse ({b.accepted_worse}): {why}",
+            )
+            for number, (b, why) in enumerate(zip(baselines, refusals, strict=True), first)
+        ]
+
+    return _insert(warehouse, numbered)
 
 
 def load(

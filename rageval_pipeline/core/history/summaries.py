@@ -213,6 +213,9 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
                 human_sample=None
                 if (sample := _text(run, "human_sample")) is None
                 else HumanSample.model_validate_json(sample),
+                query_digests={}
+                if (digests := _text(run, "query_digests")) is None
+                else json.loads(digests),
             )
         )
     return out

@@ -17,7 +17,7 @@ from rageval_pipeline.core.report.texts import ReportTexts
 
 # Checks about the comparison itself, not a measure that moved: said in the verdict, the
 # configuration diff and the next steps instead.
-CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value"})
+CONTEXT_KINDS = frozenset({"configuration", "suite", "missing_baseline", "value", "policy"})
 
 EPS = 1e-9  # a per-query change smaller than this is no change
 SHOWN = 5  # queries listed as lost / gained most

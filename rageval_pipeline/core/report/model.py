@@ -12,7 +12,8 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from rageval_pipeline.core.gate import OVERALL, Baseline, RunSummary, Verdict
-from rageval_pipeline.core.measures.names import sort_key
+from rageval_pipeline.core.gate.comparable import ideal_bound, own_passages
+from rageval_pipeline.core.measures.names import sort_key, try_parse
 from rageval_pipeline.core.report.explain import (
     QueryChange,
     changed_queries,
@@ -36,6 +37,8 @@ class Cell(BaseModel):
     delta: float | None = None
     passed: bool | None = None  # the baseline check's outcome (None: not compared)
     inconclusive: bool = False  # beyond tolerance, but not told apart from noise
+    # A measure whose ideal list holds only a system's own retrieved passages (gate.comparable)
+    not_comparable: bool = False
 
 
 class SystemsRow(BaseModel):
@@ -83,6 +86,8 @@ def _compared(verdict: Verdict) -> list[str]:
 
 
 def _cell(verdict: Verdict, key: RunKey, measure: str, summary: RunSummary | None) -> Cell:
+    if own_passages(summary) and ideal_bound(try_parse(measure)):
+        return Cell(not_comparable=True)
     checks = [
         c
         for c in verdict.checks

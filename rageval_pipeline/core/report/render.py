@@ -164,6 +164,8 @@ def _tagged(check: Check) -> str:
 
 
 def _systems_cell(cell: Cell) -> str:
+    if cell.not_comparable:
+        return "n/c (own passages)"
     if cell.value is None:
         return "–"
     text = f"{cell.value:.4f}{_interval(cell.ci_low, cell.ci_high)}"

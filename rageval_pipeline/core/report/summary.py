@@ -15,6 +15,7 @@ from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, queries_text
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
+from rageval_pipeline.core.report.deciding import policy_blocks
 from rageval_pipeline.core.report.explain import CONTEXT_KINDS
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
 from rageval_pipeline.core.report.resolution import ci_label, interval, resolution_blocks
@@ -35,6 +36,8 @@ def compared_with(change: RunChange | None) -> str:
         return "baseline configuration re-run in this run"
     if change.compared_with == "thresholds":
         return "thresholds only"
+    if change.compared_with == "unchanged":
+        return f"{_stored(change)} on the {change.unchanged} unchanged queries"
     return _stored(change)
 
 
@@ -264,6 +267,12 @@ def next_steps(report: Report) -> list[str]:
                 f"{name} {state}: look at the worst queries in its details{first}, and at "
                 "its recommendations."
             )
+        if any(c.kind == "policy" and not c.passed for c in checks):
+            steps.append(
+                f"{name}: the policy judging it is looser than its baseline's (above): revert "
+                "the loosened fields, or record their approval under `loosened:` in the "
+                "policy file for review."
+            )
         noisy = [c for c in checks if c.inconclusive and c.kind in LATENCY_KINDS]
         if noisy:
             steps.append(
@@ -380,6 +389,7 @@ def summary_blocks(report: Report) -> list[Block]:
                 Para(f"{verdict.summary} · evaluated {iso_date(verdict.created_at) or '–'}"),
                 Table(("Dataset", "System", "Verdict", "Compared with"), runs, tones),
                 *([Para("Scored " + ", ".join(filter(None, levels)) + ".")] if any(levels) else []),
+                *policy_blocks(verdict),
                 *_budget_blocks(verdict),
             ],
         ),

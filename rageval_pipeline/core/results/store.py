@@ -139,6 +139,29 @@ def suite_digest(qrels: pd.DataFrame, queries: pd.DataFrame, target_ids: pd.Seri
     return digest.hexdigest()[:16]
 
 
+def query_digests(
+    qrels: pd.DataFrame, queries: pd.DataFrame, spans: pd.DataFrame | None = None
+) -> dict[str, str]:
+    """Per judged query, a digest of what decides its value: its text, its judgments (the
+    corpus ids they name with their grades) and its evidence spans. A baseline of another
+    suite version is compared on the queries whose digests are unchanged (core/gate/
+    unchanged.py); an added or re-judged query is scored, not compared."""
+    judged = qrels.assign(row=qrels[["doc_id", "relevance"]].astype(str).agg("\t".join, axis=1))
+    rows = judged.groupby(judged["query_id"].astype(str))["row"].apply(sorted).to_dict()
+    asked = queries.assign(query_id=queries["query_id"].astype(str)).drop_duplicates("query_id")
+    texts = dict(zip(asked["query_id"], asked["text"].fillna("").astype(str), strict=True))
+    evidence: dict[str, list[str]] = {}
+    if spans is not None and not spans.empty:
+        columns = sorted(c for c in spans.columns if c != "query_id")
+        marked = spans.assign(row=spans[columns].astype(str).agg("\t".join, axis=1))
+        evidence = marked.groupby(marked["query_id"].astype(str))["row"].apply(sorted).to_dict()
+    out = {}
+    for query, judgments in sorted(rows.items()):
+        parts = [texts.get(query, ""), *judgments, "\x00", *evidence.get(query, [])]
+        out[query] = hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
+    return out
+
+
 class RunRecord(BaseModel):
     """Where a run came from: with its results, the row of the `runs` table."""
 
@@ -159,6 +182,8 @@ class RunRecord(BaseModel):
     # The recorded random draw of the human-judged queries (sampling.HumanSample as JSON),
     # when the run is also scored with LLM qrels for PPI.
     human_sample: str | None = None
+    # Per judged query, the digest of what decides its value (`query_digests`, JSON).
+    query_digests: str | None = None
 
     @property
     def run_id(self) -> str:

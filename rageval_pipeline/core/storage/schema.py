@@ -87,6 +87,9 @@ ALTER TABLE gate_results ADD COLUMN IF NOT EXISTS finished BOOLEAN DEFAULT true;
 ALTER TABLE run_metrics ADD COLUMN IF NOT EXISTS label_source VARCHAR DEFAULT 'human';
 ALTER TABLE query_metrics ADD COLUMN IF NOT EXISTS label_source VARCHAR DEFAULT 'human';
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS human_sample VARCHAR;
+-- Per judged query, the digest of what decides its value (results.store.query_digests, JSON):
+-- another suite version's baseline is compared on the unchanged queries.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS query_digests VARCHAR;
 CREATE TABLE IF NOT EXISTS label_query_metrics (
     run_id VARCHAR, dataset VARCHAR, split VARCHAR, system VARCHAR,
     label_source VARCHAR, query_id VARCHAR, measure VARCHAR, value DOUBLE

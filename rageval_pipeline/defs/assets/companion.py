@@ -26,6 +26,7 @@ from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.io.formats import read_qrels
 from rageval_pipeline.core.io.tables import QUERIES
 from rageval_pipeline.core.results.ppi_tables import population_tables
+from rageval_pipeline.core.statistics.frames import FRAME_FILE, check_frame, load_frame
 from rageval_pipeline.core.statistics.sampling import HumanSample, load_sample
 from rageval_pipeline.core.storage.reuse import content_key, file_digest
 from rageval_pipeline.core.suites import loaders
@@ -69,6 +70,8 @@ def companion(settings: Settings, dataset: str) -> Companion | None:
     queries = pd.DataFrame(rows, columns=["query_id", "text"])
     queries = queries.reindex(columns=QUERIES.names).astype(object)
     sample = load_sample(sample_path)
+    committed = folder / FRAME_FILE
+    check_frame(sample, load_frame(committed), where=sample_path)
     llm = read_qrels(llm_path, split=settings.split)
     llm = llm[llm["query_id"].isin(sample.frame)]  # (it labels the suite's own queries too)
     llm = llm.assign(level=is_chunk_id(llm["doc_id"]).map({True: "chunk", False: "document"}))
@@ -79,7 +82,7 @@ def companion(settings: Settings, dataset: str) -> Companion | None:
         llm=llm,
         sheet=str(sheet),
         refusal=None if (c := load_model(judged, Calibration)).usable else c.refusal,
-        key=content_key([file_digest(path) for path in files]),
+        key=content_key([file_digest(path) for path in (*files, committed)]),
     )
 
 

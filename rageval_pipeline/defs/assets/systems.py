@@ -16,6 +16,7 @@ A reused `metrics` adds no second copy of the same evaluation to the history: it
 warehouse that this job reused the stored run, which the gate (run on every job) then checks.
 """
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from rageval_pipeline.core.results.store import (
     RunRecord,
     RunResults,
     measure_run,
+    query_digests,
     store_results,
     suite_digest,
 )
@@ -328,6 +330,7 @@ def build_system_assets(
             machine=machine_digest(),
             baseline_rerun=rerun_json,
             human_sample=None if ppi is None else rows.sample_json,
+            query_digests=json.dumps(query_digests(judged, queries, spans), sort_keys=True),
         )
         coverage = qrels_coverage(
             judged,

@@ -1,0 +1,103 @@
+"""The deciding policy: the settings of the gate policy that decided a run, as values.
+
+A baseline records the one it was recorded under and every verdict the one that judged each
+run, so a change that loosens how it is judged is seen beside the change it judges
+(`core/gate/policy_diff.py` compares them). Only plain values here: baselines and verdicts hold
+it, and the policy module builds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+
+# How strong each rule's guarantee against passing a drop of the band is: `interval` and `ppi`
+# rule out the drop before passing (non-inferiority), `significance` fails only an established
+# drop, `point` reads the mean alone.
+RULE_STRENGTH = {"interval": 3, "ppi": 3, "significance": 2, "point": 1}
+
+
+class _Values(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BandValues(_Values):
+    """The tolerated worsening of one compared measure (None: that part is unset)."""
+
+    relative: float | None = None
+    absolute: float | None = None
+
+
+class UnjudgedValues(_Values):
+    measure: str
+    drop: float
+    blocking: bool
+
+
+class SpikeValues(_Values):
+    measure: str | None = None
+    drop: float
+    share: float
+
+
+class DecidingPolicy(_Values):
+    """What decided a run against its baseline: the rule, its alpha, what an inconclusive
+    measure does, the compared measures with each one's band, and the breakage (spike) and
+    unjudged settings."""
+
+    rule: str
+    alpha: float
+    inconclusive: str
+    compare: list[str] = Field(description="the compared measures, as the policy resolved them")
+    # Whether the policy lists `compare` (else: every measure both run and baseline have, so a
+    # measure the run no longer computes leaves the list without any policy loosening).
+    compare_listed: bool = True
+    bands: dict[str, BandValues] = Field(default_factory=dict)
+    spike: SpikeValues
+    unjudged: UnjudgedValues
+    anchor_factor: float = 2.0  # the anchor's cumulative band, in bands
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_digest(cls, data: Any) -> Any:
+        """The stored `digest` is derived from the values, so it is read back by recomputing."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k != "digest"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def digest(self) -> str:
+        """A stable digest of the values (16 hex digits), for the reports and the baselines."""
+        values = self.model_dump(mode="json", exclude={"digest"})
+        canonical = json.dumps(values, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """One line: `rule interval, alpha 0.05, inconclusive blocks; compared nDCG@10 (band
+        5%); spike 20% drop on 25% of queries; unjudged +0.1 warns`."""
+        bands = ", ".join(f"{m} (band {_band(self.bands.get(m))})" for m in self.compare)
+        spike = self.spike
+        unjudged = self.unjudged
+        return (
+            f"rule {self.rule}, alpha {self.alpha:g}, inconclusive "
+            f"{'blocks' if self.inconclusive == 'block' else 'warns'}; compared "
+            f"{bands or 'nothing'}; spike: {spike.drop:g} drop on over {spike.share:.0%} of "
+            f"queries blocks; unjudged {unjudged.measure} -{unjudged.drop:g} "
+            f"{'blocks' if unjudged.blocking else 'warns'}; anchor band "
+            f"{self.anchor_factor:g}x"
+        )
+
+
+def _band(band: BandValues | None) -> str:
+    if band is None:
+        return "–"
+    parts = []
+    if band.relative is not None:
+        parts.append(f"{band.relative * 100:g}%")
+    if band.absolute is not None:
+        parts.append(f"{band.absolute:g}")
+    return " or ".join(parts) or "0"

@@ -1,0 +1,167 @@
+"""The deciding policy of a run, and the blocking `policy` check when it is looser than the one
+its baseline was recorded under.
+
+A change under review could also edit how it is judged (`inconclusive: warn`, `compare: []`, a
+wider band, a larger alpha, a weaker rule): the gate compares the policy that decides the run
+with the one the baseline recorded and blocks on every loosened field, old -> new, unless the
+policy file records the approval of that very change (`loosened: [{field, to, reason}]`).
+Tightening passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from rageval_pipeline.core.gate.deciding import (
+    RULE_STRENGTH,
+    BandValues,
+    DecidingPolicy,
+    SpikeValues,
+    UnjudgedValues,
+)
+from rageval_pipeline.core.gate.evaluation import Evaluation
+from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
+from rageval_pipeline.core.gate.policy import Approval, GateRules
+from rageval_pipeline.core.gate.quality import compared_measures
+from rageval_pipeline.core.measures.names import Measure
+
+
+def deciding_policy(rules: GateRules, compared: Iterable[Measure]) -> DecidingPolicy:
+    """The values of `rules` that decide a run whose compared measures are `compared`."""
+    stats, spike, unjudged = rules.statistics, rules.spike, rules.unjudged
+    measures = list(compared)
+    bands = {}
+    for measure in measures:
+        band = rules.tolerance.for_measure(measure)
+        bands[str(measure)] = BandValues(relative=band.relative, absolute=band.absolute)
+    return DecidingPolicy(
+        rule=stats.rule,
+        alpha=stats.alpha,
+        inconclusive=stats.inconclusive,
+        compare=[str(m) for m in measures],
+        compare_listed=rules.compare is not None,
+        bands=bands,
+        spike=SpikeValues(
+            measure=None if spike.measure is None else str(spike.measure),
+            drop=spike.drop,
+            share=spike.share,
+        ),
+        unjudged=UnjudgedValues(
+            measure=str(unjudged.measure), drop=unjudged.drop, blocking=unjudged.blocking
+        ),
+        anchor_factor=rules.anchor.factor,
+    )
+
+
+def recorded_policy(summary: RunSummary, rules: GateRules) -> DecidingPolicy:
+    """The deciding policy a baseline recorded from `summary` under `rules` keeps: its compared
+    measures resolved against its own measures, as the gate resolves a run's against it."""
+    as_baseline = Baseline.model_construct(**dict(summary))
+    return deciding_policy(rules, compared_measures(Evaluation(summary, rules), as_baseline))
+
+
+class Loosened(NamedTuple):
+    """One field of the deciding policy that judges more leniently than the baseline's."""
+
+    field: str
+    old: Any
+    new: Any
+
+    def __str__(self) -> str:
+        return f"{self.field}: {_shown(self.old)} -> {_shown(self.new)}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _wider(a: float | None, b: float | None) -> bool:
+    return (b or 0.0) > (a or 0.0) + 1e-12
+
+
+def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
+    """Every field on which `new` judges more leniently than `old`, in a fixed order."""
+    out = []
+    if RULE_STRENGTH.get(new.rule, 0) < RULE_STRENGTH.get(old.rule, 0):
+        out.append(Loosened("statistics.rule", old.rule, new.rule))
+    if new.alpha > old.alpha + 1e-12:
+        out.append(Loosened("statistics.alpha", old.alpha, new.alpha))
+    if old.inconclusive == "block" and new.inconclusive != "block":
+        out.append(Loosened("statistics.inconclusive", old.inconclusive, new.inconclusive))
+    if new.compare_listed and set(old.compare) - set(new.compare):
+        out.append(Loosened("compare", old.compare, new.compare))
+    for measure in (m for m in old.compare if m in new.compare):
+        before, after = old.bands.get(measure), new.bands.get(measure)
+        if before is None or after is None:
+            continue
+        for part in ("relative", "absolute"):
+            a, b = getattr(before, part), getattr(after, part)
+            if _wider(a, b):
+                out.append(Loosened(f"tolerance[{measure}].{part}", a, b))
+    for part in ("drop", "share"):
+        a, b = getattr(old.spike, part), getattr(new.spike, part)
+        if _wider(a, b):
+            out.append(Loosened(f"spike.{part}", a, b))
+    if old.unjudged.blocking and not new.unjudged.blocking:
+        out.append(Loosened("unjudged.blocking", True, False))
+    if _wider(old.unjudged.drop, new.unjudged.drop):
+        out.append(Loosened("unjudged.drop", old.unjudged.drop, new.unjudged.drop))
+    if _wider(old.anchor_factor, new.anchor_factor):
+        out.append(Loosened("anchor.factor", old.anchor_factor, new.anchor_factor))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """An approval's `to` against a loosened value: numbers as numbers, lists as sets of
+    names (YAML reads `[nDCG@10]` and `[ nDCG@10 ]` alike), the rest as text."""
+    if isinstance(a, list) and isinstance(b, list):
+        return sorted(map(str, a)) == sorted(map(str, b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return abs(a - b) <= 1e-12
+    return str(a) == str(b)
+
+
+def approved(change: Loosened, approvals: list[Approval]) -> Approval | None:
+    """The approval in the policy file that names this loosening (its field and new value)."""
+    return next((a for a in approvals if a.field == change.field and _same(a.to, change.new)), None)
+
+
+def policy_check(
+    run: Evaluation, now: DecidingPolicy, recorded: DecidingPolicy | None
+) -> Check | None:
+    """The `policy` check: blocking when `now` is looser than `recorded` (the baseline's) on a
+    field the policy file does not approve; passing, with the approvals named, otherwise. None
+    when the baseline recorded no policy or nothing was loosened."""
+    if recorded is None:
+        return None
+    changes = loosened(recorded, now)
+    if not changes:
+        return None
+    approvals = run.rules.loosened
+    open_ = [c for c in changes if approved(c, approvals) is None]
+    said = [
+        f"{c} (approved: {a.reason})" for c in changes if (a := approved(c, approvals)) is not None
+    ]
+    if open_:
+        fields = "; ".join(map(str, open_))
+        return run.check(
+            kind="policy",
+            passed=False,
+            blocking=True,
+            message=f"{run.label} is judged under a looser policy than its baseline was recorded "
+            f"under ({recorded.digest} -> {now.digest}): {fields}. Revert it, or record the "
+            "approval in the policy file: loosened: [{field: ..., to: ..., reason: ...}]"
+            + (f"; approved: {'; '.join(said)}" if said else ""),
+        )
+    return run.check(
+        kind="policy",
+        passed=True,
+        blocking=False,
+        message=f"{run.label} is judged under a looser policy than its baseline's, approved in "
+        f"the policy file: {'; '.join(said)}",
+    )

@@ -1,0 +1,153 @@
+"""The deciding policy on the first screen and diffed with the baseline's: a policy loosened in
+the same change as a drop blocks with a `policy` check naming each loosened field, old -> new,
+unless the policy file approves that very change; tightening passes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rageval_pipeline.cli import main
+from rageval_pipeline.core.gate import GatePolicy, RunSummary, decide
+from rageval_pipeline.core.gate.baselines import baseline_from_summary
+from rageval_pipeline.core.gate.policy_diff import loosened, recorded_policy
+from tests.test_cli_gate import _gate, suite  # noqa: F401 - the module's fixture
+
+POLICY = "version: 1\ndatasets:\n  default:\n"
+
+
+def _rules(**fields) -> GatePolicy:
+    return GatePolicy.model_validate({"version": 1, "datasets": {"default": fields}})
+
+
+def _summary(values: list[float], run_id: str) -> RunSummary:
+    per_query = {f"q{i:02d}": {"nDCG@10": v, "R@100": 0.9} for i, v in enumerate(values)}
+    return RunSummary(
+        dataset="d",
+        split="test",
+        system="s",
+        fingerprint="f",
+        run_id=run_id,
+        created_at="2026-01-04T12:00:00+00:00",
+        measures={"nDCG@10": sum(values) / len(values), "R@100": 0.9},
+        per_query=per_query,
+        n_queries=len(values),
+    )
+
+
+def _recorded(policy: GatePolicy):
+    return recorded_policy(_summary([0.5] * 30, "b"), policy.rules_for("d"))
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"statistics": {"inconclusive": "warn"}}, ["statistics.inconclusive: block -> warn"]),
+        ({"statistics": {"alpha": 0.1}}, ["statistics.alpha: 0.05 -> 0.1"]),
+        ({"statistics": {"rule": "point"}}, ["statistics.rule: interval -> point"]),
+        ({"statistics": {"rule": "significance"}}, ["statistics.rule: interval -> significance"]),
+        ({"compare": []}, ["compare: [R@100, nDCG@10] -> []"]),
+        ({"compare": ["R@100"]}, ["compare: [R@100, nDCG@10] -> [R@100]"]),
+        (
+            {"tolerance": {"per_measure": {"nDCG@10": {"relative": 0.10}}}},
+            ["tolerance[nDCG@10].relative: 0.05 -> 0.1"],
+        ),
+        (
+            {"tolerance": {"relative": 0.050001}},
+            [f"tolerance[{m}].relative: 0.05 -> 0.050001" for m in ("R@100", "nDCG@10")],
+        ),
+        (
+            {"tolerance": {"absolute": 0.01}},
+            [f"tolerance[{m}].absolute: unset -> 0.01" for m in ("R@100", "nDCG@10")],
+        ),
+        ({"spike": {"share": 0.5}}, ["spike.share: 0.25 -> 0.5"]),
+        ({"unjudged": {"drop": 0.2}}, ["unjudged.drop: 0.1 -> 0.2"]),
+        # Tightening, or keeping, is not loosening: the boundary sits exactly at equality.
+        ({"tolerance": {"relative": 0.05}}, []),
+        ({"tolerance": {"relative": 0.02}}, []),
+        ({"statistics": {"alpha": 0.01, "rule": "ppi"}}, []),
+        ({"unjudged": {"blocking": True}}, []),
+    ],
+)
+def test_each_loosened_field_is_named_old_to_new(fields, named):
+    old = _recorded(GatePolicy())
+    new = _recorded(_rules(**fields))
+    assert [str(c) for c in loosened(old, new)] == named
+
+
+def test_a_measure_the_run_no_longer_computes_is_no_policy_loosening():
+    old = _recorded(GatePolicy())
+    fewer = _summary([0.5] * 30, "r").model_copy(update={"measures": {"nDCG@10": 0.5}})
+    new = recorded_policy(fewer, GatePolicy().rules_for("d"))
+    assert new.compare == ["nDCG@10"] and loosened(old, new) == []
+    listed = recorded_policy(fewer, _rules(compare=["nDCG@10"]).rules_for("d"))
+    assert [str(c) for c in loosened(old, listed)] == ["compare: [R@100, nDCG@10] -> [nDCG@10]"]
+
+
+def test_a_loosened_policy_blocks_in_decide_unless_approved():
+    base = _summary([0.5 + 0.01 * (i % 5) for i in range(30)], "b")
+    baseline = baseline_from_summary(base, rules=GatePolicy().rules_for("d"))
+    assert baseline.policy is not None and baseline.policy.compare == ["R@100", "nDCG@10"]
+    loose = {"statistics": {"inconclusive": "warn"}}
+    run = [base.model_copy(update={"run_id": "r"})]
+    verdict = decide(run, {("d", "s"): baseline}, _rules(**loose))
+    [check] = [c for c in verdict.checks if c.kind == "policy"]
+    assert check.blocking and not check.passed and not verdict.passed
+    assert "statistics.inconclusive: block -> warn" in check.message
+    [change] = verdict.changes
+    assert change.policy.inconclusive == "warn" and change.baseline_policy == baseline.policy
+
+    approval = {"field": "statistics.inconclusive", "to": "warn", "reason": "flaky suite, #12"}
+    verdict = decide(
+        run,
+        {("d", "s"): baseline},
+        _rules(**loose, loosened=[approval]),
+    )
+    [check] = [c for c in verdict.checks if c.kind == "policy"]
+    assert check.passed and "approved: flaky suite, #12" in check.message and verdict.passed
+    # An approval of another value is not this change's.
+    other = {**approval, "to": "block"}
+    verdict = decide(run, {("d", "s"): baseline}, _rules(**loose, loosened=[other]))
+    assert not verdict.passed
+
+
+def _policy_file(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(POLICY + body)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("loose", "field"),
+    [
+        ("    statistics: {inconclusive: warn}\n", "statistics.inconclusive: block -> warn"),
+        ("    compare: []\n", "compare: [nDCG@10] -> []"),
+    ],
+)
+def test_rageval_gate_blocks_a_policy_loosened_with_a_drop(suite, capsys, tmp_path, loose, field):  # noqa: F811
+    old = _policy_file(tmp_path, "old.yaml", "    compare: [nDCG@10]\n")
+    new = _policy_file(tmp_path, "new.yaml", loose)
+    argv = _gate(suite, suite["worse"], "--policy", new, "--baseline-policy", old)
+    assert main([*argv, "--format", "json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    [check] = [c for c in verdict["checks"] if c["kind"] == "policy"]
+    assert check["blocking"] and not check["passed"] and field in check["message"]
+    [change] = verdict["changes"]
+    assert change["policy"]["digest"] != change["baseline_policy"]["digest"]
+
+    # The first screen names the deciding policy and the loosened field.
+    assert main(argv) == 1
+    first_screen = capsys.readouterr().out.split("## What this suite can tell")[0]
+    assert "decided under policy" in first_screen and "rule interval, alpha 0.05" in first_screen
+    assert field in first_screen
+
+
+def test_rageval_gate_without_a_loosening_has_no_policy_check(suite, capsys, tmp_path):  # noqa: F811
+    same = _policy_file(tmp_path, "same.yaml", "    compare: [nDCG@10]\n")
+    tighter = _policy_file(tmp_path, "tight.yaml", "    compare: [nDCG@10, R@100]\n")
+    argv = _gate(suite, suite["baseline"], "--policy", tighter, "--baseline-policy", same)
+    assert main([*argv, "--format", "json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert not [c for c in verdict["checks"] if c["kind"] == "policy"]
+    assert verdict["changes"][0]["policy"]["compare"] == ["nDCG@10", "R@100"]
