@@ -43,7 +43,10 @@ def _recorded(policy: GatePolicy):
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
-        ({"statistics": {"inconclusive": "warn"}}, ["statistics.inconclusive: block -> warn"]),
+        (
+            {"statistics": {"inconclusive": "warn"}},
+            ["statistics.inconclusive: block -> block_likely"],
+        ),
         ({"statistics": {"alpha": 0.1}}, ["statistics.alpha: 0.05 -> 0.1"]),
         ({"statistics": {"rule": "point"}}, ["statistics.rule: interval -> point"]),
         ({"statistics": {"rule": "significance"}}, ["statistics.rule: interval -> significance"]),
@@ -94,9 +97,11 @@ def test_a_loosened_policy_blocks_in_decide_unless_approved():
     verdict = decide(run, {("d", "s"): baseline}, _rules(**loose))
     [check] = [c for c in verdict.checks if c.kind == "policy"]
     assert check.blocking and not check.passed and not verdict.passed
-    assert "statistics.inconclusive: block -> warn" in check.message
+    assert "statistics.inconclusive: block -> block_likely" in check.message
     [change] = verdict.changes
-    assert change.policy.inconclusive == "warn" and change.baseline_policy == baseline.policy
+    assert (
+        change.policy.inconclusive == "block_likely" and change.baseline_policy == baseline.policy
+    )
 
     approval = {"field": "statistics.inconclusive", "to": "warn", "reason": "flaky suite, #12"}
     verdict = decide(
@@ -121,7 +126,10 @@ def _policy_file(tmp_path, name: str, body: str) -> str:
 @pytest.mark.parametrize(
     ("loose", "field"),
     [
-        ("    statistics: {inconclusive: warn}\n", "statistics.inconclusive: block -> warn"),
+        (
+            "    statistics: {inconclusive: warn}\n",
+            "statistics.inconclusive: block -> block_likely",
+        ),
         ("    compare: []\n", "compare: [nDCG@10] -> []"),
     ],
 )

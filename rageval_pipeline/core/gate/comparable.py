@@ -88,7 +88,9 @@ class Comparability:
         return list(self.budget)
 
     def watched(self, measures: list[Measure]) -> list[Measure]:
-        return [m for m in measures if self.compares(m) and m not in self.budget]
+        """The measures watched beside the decided ones (the other budgets among them: the
+        primary measure alone decides by default)."""
+        return [m for m in measures if self.compares(m)]
 
     def limits(self, rules: list[Rule]) -> list[Rule]:
         """The absolute rules (thresholds, targets) that still apply: a floor on a per-chunk

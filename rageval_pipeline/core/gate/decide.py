@@ -207,14 +207,14 @@ def _decide_suite(
     ):
         return _decide_run(run, stored, worst_limit)
     kept = on_unchanged(run, stored)
+    # The baseline's judged queries gone from the whole run count against it, whichever way
+    # the rest is compared (the narrowed pair has lost nothing).
+    dropped = [d for d in [dropped_check(run, stored)] if d is not None]
     if kept.run is None:
         checks, worst, change = _decide_run(run, stored, worst_limit)
-        return [kept.check, *(c for c in checks if c.kind != "suite")], worst, change
+        return [kept.check, *dropped, *(c for c in checks if c.kind != "suite")], worst, change
     checks, worst, change = _decide_run(kept.run, kept.baseline, worst_limit, full=run)
     update = {"suite_changed": True, "compared_with": "unchanged", "unchanged": kept.unchanged}
-    # Narrowed, the pair has lost nothing: the baseline's queries gone from the whole run
-    # still count against it.
-    dropped = [d for d in [dropped_check(run, stored)] if d is not None]
     return [kept.check, *dropped, *checks], worst, change.model_copy(update=update)
 
 

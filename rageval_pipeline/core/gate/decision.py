@@ -74,7 +74,7 @@ PPI_LLM_PER_HUMAN = 10
 _K = TypeVar("_K", bound=Hashable)
 
 
-def _renamed(mode: object) -> object:
+def inconclusive_mode(mode: object) -> object:
     """`warn` was the old name of `block_likely`: it never passes a likely drop any more."""
     return "block_likely" if mode == "warn" else mode
 
@@ -85,7 +85,9 @@ class Statistics(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rule: Literal["interval", "significance", "point", "ppi"] = "interval"
-    inconclusive: Annotated[Literal["block", "block_likely"], BeforeValidator(_renamed)] = Field(
+    inconclusive: Annotated[
+        Literal["block", "block_likely"], BeforeValidator(inconclusive_mode)
+    ] = Field(
         default="block",
         description="block: every change the suite cannot resolve blocks; block_likely (old "
         "name: warn): only a likely drop does (beyond the band, interval excluding 0)",

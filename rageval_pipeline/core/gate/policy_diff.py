@@ -20,6 +20,7 @@ from rageval_pipeline.core.gate.deciding import (
     SpikeValues,
     UnjudgedValues,
 )
+from rageval_pipeline.core.gate.decision import inconclusive_mode
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
 from rageval_pipeline.core.gate.policy import Approval, GateRules
@@ -128,7 +129,13 @@ def _same(a: Any, b: Any) -> bool:
 
 def approved(change: Loosened, approvals: list[Approval]) -> Approval | None:
     """The approval in the policy file that names this loosening (its field and new value)."""
-    return next((a for a in approvals if a.field == change.field and _same(a.to, change.new)), None)
+
+    def to(a: Approval) -> Any:  # an approval may name the inconclusive mode by its old name
+        return inconclusive_mode(a.to) if a.field == "statistics.inconclusive" else a.to
+
+    return next(
+        (a for a in approvals if a.field == change.field and _same(to(a), change.new)), None
+    )
 
 
 def policy_check(

@@ -71,9 +71,10 @@ class Report(BaseModel):
 
 
 def _compared(verdict: Verdict) -> list[str]:
-    """Measures compared with a baseline (else every measure a check names), in name order."""
+    """Measures compared with a baseline, deciding or watched (else every measure a check
+    names), in name order."""
     kinds = (
-        {"baseline"}
+        {"baseline", "watched"}
         if any(c.kind == "baseline" for c in verdict.checks)
         else {
             "threshold",
@@ -94,9 +95,9 @@ def _cell(verdict: Verdict, key: RunKey, measure: str, summary: RunSummary | Non
         if (c.dataset, c.split, c.system) == key
         and c.measure == measure
         and c.value is not None
-        and c.kind in {"baseline", "threshold", "target", "value"}
+        and c.kind in {"baseline", "watched", "threshold", "target", "value"}
     ]
-    against = next((c for c in checks if c.kind == "baseline"), None)
+    against = next((c for c in checks if c.kind in ("baseline", "watched")), None)
     first = against or (checks[0] if checks else None)
     interval = summary.intervals.get(measure) if summary else None
     return Cell(
