@@ -11,6 +11,7 @@ import pytest
 from rageval_pipeline.cli import main
 from rageval_pipeline.core.gate import GatePolicy, RunSummary, decide
 from rageval_pipeline.core.gate.baselines import baseline_from_summary
+from rageval_pipeline.core.gate.policy import Breakage
 from rageval_pipeline.core.gate.policy_diff import loosened, recorded_policy
 from tests.test_cli_gate import _gate, suite  # noqa: F401 - the module's fixture
 
@@ -48,6 +49,11 @@ def _recorded(policy: GatePolicy):
             ["statistics.inconclusive: block -> block_likely"],
         ),
         ({"statistics": {"alpha": 0.1}}, ["statistics.alpha: 0.05 -> 0.1"]),
+        ({"statistics": {"mean_within": 0.8}}, ["statistics.mean_within: 0.5 -> 0.8"]),
+        ({"breakage": {"blocking": False}}, ["breakage.blocking: True -> False"]),
+        ({"breakage": {"count": 5}}, [f"breakage.count: {Breakage().count} -> 5"]),
+        ({"breakage": {"low": 0.05}}, ["breakage.low: 0.1 -> 0.05"]),
+        ({"unjudged": {"broken": 0.9}}, ["unjudged.broken: 0.5 -> 0.9"]),
         ({"statistics": {"rule": "point"}}, ["statistics.rule: interval -> point"]),
         ({"statistics": {"rule": "significance"}}, ["statistics.rule: interval -> significance"]),
         ({"compare": []}, ["compare: [R@100, nDCG@10] -> []"]),

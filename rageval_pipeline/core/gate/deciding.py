@@ -35,6 +35,18 @@ class UnjudgedValues(_Values):
     measure: str
     drop: float
     blocking: bool
+    broken: float = 0.5  # the share of judged documents lost that blocks as a broken run
+
+
+class BreakageValues(_Values):
+    """The breakage guard: a query broke falling from `high` to `low`; `count` (or `share`
+    of the answered queries) of them block."""
+
+    high: float
+    low: float
+    count: int
+    share: float
+    blocking: bool
 
 
 class SpikeValues(_Values):
@@ -58,6 +70,8 @@ class DecidingPolicy(_Values):
     bands: dict[str, BandValues] = Field(default_factory=dict)
     spike: SpikeValues
     unjudged: UnjudgedValues
+    breakage: BreakageValues | None = None  # None: recorded before the guard existed
+    mean_within: float | None = None  # a PASS needs the mean drop within this share of the band
     anchor_factor: float = 2.0  # the anchor's cumulative band, in bands
 
     @model_validator(mode="before")
@@ -84,12 +98,22 @@ class DecidingPolicy(_Values):
         unjudged = self.unjudged
         return (
             f"rule {self.rule}, alpha {self.alpha:g}, inconclusive "
-            f"{'blocks' if self.inconclusive == 'block' else 'warns'}; compared "
+            f"{'blocks' if self.inconclusive == 'block' else 'blocks only a likely drop'}; "
+            "compared "
             f"{bands or 'nothing'}; spike: {spike.drop:g} drop on over {spike.share:.0%} of "
             f"queries blocks; unjudged {unjudged.measure} -{unjudged.drop:g} "
-            f"{'blocks' if unjudged.blocking else 'warns'}; anchor band "
+            f"{'blocks' if unjudged.blocking else 'warns'}; {_guard(self.breakage)}anchor band "
             f"{self.anchor_factor:g}x"
         )
+
+
+def _guard(guard: BreakageValues | None) -> str:
+    if guard is None or not guard.blocking:
+        return ""
+    return (
+        f"breakage: {guard.count} or {guard.share:.0%} of answered queries falling from "
+        f">= {guard.high:g} to <= {guard.low:g} block; "
+    )
 
 
 def _band(band: BandValues | None) -> str:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from rageval_pipeline.core.gate.deciding import (
     RULE_STRENGTH,
     BandValues,
+    BreakageValues,
     DecidingPolicy,
     SpikeValues,
     UnjudgedValues,
@@ -49,8 +50,13 @@ def deciding_policy(rules: GateRules, compared: Iterable[Measure]) -> DecidingPo
             share=spike.share,
         ),
         unjudged=UnjudgedValues(
-            measure=str(unjudged.measure), drop=unjudged.drop, blocking=unjudged.blocking
+            measure=str(unjudged.measure),
+            drop=unjudged.drop,
+            blocking=unjudged.blocking,
+            broken=unjudged.broken,
         ),
+        breakage=BreakageValues(**rules.breakage.model_dump()),
+        mean_within=stats.mean_within,
         anchor_factor=rules.anchor.factor,
     )
 
@@ -110,8 +116,30 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
         out.append(Loosened("unjudged.blocking", True, False))
     if _wider(old.unjudged.drop, new.unjudged.drop):
         out.append(Loosened("unjudged.drop", old.unjudged.drop, new.unjudged.drop))
+    if _wider(old.unjudged.broken, new.unjudged.broken):
+        out.append(Loosened("unjudged.broken", old.unjudged.broken, new.unjudged.broken))
+    if _wider(old.mean_within, new.mean_within) and old.mean_within is not None:
+        out.append(Loosened("statistics.mean_within", old.mean_within, new.mean_within))
+    out += _breakage_loosened(old.breakage, new.breakage)
     if _wider(old.anchor_factor, new.anchor_factor):
         out.append(Loosened("anchor.factor", old.anchor_factor, new.anchor_factor))
+    return out
+
+
+def _breakage_loosened(old: BreakageValues | None, new: BreakageValues | None) -> list[Loosened]:
+    """The guard fires less often: off, more broken queries needed, a higher value to fall
+    from or a lower one to fall to."""
+    if old is None or not old.blocking:
+        return []
+    if new is None or not new.blocking:
+        return [Loosened("breakage.blocking", True, False)]
+    out = [
+        Loosened(f"breakage.{part}", getattr(old, part), getattr(new, part))
+        for part in ("count", "share", "high")
+        if _wider(getattr(old, part), getattr(new, part))
+    ]
+    if _wider(new.low, old.low):
+        out.append(Loosened("breakage.low", old.low, new.low))
     return out
 
 
