@@ -85,10 +85,10 @@ def main() -> None:
     fake = FakeLLM("openai", reply=reply).start()
     env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     env |= {
-        "RAG_EVAL_PROVIDER": "openai",
-        "RAG_EVAL_OPENAI_BASE_URL": fake.url + "/v1",
-        "RAG_EVAL_OPENAI_MODEL": "fake-1",
-        "RAG_EVAL_CONCURRENCY": "4",
+        "RAGEVAL_PROVIDER": "openai",
+        "RAGEVAL_OPENAI_BASE_URL": fake.url + "/v1",
+        "RAGEVAL_OPENAI_MODEL": "fake-1",
+        "RAGEVAL_CONCURRENCY": "4",
     }
     try:
         synth = [f"--n={args.n}", f"--human-sample={args.human_sample}", f"--seed={args.seed}"]

@@ -24,9 +24,9 @@ def ollama(tmp_path, monkeypatch):
     fake = FakeLLM("ollama").start()
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAG_EVAL_JUDGE_PROVIDER", "ollama")
-    monkeypatch.setenv("RAG_EVAL_OLLAMA_BASE_URL", fake.url)
-    monkeypatch.setenv("RAG_EVAL_JUDGE_MODEL", "judge:1")
+    monkeypatch.setenv("RAGEVAL_JUDGE_PROVIDER", "ollama")
+    monkeypatch.setenv("RAGEVAL_OLLAMA_BASE_URL", fake.url)
+    monkeypatch.setenv("RAGEVAL_JUDGE_MODEL", "judge:1")
     monkeypatch.setenv("RAGEVAL_STORAGE", str(tmp_path / "storage"))
     yield fake
     fake.stop()
@@ -84,12 +84,12 @@ def test_only_a_clean_grade_is_a_suggestion(ollama, tmp_path, capsys):
 
 def test_suggest_ends_at_the_step_deadline(ollama, tmp_path, monkeypatch, capsys):
     ollama.drip_s = 0.2  # one byte every 0.2 s: each call would take minutes
-    monkeypatch.setenv("RAG_EVAL_STEP_DEADLINE_S", "0.5")
+    monkeypatch.setenv("RAGEVAL_STEP_DEADLINE_S", "0.5")
     sheet, out = tmp_path / "pool.jsonl", tmp_path / "suggested.jsonl"
     write_sheet(sheet)
     assert main(["suggest", str(sheet), "--out", str(out)]) == 1
     assert capsys.readouterr().err == (
-        "error: the step's total deadline of 0.5 s (RAG_EVAL_STEP_DEADLINE_S) passed with 0 "
+        "error: the step's total deadline of 0.5 s (RAGEVAL_STEP_DEADLINE_S) passed with 0 "
         "of 3 call(s) answered: the calls in flight were cancelled, the rest not started\n"
     )
     assert len(ollama.requests) == 2 and not out.exists()  # concurrency 2: the third never sent

@@ -223,9 +223,9 @@ def test_the_llm_path_on_the_teams_suite(tmp_path, capsys, monkeypatch):
     systems.write_text(json.dumps({"systems": {"bm25": BM25}}))
     judge(folder, tmp_path / "sheet.csv", "--systems", str(systems), "--no-extra")
     fake = FakeLLM("openai", reply=reply).start()
-    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
     common = ["--systems", str(systems), "--depth", "3"]
     try:
         capsys.readouterr()

@@ -34,9 +34,9 @@ def companion(pipeline_home, monkeypatch):
     fake = FakeLLM("openai", reply=reply).start()
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
     data = pipeline_home / "data"
     # The scripted judge is a poor one: its kappa with techdocs' evidence-level grades is 0.299
     # (0.32 with round 1's); the floor is lowered so that its labels may be used at all.

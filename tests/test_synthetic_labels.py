@@ -27,11 +27,11 @@ def judge(tmp_path, monkeypatch):
     fake = FakeLLM("openai", reply=reply).start()
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
-    monkeypatch.setenv("RAG_EVAL_CONCURRENCY", "4")
-    monkeypatch.delenv("RAG_EVAL_SECOND_JUDGE_MODEL", raising=False)
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
+    monkeypatch.setenv("RAGEVAL_CONCURRENCY", "4")
+    monkeypatch.delenv("RAGEVAL_SECOND_JUDGE_MODEL", raising=False)
     yield fake
     fake.stop()
 
@@ -119,7 +119,7 @@ def _label(tmp_path, *extra):
 
 
 def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("RAG_EVAL_SECOND_JUDGE_MODEL", "fake-2")
+    monkeypatch.setenv("RAGEVAL_SECOND_JUDGE_MODEL", "fake-2")
     _synth(tmp_path, capsys)
     synthesized = len(judge.requests)
     assert _label(tmp_path, "--dry-run", "--price-in", "3", "--price-out", "15") == 0
@@ -248,9 +248,9 @@ def test_label_reads_its_prompts_format_and_fails_on_garbage(
     """Issue 34: a judge answering exactly as the prompt asks is read (0 unparseable); one
     answering garbage ends with exit 1 and the count, and kappa is undefined, not "below"."""
     judge.reply = answer
-    monkeypatch.setenv("RAG_EVAL_STRUCTURED", "off")
-    monkeypatch.setenv("RAG_EVAL_PRICE_IN", "0.5")
-    monkeypatch.setenv("RAG_EVAL_PRICE_CURRENCY", "EUR")
+    monkeypatch.setenv("RAGEVAL_STRUCTURED", "off")
+    monkeypatch.setenv("RAGEVAL_PRICE_IN", "0.5")
+    monkeypatch.setenv("RAGEVAL_PRICE_CURRENCY", "EUR")
     args = ["label", str(SUITE), "--depth", "2", "--check-sample", "5"]
     assert main([*args, "--out", str(tmp_path / "labels"), *_systems(tmp_path)]) == status
     printed = capsys.readouterr()
@@ -259,7 +259,7 @@ def test_label_reads_its_prompts_format_and_fails_on_garbage(
     assert f"estimated cost {tokens_in * 0.5 / 1e6:.4f} EUR (openai:fake-1; 0.5 in, 0 out " in (
         printed.out
     )
-    assert "per million tokens, from $RAG_EVAL_PRICE_IN/_OUT)" in printed.out
+    assert "per million tokens, from $RAGEVAL_PRICE_IN/_OUT)" in printed.out
     if status == 0:
         assert f"{len(labels)} label(s), 0 unparseable" in printed.out
         assert all(lab["grade"] is not None for lab in labels)
@@ -267,7 +267,7 @@ def test_label_reads_its_prompts_format_and_fails_on_garbage(
     assert f"{len(labels)} label(s), {len(labels)} unparseable" in printed.out
     assert printed.err.splitlines()[-1] == (
         f"error: {len(labels)} of {len(labels)} label(s) unparseable (100%), above "
-        "$RAG_EVAL_MAX_UNPARSEABLE 10%: the judge does not answer in the prompt's format "
+        "$RAGEVAL_MAX_UNPARSEABLE 10%: the judge does not answer in the prompt's format "
         f"(raw replies in {tmp_path / 'labels'})"
     )
     assert "weighted kappa with human grades is undefined on 0 pair(s)" in printed.err

@@ -1,6 +1,6 @@
 """`rageval suggest SHEET --out SHEET`: LLM-suggested 0-3 grades for a judging sheet.
 
-The judge model comes from the environment (`RAG_EVAL_JUDGE_*`, else `RAG_EVAL_*`; see
+The judge model comes from the environment (`RAGEVAL_JUDGE_*`, else `RAGEVAL_*`; see
 docs/generation.md). Suggestions go to `suggested_grade`/`suggested_by`, never to `grade`.
 Where human grades exist, prints Cohen's weighted kappa and Kendall's tau of the system
 rankings under human vs LLM labels.

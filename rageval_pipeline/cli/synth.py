@@ -1,6 +1,6 @@
 """`rageval synth SUITE --n 400` (LLM-written queries as a companion set of the suite, with a
 seeded human sample) and `rageval label SUITE` (UMBRELA 0-3 labels of every query's pool, LLM
-qrels and the judge's calibration). Models come from RAG_EVAL_* (docs/generation.md); the
+qrels and the judge's calibration). Models come from RAGEVAL_* (docs/generation.md); the
 population, the sample and the costs are described in docs/synthetic.md."""
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--price-in",
         type=float,
         default=None,
-        help="price per million input tokens ($RAG_EVAL_PRICE_IN, default 0: a local model)",
+        help="price per million input tokens ($RAGEVAL_PRICE_IN, default 0: a local model)",
     )
     parser.add_argument(
         "--price-out",
         type=float,
         default=None,
-        help="price per million output tokens ($RAG_EVAL_PRICE_OUT, default 0)",
+        help="price per million output tokens ($RAGEVAL_PRICE_OUT, default 0)",
     )
     add_storage_option(parser)
 
@@ -193,7 +193,7 @@ def run_label(args: argparse.Namespace) -> int:
     if labels and unparseable > limit * len(labels):
         print(
             f"error: {unparseable} of {len(labels)} label(s) unparseable ("
-            f"{unparseable / len(labels):.0%}), above $RAG_EVAL_MAX_UNPARSEABLE {limit:.0%}: "
+            f"{unparseable / len(labels):.0%}), above $RAGEVAL_MAX_UNPARSEABLE {limit:.0%}: "
             f"the judge does not answer in the prompt's format (raw replies in {folder})",
             file=sys.stderr,
         )
@@ -202,18 +202,18 @@ def run_label(args: argparse.Namespace) -> int:
 
 
 def _prices(args: argparse.Namespace) -> tuple[float, float, str, str]:
-    """Per million input and output tokens (the options, else $RAG_EVAL_PRICE_IN/_OUT), their
-    currency ($RAG_EVAL_PRICE_CURRENCY) and where the prices came from."""
+    """Per million input and output tokens (the options, else $RAGEVAL_PRICE_IN/_OUT), their
+    currency ($RAGEVAL_PRICE_CURRENCY) and where the prices came from."""
     from rageval_pipeline.core.settings.providers import Labelling
 
     prices = Labelling.from_env()
     given = [args.price_in is not None, args.price_out is not None]
     from_env = {"price_in", "price_out"} & prices.model_fields_set
     sources = ["--price-in/--price-out"] if any(given) else []
-    sources += ["$RAG_EVAL_PRICE_IN/_OUT"] if from_env and not all(given) else []
+    sources += ["$RAGEVAL_PRICE_IN/_OUT"] if from_env and not all(given) else []
     return (
         prices.price_in if args.price_in is None else args.price_in,
         prices.price_out if args.price_out is None else args.price_out,
         prices.price_currency,
-        " and ".join(sources) or "the default 0: a local model; set $RAG_EVAL_PRICE_IN/_OUT",
+        " and ".join(sources) or "the default 0: a local model; set $RAGEVAL_PRICE_IN/_OUT",
     )

@@ -40,7 +40,7 @@ FORMAT_VERSION = "2"  # 2: strict verdicts, the interval in ci_low/ci_high
 
 
 class GenerationSettings(dg.ConfigurableResource):
-    """Run-wide knobs of the generation check (providers and keys come from RAG_EVAL_*)."""
+    """Run-wide knobs of the generation check (providers and keys come from RAGEVAL_*)."""
 
     dry_run: bool = False  # count the calls and tokens a run would make; call nothing
     samples: int = 1  # judge samples per answer; agreement is reported
@@ -94,11 +94,11 @@ def check_default_sets(suites_dir: Path) -> None:
 
 
 def selected_systems(catalog: dict[str, systems.SystemConfig]) -> list[str]:
-    """`RAG_EVAL_SYSTEMS` (comma-separated) or every configured system."""
+    """`RAGEVAL_SYSTEMS` (comma-separated) or every configured system."""
     wanted = GenerationScope.from_env().systems
     unknown = sorted(set(wanted) - set(catalog))
     if unknown:
-        raise ValueError(f"RAG_EVAL_SYSTEMS names unknown system(s) {unknown}")
+        raise ValueError(f"RAGEVAL_SYSTEMS names unknown system(s) {unknown}")
     return wanted or list(catalog)
 
 
@@ -258,7 +258,7 @@ def _system_assets(
             context.log.warning(
                 f"{dataset}/{name}: not answered: {name} has not been evaluated on {dataset} "
                 f"(run evaluate_{name} or evaluate_dataset first, or leave it out with "
-                "RAG_EVAL_SYSTEMS)"
+                "RAGEVAL_SYSTEMS)"
             )
             return
         with one_line():

@@ -2,7 +2,7 @@
 
 `synthetic_queries` -> `llm_labels` -> `judge_calibration`, per golden-suite partition,
 downstream of the suite's `queries`, in the group `llm_labels` run by the job `label_dataset`.
-Built only when a provider is configured (RAG_EVAL_*), like the generation group. The files
+Built only when a provider is configured (RAGEVAL_*), like the generation group. The files
 are those of `rageval synth` and `rageval label` (core/generation/labelling.py), under
 `$RAGEVAL_STORAGE/synthetic/<dataset>/` and `labels/<dataset>/`; a companion set committed
 beside the suite (`data/suites/<s>/<s>.synthetic.jsonl`, with its `sample.json`) is read
@@ -47,7 +47,7 @@ FORMAT_VERSION = "1"
 
 
 class LabelSettings(dg.ConfigurableResource):
-    """Run-wide knobs of the synthetic queries and LLM labels (models come from RAG_EVAL_*)."""
+    """Run-wide knobs of the synthetic queries and LLM labels (models come from RAGEVAL_*)."""
 
     n: int = 400  # queries drawn
     seed: int = 0  # passage draw and bias-check sample (the human sample's seed is committed)
