@@ -91,12 +91,12 @@ def main() -> None:
         "RAGEVAL_CONCURRENCY": "4",
     }
     try:
-        synth = [f"--n={args.n}", f"--human-sample={args.human_sample}", f"--seed={args.seed}"]
-        cli(env, "synth", str(SUITE), *synth, "--out", str(made), *common)
+        synth = [f"--n={args.n}", f"--human-sample-size={args.human_sample}", f"--seed={args.seed}"]
+        cli(env, "synth", str(SUITE), *synth, "--output", str(made), *common)
         sheet = made / "techdocs.synthetic.sheet.jsonl"
         grade_like_a_human(sheet)
         companion_file = made / "techdocs.synthetic.jsonl"
-        label = ["--synthetic", str(companion_file), "--human", str(sheet), "--out", str(labels)]
+        label = ["--synthetic", str(companion_file), "--human", str(sheet), "--output", str(labels)]
         cli(env, "label", str(SUITE), *label, *common)
     finally:
         fake.stop()

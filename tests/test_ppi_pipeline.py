@@ -47,13 +47,13 @@ def companion(pipeline_home, monkeypatch):
     storage = pipeline_home / "storage"
     made = pipeline_home / "synthetic"
     try:
-        args = ["synth", str(suite), "--n", "16", "--human-sample", "4", "--depth", "3"]
-        assert main([*args, "--out", str(made)]) == 0
+        args = ["synth", str(suite), "--n", "16", "--human-sample-size", "4", "--depth", "3"]
+        assert main([*args, "--output", str(made)]) == 0
         grade_like_a_human(made / f"{SUITE}.synthetic.sheet.jsonl")
         for name in (f"{SUITE}.synthetic.jsonl", "sample.json", f"{SUITE}.synthetic.sheet.jsonl"):
             shutil.copy(made / name, suite / name)
         args = ["label", str(suite), "--synthetic", str(suite / f"{SUITE}.synthetic.jsonl")]
-        assert main([*args, "--depth", "3", "--out", str(storage / "labels" / SUITE)]) == 0
+        assert main([*args, "--depth", "3", "--output", str(storage / "labels" / SUITE)]) == 0
     finally:
         fake.stop()
     for name in SWITCHES:  # the evaluation itself calls no LLM

@@ -15,9 +15,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="a measure across evaluations, oldest first",
         description="One line per evaluation: time, dataset, system, fingerprint, level, value.",
     )
-    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--dataset", required=True, help="the dataset evaluated")
     parser.add_argument("--system", help="one system (default: all)")
-    parser.add_argument("-m", "--measure", default=PRIMARY_MEASURE)
+    parser.add_argument(
+        "-m", "--measure", default=PRIMARY_MEASURE, help="the measure shown (default: %(default)s)"
+    )
     parser.add_argument("--limit", type=at_least(1), default=20, help="most recent N evaluations")
     add_storage_option(parser)
     parser.set_defaults(func=run_history)

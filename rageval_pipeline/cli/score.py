@@ -49,7 +49,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "measures need (EvidenceRecall@10, TokenPrecision@512t, ...): the run's ids are its "
         "documents, its reference chunks or passages doc:span:start-end",
     )
-    common.add_argument("--format", choices=FORMATS, default="table")
+    common.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format (default: %(default)s)"
+    )
     common.add_argument(
         "--document-level",
         action="store_true",
@@ -76,12 +78,17 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Means, B - A with a 95% CI, paired t-test and randomization test p-values "
         "(Holm-corrected across measures).",
     )
-    parser.add_argument("run_a", metavar="RUN_A")
-    parser.add_argument("run_b", metavar="RUN_B")
+    parser.add_argument("run_a", metavar="RUN_A", help="the run compared against (A)")
+    parser.add_argument("run_b", metavar="RUN_B", help="the run compared (B)")
     parser.add_argument(
         "--permutations", type=at_least(1), default=10_000, help="randomization test resamples"
     )
-    parser.add_argument("--seed", type=at_least(0), default=0)
+    parser.add_argument(
+        "--seed",
+        type=at_least(0),
+        default=0,
+        help="seed of the randomization test's resamples (default: %(default)s)",
+    )
     parser.set_defaults(func=run_compare, refuse=parser.error)
 
 

@@ -18,13 +18,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--system", action="append", help="pool with this system only (repeatable; default all)"
     )
-    parser.add_argument("--depth", type=at_least(1), default=10, help="pool depth (default 10)")
     parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the passage draw (default 0); the human sample's seed is the kept "
-        "queries' commitment, never chosen",
+        "-k", "--depth", type=at_least(1), default=10, help="pool depth (default: %(default)s)"
     )
     parser.add_argument("--concurrency", type=at_least(1), help="requests in flight at once")
     parser.add_argument("--dry-run", action="store_true", help="count calls and tokens only")
@@ -49,28 +44,72 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     synth = subparsers.add_parser(
         "synth",
         help="LLM-written queries from sampled passages, a companion set of the suite",
-        description=__doc__.splitlines()[0],
+        description="LLM-written queries from passages sampled from the suite's corpus, kept "
+        "when they retrieve their passage back: a companion set of the suite, with a seeded "
+        "random sample of them for humans to judge (docs/synthetic.md).",
     )
     _common(synth)
-    synth.add_argument("--n", type=at_least(1), default=400, help="queries to draw (400)")
     synth.add_argument(
-        "--human-sample", type=at_least(0), default=60, help="queries sampled for humans (60)"
+        "--seed",
+        type=at_least(0),
+        default=0,
+        help="seed of the passage draw (default: %(default)s); the human sample's seed is the "
+        "kept queries' commitment, never chosen",
     )
-    synth.add_argument("--out", type=Path, help="folder for the files (default: the suite's)")
+    synth.add_argument(
+        "--n", type=at_least(1), default=400, help="queries to draw (default: %(default)s)"
+    )
+    synth.add_argument(
+        "--human-sample-size",
+        type=at_least(0),
+        default=60,
+        dest="human_sample",
+        metavar="N",
+        help="queries sampled for humans to judge (default: %(default)s)",
+    )
+    synth.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        dest="out",
+        metavar="DIR",
+        help="folder for the files (default: the suite's)",
+    )
     synth.set_defaults(func=run_synth)
     label = subparsers.add_parser(
         "label",
         help="UMBRELA 0-3 LLM labels of every query's pool, LLM qrels and calibration",
-        description="Grade the pooled top k of the suite's and the synthetic queries.",
+        description="Grade the pooled top k of the suite's and the synthetic queries with the "
+        "judge model, write the LLM qrels, and calibrate the judge against the human grades.",
     )
     _common(label)
+    label.add_argument(
+        "--seed",
+        type=at_least(0),
+        default=0,
+        help="seed of the bias checks' pair samples (default: %(default)s)",
+    )
     label.add_argument("--synthetic", type=Path, help="companion file (<suite>.synthetic.jsonl)")
     label.add_argument(
         "--human", type=Path, action="append", default=[], help="graded judging sheet (.jsonl)"
     )
-    label.add_argument("--gate", type=Path, help="gate policy for the kappa floor (data/gate.yaml)")
+    label.add_argument(
+        "--policy",
+        type=Path,
+        dest="gate",
+        metavar="FILE",
+        help="gate policy whose kappa floor the calibration is held to (default: "
+        "$RAGEVAL_DATA/gate.yaml)",
+    )
     label.add_argument("--check-sample", type=at_least(0), default=50, help="pairs per bias check")
-    label.add_argument("--out", type=Path, help="output folder (default $RAGEVAL_STORAGE/labels)")
+    label.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        dest="out",
+        metavar="DIR",
+        help="folder for the labels, LLM qrels and calibration (default: $RAGEVAL_STORAGE/labels)",
+    )
     label.set_defaults(func=run_label)
 
 
