@@ -182,9 +182,9 @@ def entry() -> None:
     """The `rageval` console script: `main`'s status as the exit status, by the ordinary exit.
 
     An exit by os._exit, skipping the interpreter's teardown, saved 0.16 s and 0.41 s of CPU in
-    the median of two side-by-side script runs, inside the spread of either build
-    (bench/README.md, "Issue 23"), so the process ends as any other: exit handlers, flushes
-    and waiting threads included."""
+    the median of two side-by-side script runs, inside the spread of either build (bench/README.md,
+    "Fast paths in one place"), so the process ends as any other: exit handlers, flushes and
+    waiting threads included."""
     sys.exit(main())
 
 

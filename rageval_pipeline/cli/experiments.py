@@ -1,4 +1,4 @@
-"""`rageval experiments`: the log of gated evaluations (seed 001 section 7)."""
+"""`rageval experiments`: the log of gated evaluations (docs/tuning.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Provider configuration from the environment (seed 002's names), answering and judging apart.
+"""Provider configuration from the environment (`RAGEVAL_*`), answering and judging apart.
 
 The answering model reads `RAGEVAL_*`; the judge reads `RAGEVAL_JUDGE_*` first and falls back
 to the answering model's value, so one provider serves both unless told otherwise. API keys are

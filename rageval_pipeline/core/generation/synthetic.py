@@ -1,4 +1,4 @@
-"""Synthetic queries (issue 26): LLM-written queries from sampled passages, InPars style.
+"""Synthetic queries: LLM-written queries from sampled passages, InPars style.
 
 Units are the suite's judging targets: reference chunks for a chunk-level suite, documents
 otherwise, of at least `MIN_UNIT_WORDS` words (a heading alone asks nothing). A seeded shuffle

@@ -60,7 +60,7 @@ class R(Measure):
 
 
 class F1(Measure):
-    """F1@k: harmonic mean of P@k and R@k, 0 when both are 0 (seed 000 `F1AtK`)."""
+    """F1@k: harmonic mean of P@k and R@k, 0 when both are 0."""
 
     NAME = "F1"
     ALIASES = ("f-measure",)
@@ -135,7 +135,7 @@ class Judged(Measure):
 
 
 class ER(Measure):
-    """Entity recall@k as seed 001 defines Recall@K: distinct relevant *source documents* among
+    """Entity recall@k: distinct relevant *source documents* among
     the top k *chunks*, divided by the number of relevant documents. Unlike R@k on the
     document-level run, several chunks of one document use several of the k places."""
 

@@ -1,4 +1,4 @@
-"""The span measures (issue 25): named like every other measure, computed from evidence spans
+"""The span measures: named like every other measure, computed from evidence spans
 and the retrieved chunks' extents rather than from qrels (`core.measures.spans`).
 
 Each counts every evidence token once, so overlapping or duplicated chunks that hold the same

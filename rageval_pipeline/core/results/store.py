@@ -168,7 +168,7 @@ class RunRecord(BaseModel):
 
 class StoredRun(NamedTuple):
     run_id: str
-    quality_markdown: str  # seed 000's report, for the Dagster UI
+    quality_markdown: str  # the quality report, for the Dagster UI
     means: dict[str, float]  # measure -> mean
 
 
@@ -182,7 +182,7 @@ def store_results(
     notes: str = "",
 ) -> StoredRun:
     """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
-    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
+    mirrored as Parquet under `storage/tables/`, and the quality report (JSON, and
     Markdown followed by `notes`) under `storage/reports/quality/`. The run counts as finished
     (`runs.finished`) only once all of them are written."""
     run_id, dataset, system = record.run_id, record.dataset, record.system

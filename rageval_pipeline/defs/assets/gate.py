@@ -91,8 +91,8 @@ def _write_validation_reports(
     stamp: datetime,
     measured: dict[str, tuple[float, float]],
 ) -> None:
-    """Seed 003's report_YYYYMMDD_HHMMSS.json of each run, beside the gate reports, judged by
-    the policy's `validation` rules; the chunks' integrity as `measured` in this run, else
+    """The validation report (report_YYYYMMDD_HHMMSS.json) of each run, beside the gate reports,
+    judged by the policy's `validation` rules; the chunks' integrity as `measured` in this run, else
     measured on the stored chunks."""
     queries: dict[str, pd.DataFrame | None] = {}
     for summary in run_summaries:
@@ -117,9 +117,9 @@ def _write_validation_reports(
             rates = integrity(chunks) if chunks is not None else None
         named = dict(zip(INTEGRITY_RATES, rates, strict=True)) if rates is not None else None
         criteria = decide_validation(summary, policy, integrity=named)
-        seed = validation_report(summary, about, criteria, timestamp=stamp, integrity=named)
+        report = validation_report(summary, about, criteria, timestamp=stamp, integrity=named)
         folder = settings.reports_dir / "validation" / summary.dataset / summary.system
-        write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
+        write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", report.model_dump_json(indent=2))
 
 
 def build_gate_asset(

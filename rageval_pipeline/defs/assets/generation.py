@@ -1,4 +1,4 @@
-"""The optional generation check (seed 002), built only when a provider is configured.
+"""The optional generation check, built only when a provider is configured.
 
 `ground_truth` -> `<system>/answers` -> `<system>/answer_judgments`, per dataset partition,
 in the asset group `generation`, run by the job `evaluate_generation` (never by the retrieval
@@ -337,6 +337,6 @@ def build_generation(
         JOB,
         selection=dg.AssetSelection.groups(GROUP),
         executor_def=executor_from_env(),
-        description="Seed 002's generation check: reference answers, RAG answers, judgments.",
+        description="The generation check: reference answers, RAG answers and their judgments.",
     )
     return build_generation_assets(catalog, datasets), job, {"generation": GenerationSettings()}

@@ -1,4 +1,4 @@
-"""Synthetic queries, LLM labels and the judge's calibration as assets (issue 26).
+"""Synthetic queries, LLM labels and the judge's calibration as assets.
 
 `synthetic_queries` -> `llm_labels` -> `judge_calibration`, per golden-suite partition,
 downstream of the suite's `queries`, in the group `llm_labels` run by the job `label_dataset`.
