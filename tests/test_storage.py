@@ -12,7 +12,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rageval_pipeline.core.storage.warehouse import Warehouse, write_parquet
+from rageval_pipeline.core.storage.files import write_parquet
+from rageval_pipeline.core.storage.warehouse import Warehouse
 
 
 def _run_row(run_id: str) -> dict:

@@ -186,7 +186,7 @@ def run_label(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.generation.llm import LLM
     from rageval_pipeline.core.io import paths
     from rageval_pipeline.core.settings.providers import Labelling
-    from rageval_pipeline.core.storage.warehouse import write_text
+    from rageval_pipeline.core.storage.files import write_text
 
     folder = args.out or args.storage / "labels"
     try:

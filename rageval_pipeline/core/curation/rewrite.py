@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from rageval_pipeline.core.curation.pool import PoolEntry
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 
 # Read left to right by an assessor: the query, the passage around its words, the grade to

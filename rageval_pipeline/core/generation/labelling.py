@@ -24,7 +24,7 @@ from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.labels import read_sheet
 from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.statistics.sampling import write_sample
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.chunking import StoredChunks
 from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite

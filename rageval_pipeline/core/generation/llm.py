@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.providers import Client, Completion, client_for
 from rageval_pipeline.core.generation.verdicts import Structured
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 
 
 class Usage(BaseModel):

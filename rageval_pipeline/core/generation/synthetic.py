@@ -38,7 +38,7 @@ from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.statistics.sampling import HumanSample, draw_sample
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.chunking import StoredChunks, chunks_of
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows, suite_tables

@@ -23,7 +23,7 @@ from rageval_pipeline.core.gate import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 
 DESCRIPTION_TAG = "rageval/description"
 

@@ -31,7 +31,7 @@ from rageval_pipeline.core.measures.aggregate import (
 from rageval_pipeline.core.measures.defaults import DEFAULT_MEASURES
 from rageval_pipeline.core.measures.spans import evaluate_spans
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.warehouse import write_parquet, write_text
+from rageval_pipeline.core.storage.files import write_parquet, write_text
 from rageval_pipeline.core.suites.conventions import drop_identical_ids
 from rageval_pipeline.core.suites.derived import EvidenceSet, derive_qrels
 

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.commits import LakeError, commit_name, live_files, parse_commit
+from rageval_pipeline.core.storage.files import writable
 from rageval_pipeline.core.storage.location import NO_BUCKET, StorageError, is_local, protocols
 from rageval_pipeline.core.storage.schema import (
     APPENDED_TABLES,
@@ -59,7 +60,7 @@ from rageval_pipeline.core.storage.schema import (
     RESULT_TABLES,
     SCHEMA,
 )
-from rageval_pipeline.core.storage.warehouse import insert_rows, writable
+from rageval_pipeline.core.storage.warehouse import insert_rows
 
 if TYPE_CHECKING:
     import duckdb

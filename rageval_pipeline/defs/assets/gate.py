@@ -29,9 +29,9 @@ from rageval_pipeline.core.gate import (
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.history.summaries import history, select_runs, summaries
 from rageval_pipeline.core.report.validation import validation_report
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.location import read_parquet
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, integrity
 from rageval_pipeline.core.systems import SystemConfig

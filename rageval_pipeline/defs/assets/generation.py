@@ -24,9 +24,9 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, prompts
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.settings.providers import GenerationScope
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.location import StorageError
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.executors import executor_from_env

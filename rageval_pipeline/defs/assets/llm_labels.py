@@ -29,8 +29,8 @@ from rageval_pipeline.core.generation import (
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.measures.defaults import PRIMARY_MEASURE
 from rageval_pipeline.core.statistics.sampling import load_sample
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 from rageval_pipeline.core.systems import load_systems
