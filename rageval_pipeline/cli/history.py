@@ -34,21 +34,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_history(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.history import measure_history
     from rageval_pipeline.core.measures import parse_measure
     from rageval_pipeline.core.storage.choose import open_warehouse
 
     measure = str(parse_measure(args.measure))
     warehouse = open_warehouse(args.storage, existing=True)
-    rows = warehouse.query(
-        """
-        SELECT * FROM (
-            SELECT created_at, dataset, system, fingerprint, level, value FROM history
-            WHERE dataset = ? AND measure = ? AND (? IS NULL OR system = ?)
-            ORDER BY created_at DESC LIMIT ?
-        ) ORDER BY created_at
-        """,
-        [args.dataset, measure, args.system, args.system, args.limit],
-    )
+    rows = measure_history(warehouse, args.dataset, measure, args.system, args.limit)
     if rows.empty:
         raise InputError(warehouse.location, f"no {measure} for dataset {args.dataset!r}")
     for row in rows.itertuples(index=False):
