@@ -18,6 +18,7 @@ from rageval_pipeline.core.gate.decide import decide, decide_validation
 from rageval_pipeline.core.gate.models import (
     BASELINE_VERSION,
     CATEGORIES,
+    FAMILY_CATEGORY,
     LATENCY_STATS,
     MEASURE_KINDS,
     OVERALL,
@@ -32,6 +33,7 @@ from rageval_pipeline.core.gate.models import (
     RunChange,
     RunSummary,
     Verdict,
+    category_of,
 )
 from rageval_pipeline.core.gate.policy import (
     DEFAULT_RULES_KEY,
@@ -51,6 +53,7 @@ __all__ = [
     "BASELINE_VERSION",
     "CATEGORIES",
     "DEFAULT_RULES_KEY",
+    "FAMILY_CATEGORY",
     "INTEGRITY_RATES",
     "LATENCY_STATS",
     "MEASURE_KINDS",
@@ -77,6 +80,7 @@ __all__ = [
     "Verdict",
     "baseline_from_summary",
     "baseline_path",
+    "category_of",
     "decide",
     "decide_validation",
     "load_baseline",

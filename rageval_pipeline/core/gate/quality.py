@@ -12,7 +12,7 @@ import numpy as np
 
 from rageval_pipeline.core.gate.decision import judge, resolution, resolution_text, tests
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
-from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
+from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression, category_of
 from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
@@ -124,7 +124,7 @@ def baseline_check(
         reference=reference,
         passed=verdict.outcome == "pass",
         blocking=verdict.blocks,
-        category=measure.category if verdict.outcome == "fail" else None,
+        category=category_of(measure) if verdict.outcome == "fail" else None,
         message=f"{prefix}{run.label} {measure} = {value:.4f} {relation} {bound}",
         paired=test,
         inconclusive=unsure,
@@ -166,7 +166,7 @@ def watched_check(
         reference=reference,
         passed=not fell,
         blocking=False,
-        category=measure.category,
+        category=category_of(measure),
         message=f"{run.label} {measure} = {value:.4f} {relation} tolerance of the baseline "
         f"{reference:.4f} (watched, not blocking)",
         paired=test,

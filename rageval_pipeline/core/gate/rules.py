@@ -19,6 +19,7 @@ from rageval_pipeline.core.gate.models import (
     Check,
     LatencyStat,
     _Strict,
+    category_of,
 )
 from rageval_pipeline.core.gate.run import Run
 from rageval_pipeline.core.measures.names import Measure, MeasureField
@@ -68,7 +69,7 @@ def measure_limit(run: Run, measure: Measure, limit: float, blocking: bool) -> C
         passed=passed,
         blocking=blocking,
         # A missed advisory target is not a regression: it carries no taxonomy label.
-        category=measure.category if blocking else None,
+        category=category_of(measure) if blocking else None,
         message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f}",
     )
     if blocking or passed:
@@ -119,7 +120,7 @@ class QueryShare(Rule):
             ci_high=None,
             passed=passed,
             blocking=self.blocking,
-            category=self.measure.category if self.blocking else None,
+            category=category_of(self.measure) if self.blocking else None,
             message=f"{run.label} {good}/{len(values)} queries ({share:.0%}) have "
             f"{self.measure} {self.relation} {self.min:g}, "
             f"{'>=' if passed else '<'} {self.share:.0%} required",
