@@ -20,6 +20,7 @@ from rageval_pipeline.defs.failures import console
 from rageval_pipeline.defs.freshness import fresh_daily
 from rageval_pipeline.defs.jobs import build_jobs
 from rageval_pipeline.defs.partitions import dataset_partitions
+from rageval_pipeline.defs.policy import GatePolicyResource
 from rageval_pipeline.defs.resources import ParquetIOManager, Settings, WarehouseResource
 from rageval_pipeline.defs.run_workers import free_dead_runs
 from rageval_pipeline.defs.schedules import build_nightly
@@ -58,6 +59,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         resources={
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
+            "policy": GatePolicyResource(settings=settings),
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
             # What steps pass each other besides assets (a dense index's shards), under the
             # storage folder every worker shares.

@@ -1,6 +1,7 @@
 """Synthetic queries, LLM labels and the judge's calibration as assets.
 
-`synthetic_queries` -> `llm_labels` -> `judge_calibration`, per golden-suite partition,
+`synthetic_queries` -> `pooled_rankings` -> `llm_labels` -> `judge_calibration` ->
+`ppi_verdict`, per golden-suite partition,
 downstream of the suite's `queries`, in the group `llm_labels` run by the job `label_dataset`.
 Built only when a provider is configured (RAGEVAL_*), like the generation group. The files
 are those of `rageval synth` and `rageval label` (core/generation/labelling.py), under
@@ -17,7 +18,7 @@ import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core.gate import label_verdict
-from rageval_pipeline.core.gate.policy import load_policy
+from rageval_pipeline.core.gate.policy import GatePolicy
 from rageval_pipeline.core.generation import (
     calibration,
     config,
@@ -33,12 +34,14 @@ from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.reuse import content_key
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.golden import Suite, load_suite
-from rageval_pipeline.core.systems import load_systems
+from rageval_pipeline.core.systems import SystemConfig, load_systems
 from rageval_pipeline.defs.assets.chunked import from_storage
+from rageval_pipeline.defs.assets.dense_index import STEPS_IO
 from rageval_pipeline.defs.assets.generation import one_line
 from rageval_pipeline.defs.assets.ingest import table_key
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import refusal
+from rageval_pipeline.defs.policy import GatePolicyResource
 from rageval_pipeline.defs.resources import Settings, StoredTable, stored_path
 
 GROUP = "llm_labels"
@@ -62,18 +65,22 @@ class LabelSettings(dg.ConfigurableResource):
     def llm(self, settings: Settings) -> LLM:
         return LLM(config.from_env("judge"), settings.storage / "llm_cache", dry_run=self.dry_run)
 
-    def pooling(self, settings: Settings, dataset: str, suite: Suite) -> labelling.Pooling:
-        """The pooled systems, which index the fresh stored `<system>/chunks` of `dataset`
-        where one chunks as a system does, when the stored corpus is the suite as it is now
-        (these steps read the suite itself); else the suite chunked in this process."""
-        path = settings.data / "systems.yaml"
-        catalog = load_systems(path)
+    def pooled_systems(self, settings: Settings) -> dict[str, SystemConfig]:
+        """The systems that pool, and the members they stand on, in the catalog's order."""
+        catalog = load_systems(settings.data / "systems.yaml")
         names = self.systems or list(catalog)
         unknown = sorted(set(names) - set(catalog))
         if unknown:
             raise refusal(f"resources.labels.config.systems names unknown system(s) {unknown}")
         wanted = set(names) | {m for n in names for m in catalog[n].member_names}
-        systems = {n: s for n, s in catalog.items() if n in wanted}
+        return {n: s for n, s in catalog.items() if n in wanted}
+
+    def pooling(self, settings: Settings, dataset: str, suite: Suite) -> labelling.Pooling:
+        """The pooled systems, which index the fresh stored `<system>/chunks` of `dataset`
+        where one chunks as a system does, when the stored corpus is the suite as it is now
+        (these steps read the suite itself); else the suite chunked in this process."""
+        path = settings.data / "systems.yaml"
+        systems = self.pooled_systems(settings)
         corpus = StoredTable(stored_path(settings.storage, ["corpus"], dataset))
         current = corpus.stamp == table_key("corpus", dataset, settings.dataset_folder(dataset))
         return labelling.Pooling(
@@ -119,9 +126,173 @@ def _companion(frame: pd.DataFrame) -> list[synthetic.SyntheticQuery]:
     return [synthetic.SyntheticQuery.model_validate(r) for r in rows]
 
 
-def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
-    common = dict(partitions_def=datasets, group_name=GROUP)
+def _human(settings: Settings, dataset: str, suite: Suite) -> dict:
+    """The human grades of the suite and of its graded synthetic sample sheet, when there is one."""
+    sheet = synthetic.sheet_path(_companion_folder(settings, dataset, suite), suite)
+    return labelling.human_grades(suite, [sheet] if sheet.exists() else [])
 
+
+# The steps, each a plain function of its inputs (testable without Dagster); `log` is the step's
+# logger. Each returns its value and the metadata the asset records.
+
+
+def make_synthetic_queries(
+    settings: Settings, labels: LabelSettings, dataset: str, log
+) -> tuple[pd.DataFrame, dict]:
+    """The companion query set: committed beside the suite (no call), else written by the LLM."""
+    suite = _suite(settings, dataset)
+    path, meta = synthetic.companion_path(settings.dataset_folder(dataset), suite), {}
+    if path.exists():
+        log.info(f"companion query set read from {path}: no call made")
+    else:
+        llm = labels.llm(settings)
+        outcome = labelling.synthesize(
+            suite,
+            llm,
+            labels.pooling(settings, dataset, suite),
+            settings.storage / "synthetic" / dataset,
+            n=labels.n,
+            seed=labels.seed,
+            human_sample=labels.human_sample,
+            depth=labels.depth,
+        )
+        meta = _usage(llm)
+        if outcome is None:
+            return pd.DataFrame(columns=list(synthetic.SyntheticQuery.model_fields)), meta
+        path, meta = outcome.companion, meta | outcome.report.model_dump()
+    rows = [q.model_dump() for q in synthetic.read_companion(path)]
+    frame = pd.DataFrame(rows, columns=list(synthetic.SyntheticQuery.model_fields))
+    meta |= {"path": dg.MetadataValue.path(str(path)), "queries": len(frame)}
+    return frame.assign(round_trip=frame["round_trip"].map(json.dumps)), meta
+
+
+def pool_rankings(
+    settings: Settings, labels: LabelSettings, dataset: str, synthetic_queries: pd.DataFrame
+) -> tuple[pd.DataFrame, dict]:
+    """Every pooled system's ranks of the suite's and the companion queries, retrieved once for
+    the label steps to share."""
+    suite = _suite(settings, dataset)
+    pooling = labels.pooling(settings, dataset, suite)
+    ranks = labelling.pooled_ranks(suite, _companion(synthetic_queries), pooling, labels.depth)
+    return ranks, {"systems": list(pooling.systems), "queries": int(ranks["query_id"].nunique())}
+
+
+def grade_pool(
+    settings: Settings,
+    labels: LabelSettings,
+    dataset: str,
+    synthetic_queries: pd.DataFrame,
+    pooled_rankings: pd.DataFrame,
+    log,
+) -> tuple[pd.DataFrame, dict]:
+    """UMBRELA labels of the pooled pairs; labels.jsonl and llm.qrels written."""
+    suite, llm = _suite(settings, dataset), labels.llm(settings)
+    companion = _companion(synthetic_queries)
+    pairs = labelling.pooled_pairs(suite, companion, pooled_rankings, labels.depth)
+    graded = judge_labels.grade(llm, pairs)
+    meta = {"pairs": len(pairs), **_usage(llm)}
+    if not labels.dry_run:
+        qrels = labelling.write_labels(settings.storage / "labels" / dataset, graded)
+        unparseable = sum(lab.grade is None for lab in graded)
+        (log.warning if unparseable else log.info)(
+            f"{dataset}: {len(graded)} LLM label(s), {unparseable} unparseable "
+            "(left out of the qrels)"
+        )
+        meta |= {"unparseable": unparseable, "qrels": dg.MetadataValue.path(str(qrels))}
+    return judge_labels.labels_frame(graded), meta
+
+
+def calibrate_judge(
+    settings: Settings,
+    labels: LabelSettings,
+    policy: GatePolicy,
+    dataset: str,
+    inputs: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
+    log,
+) -> tuple[calibration.Calibration | None, dict]:
+    """The judge against the human grades (None on a dry run); calibration.json written.
+    `inputs`: the synthetic queries, the pooled rankings and the LLM labels."""
+    synthetic_queries, ranks, llm_labels = inputs
+    suite, llm = _suite(settings, dataset), labels.llm(settings)
+    pairs = labelling.pooled_pairs(suite, _companion(synthetic_queries), ranks, labels.depth)
+    graded = [
+        judge_labels.Label.model_validate({k: (None if pd.isna(v) else v) for k, v in r.items()})
+        for r in llm_labels.to_dict("records")
+    ]
+    second = config.second_judge()
+    result = labelling.calibrate(
+        llm,
+        pairs,
+        graded,
+        ranks,
+        _human(settings, dataset, suite),
+        min_kappa=policy.rules_for(dataset).calibration.min_kappa,
+        check_sample=labels.check_sample,
+        seed=labels.seed,
+        second=second and LLM(second, settings.storage / "llm_cache", dry_run=labels.dry_run),
+        folder=None if labels.dry_run else settings.storage / "labels" / dataset,
+    )
+    meta = _usage(llm)
+    if result is None:
+        return None, meta
+    log.info(labelling.describe(result))
+    if result.refusal:
+        log.warning(result.refusal)
+    path = settings.storage / "labels" / dataset / "calibration.json"
+    return result, meta | {
+        "kappa_quadratic": result.kappa_quadratic,
+        "kendall_tau": result.kendall_tau,
+        "usable_for_gating": result.usable,
+        "pairs": result.pairs,
+        "path": dg.MetadataValue.path(str(path)),
+    }
+
+
+def decide_ppi(
+    settings: Settings,
+    labels: LabelSettings,
+    policy: GatePolicy,
+    dataset: str,
+    inputs: tuple[pd.DataFrame, pd.DataFrame, calibration.Calibration | None],
+    log,
+) -> str:
+    """The PPI verdict of every pooled system against the reference (ppi_verdict.json); a
+    blocked verdict is a refusal. `inputs`: the pooled rankings, the LLM labels and the
+    judge's calibration."""
+    ranks, llm_labels, judged = inputs
+    if judged is None:
+        raise refusal(f"{dataset}: no calibration of the judge (a dry run): no PPI verdict")
+    suite = _suite(settings, dataset)
+    folder = _companion_folder(settings, dataset, suite)
+    runs = label_verdict.summaries(
+        dataset,
+        ranks,
+        _human(settings, dataset, suite),
+        judge_labels.parsed_grades(llm_labels),
+        load_sample(folder / labelling.SAMPLE_FILE),
+        where=str(synthetic.sheet_path(folder, suite)),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        measures=policy.rules_for(dataset).compare or (PRIMARY_MEASURE,),
+    )
+    reference = labels.reference or next(iter(labels.pooled_systems(settings)))
+    verdict = label_verdict.verdict(runs, reference, policy, judged)
+    write_text(
+        settings.storage / "labels" / dataset / "ppi_verdict.json",
+        verdict.model_dump_json(indent=1) + "\n",
+    )
+    for check in verdict.checks:
+        log.info(check.message)
+    line = f"PPI {dataset}: {verdict.summary}"
+    if not verdict.passed:
+        raise refusal(line)
+    log.info(line)
+    return verdict.summary
+
+
+# The assets: each wires its step to Dagster (partition, resources, upstream values, metadata).
+
+
+def _synthetic_queries(common: dict) -> dg.AssetsDefinition:
     @dg.asset(
         deps=["queries"],
         kinds={"json"},
@@ -131,45 +302,35 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
         **common,
     )
     @one_line()
-    def synthetic_queries(
-        context: dg.AssetExecutionContext, settings: Settings, labels: LabelSettings
-    ) -> pd.DataFrame:
-        dataset = settings.dataset(context).name
-        suite = _suite(settings, dataset)
-        committed = synthetic.companion_path(settings.dataset_folder(dataset), suite)
-        meta: dict = {}
-        if committed.exists():
-            path = committed
-            context.log.info(f"companion query set read from {committed}: no call made")
-        else:
-            llm = labels.llm(settings)
-            folder = settings.storage / "synthetic" / dataset
-            pooling = labels.pooling(settings, dataset, suite)
-            outcome = labelling.synthesize(
-                suite,
-                llm,
-                pooling,
-                folder,
-                n=labels.n,
-                seed=labels.seed,
-                human_sample=labels.human_sample,
-                depth=labels.depth,
-            )
-            meta = _usage(llm)
-            if outcome is None:
-                context.add_output_metadata(meta)
-                return pd.DataFrame(columns=list(synthetic.SyntheticQuery.model_fields))
-            path = outcome.companion
-            meta |= outcome.report.model_dump()
-        rows = [q.model_dump() for q in synthetic.read_companion(path)]
-        frame = pd.DataFrame(rows, columns=list(synthetic.SyntheticQuery.model_fields))
-        context.add_output_metadata(
-            {"path": dg.MetadataValue.path(str(path)), "queries": len(frame), **meta}
-        )
-        return frame.assign(round_trip=frame["round_trip"].map(json.dumps))
+    def synthetic_queries(context, settings: Settings, labels: LabelSettings) -> pd.DataFrame:
+        frame, meta = make_synthetic_queries(settings, labels, context.partition_key, context.log)
+        context.add_output_metadata(meta)
+        return frame
 
+    return synthetic_queries
+
+
+def _pooled_rankings(common: dict) -> dg.AssetsDefinition:
     @dg.asset(
-        ins={"synthetic_queries": dg.AssetIn("synthetic_queries")},
+        kinds={"parquet"},
+        description="Every pooled system's ranks of the suite's and the synthetic queries "
+        "(query_id, target_id, system, rank): retrieved once, shared by the label steps.",
+        code_version=FORMAT_VERSION,
+        **common,
+    )
+    @one_line()
+    def pooled_rankings(
+        context, settings: Settings, labels: LabelSettings, synthetic_queries: pd.DataFrame
+    ) -> pd.DataFrame:
+        ranks, meta = pool_rankings(settings, labels, context.partition_key, synthetic_queries)
+        context.add_output_metadata(meta)
+        return ranks
+
+    return pooled_rankings
+
+
+def _llm_labels(common: dict) -> dg.AssetsDefinition:
+    @dg.asset(
         kinds={"parquet"},
         description="UMBRELA 0-3 labels of the pooled top k of every query, the suite's and "
         "the synthetic ones; llm.qrels (TREC) for --llm-qrels, unparseable replies left out.",
@@ -178,39 +339,24 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
     )
     @one_line()
     def llm_labels(
-        context: dg.AssetExecutionContext,
+        context,
         settings: Settings,
         labels: LabelSettings,
         synthetic_queries: pd.DataFrame,
+        pooled_rankings: pd.DataFrame,
     ) -> pd.DataFrame:
-        dataset = settings.dataset(context).name
-        suite = _suite(settings, dataset)
-        llm = labels.llm(settings)
-        pairs, _ = labelling.pooled(
-            suite,
-            _companion(synthetic_queries),
-            labels.pooling(settings, dataset, suite),
-            labels.depth,
-        )
-        graded = judge_labels.grade(llm, pairs)
-        meta = {"pairs": len(pairs), **_usage(llm)}
-        if not labels.dry_run:
-            qrels = labelling.write_labels(settings.storage / "labels" / dataset, graded)
-            unparseable = sum(lab.grade is None for lab in graded)
-            (context.log.warning if unparseable else context.log.info)(
-                f"{dataset}: {len(graded)} LLM label(s), {unparseable} unparseable "
-                "(left out of the qrels)"
-            )
-            meta |= {"unparseable": unparseable, "qrels": dg.MetadataValue.path(str(qrels))}
+        inputs = (synthetic_queries, pooled_rankings)
+        frame, meta = grade_pool(settings, labels, context.partition_key, *inputs, context.log)
         context.add_output_metadata(meta)
-        return judge_labels.labels_frame(graded)
+        return frame
 
+    return llm_labels
+
+
+def _judge_calibration(common: dict) -> dg.AssetsDefinition:
     @dg.asset(
-        ins={
-            "llm_labels": dg.AssetIn("llm_labels"),
-            "synthetic_queries": dg.AssetIn("synthetic_queries"),
-        },
         kinds={"json"},
+        io_manager_key=STEPS_IO,
         description="The judge against human grades: weighted kappa, confusion per grade, "
         "Kendall's tau of system rankings, bias checks; refused for gating below the "
         "policy's calibration.min_kappa.",
@@ -219,63 +365,25 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
     )
     @one_line()
     def judge_calibration(
-        context: dg.AssetExecutionContext,
+        context,
         settings: Settings,
         labels: LabelSettings,
-        llm_labels: pd.DataFrame,
+        policy: GatePolicyResource,
         synthetic_queries: pd.DataFrame,
-    ) -> dg.MaterializeResult:
-        dataset = settings.dataset(context).name
-        suite = _suite(settings, dataset)
-        llm = labels.llm(settings)
-        pairs, ranks = labelling.pooled(
-            suite,
-            _companion(synthetic_queries),
-            labels.pooling(settings, dataset, suite),
-            labels.depth,
-        )
-        graded = [
-            judge_labels.Label.model_validate(
-                {k: (None if pd.isna(v) else v) for k, v in r.items()}
-            )
-            for r in llm_labels.to_dict("records")
-        ]
-        sheet = synthetic.sheet_path(_companion_folder(settings, dataset, suite), suite)
-        second = config.second_judge()
-        policy = load_policy(settings.data / "gate.yaml")
-        result = labelling.calibrate(
-            llm,
-            pairs,
-            graded,
-            ranks,
-            labelling.human_grades(suite, [sheet] if sheet.exists() else []),
-            min_kappa=policy.rules_for(dataset).calibration.min_kappa,
-            check_sample=labels.check_sample,
-            seed=labels.seed,
-            second=second and LLM(second, settings.storage / "llm_cache", dry_run=labels.dry_run),
-            folder=None if labels.dry_run else settings.storage / "labels" / dataset,
-        )
-        meta = _usage(llm)
-        if result is None:
-            return dg.MaterializeResult(metadata=meta)
-        context.log.info(labelling.describe(result))
-        if result.refusal:
-            context.log.warning(result.refusal)
-        path = settings.storage / "labels" / dataset / "calibration.json"
-        return dg.MaterializeResult(
-            metadata={
-                "kappa_quadratic": result.kappa_quadratic,
-                "kendall_tau": result.kendall_tau,
-                "usable_for_gating": result.usable,
-                "pairs": result.pairs,
-                "path": dg.MetadataValue.path(str(path)),
-                **meta,
-            }
-        )
+        pooled_rankings: pd.DataFrame,
+        llm_labels: pd.DataFrame,
+    ) -> calibration.Calibration | None:
+        inputs = (synthetic_queries, pooled_rankings, llm_labels)
+        args = (settings, labels, policy.policy, context.partition_key, inputs, context.log)
+        result, meta = calibrate_judge(*args)
+        context.add_output_metadata(meta)
+        return result
 
+    return judge_calibration
+
+
+def _ppi_verdict(common: dict) -> dg.AssetsDefinition:
     @dg.asset(
-        ins={"llm_labels": dg.AssetIn("llm_labels")},
-        deps=["judge_calibration"],
         kinds={"json"},
         description="statistics.rule ppi on the synthetic population: every pooled system "
         "against the reference system, LLM labels corrected on the random human sample.",
@@ -284,46 +392,25 @@ def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefin
     )
     @one_line()
     def ppi_verdict(
-        context: dg.AssetExecutionContext,
+        context,
         settings: Settings,
         labels: LabelSettings,
+        policy: GatePolicyResource,
+        pooled_rankings: pd.DataFrame,
         llm_labels: pd.DataFrame,
+        judge_calibration: calibration.Calibration | None,
     ) -> dg.MaterializeResult:
-        dataset = settings.dataset(context).name
-        suite = _suite(settings, dataset)
-        out = settings.storage / "labels" / dataset
-        judged = calibration.Calibration.model_validate_json(
-            (out / "calibration.json").read_text("utf-8")
-        )
-        folder = _companion_folder(settings, dataset, suite)
-        sheet = synthetic.sheet_path(folder, suite)
-        companion = synthetic.read_companion(synthetic.companion_path(folder, suite))
-        pooling = labels.pooling(settings, dataset, suite)
-        _, ranks = labelling.pooled(suite, companion, pooling, labels.depth)
-        policy = load_policy(settings.data / "gate.yaml")
-        runs = label_verdict.summaries(
-            dataset,
-            ranks,
-            labelling.human_grades(suite, [sheet] if sheet.exists() else []),
-            judge_labels.parsed_grades(llm_labels),
-            load_sample(folder / labelling.SAMPLE_FILE),
-            where=str(sheet),
-            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            measures=policy.rules_for(dataset).compare or (PRIMARY_MEASURE,),
-        )
-        verdict = label_verdict.verdict(
-            runs, labels.reference or next(iter(pooling.systems)), policy, judged
-        )
-        write_text(out / "ppi_verdict.json", verdict.model_dump_json(indent=1) + "\n")
-        for check in verdict.checks:
-            context.log.info(check.message)
-        line = f"PPI {dataset}: {verdict.summary}"
-        if not verdict.passed:
-            raise refusal(line)
-        context.log.info(line)
-        return dg.MaterializeResult(metadata={"verdict": verdict.summary})
+        inputs = (pooled_rankings, llm_labels, judge_calibration)
+        args = (settings, labels, policy.policy, context.partition_key, inputs, context.log)
+        return dg.MaterializeResult(metadata={"verdict": decide_ppi(*args)})
 
-    return [synthetic_queries, llm_labels, judge_calibration, ppi_verdict]
+    return ppi_verdict
+
+
+def build_label_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
+    common = dict(partitions_def=datasets, group_name=GROUP)
+    steps = (_synthetic_queries, _pooled_rankings, _llm_labels, _judge_calibration, _ppi_verdict)
+    return [asset(common) for asset in steps]
 
 
 def build_labels(datasets: dg.PartitionsDefinition) -> tuple[list, object, dict]:
