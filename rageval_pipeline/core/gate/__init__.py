@@ -17,13 +17,10 @@ from rageval_pipeline.core.gate.baselines import (
 from rageval_pipeline.core.gate.decide import decide, decide_validation
 from rageval_pipeline.core.gate.models import (
     BASELINE_VERSION,
-    CATEGORIES,
-    FAMILY_CATEGORY,
     LATENCY_STATS,
     MEASURE_KINDS,
     OVERALL,
     Baseline,
-    Category,
     Check,
     CheckKind,
     ConfigChange,
@@ -33,7 +30,6 @@ from rageval_pipeline.core.gate.models import (
     RunChange,
     RunSummary,
     Verdict,
-    category_of,
 )
 from rageval_pipeline.core.gate.policy import (
     DEFAULT_RULES_KEY,
@@ -48,6 +44,7 @@ from rageval_pipeline.core.gate.policy import (
     load_policy,
 )
 from rageval_pipeline.core.gate.rules import INTEGRITY_RATES, Rule
+from rageval_pipeline.core.gate.taxonomy import CATEGORIES, FAMILY_CATEGORY, Category, category_of
 
 __all__ = [
     "BASELINE_VERSION",

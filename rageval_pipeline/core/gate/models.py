@@ -1,4 +1,4 @@
-"""The gate's vocabulary: taxonomy labels, run summaries, baselines, checks and the verdict."""
+"""The gate's vocabulary: run summaries, baselines, checks and the verdict (labels: `taxonomy`)."""
 
 from __future__ import annotations
 
@@ -17,44 +17,16 @@ from pydantic import (
 )
 
 from rageval_pipeline.core.gate.decision import Resolution
+from rageval_pipeline.core.gate.taxonomy import Category
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import (
-    Family,
-    Measure,
     MeasureName,
     OneSpellingEach,
     parse_measure,
 )
 from rageval_pipeline.core.statistics.paired import PairedTest
 from rageval_pipeline.core.statistics.sampling import HumanSample
-
-# The gate's regression taxonomy (docs/gate.md): what a failed check is reported as.
-Category = Literal[
-    "diversity_collapse",
-    "latency_regression",
-    "ranking_shift",
-    "recall_drop",
-    "semantic_degraded_spike",
-    "unjudged_spike",
-]
-CATEGORIES: tuple[Category, ...] = get_args(Category)
-# A measure's drop is named by its family: lost recall, relevant results ranked lower, one
-# source filling the list. Coverage (Judged@k) has its own check, `unjudged_spike`; a budget
-# (Tokens@k) is watched, never a regression.
-FAMILY_CATEGORY: dict[Family, Category | None] = {
-    "recall": "recall_drop",
-    "ranking": "ranking_shift",
-    "diversity": "diversity_collapse",
-    "coverage": None,
-    "budget": None,
-}
-
-
-def category_of(measure: Measure) -> Category | None:
-    """The category a drop of `measure` is reported under; None: not a regression."""
-    return FAMILY_CATEGORY[measure.family]
-
 
 CheckKind = Literal[
     "threshold",  # blocking absolute minimum (maximum for lower-is-better measures)

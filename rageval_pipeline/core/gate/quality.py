@@ -12,9 +12,10 @@ import numpy as np
 
 from rageval_pipeline.core.gate.decision import judge, resolution, resolution_text, tests
 from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
-from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression, category_of
+from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
+from rageval_pipeline.core.gate.taxonomy import category_of
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
 from rageval_pipeline.core.statistics.paired import PairedTest, with_holm
 

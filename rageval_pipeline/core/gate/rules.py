@@ -19,9 +19,9 @@ from rageval_pipeline.core.gate.models import (
     Check,
     LatencyStat,
     _Strict,
-    category_of,
 )
 from rageval_pipeline.core.gate.run import Run
+from rageval_pipeline.core.gate.taxonomy import category_of
 from rageval_pipeline.core.measures.names import Measure, MeasureField
 
 IntegrityRate = Literal["metadata_completeness", "hash_validation"]

@@ -1,6 +1,6 @@
 """The base of every measure family: what a measure is called, its parameters and cutoff, and
 what the gate and the reports need of it (its family and direction; the gate names a drop by
-the family: `core.gate.models.category_of`).
+the family: `core.gate.taxonomy.category_of`).
 The families are in `names` (ranking measures) and `span_names` (evidence-span measures)."""
 
 from __future__ import annotations
