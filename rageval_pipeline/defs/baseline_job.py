@@ -7,10 +7,10 @@ replaces unless `force` is set with a `note`, as the CLI does (core.gate.baselin
 
 import dagster as dg
 
-from rageval_pipeline.core.gate import load_policy
 from rageval_pipeline.core.gate.baselines import promote
 from rageval_pipeline.core.history.summaries import select_runs, summaries
 from rageval_pipeline.defs.failures import refusal
+from rageval_pipeline.defs.policy import GatePolicyResource
 from rageval_pipeline.defs.resources import Settings, WarehouseResource
 
 
@@ -27,6 +27,7 @@ def update_baseline_op(
     config: UpdateBaselineConfig,
     settings: Settings,
     warehouse: WarehouseResource,
+    policy: GatePolicyResource,
 ) -> None:
     store = warehouse.warehouse
     runs = select_runs(store, dataset=config.dataset, system=config.system)
@@ -35,7 +36,7 @@ def update_baseline_op(
     written = promote(
         summaries(store, runs),
         settings.baselines,
-        load_policy(settings.data / "gate.yaml"),
+        policy.policy,
         force=config.force,
         note=config.note,
     )
