@@ -138,6 +138,11 @@ def test_a_seed_is_described_by_what_it_draws():
         ),
         (["synth", "s", "--human-sample", "9"], ["synth", "s", "--human-sample-size", "9"], 1),
         (
+            ["pool", "--no-extra", "s", "-o", "x"],
+            ["pool", "export", "--no-extra", "s", "-o", "x"],
+            1,
+        ),
+        (
             ["pool", "agree", "s", "t", "--record", "r"],
             ["pool", "agree", "s", "t", "--output", "r"],
             1,

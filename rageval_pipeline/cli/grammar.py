@@ -35,7 +35,7 @@ def current(argv: list[str]) -> list[str]:
         return argv
     if argv[0] in DEFAULT_SUBCOMMAND and len(argv) > 1:
         known, default = DEFAULT_SUBCOMMAND[argv[0]]
-        if argv[1] not in known and not argv[1].startswith("-"):
+        if argv[1] not in known and argv[1] not in ("-h", "--help"):
             _warn(f"`rageval {argv[0]} ARG ...`", f"`rageval {argv[0]} {default} ARG ...`")
             argv.insert(1, default)
     words = tuple(argv[:2])
