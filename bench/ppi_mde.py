@@ -85,18 +85,18 @@ def main() -> None:
     fake = FakeLLM("openai", reply=reply).start()
     env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     env |= {
-        "RAG_EVAL_PROVIDER": "openai",
-        "RAG_EVAL_OPENAI_BASE_URL": fake.url + "/v1",
-        "RAG_EVAL_OPENAI_MODEL": "fake-1",
-        "RAG_EVAL_CONCURRENCY": "4",
+        "RAGEVAL_PROVIDER": "openai",
+        "RAGEVAL_OPENAI_BASE_URL": fake.url + "/v1",
+        "RAGEVAL_OPENAI_MODEL": "fake-1",
+        "RAGEVAL_CONCURRENCY": "4",
     }
     try:
-        synth = [f"--n={args.n}", f"--human-sample={args.human_sample}", f"--seed={args.seed}"]
-        cli(env, "synth", str(SUITE), *synth, "--out", str(made), *common)
+        synth = [f"--n={args.n}", f"--human-sample-size={args.human_sample}", f"--seed={args.seed}"]
+        cli(env, "synth", str(SUITE), *synth, "--output", str(made), *common)
         sheet = made / "techdocs.synthetic.sheet.jsonl"
         grade_like_a_human(sheet)
         companion_file = made / "techdocs.synthetic.jsonl"
-        label = ["--synthetic", str(companion_file), "--human", str(sheet), "--out", str(labels)]
+        label = ["--synthetic", str(companion_file), "--human", str(sheet), "--output", str(labels)]
         cli(env, "label", str(SUITE), *label, *common)
     finally:
         fake.stop()

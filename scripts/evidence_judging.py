@@ -33,7 +33,7 @@ from rageval_pipeline.core.curation import judging, readings, sheets, third  # n
 from rageval_pipeline.core.curation.readings import Reading  # noqa: E402
 from rageval_pipeline.core.curation.third import target_text  # noqa: E402
 from rageval_pipeline.core.io.chunk_ids import chunk_id  # noqa: E402
-from rageval_pipeline.core.storage.warehouse import write_text  # noqa: E402
+from rageval_pipeline.core.storage.files import write_text  # noqa: E402
 from rageval_pipeline.core.suites.golden import Suite, load_suite  # noqa: E402
 
 SUITES = ("techdocs", "hotel")

@@ -120,7 +120,7 @@ def judge(folder: Path, sheet: Path, *pool_args: str) -> None:
     steps 3 to 5 of docs/own-suite.md."""
     from rageval_pipeline.cli import main
 
-    assert main(["pool", str(folder), "-o", str(sheet), "-k", "5", *pool_args]) == 0
+    assert main(["pool", "export", str(folder), "-o", str(sheet), "-k", "5", *pool_args]) == 0
     grade_sheet(sheet)
     suite = json.loads((folder / "suite.json").read_text())
     suite["distinct"] = [

@@ -62,7 +62,7 @@ def _blind(suite_dir: Path, tmp_path: Path, name: str = "third.csv") -> Path:
     """Write the third sheet through the CLI; return it."""
     sheet = tmp_path / name
     argv = ["pool", "agree", str(suite_dir), str(_sheet(tmp_path)), "--third-sheet", str(sheet)]
-    assert main([*argv, "--record", str(tmp_path / "record"), "--seed", "5"]) == 0
+    assert main([*argv, "--output", str(tmp_path / "record"), "--seed", "5"]) == 0
     return sheet
 
 
@@ -153,7 +153,7 @@ def test_the_third_reading_is_stored_and_recorded(suite_dir, tmp_path, capsys):
     _decide(sheet)
     record = tmp_path / "record"
     argv = ["pool", "agree", str(suite_dir), str(_sheet(tmp_path)), "--third", str(sheet)]
-    assert main([*argv, "--write", "--record", str(record)]) == 0
+    assert main([*argv, "--write", "--output", str(record)]) == 0
     assert f"merged {sheet} into {suite_dir / 'suite.json'}" in capsys.readouterr().out
     judgments = _judgments(suite_dir)
     assert judgments["Q1"] == {
@@ -189,12 +189,12 @@ def test_write_without_a_third_reading_is_refused(suite_dir, tmp_path, capsys):
     assert capsys.readouterr() == (
         "",
         "error: --write: a disagreement is decided by a third reading, not by rule: write its "
-        "sheet with --third-sheet PATH --record DIR, have it graded, then --third PATH --write\n",
+        "sheet with --third-sheet PATH --output DIR, have it graded, then --third PATH --write\n",
     )
     argv = ["pool", "agree", str(suite_dir), str(_sheet(tmp_path)), "--third-sheet", "t.csv"]
     assert main(argv) == 2
     assert capsys.readouterr().err == (
-        "error: --third-sheet: give --record DIR: the sheet's key is kept there\n"
+        "error: --third-sheet: give --output DIR: the sheet's key is kept there\n"
     )
     assert (suite_dir / "suite.json").read_bytes() == original
 
@@ -235,7 +235,7 @@ def test_a_bad_third_sheet_is_one_line_and_nothing_is_written(
     capsys.readouterr()
     original = (suite_dir / "suite.json").read_bytes()
     argv = ["pool", "agree", str(suite_dir), str(_sheet(tmp_path)), "--third", str(sheet)]
-    assert main([*argv, "--write", "--record", str(tmp_path / "after")]) == 2
+    assert main([*argv, "--write", "--output", str(tmp_path / "after")]) == 2
     out, err = capsys.readouterr()
     assert (out, err.count("\n")) == ("", 1)
     assert err == f"error: {sheet}{message}\n"
@@ -251,7 +251,7 @@ def test_quotes_are_compared_and_the_decided_quotes_stored_as_spans(tmp_path, ca
     row["evidence"] = ["expires after one hour"]
     second.write_text(json.dumps(row) + "\n", encoding="utf-8")
     sheet = tmp_path / "third.jsonl"
-    argv = ["pool", "agree", str(folder), str(second), "--record", str(tmp_path / "record")]
+    argv = ["pool", "agree", str(folder), str(second), "--output", str(tmp_path / "record")]
     capsys.readouterr()
     assert main([*argv, "--third-sheet", str(sheet), "--seed", "1"]) == 0
     out = capsys.readouterr().out
@@ -275,7 +275,7 @@ def test_a_suite_judged_by_whole_documents_is_decided_too(tmp_path, capsys):
     folder = Path(shutil.copytree(TINY, tmp_path / "tiny"))
     second = _sheet(tmp_path, [("Q002", "limits", 1), ("Q002", "faq", 0)])
     sheet, record = tmp_path / "third.jsonl", str(tmp_path / "record")
-    argv = ["pool", "agree", str(folder), str(second), "--record", record]
+    argv = ["pool", "agree", str(folder), str(second), "--output", record]
     assert main([*argv, "--third-sheet", str(sheet), "--seed", "3"]) == 0
     [blind] = _jsonl(sheet)
     assert (blind["target_id"], blind["evidence"]) == ("limits", [])
@@ -318,7 +318,7 @@ def test_a_bad_second_pass_row_is_one_line(suite_dir, tmp_path, capsys, row, mes
     sheet = tmp_path / "second.jsonl"
     first = {"query_id": "Q1", "target_id": "tokens:chunk:1", "grade": 2}
     sheet.write_text(json.dumps(first) + "\n" + json.dumps(row) + "\n", encoding="utf-8")
-    argv = ["pool", "agree", str(suite_dir), str(sheet), "--record", str(tmp_path / "r")]
+    argv = ["pool", "agree", str(suite_dir), str(sheet), "--output", str(tmp_path / "r")]
     assert main(argv) == 2
     assert capsys.readouterr() == ("", f"error: {sheet}:2: {message}\n")
     assert not (tmp_path / "r").exists()
@@ -335,8 +335,9 @@ def test_a_csv_second_pass_is_read_too(tmp_path):
 
 
 def test_agree_needs_a_suite_and_a_sheet(capsys):
-    assert main(["pool", "agree", str(FIXTURE)]) == 2
-    assert capsys.readouterr().err == (
-        "error: usage: rageval pool agree SUITE SHEET [--third-sheet PATH] "
-        "[--third SHEET --write] [--record DIR]\n"
-    )
+    with pytest.raises(SystemExit) as done:
+        main(["pool", "agree", str(FIXTURE)])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: rageval pool agree [-h]")
+    assert err.endswith("error: the following arguments are required: SHEET\n")

@@ -198,6 +198,7 @@ def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
 
     from rageval_pipeline.core.storage.warehouse import Warehouse
     from rageval_pipeline.defs.baseline_job import update_baseline
+    from rageval_pipeline.defs.policy import GatePolicyResource
     from rageval_pipeline.defs.resources import Settings, WarehouseResource
     from tests.test_storage import _results, _run_row
 
@@ -205,13 +206,13 @@ def test_update_baseline_job_refuses_then_accepts_forced(tmp_path):
     Warehouse(tmp_path / "rageval.duckdb").record_run(_run_row("r1"), _results("r1", 0.5))
     old = summary(0.9, {}).model_copy(update={"dataset": "d", "system": "s", "fingerprint": "f"})
     promote([old], tmp_path / "baselines", GatePolicy.model_validate({"version": 1}))
+    settings = Settings(
+        storage_dir=str(tmp_path), data_dir=str(tmp_path), baselines_dir=str(tmp_path / "baselines")
+    )
     resources = dict(
-        settings=Settings(
-            storage_dir=str(tmp_path),
-            data_dir=str(tmp_path),
-            baselines_dir=str(tmp_path / "baselines"),
-        ),
+        settings=settings,
         warehouse=WarehouseResource(storage_dir=str(tmp_path)),
+        policy=GatePolicyResource(settings=settings),
     )
 
     def run(**config) -> dg.ExecuteInProcessResult:

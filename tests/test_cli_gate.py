@@ -89,7 +89,7 @@ def _broken_cases(runs, query, grades, base, candidates, *, lost: bool) -> None:
 
 
 def _gate(suite: dict[str, str], run: str, *more: str) -> list[str]:
-    return ["gate", "--qrels", suite["qrels"], "--baseline", suite["baseline"], "--run", run, *more]
+    return ["gate", suite["qrels"], suite["baseline"], run, *more]
 
 
 def _mean_ndcg(capsys, suite: dict[str, str], run: str) -> float:
@@ -118,7 +118,7 @@ def test_a_ten_percent_drop_blocks_and_the_baseline_against_itself_passes(suite,
 
 
 def test_the_reports_are_the_assets_files(suite, capsys, tmp_path):
-    assert main(_gate(suite, suite["worse"], "--reports", str(tmp_path))) == 1
+    assert main(_gate(suite, suite["worse"], "-o", str(tmp_path))) == 1
     markdown = capsys.readouterr().out
     assert {p.name for p in tmp_path.iterdir()} >= {"gate.json", "gate.md", "gate.html"}
     assert (tmp_path / "gate.md").read_text() == markdown

@@ -157,7 +157,7 @@ def test_rageval_gate_decides_with_the_ppi_interval_and_refuses_a_shopped_seed(s
     argv = ["--llm-qrels", suite["llm"], "--format", "json", "-m", "nDCG@10"]
     assert main(["compare", suite["human"], suite["a"], suite["b"], *argv]) == 0
     expected = json.loads(capsys.readouterr().out)[0]["ppi"]["delta"]
-    gate = ["gate", "--qrels", suite["human"], "--baseline", suite["a"], "--run", suite["b"]]
+    gate = ["gate", suite["human"], suite["a"], suite["b"]]
     assert main([*gate, *argv]) in (0, 1)
     verdict = json.loads(capsys.readouterr().out)
     [check] = [c for c in verdict["checks"] if c["kind"] == "baseline"]

@@ -41,17 +41,17 @@ def make_llm(fake, cache_dir, **overrides) -> LLM:
 
 def test_unconfigured_environment_turns_nothing_on():
     assert not config.configured({})
-    assert not config.configured({"RAG_EVAL_OLLAMA_BASE_URL": "http://x"})
-    assert config.configured({"RAG_EVAL_PROVIDER": "ollama"})
-    assert config.configured({"RAG_EVAL_OLLAMA_MODEL": "llama3.1:8b"})
+    assert not config.configured({"RAGEVAL_OLLAMA_BASE_URL": "http://x"})
+    assert config.configured({"RAGEVAL_PROVIDER": "ollama"})
+    assert config.configured({"RAGEVAL_OLLAMA_MODEL": "llama3.1:8b"})
 
 
 def test_seed_002_defaults_and_a_separate_judge():
     env = {
-        "RAG_EVAL_PROVIDER": "ollama",
-        "RAG_EVAL_OLLAMA_MODEL": "qwen2.5:7b",
-        "RAG_EVAL_JUDGE_PROVIDER": "anthropic",
-        "RAG_EVAL_ANTHROPIC_API_KEY": "sk-x",
+        "RAGEVAL_PROVIDER": "ollama",
+        "RAGEVAL_OLLAMA_MODEL": "qwen2.5:7b",
+        "RAGEVAL_JUDGE_PROVIDER": "anthropic",
+        "RAGEVAL_ANTHROPIC_API_KEY": "sk-x",
     }
     answer, judge = config.from_env("answer", env), config.from_env("judge", env)
     assert (answer.provider, answer.model, answer.base_url) == (
@@ -60,28 +60,28 @@ def test_seed_002_defaults_and_a_separate_judge():
         "http://localhost:11434",
     )
     assert (judge.provider, judge.model) == ("anthropic", "claude-3-5-sonnet-20241022")
-    assert judge.key() == "sk-x" and judge.key_variable == "RAG_EVAL_ANTHROPIC_API_KEY"
+    assert judge.key() == "sk-x" and judge.key_variable == "RAGEVAL_ANTHROPIC_API_KEY"
     assert answer.temperature == 0.0 and answer.seed == 42
-    same = config.from_env("judge", {"RAG_EVAL_OLLAMA_MODEL": "a", "RAG_EVAL_JUDGE_MODEL": "b"})
+    same = config.from_env("judge", {"RAGEVAL_OLLAMA_MODEL": "a", "RAGEVAL_JUDGE_MODEL": "b"})
     assert (same.provider, same.model) == ("ollama", "b")
 
 
 def test_unknown_provider_and_bad_setting_are_clear():
-    with pytest.raises(GenerationError, match="RAG_EVAL_PROVIDER must be one of"):
-        config.from_env("answer", {"RAG_EVAL_PROVIDER": "gemini"})
-    with pytest.raises(GenerationError, match="RAG_EVAL_OPENAI_MODEL"):
-        config.from_env("answer", {"RAG_EVAL_PROVIDER": "openai"})
-    with pytest.raises(GenerationError, match="RAG_EVAL_TEMPERATURE"):
-        config.from_env("answer", {"RAG_EVAL_TEMPERATURE": "9"})
+    with pytest.raises(GenerationError, match="RAGEVAL_PROVIDER must be one of"):
+        config.from_env("answer", {"RAGEVAL_PROVIDER": "gemini"})
+    with pytest.raises(GenerationError, match="RAGEVAL_OPENAI_MODEL"):
+        config.from_env("answer", {"RAGEVAL_PROVIDER": "openai"})
+    with pytest.raises(GenerationError, match="RAGEVAL_TEMPERATURE"):
+        config.from_env("answer", {"RAGEVAL_TEMPERATURE": "9"})
 
 
 def test_key_is_never_in_repr_or_dump():
     cfg = config.from_env(
         "answer",
         {
-            "RAG_EVAL_PROVIDER": "openai",
-            "RAG_EVAL_OPENAI_MODEL": "m",
-            "RAG_EVAL_OPENAI_API_KEY": "sk-secret",
+            "RAGEVAL_PROVIDER": "openai",
+            "RAGEVAL_OPENAI_MODEL": "m",
+            "RAGEVAL_OPENAI_API_KEY": "sk-secret",
         },
     )
     assert "sk-secret" not in repr(cfg) and "sk-secret" not in cfg.model_dump_json()
@@ -239,7 +239,7 @@ def test_the_step_deadline_cancels_calls_in_flight_and_starts_no_other(ollama):
     with pytest.raises(GenerationError) as info:
         llm.complete_all([f"q{i}" for i in range(5)], samples=2)
     assert str(info.value) == (
-        "the step's total deadline of 0.5 s (RAG_EVAL_STEP_DEADLINE_S) passed with 0 of 10 "
+        "the step's total deadline of 0.5 s (RAGEVAL_STEP_DEADLINE_S) passed with 0 of 10 "
         "call(s) answered: the calls in flight were cancelled, the rest not started"
     )
     assert len(ollama.requests) == 2  # the two in flight; the other eight never started
@@ -409,13 +409,13 @@ def test_each_calls_attempts_fit_inside_the_step_deadline(ollama, monkeypatch):
     assert fit_in_step(defaults, config) == defaults  # 4 x 300 s + back-offs fit in 1,800 s
     short = config.model_copy(update={"step_deadline_s": 400.0})
     assert fit_in_step(defaults, short).deadline_s == pytest.approx(0.9 * (400 - 3.5) / 4)
-    monkeypatch.setenv("RAG_EVAL_ATTEMPTS", "2")
-    monkeypatch.setenv("RAG_EVAL_BACKOFF_S", "0")
+    monkeypatch.setenv("RAGEVAL_LLM_ATTEMPTS", "2")
+    monkeypatch.setenv("RAGEVAL_LLM_BACKOFF_S", "0")
     ollama.drip_s = 0.2
     llm = LLM(config.model_copy(update={"step_deadline_s": 2.0}), None)
     with pytest.raises(GenerationError) as info:
         llm.complete_all(["q"])
     assert str(info.value) == (
         f"ollama is unreachable or failing: {ollama.url}/api/chat: failed after 2 attempt(s): "
-        "no complete response within the 0.9 s deadline (RAG_EVAL_DEADLINE_S)"
+        "no complete response within the 0.9 s deadline (RAGEVAL_LLM_DEADLINE_S)"
     )

@@ -31,7 +31,7 @@ def retrieved(monkeypatch: pytest.MonkeyPatch, env: dict, partition: str) -> boo
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
-        if name.startswith("RAG_EVAL_"):
+        if name.startswith("RAGEVAL_"):
             monkeypatch.setenv(name, value)
     return materialize_job("evaluate_bm25", partition).success
 
@@ -40,9 +40,9 @@ def test_evaluate_generation_puts_answer_correctness_in_duckdb(pipeline_home, mo
     fake = FakeLLM("ollama", reply=judge_reply).start()
     env = {
         **base_env(pipeline_home),
-        "RAG_EVAL_PROVIDER": "ollama",
-        "RAG_EVAL_OLLAMA_BASE_URL": fake.url,
-        "RAG_EVAL_OLLAMA_MODEL": "fake:1",
+        "RAGEVAL_PROVIDER": "ollama",
+        "RAGEVAL_OLLAMA_BASE_URL": fake.url,
+        "RAGEVAL_OLLAMA_MODEL": "fake:1",
     }
     try:
         assert retrieved(monkeypatch, env, PARTITION)
@@ -69,14 +69,14 @@ def test_keys_never_reach_output_event_log_or_storage(pipeline_home, monkeypatch
     secret = "sk-ant-SECRET-4242"
     env = {
         **base_env(pipeline_home),
-        "RAG_EVAL_PROVIDER": "anthropic",
-        "RAG_EVAL_ANTHROPIC_BASE_URL": fake.url,
-        "RAG_EVAL_ANTHROPIC_MODEL": "claude-fake",
+        "RAGEVAL_PROVIDER": "anthropic",
+        "RAGEVAL_ANTHROPIC_BASE_URL": fake.url,
+        "RAGEVAL_ANTHROPIC_MODEL": "claude-fake",
     }
     outputs = []
 
     def generate(key: str):
-        env_key = {**env, "RAG_EVAL_ANTHROPIC_API_KEY": key}
+        env_key = {**env, "RAGEVAL_ANTHROPIC_API_KEY": key}
         outputs.append(dagster_execute("evaluate_generation", PARTITION, env_key, pipeline_home))
         return outputs[-1]
 
@@ -86,14 +86,14 @@ def test_keys_never_reach_output_event_log_or_storage(pipeline_home, monkeypatch
         # test_generation_providers.py.
         bad = generate(f"{secret}\n")
         assert bad.returncode != 0
-        assert "RAG_EVAL_ANTHROPIC_API_KEY is malformed" in bad.stdout + bad.stderr
+        assert "RAGEVAL_ANTHROPIC_API_KEY is malformed" in bad.stdout + bad.stderr
         assert fake.requests == []  # a malformed key is refused before any request
         # A valid key the provider refuses, with its error echoing the key back.
         echo = f'{{"type": "error", "error": {{"message": "invalid x-api-key {secret}"}}}}'
         fake.script = [Scripted(401, echo.encode())]
         refused = generate(secret)
         assert refused.returncode != 0
-        assert "RAG_EVAL_ANTHROPIC_API_KEY was refused" in refused.stdout + refused.stderr
+        assert "RAGEVAL_ANTHROPIC_API_KEY was refused" in refused.stdout + refused.stderr
         good = generate(secret)
         assert good.returncode == 0, good.stderr[-2000:]
     finally:
@@ -115,14 +115,14 @@ def test_the_default_generation_check_on_techdocs_with_a_step_deadline(pipeline_
     fake = FakeLLM("openai").start()  # the default replies: structured verdicts, all TRUE
     env = {
         **base_env(pipeline_home),
-        "RAG_EVAL_PROVIDER": "openai",
-        "RAG_EVAL_OPENAI_BASE_URL": fake.url + "/v1",
-        "RAG_EVAL_OPENAI_MODEL": "fake-1",
+        "RAGEVAL_PROVIDER": "openai",
+        "RAGEVAL_OPENAI_BASE_URL": fake.url + "/v1",
+        "RAGEVAL_OPENAI_MODEL": "fake-1",
     }
     try:
         assert retrieved(monkeypatch, env, "techdocs")
         fake.drip_s = 0.5
-        late = {**env, "RAG_EVAL_STEP_DEADLINE_S": "1"}
+        late = {**env, "RAGEVAL_STEP_DEADLINE_S": "1"}
         stopped = dagster_execute("evaluate_generation", "techdocs", late, pipeline_home)
         fake.drip_s = 0
         done = dagster_execute("evaluate_generation", "techdocs", env, pipeline_home)
@@ -130,7 +130,7 @@ def test_the_default_generation_check_on_techdocs_with_a_step_deadline(pipeline_
         fake.stop()
     assert stopped.returncode != 0
     assert (
-        "the step's total deadline of 1 s (RAG_EVAL_STEP_DEADLINE_S) passed with 0 of 5 call(s) "
+        "the step's total deadline of 1 s (RAGEVAL_STEP_DEADLINE_S) passed with 0 of 5 call(s) "
         "answered: the calls in flight were cancelled, the rest not started"
     ) in stopped.stdout + stopped.stderr
     assert done.returncode == 0, done.stderr[-2000:]

@@ -38,9 +38,9 @@ def ollama(pipeline_home, monkeypatch):
     fake = FakeLLM("ollama", reply=judge_reply).start()
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAG_EVAL_PROVIDER", "ollama")
-    monkeypatch.setenv("RAG_EVAL_OLLAMA_BASE_URL", fake.url)
-    monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "fake:1")
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "ollama")
+    monkeypatch.setenv("RAGEVAL_OLLAMA_BASE_URL", fake.url)
+    monkeypatch.setenv("RAGEVAL_OLLAMA_MODEL", "fake:1")
     yield fake
     fake.stop()
 
@@ -67,7 +67,7 @@ def test_off_without_a_provider_and_retrieval_jobs_unchanged(pipeline_home, monk
     names = [j.name for j in plain.jobs]
     assert "evaluate_generation" not in names
     assert not any("answer" in key or key == "ground_truth" for key in selected(plain, names[0]))
-    monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "llama3.1:8b")
+    monkeypatch.setenv("RAGEVAL_OLLAMA_MODEL", "llama3.1:8b")
     on = build_definitions()
     assert sorted(j.name for j in on.jobs) == sorted(
         [*names, "evaluate_generation", "label_dataset"]
@@ -91,19 +91,19 @@ def test_off_without_a_provider_and_retrieval_jobs_unchanged(pipeline_home, monk
 
 
 def test_code_versions_follow_model_prompts_and_format(monkeypatch):
-    base = {"RAG_EVAL_PROVIDER": "ollama", "RAG_EVAL_OLLAMA_MODEL": "m:1"}
+    base = {"RAGEVAL_PROVIDER": "ollama", "RAGEVAL_OLLAMA_MODEL": "m:1"}
     first = generation.code_versions(base)
     assert len(set(first.values())) == 3  # each asset sends its own prompt
     assert generation.code_versions(base) == first
-    assert generation.code_versions(base | {"RAG_EVAL_OLLAMA_API_KEY": "k"}) == first
-    other_model = generation.code_versions(base | {"RAG_EVAL_OLLAMA_MODEL": "m:2"})
+    assert generation.code_versions(base | {"RAGEVAL_OLLAMA_API_KEY": "k"}) == first
+    other_model = generation.code_versions(base | {"RAGEVAL_OLLAMA_MODEL": "m:2"})
     assert all(other_model[k] != first[k] for k in first)
-    other_judge = generation.code_versions(base | {"RAG_EVAL_JUDGE_MODEL": "j:1"})
+    other_judge = generation.code_versions(base | {"RAGEVAL_JUDGE_MODEL": "j:1"})
     assert other_judge["answer_judgments"] != first["answer_judgments"]
     assert {k: other_judge[k] for k in ("ground_truth", "answers")} == {
         k: first[k] for k in ("ground_truth", "answers")
     }
-    assert generation.code_versions(base | {"RAG_EVAL_TEMPERATURE": "0.7"}) != first
+    assert generation.code_versions(base | {"RAGEVAL_TEMPERATURE": "0.7"}) != first
     constants = ((generation.prompts, "PROMPT_VERSION"), (generation, "FORMAT_VERSION"))
     for module, constant in constants:
         with monkeypatch.context() as patched:

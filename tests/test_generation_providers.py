@@ -33,7 +33,7 @@ def make_client(fake: FakeLLM, limits: NetLimits = FAST, **overrides):
         base_url=base,
         model="m-1",
         api_key=SecretStr(KEY),
-        key_variable=f"RAG_EVAL_{fake.provider.upper()}_API_KEY",
+        key_variable=f"RAGEVAL_{fake.provider.upper()}_API_KEY",
         **overrides,
     )
     return client_for(config, limits)
@@ -232,10 +232,10 @@ def test_missing_or_malformed_key_names_the_variable_never_the_value(key):
         base_url=fake.url,
         model="m",
         api_key=None if key is None else SecretStr(key),
-        key_variable="RAG_EVAL_ANTHROPIC_API_KEY",
+        key_variable="RAGEVAL_ANTHROPIC_API_KEY",
     )
     try:
-        with pytest.raises(GenerationError, match="RAG_EVAL_ANTHROPIC_API_KEY") as info:
+        with pytest.raises(GenerationError, match="RAGEVAL_ANTHROPIC_API_KEY") as info:
             client_for(config, FAST).complete("q")
     finally:
         fake.stop()
@@ -322,7 +322,7 @@ def test_401_after_a_redirect_to_another_origin_does_not_blame_the_key(server, s
     other.script = [Scripted(401, json.dumps(refusal).encode())]
     server.script = [Scripted(status, b"", {"location": other.url + "/moved"})]
     # A 302 makes the POST a GET (no prompt sent); a 307 re-sends the prompt, which core.io.net
-    # does across origins only when allowed (RAG_EVAL_ALLOW_CROSS_ORIGIN_REDIRECTS).
+    # does across origins only when allowed (RAGEVAL_LLM_ALLOW_CROSS_ORIGIN_REDIRECTS).
     limits = FAST.model_copy(update={"allow_cross_origin_redirects": True})
     client = make_client(server, limits)
     try:
@@ -350,5 +350,5 @@ def test_401_after_a_same_origin_redirect_blames_the_key(server):
         client.complete("q")
     assert str(info.value) == (
         f"{server.provider} at {client.url} answered HTTP 401: invalid key "
-        f"(the key in RAG_EVAL_{server.provider.upper()}_API_KEY was refused)"
+        f"(the key in RAGEVAL_{server.provider.upper()}_API_KEY was refused)"
     )

@@ -41,10 +41,10 @@ def test_label_dataset_synthesizes_labels_calibrates_and_gates_with_ppi(pipeline
     fake = FakeLLM("openai", reply=reply).start()
     env = {
         **base_env(pipeline_home),
-        "RAG_EVAL_PROVIDER": "openai",
-        "RAG_EVAL_OPENAI_BASE_URL": fake.url + "/v1",
-        "RAG_EVAL_OPENAI_MODEL": "fake-1",
-        "RAG_EVAL_CONCURRENCY": "4",
+        "RAGEVAL_PROVIDER": "openai",
+        "RAGEVAL_OPENAI_BASE_URL": fake.url + "/v1",
+        "RAGEVAL_OPENAI_MODEL": "fake-1",
+        "RAGEVAL_CONCURRENCY": "4",
     }
     storage = pipeline_home / "storage"
     made = storage / "synthetic/techdocs"

@@ -230,7 +230,7 @@ def test_rageval_to_lake_copies_the_duckdb_history_fact_for_fact(tmp_path):
 
 
 def test_a_lake_on_read_only_storage_is_read_and_a_write_is_refused_in_one_line(tmp_path):
-    from rageval_pipeline.core.storage.warehouse import READ_ONLY
+    from rageval_pipeline.core.storage.files import READ_ONLY
     from tests.test_storage_faults import _run
 
     open_warehouse(tmp_path, kind="lake").record_run(_run_row("r1"), _results("r1", 0.5))

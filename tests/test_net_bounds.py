@@ -225,9 +225,9 @@ class TestCrossOriginRedirects:
                 base_url=scripted.url + ("/v1" if provider == "openai" else ""),
                 model="m-1",
                 api_key=SecretStr("sk-test"),
-                key_variable=f"RAG_EVAL_{provider.upper()}_API_KEY",
+                key_variable=f"RAGEVAL_{provider.upper()}_API_KEY",
             )
-            llm = client_for(config, net.NetLimits.from_env("RAG_EVAL", attempts=2))
+            llm = client_for(config, net.NetLimits.from_env("RAGEVAL_LLM", attempts=2))
             with pytest.raises(GenerationError) as err:
                 llm.complete("Question: what is in my private corpus?")
         finally:
@@ -235,7 +235,7 @@ class TestCrossOriginRedirects:
         assert str(err.value).endswith(
             f"{scripted.url}{path}: HTTP 307 redirects this POST to another origin "
             f"({fake.url}{path}); not followed, so the request body is not sent there (set "
-            "RAG_EVAL_ALLOW_CROSS_ORIGIN_REDIRECTS to true to allow it)"
+            "RAGEVAL_LLM_ALLOW_CROSS_ORIGIN_REDIRECTS to true to allow it)"
         )
         assert fake.requests == []
 

@@ -84,7 +84,16 @@ def test_unjudged_queries_are_pooled_graded_merged_and_then_gated(tmp_path, caps
     systems = tmp_path / "systems.yaml"
     systems.write_text(json.dumps({"systems": {"bm25": BM25}}))
     sheet = tmp_path / "sheet.csv"
-    argv = ["pool", str(folder), "-o", str(sheet), "--systems", str(systems), "--no-extra"]
+    argv = [
+        "pool",
+        "export",
+        str(folder),
+        "-o",
+        str(sheet),
+        "--systems",
+        str(systems),
+        "--no-extra",
+    ]
     assert main([*argv, "-k", "5"]) == 0
     printed = capsys.readouterr()
     assert "pooling 10 queries with 1 systems: bm25" in printed.err
@@ -143,7 +152,7 @@ def test_pool_says_what_an_embedding_would_cost_and_asks_first(tmp_path, capsys,
     dense = {"retriever": "dense", "chunking": {"strategy": "reference"}}
     systems.write_text(json.dumps({"systems": {"bm25": BM25, "dense": dense}}))
     monkeypatch.setattr(pool_cli, "CHUNKS_PER_S", 0.1)  # as if the corpus were large
-    argv = ["pool", str(folder), "-o", str(tmp_path / "s.csv"), "--systems", str(systems)]
+    argv = ["pool", "export", str(folder), "-o", str(tmp_path / "s.csv"), "--systems", str(systems)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: pool: ") and err.count("\n") == 1
@@ -223,13 +232,13 @@ def test_the_llm_path_on_the_teams_suite(tmp_path, capsys, monkeypatch):
     systems.write_text(json.dumps({"systems": {"bm25": BM25}}))
     judge(folder, tmp_path / "sheet.csv", "--systems", str(systems), "--no-extra")
     fake = FakeLLM("openai", reply=reply).start()
-    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
     common = ["--systems", str(systems), "--depth", "3"]
     try:
         capsys.readouterr()
-        synth = ["synth", str(folder), "--n", "12", "--human-sample", "3", *common]
+        synth = ["synth", str(folder), "--n", "12", "--human-sample-size", "3", *common]
         assert main(synth) == 0
         printed = capsys.readouterr().out
         assert "synthetic queries kept of 12 drawn (" in printed
@@ -238,7 +247,7 @@ def test_the_llm_path_on_the_teams_suite(tmp_path, capsys, monkeypatch):
         grade_like_a_human(sample_sheet)  # the human sample, judged
         label = ["label", str(folder), "--synthetic", str(folder / "kettle.synthetic.jsonl")]
         out = tmp_path / "labels"
-        assert main([*label, "--human", str(sample_sheet), *common, "--out", str(out)]) == 0
+        assert main([*label, "--human", str(sample_sheet), *common, "--output", str(out)]) == 0
     finally:
         fake.stop()
     printed = capsys.readouterr()

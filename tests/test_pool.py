@@ -35,7 +35,13 @@ def _judgments(suite_dir: Path) -> dict[str, dict[str, int]]:
 
 def test_export_lists_unjudged_pooled_targets_with_their_systems(tmp_path, capsys):
     sheet = tmp_path / "pool.csv"
-    argv = ["pool", str(FIXTURES / "poolsuite"), "--systems", str(FIXTURES / "systems.yaml")]
+    argv = [
+        "pool",
+        "export",
+        str(FIXTURES / "poolsuite"),
+        "--systems",
+        str(FIXTURES / "systems.yaml"),
+    ]
     assert main([*argv, "--no-extra", "-o", str(sheet)]) == 0
     assert capsys.readouterr().out == (
         "pooled 6 (query, target) pairs at depth 20 over 2 systems (bm25, bm25_para); "
@@ -284,7 +290,14 @@ def test_formula_cells_are_neutralised_in_the_sheet_and_restored_on_merge(tmp_pa
     suite["queries"][1]["query"] = "'what happens when I send too many requests"
     (suite_dir / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
     sheet = tmp_path / "pool.csv"
-    argv = ["pool", str(suite_dir), "--systems", str(FIXTURES / "systems.yaml"), "--no-extra"]
+    argv = [
+        "pool",
+        "export",
+        str(suite_dir),
+        "--systems",
+        str(FIXTURES / "systems.yaml"),
+        "--no-extra",
+    ]
     assert main([*argv, "-o", str(sheet)]) == 0
     capsys.readouterr()
     with sheet.open(newline="", encoding="utf-8") as f:

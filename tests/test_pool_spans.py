@@ -31,7 +31,14 @@ def suite_dir(tmp_path: Path, capsys) -> Path:
 @pytest.fixture
 def sheet(suite_dir: Path, tmp_path: Path, capsys) -> Path:
     path = tmp_path / "pool.jsonl"
-    argv = ["pool", str(suite_dir), "--systems", str(FIXTURES / "systems.yaml"), "--no-extra"]
+    argv = [
+        "pool",
+        "export",
+        str(suite_dir),
+        "--systems",
+        str(FIXTURES / "systems.yaml"),
+        "--no-extra",
+    ]
     assert main([*argv, "-o", str(path)]) == 0
     capsys.readouterr()
     return path
@@ -59,7 +66,7 @@ def test_the_sheet_carries_each_chunks_offsets_in_its_document(suite_dir, sheet)
 
 def test_suggested_labels_keep_the_span_they_grade(ollama, sheet, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "suggested.jsonl"
-    assert main(["suggest", str(sheet), "--out", str(out), "--storage", str(tmp_path)]) == 0
+    assert main(["suggest", str(sheet), "--output", str(out), "--storage", str(tmp_path)]) == 0
     suggested = _rows(out)
     assert [r["suggested_grade"] for r in suggested] == [1, 1, 1]
     spans = ("target_id", "doc_id", "start", "end")

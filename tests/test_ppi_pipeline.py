@@ -34,9 +34,9 @@ def companion(pipeline_home, monkeypatch):
     fake = FakeLLM("openai", reply=reply).start()
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
     data = pipeline_home / "data"
     # The scripted judge is a poor one: its kappa with techdocs' evidence-level grades is 0.299
     # (0.32 with round 1's); the floor is lowered so that its labels may be used at all.
@@ -47,8 +47,8 @@ def companion(pipeline_home, monkeypatch):
     storage = pipeline_home / "storage"
     made = pipeline_home / "synthetic"
     try:
-        args = ["synth", str(suite), "--n", "16", "--human-sample", "4", "--depth", "3"]
-        assert main([*args, "--out", str(made)]) == 0
+        args = ["synth", str(suite), "--n", "16", "--human-sample-size", "4", "--depth", "3"]
+        assert main([*args, "--output", str(made)]) == 0
         grade_like_a_human(made / f"{SUITE}.synthetic.sheet.jsonl")
         for name in (
             f"{SUITE}.synthetic.jsonl",
@@ -58,7 +58,7 @@ def companion(pipeline_home, monkeypatch):
         ):
             shutil.copy(made / name, suite / name)
         args = ["label", str(suite), "--synthetic", str(suite / f"{SUITE}.synthetic.jsonl")]
-        assert main([*args, "--depth", "3", "--out", str(storage / "labels" / SUITE)]) == 0
+        assert main([*args, "--depth", "3", "--output", str(storage / "labels" / SUITE)]) == 0
     finally:
         fake.stop()
     for name in SWITCHES:  # the evaluation itself calls no LLM

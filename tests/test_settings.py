@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config
 from rageval_pipeline.core.io import paths
 from rageval_pipeline.core.io.bounds import input_bytes
-from rageval_pipeline.core.settings import catalog
+from rageval_pipeline.core.settings import base, catalog
 from rageval_pipeline.core.settings.base import EnvGroup
+from rageval_pipeline.core.settings.limits import LLM, LLM_DEFAULTS
 from rageval_pipeline.core.settings.locations import Deployment
 from rageval_pipeline.core.settings.providers import Providers
 
@@ -91,22 +93,22 @@ def test_nightly_lists_are_comma_separated_and_empty_means_none(monkeypatch):
 
 
 def test_a_given_mapping_replaces_the_process_environment(monkeypatch):
-    monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "from-process")
+    monkeypatch.setenv("RAGEVAL_OLLAMA_MODEL", "from-process")
     assert Providers.from_env().ollama_model == "from-process"
     assert Providers.from_env(env={}).ollama_model == "llama3.1:8b"
-    assert Providers.from_env(env={"RAG_EVAL_OLLAMA_MODEL": "given"}).ollama_model == "given"
+    assert Providers.from_env(env={"RAGEVAL_OLLAMA_MODEL": "given"}).ollama_model == "given"
 
 
 def test_keys_are_never_shown_even_in_errors(monkeypatch, capsys):
-    monkeypatch.setenv("RAG_EVAL_ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("RAGEVAL_ANTHROPIC_API_KEY", SECRET)
     settings = Providers.from_env()
     print(settings, repr(settings), settings.model_dump(), settings.model_dump_json())
     assert settings.anthropic_api_key.get_secret_value() == SECRET
-    monkeypatch.setenv("RAG_EVAL_MAX_TOKENS", SECRET)  # a key pasted into the wrong variable
+    monkeypatch.setenv("RAGEVAL_MAX_TOKENS", SECRET)  # a key pasted into the wrong variable
     with pytest.raises(config.GenerationError) as err:
         config.from_env("answer")
     assert str(err.value) == (
-        "invalid generation setting for the answer model: RAG_EVAL_MAX_TOKENS: "
+        "invalid generation setting for the answer model: RAGEVAL_MAX_TOKENS: "
         "Input should be a valid integer, unable to parse string as an integer"
     )
     assert SECRET not in capsys.readouterr().out + str(err.value)
@@ -117,3 +119,49 @@ def test_a_bad_default_from_the_caller_names_the_field_not_a_variable(monkeypatc
     with pytest.raises(InputError) as err:
         catalog.NetLimits.from_env("RAGEVAL_TEST_NET", attempts=0)
     assert str(err.value) == ("environment: attempts: Input should be greater than or equal to 1")
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """No old name warned about yet in this process."""
+    monkeypatch.setattr(base, "_WARNED", set())
+
+
+def test_an_old_name_is_read_as_the_new_one_and_warns_once(monkeypatch, fresh_warnings):
+    monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "old-name-model")
+    monkeypatch.setenv("RAG_EVAL_DEADLINE_S", "7")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = config.from_env("answer")
+        again = config.from_env("judge")
+        limits = catalog.NetLimits.from_env(LLM, **LLM_DEFAULTS)
+    assert (first.model, again.model, limits.deadline_s) == ("old-name-model",) * 2 + (7.0,)
+    assert config.configured()  # an old switch turns the generation group on as the new one does
+    messages = [str(w.message) for w in caught if w.category is base.RenamedVariableWarning]
+    assert messages == [
+        "RAG_EVAL_OLLAMA_MODEL is deprecated and will stop being read: "
+        "set RAGEVAL_OLLAMA_MODEL instead",
+        "RAG_EVAL_DEADLINE_S is deprecated and will stop being read: "
+        "set RAGEVAL_LLM_DEADLINE_S instead",
+    ]
+
+
+def test_the_new_name_wins_and_groups_never_renamed_read_no_alias(monkeypatch, fresh_warnings):
+    monkeypatch.setenv("RAG_EVAL_OLLAMA_MODEL", "old")
+    monkeypatch.setenv("RAGEVAL_OLLAMA_MODEL", "new")
+    monkeypatch.setenv("RAG_EVAL_MAX_DEPTH", "1")  # never a name: not read as RAGEVAL_MAX_DEPTH
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert Providers.from_env().ollama_model == "new"
+        assert catalog.FileLimits.from_env().depth == 64
+    assert [str(w.message) for w in caught] == [
+        "RAG_EVAL_OLLAMA_MODEL is deprecated and will stop being read: "
+        "set RAGEVAL_OLLAMA_MODEL instead (ignored: that is set too)"
+    ]
+
+
+def test_an_unset_old_name_changes_nothing(monkeypatch, fresh_warnings):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert Providers.from_env(env={}).ollama_model == "llama3.1:8b"
+    assert caught == []

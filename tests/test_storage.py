@@ -12,7 +12,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rageval_pipeline.core.storage.warehouse import Warehouse, write_parquet
+from rageval_pipeline.core.storage.files import write_parquet
+from rageval_pipeline.core.storage.warehouse import Warehouse
 
 
 def _run_row(run_id: str) -> dict:
@@ -170,3 +171,20 @@ def test_a_warehouse_written_before_intervals_gains_the_ci_columns(tmp_path: Pat
     assert rows["run_id"].tolist() == ["old"] and rows["ci_low"].isna().all()
     columns = warehouse.query("DESCRIBE group_metrics")["column_name"].tolist()
     assert columns[-2:] == ["ci_low", "ci_high"]
+
+
+def test_rageval_history_prints_the_latest_evaluations_oldest_first(tmp_path, capsys):
+    from rageval_pipeline.cli import main
+
+    warehouse = Warehouse(tmp_path / "rageval.duckdb")
+    for n, value in enumerate((0.1, 0.2, 0.3)):
+        row = _run_row(f"r{n}") | {"created_at": datetime(2026, 1, 1 + n, tzinfo=UTC)}
+        warehouse.record_run(row, _results(f"r{n}", value))
+    argv = ["history", "--dataset", "d", "--limit", "2", "--storage", str(tmp_path)]
+    assert main(argv) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [(line[0][:10], line[-1]) for line in lines] == [
+        ("2026-01-02", "0.2000"),
+        ("2026-01-03", "0.3000"),
+    ]
+    assert main([*argv[:-2], "--system", "other", "--storage", str(tmp_path)]) == 2

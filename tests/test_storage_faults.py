@@ -19,13 +19,9 @@ import pytest
 from rageval_pipeline.core.history.summaries import select_runs
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.dense import DenseIndex
+from rageval_pipeline.core.storage.files import atomic_dir
 from rageval_pipeline.core.storage.location import MANIFEST
-from rageval_pipeline.core.storage.warehouse import (
-    WAREHOUSE_FILE,
-    StorageError,
-    Warehouse,
-    atomic_dir,
-)
+from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, StorageError, Warehouse
 from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 
 REPO = Path(__file__).parent.parent
@@ -160,7 +156,7 @@ WRITES = {
         "tables/run_metrics/dataset=d",
         """
         import pandas as pd
-        from rageval_pipeline.core.storage.warehouse import write_parquet
+        from rageval_pipeline.core.storage.files import write_parquet
         path = Path("{storage}/tables/run_metrics/dataset=d/x.parquet")
         write_parquet(pd.DataFrame(dict(a=[1])), path)
     """,
@@ -168,14 +164,14 @@ WRITES = {
     "report": (
         "reports/latest",
         """
-        from rageval_pipeline.core.storage.warehouse import write_text
+        from rageval_pipeline.core.storage.files import write_text
         write_text(Path("{storage}/reports/latest/gate.md"), "x")
     """,
     ),
     "index": (
         "indexes/bm25",
         """
-        from rageval_pipeline.core.storage.warehouse import atomic_dir
+        from rageval_pipeline.core.storage.files import atomic_dir
         with atomic_dir(Path("{storage}/indexes/bm25/d")) as tmp:
             (tmp / "a").write_text("x")
     """,

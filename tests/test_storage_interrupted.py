@@ -25,13 +25,9 @@ import pytest
 
 from rageval_pipeline.core.history.summaries import select_runs
 from rageval_pipeline.core.results.store import measure_run, store_results
+from rageval_pipeline.core.storage.files import write_parquet
 from rageval_pipeline.core.storage.locks import ORPHAN_AGE_S
-from rageval_pipeline.core.storage.warehouse import (
-    WAREHOUSE_FILE,
-    StorageError,
-    Warehouse,
-    write_parquet,
-)
+from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, StorageError, Warehouse
 from tests.test_results import QRELS, QUERIES, RECORD, RUN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +53,7 @@ def test_temp_entries_of_killed_writes_go_at_the_next_write_and_live_ones_stay(t
     killed = _python(f"""
         import os, signal
         from pathlib import Path
-        from rageval_pipeline.core.storage.warehouse import atomic_dir, atomic_path
+        from rageval_pipeline.core.storage.files import atomic_dir, atomic_path
         with atomic_path(Path("{folder}") / "a.parquet") as tmp, \\
                 atomic_dir(Path("{folder}") / "index") as scratch:
             tmp.write_bytes(b"half a file")
@@ -68,7 +64,7 @@ def test_temp_entries_of_killed_writes_go_at_the_next_write_and_live_ones_stay(t
     live = _python(f"""
         import time
         from pathlib import Path
-        from rageval_pipeline.core.storage.warehouse import atomic_path
+        from rageval_pipeline.core.storage.files import atomic_path
         with atomic_path(Path("{folder}") / "b.parquet") as tmp:
             print(tmp.name, flush=True)
             time.sleep(120)
@@ -175,7 +171,8 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_file(tmp_path):
         import os
         import pandas as pd
         from pathlib import Path
-        from rageval_pipeline.core.storage.warehouse import StorageError, write_parquet
+        from rageval_pipeline.core.storage.warehouse import StorageError
+        from rageval_pipeline.core.storage.files import write_parquet
         path = Path("{disk}") / "tables" / "x.parquet"
         write_parquet(pd.DataFrame({{"x": [1]}}), path)
         try:

@@ -17,6 +17,7 @@ from rageval_pipeline.core.retrieval.base import REBUILD_INDEX
 from rageval_pipeline.core.retrieval.bm25 import BM25Index
 from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache
 from rageval_pipeline.core.storage.choose import open_warehouse
+from rageval_pipeline.core.storage.files import atomic_dir, atomic_path, write_parquet, write_text
 from rageval_pipeline.core.storage.location import (
     MANIFEST,
     StorageError,
@@ -25,13 +26,7 @@ from rageval_pipeline.core.storage.location import (
     verified_dir,
 )
 from rageval_pipeline.core.storage.reuse import FrameCache, file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage.warehouse import (
-    WAREHOUSE_FILE,
-    atomic_dir,
-    atomic_path,
-    write_parquet,
-    write_text,
-)
+from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE
 from tests.moto_s3 import moto_server
 
 CHUNKS = pd.DataFrame(

@@ -27,11 +27,11 @@ def judge(tmp_path, monkeypatch):
     fake = FakeLLM("openai", reply=reply).start()
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAG_EVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAG_EVAL_OPENAI_MODEL", "fake-1")
-    monkeypatch.setenv("RAG_EVAL_CONCURRENCY", "4")
-    monkeypatch.delenv("RAG_EVAL_SECOND_JUDGE_MODEL", raising=False)
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
+    monkeypatch.setenv("RAGEVAL_CONCURRENCY", "4")
+    monkeypatch.delenv("RAGEVAL_SECOND_JUDGE_MODEL", raising=False)
     yield fake
     fake.stop()
 
@@ -47,8 +47,8 @@ def _systems(tmp_path):
 
 def _synth(tmp_path, capsys, *extra):
     out = tmp_path / "synthetic"
-    args = ["synth", str(SUITE), "--n", "24", "--human-sample", "5", "--depth", "3"]
-    assert main([*args, "--out", str(out), *_systems(tmp_path), *extra]) == 0
+    args = ["synth", str(SUITE), "--n", "24", "--human-sample-size", "5", "--depth", "3"]
+    assert main([*args, "--output", str(out), *_systems(tmp_path), *extra]) == 0
     return out, capsys.readouterr().out
 
 
@@ -114,12 +114,12 @@ def _label(tmp_path, *extra):
         str(tmp_path / "synthetic/techdocs.synthetic.jsonl"),
     ]
     return main(
-        [*args, "--depth", "3", "--out", str(tmp_path / "labels"), *_systems(tmp_path), *extra]
+        [*args, "--depth", "3", "--output", str(tmp_path / "labels"), *_systems(tmp_path), *extra]
     )
 
 
 def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("RAG_EVAL_SECOND_JUDGE_MODEL", "fake-2")
+    monkeypatch.setenv("RAGEVAL_SECOND_JUDGE_MODEL", "fake-2")
     _synth(tmp_path, capsys)
     synthesized = len(judge.requests)
     assert _label(tmp_path, "--dry-run", "--price-in", "3", "--price-out", "15") == 0
@@ -136,7 +136,7 @@ def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys,
     gate.write_text("version: 1\ndatasets:\n  default:\n    calibration: {min_kappa: 0.99}\n")
     sheet = tmp_path / "synthetic/techdocs.synthetic.sheet.jsonl"
     grade_like_a_human(sheet)  # the random sample, judged
-    assert _label(tmp_path, "--gate", str(gate), "--human", str(sheet)) == 0
+    assert _label(tmp_path, "--policy", str(gate), "--human", str(sheet)) == 0
     printed = capsys.readouterr()
     assert len(judge.requests) == synthesized + calls
     labels = [json.loads(line) for line in (tmp_path / "labels/labels.jsonl").open()]
@@ -174,7 +174,7 @@ def test_label_dry_run_labels_calibration_and_the_cache(judge, tmp_path, capsys,
     assert calibration["usable"] is False
     assert "refused for gating" in printed.err and "below calibration.min_kappa 0.99" in printed.err
     # A re-run asks nothing: every label comes from the cache.
-    assert _label(tmp_path, "--gate", str(gate), "--human", str(sheet)) == 0
+    assert _label(tmp_path, "--policy", str(gate), "--human", str(sheet)) == 0
     assert len(judge.requests) == synthesized + calls
     rerun = capsys.readouterr().out
     assert f"made 0 call(s), {first} cached" in rerun
@@ -215,7 +215,7 @@ def test_bad_input_is_one_line(judge, tmp_path, capsys):
     assert main(args) == 2
     assert capsys.readouterr().err.strip() == f"error: {bad}:2: synthetic: Input should be True"
     out = tmp_path / "synthetic"
-    args = ["synth", str(SUITE), "--n", "3", "--human-sample", "5", "--out", str(out)]
+    args = ["synth", str(SUITE), "--n", "3", "--human-sample-size", "5", "--output", str(out)]
     assert main([*args, *_systems(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     # Why so few were kept, by count, then why the sample cannot be drawn.
@@ -226,7 +226,7 @@ def test_bad_input_is_one_line(judge, tmp_path, capsys):
 
 def test_synth_dry_run_counts_and_writes_nothing(judge, tmp_path, capsys):
     out = tmp_path / "synthetic"
-    args = ["synth", str(SUITE), "--n", "30", "--dry-run", "--price-in", "1", "--out", str(out)]
+    args = ["synth", str(SUITE), "--n", "30", "--dry-run", "--price-in", "1", "--output", str(out)]
     assert main([*args, *_systems(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert judge.requests == [] and not out.exists()
@@ -248,18 +248,18 @@ def test_label_reads_its_prompts_format_and_fails_on_garbage(
     """Issue 34: a judge answering exactly as the prompt asks is read (0 unparseable); one
     answering garbage ends with exit 1 and the count, and kappa is undefined, not "below"."""
     judge.reply = answer
-    monkeypatch.setenv("RAG_EVAL_STRUCTURED", "off")
-    monkeypatch.setenv("RAG_EVAL_PRICE_IN", "0.5")
-    monkeypatch.setenv("RAG_EVAL_PRICE_CURRENCY", "EUR")
+    monkeypatch.setenv("RAGEVAL_STRUCTURED", "off")
+    monkeypatch.setenv("RAGEVAL_PRICE_IN", "0.5")
+    monkeypatch.setenv("RAGEVAL_PRICE_CURRENCY", "EUR")
     args = ["label", str(SUITE), "--depth", "2", "--check-sample", "5"]
-    assert main([*args, "--out", str(tmp_path / "labels"), *_systems(tmp_path)]) == status
+    assert main([*args, "--output", str(tmp_path / "labels"), *_systems(tmp_path)]) == status
     printed = capsys.readouterr()
     labels = [json.loads(line) for line in (tmp_path / "labels/labels.jsonl").open()]
     tokens_in = int(printed.out.split("tokens in ")[1].split(",")[0])
     assert f"estimated cost {tokens_in * 0.5 / 1e6:.4f} EUR (openai:fake-1; 0.5 in, 0 out " in (
         printed.out
     )
-    assert "per million tokens, from $RAG_EVAL_PRICE_IN/_OUT)" in printed.out
+    assert "per million tokens, from $RAGEVAL_PRICE_IN/_OUT)" in printed.out
     if status == 0:
         assert f"{len(labels)} label(s), 0 unparseable" in printed.out
         assert all(lab["grade"] is not None for lab in labels)
@@ -267,7 +267,7 @@ def test_label_reads_its_prompts_format_and_fails_on_garbage(
     assert f"{len(labels)} label(s), {len(labels)} unparseable" in printed.out
     assert printed.err.splitlines()[-1] == (
         f"error: {len(labels)} of {len(labels)} label(s) unparseable (100%), above "
-        "$RAG_EVAL_MAX_UNPARSEABLE 10%: the judge does not answer in the prompt's format "
+        "$RAGEVAL_MAX_UNPARSEABLE 10%: the judge does not answer in the prompt's format "
         f"(raw replies in {tmp_path / 'labels'})"
     )
     assert "weighted kappa with human grades is undefined on 0 pair(s)" in printed.err

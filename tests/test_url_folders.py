@@ -103,7 +103,7 @@ def test_local_folders_and_colons_in_them_are_still_folders(monkeypatch, tmp_pat
         (["history", "--dataset", "techdocs"], {"RAGEVAL_STORAGE": UNSUPPORTED}, None),
         (["history", "--dataset", "techdocs", "--storage", UNSUPPORTED], {}, "--storage"),
         (["baseline", "show", "--dataset", "techdocs"], {"RAGEVAL_BASELINES": STORAGE_URL}, None),
-        (["pool", "suite.yaml"], {"RAGEVAL_DATA": STORAGE_URL}, None),
+        (["pool", "export", "suite.yaml"], {"RAGEVAL_DATA": STORAGE_URL}, None),
     ],
 )
 def test_the_cli_refuses_a_url_folder_in_one_line(tmp_path, argv, variables, line):

@@ -11,14 +11,19 @@ from rageval_pipeline.core.io import paths
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("baseline", help="update or show committed baselines")
+    parser = subparsers.add_parser(
+        "baseline",
+        help="update or show committed baselines",
+        description="The committed baselines a gate compares with: `update` writes an "
+        "evaluation as a baseline file, `show` prints the evaluations it would use.",
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, help_text in (
         ("update", "write the latest (or a chosen) evaluation as the baseline file"),
         ("show", "print the evaluations a baseline update would use"),
     ):
-        sub = actions.add_parser(action, help=help_text)
-        sub.add_argument("--dataset", required=True)
+        sub = actions.add_parser(action, help=help_text, description=help_text.capitalize() + ".")
+        sub.add_argument("--dataset", required=True, help="the dataset evaluated")
         sub.add_argument("--system", help="one system (default: every evaluated system)")
         sub.add_argument("--run-id", help="a specific evaluation run (default: the latest)")
         add_storage_option(sub)

@@ -1,4 +1,4 @@
-"""`rageval experiments`: the log of gated evaluations (seed 001 section 7)."""
+"""`rageval experiments`: the log of gated evaluations (docs/tuning.md)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,22 @@ from rageval_pipeline.cli import add_storage_option
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("experiments", help="list the experiments log")
+    parser = subparsers.add_parser(
+        "experiments",
+        help="list the experiments log",
+        description="One entry per gated evaluation: id, date, dataset and system, verdict, "
+        "description and the configuration changes it judged.",
+    )
     parser.add_argument("--dataset", help="only this dataset")
     parser.add_argument("--system", help="only this system")
-    parser.add_argument("--export", type=Path, help="also write experiments.json here")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        dest="export",
+        metavar="FILE",
+        help="also write the log as JSON to this file (experiments.json's shape)",
+    )
     add_storage_option(parser)
     parser.set_defaults(func=_list)
 

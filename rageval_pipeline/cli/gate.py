@@ -37,9 +37,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Score the baseline's run and the new run against the qrels, decide with "
         "the gate policy (the pipeline's gate, docs/gate.md) and print the verdict's report.",
     )
-    parser.add_argument("--qrels", required=True, metavar="QRELS", help="TREC or BEIR qrels")
-    parser.add_argument("--baseline", required=True, metavar="RUN", help="the baseline's run")
-    parser.add_argument("--run", required=True, metavar="RUN", help="the run under judgement")
+    parser.add_argument("qrels", metavar="QRELS", help="TREC or BEIR qrels")
+    parser.add_argument("baseline", metavar="BASELINE", help="the baseline's run")
+    parser.add_argument("run", metavar="RUN", help="the run under judgement")
     parser.add_argument(
         "--policy",
         metavar="FILE",
@@ -74,9 +74,15 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "policy compares need (EvidenceRecall@512t, ...)",
     )
     ppi_scores.add_options(parser)
-    parser.add_argument("--format", choices=FORMATS, default="md", help="report printed")
     parser.add_argument(
-        "--reports", metavar="DIR", help="also write gate.json, report.json, gate.md, gate.html"
+        "--format", choices=FORMATS, default="md", help="output format (default: %(default)s)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="reports",
+        metavar="DIR",
+        help="folder to write gate.json, report.json, gate.md and gate.html to, besides printing",
     )
     parser.set_defaults(func=run_gate, refuse=parser.error)
 

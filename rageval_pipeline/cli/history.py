@@ -15,9 +15,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="a measure across evaluations, oldest first",
         description="One line per evaluation: time, dataset, system, fingerprint, level, value.",
     )
-    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--dataset", required=True, help="the dataset evaluated")
     parser.add_argument("--system", help="one system (default: all)")
-    parser.add_argument("-m", "--measure", default=PRIMARY_MEASURE)
+    parser.add_argument(
+        "-m", "--measure", default=PRIMARY_MEASURE, help="the measure shown (default: %(default)s)"
+    )
     parser.add_argument("--limit", type=at_least(1), default=20, help="most recent N evaluations")
     add_storage_option(parser)
     parser.set_defaults(func=run_history)
@@ -32,21 +34,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_history(args: argparse.Namespace) -> int:
+    from rageval_pipeline.core.history import measure_history
     from rageval_pipeline.core.measures import parse_measure
     from rageval_pipeline.core.storage.choose import open_warehouse
 
     measure = str(parse_measure(args.measure))
     warehouse = open_warehouse(args.storage, existing=True)
-    rows = warehouse.query(
-        """
-        SELECT * FROM (
-            SELECT created_at, dataset, system, fingerprint, level, value FROM history
-            WHERE dataset = ? AND measure = ? AND (? IS NULL OR system = ?)
-            ORDER BY created_at DESC LIMIT ?
-        ) ORDER BY created_at
-        """,
-        [args.dataset, measure, args.system, args.system, args.limit],
-    )
+    rows = measure_history(warehouse, args.dataset, measure, args.system, args.limit)
     if rows.empty:
         raise InputError(warehouse.location, f"no {measure} for dataset {args.dataset!r}")
     for row in rows.itertuples(index=False):

@@ -1,9 +1,9 @@
-"""`rageval pool SUITE -o SHEET` (write a judging sheet of unjudged pooled targets),
-`rageval pool merge SUITE SHEET` (merge the graded sheet back into the suite file) and
-`rageval pool difficulty SUITE [--write]` (measure each query's difficulty from the pool) and
-`rageval pool agree SUITE SHEET [--third-sheet PATH] [--record DIR]` (agreement of a second
-judging pass with the suite's grades; a blind sheet of the disagreements for a third reader) and
-`rageval pool agree SUITE SHEET --third THIRD_SHEET --write [--record DIR]` (the third reading's
+"""`rageval pool export SUITE -o SHEET` (write a judging sheet of unjudged pooled targets),
+`rageval pool merge SUITE SHEET` (merge the graded sheet back into the suite file),
+`rageval pool difficulty SUITE [--write]` (measure each query's difficulty from the pool),
+`rageval pool agree SUITE SHEET [--third-sheet PATH] -o DIR` (agreement of a second judging
+pass with the suite's grades; a blind sheet of the disagreements for a third reader) and
+`rageval pool agree SUITE SHEET --third THIRD_SHEET --write [-o DIR]` (the third reading's
 decisions stored)."""
 
 from __future__ import annotations
@@ -33,84 +33,96 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "pool",
-        help="pool systems' top k over a suite and write the unjudged targets to a sheet; "
-        "`pool merge` merges the graded sheet",
-        description="Run the configured systems plus BM25 and dense on other chunkings over a "
-        "suite; write every target in the union of their top k that has no judgment to a "
-        "judging sheet (CSV or JSONL by extension). `rageval pool merge SUITE SHEET` merges it.",
+        help="pool systems' top k over a suite into a judging sheet, merge it back, measure "
+        "difficulty, or compare a second judging pass",
+        description="Pooling and judging a golden suite: `export` writes the unjudged targets "
+        "of the systems' top k to a sheet, `merge` brings the graded sheet back, `difficulty` "
+        "measures each query's difficulty from the pool and `agree` compares a second judging "
+        "pass with the suite's grades.",
     )
-    parser.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
-    parser.add_argument("sheet_args", nargs="*", metavar="...", help=argparse.SUPPRESS)
-    parser.add_argument("-o", "--output", type=Path, help="sheet path (.csv or .jsonl)")
-    parser.add_argument(
-        "-k", "--depth", type=at_least(1), default=None, help="pool depth (default 20)"
-    )
-    add_systems_option(parser)
-    parser.add_argument("--no-extra", action="store_true", help="pool only the configured systems")
-    parser.add_argument(
+    actions = parser.add_subparsers(dest="pool_command", required=True, metavar="ACTION")
+    pooling = argparse.ArgumentParser(add_help=False)
+    pooling.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
+    pooling.add_argument("-k", "--depth", type=at_least(1), help="pool depth (default: 20)")
+    add_systems_option(pooling)
+    pooling.add_argument("--no-extra", action="store_true", help="pool only the configured systems")
+    pooling.add_argument(
         "--embed",
         action="store_true",
         help=f"go ahead with an embedding estimated past {EMBED_WITHOUT_ASKING_S:.0f} s",
     )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="merge: replace judgments the sheet contradicts"
+    export_ = actions.add_parser(
+        "export",
+        parents=[pooling],
+        help="write the unjudged targets of the pooled top k to a judging sheet",
+        description="Run the configured systems plus BM25 and dense on other chunkings over a "
+        "suite; write every target in the union of their top k that has no judgment to a "
+        "judging sheet (CSV or JSONL by extension).",
     )
-    parser.add_argument(
+    export_.add_argument(
+        "-o", "--output", type=Path, required=True, help="sheet to write (.csv or .jsonl)"
+    )
+    export_.set_defaults(func=export)
+    merge_ = actions.add_parser(
+        "merge",
+        help="merge a graded judging sheet into the suite file",
+        description="Merge the grades of a judging sheet into the suite file; a grade that "
+        "contradicts an existing judgment stops the merge unless --overwrite is given.",
+    )
+    merge_.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
+    merge_.add_argument("sheet", type=Path, metavar="SHEET", help="graded sheet (.csv or .jsonl)")
+    merge_.add_argument(
+        "--overwrite", action="store_true", help="replace judgments the sheet contradicts"
+    )
+    merge_.set_defaults(func=lambda args: merge(args.suite, args.sheet, args.overwrite))
+    difficulty_ = actions.add_parser(
+        "difficulty",
+        parents=[pooling],
+        help="measure each query's difficulty from the pool",
+        description="Print where each query's stored difficulty differs from the one measured "
+        "from the pool (exit 1 when any does and nothing was written).",
+    )
+    difficulty_.add_argument(
+        "--write", action="store_true", help="store the result in the suite file"
+    )
+    difficulty_.set_defaults(func=difficulty)
+    agree_ = actions.add_parser(
+        "agree",
+        help="agreement of a second judging pass with the suite's grades",
+        description="Print the agreement of a second judging pass with the suite's grades and "
+        "every disagreement; write the disagreements as a blind sheet for a third reader, or "
+        "store that reader's decisions.",
+    )
+    agree_.add_argument("suite", type=Path, metavar="SUITE", help="suite file or folder")
+    agree_.add_argument("sheet", type=Path, metavar="SHEET", help="the second pass's sheet")
+    agree_.add_argument(
         "--write",
         action="store_true",
-        help="difficulty: store the measured difficulty; agree: write the resolved grades",
+        help="store the result in the suite file (the third reading's decisions; needs --third)",
     )
-    parser.add_argument(
+    agree_.add_argument(
         "--third-sheet",
         type=Path,
         metavar="PATH",
-        help="agree: write the disagreements as a blind sheet for a third reader (needs --record)",
+        help="write the disagreements as a blind sheet for a third reader (needs --output)",
     )
-    parser.add_argument(
-        "--seed", type=int, help="agree: the seed of the readings' order on the third sheet"
+    agree_.add_argument(
+        "--seed",
+        type=at_least(0),
+        help="seed of the readings' order on the third sheet (default: drawn and printed)",
     )
-    parser.add_argument(
-        "--third", type=Path, metavar="SHEET", help="agree: the third reader's decided sheet"
+    agree_.add_argument(
+        "--third", type=Path, metavar="SHEET", help="the third reader's decided sheet"
     )
-    parser.add_argument(
-        "--record",
+    agree_.add_argument(
+        "-o",
+        "--output",
         type=Path,
+        dest="record",
         metavar="DIR",
-        help="agree: write the second pass, the disagreements and the third sheet's key",
+        help="folder for the second pass, the disagreements and the third sheet's key",
     )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    # `pool merge SUITE SHEET` shares the parser: argparse cannot have a subcommand and a
-    # positional in the same place, so "merge" as the first word selects the merge.
-    if str(args.suite) == "merge":
-        if len(args.sheet_args) != 2:
-            print("error: usage: rageval pool merge SUITE SHEET [--overwrite]", file=sys.stderr)
-            return 2
-        return merge(Path(args.sheet_args[0]), Path(args.sheet_args[1]), args.overwrite)
-    if str(args.suite) == "difficulty":
-        if len(args.sheet_args) != 1:
-            print("error: usage: rageval pool difficulty SUITE [--write]", file=sys.stderr)
-            return 2
-        args.suite = Path(args.sheet_args[0])
-        return difficulty(args)
-    if str(args.suite) == "agree":
-        if len(args.sheet_args) != 2:
-            print(
-                "error: usage: rageval pool agree SUITE SHEET [--third-sheet PATH] "
-                "[--third SHEET --write] [--record DIR]",
-                file=sys.stderr,
-            )
-            return 2
-        return agree(Path(args.sheet_args[0]), Path(args.sheet_args[1]), args)
-    if args.sheet_args:
-        print(f"error: unexpected argument {args.sheet_args[0]!r}", file=sys.stderr)
-        return 2
-    if args.output is None:
-        print("error: --output: give the sheet path (.csv or .jsonl)", file=sys.stderr)
-        return 2
-    return export(args)
+    agree_.set_defaults(func=lambda args: agree(args.suite, args.sheet, args))
 
 
 def _pooled(args: argparse.Namespace):
@@ -251,7 +263,7 @@ def _merged(result: MergeResult, sheet: Path, suite_file: Path) -> int:
 def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
     """Print the agreement of a second pass with the suite and every disagreement; write the
     blind third-reading sheet (`--third-sheet`), or store the third reading's decisions
-    (`--third --write`); with --record DIR keep both readings (and the decisions)."""
+    (`--third --write`); with --output DIR keep both readings (and the decisions)."""
     import secrets
 
     from rageval_pipeline.core.curation import judging, sheets, third
@@ -262,12 +274,12 @@ def agree(suite_path: Path, sheet: Path, args: argparse.Namespace) -> int:
         raise InputError(
             "--write",
             "a disagreement is decided by a third reading, not by rule: write its sheet with "
-            "--third-sheet PATH --record DIR, have it graded, then --third PATH --write",
+            "--third-sheet PATH --output DIR, have it graded, then --third PATH --write",
         )
     if args.third_sheet is not None:
         sheets.sheet_kind(args.third_sheet)
         if args.record is None:
-            raise InputError("--third-sheet", "give --record DIR: the sheet's key is kept there")
+            raise InputError("--third-sheet", "give --output DIR: the sheet's key is kept there")
     path = resolve_suite_file(suite_path)
     suite = load_suite(path)
     report = third.compare(suite, sheet)

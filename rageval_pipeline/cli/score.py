@@ -49,7 +49,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "measures need (EvidenceRecall@10, TokenPrecision@512t, ...): the run's ids are its "
         "documents, its reference chunks or passages doc:span:start-end",
     )
-    common.add_argument("--format", choices=FORMATS, default="table")
+    common.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format (default: %(default)s)"
+    )
     common.add_argument(
         "--document-level",
         action="store_true",
@@ -76,12 +78,17 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Means, B - A with a 95% CI, paired t-test and randomization test p-values "
         "(Holm-corrected across measures).",
     )
-    parser.add_argument("run_a", metavar="RUN_A")
-    parser.add_argument("run_b", metavar="RUN_B")
+    parser.add_argument("run_a", metavar="RUN_A", help="the run compared against (A)")
+    parser.add_argument("run_b", metavar="RUN_B", help="the run compared (B)")
     parser.add_argument(
         "--permutations", type=at_least(1), default=10_000, help="randomization test resamples"
     )
-    parser.add_argument("--seed", type=at_least(0), default=0)
+    parser.add_argument(
+        "--seed",
+        type=at_least(0),
+        default=0,
+        help="seed of the randomization test's resamples (default: %(default)s)",
+    )
     parser.set_defaults(func=run_compare, refuse=parser.error)
 
 
@@ -94,10 +101,10 @@ def _inputs_reading_the_run_ahead(
     measures (pydantic, 0.15 s), reads the qrels and makes their side of the join. Those come
     first, so their errors do; the thread is not waited for then.
 
-    The one speed trick kept in the CLI (bench/README.md, "Issue 23"): `rageval eval` on the
-    5M-row bench files, side by side in one script run at load 2 (2026-11-26, 7 runs each),
-    took a median of 2.92 s with it against 4.05 s without. At load 10-11 it was 23.0 s against
-    24.5 s, within that load's noise: it needs an idle core."""
+    The one speed trick kept in the CLI (bench/README.md, "Fast paths in one place"): `rageval
+    eval` on the 5M-row bench files, side by side in one script run at load 2 (2026-11-26, 7 runs
+    each), took a median of 2.92 s with it against 4.05 s without. At load 10-11 it was 23.0 s
+    against 24.5 s, within that load's noise: it needs an idle core."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rageval_pipeline.core.io.bounds import input_bytes  # (no pydantic: see `bounds`)
@@ -134,7 +141,7 @@ def pyarrow_without_pandas() -> None:
     imports it. So a TREC run scored by the numpy and Arrow kernels (`pandas_free` measures, no
     `--document-level` or `--llm-qrels`) reads, scores and prints with no pandas at all.
 
-    The one process-level trick of `eval` besides the read-ahead (bench/README.md, "Issue 35",
+    The one process-level trick of `eval` besides the read-ahead (bench/README.md, "Fast feedback",
     2026-11-28 at load 6-8): on the 5M-row bench files, six runs of each build alternating,
     1.62 s median wall (1.39-2.56) and 0.86 s user CPU against 2.57 s (2.00-3.04) and 1.10 s
     with pandas; two `side_by_side.py` runs at that load (7 each) did not tell them apart."""
@@ -155,7 +162,7 @@ def arrow_pool_keeping_pages() -> None:
     (huge) pages: on the 186 MB bench run, whose parse allocates 350 MB of Arrow at its peak,
     mimalloc's runs spent 0.6-1.6 s of system CPU, jemalloc's 0.40-0.55 s.
 
-    A speed trick (bench/README.md, "Issue 35", fourth pass; 2026-11-28 17:27-17:31 UTC, load
+    A speed trick (bench/README.md, "Fast feedback", fourth pass; 2026-11-28 17:27-17:31 UTC, load
     3.3-4.2): six alternating pairs under `/usr/bin/time`, wall 1.39-1.75 s against 1.72-2.81 s;
     `side_by_side.py --repeat 7`, medians 1.55 s wall, 1.37 s CPU (1.32-1.48) against 1.80 s,
     1.74 s (1.07-2.52). mimalloc's best runs are faster (1.05 s), its median slower."""

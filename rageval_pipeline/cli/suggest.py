@@ -1,6 +1,6 @@
-"""`rageval suggest SHEET --out SHEET`: LLM-suggested 0-3 grades for a judging sheet.
+"""`rageval suggest SHEET -o SHEET`: LLM-suggested 0-3 grades for a judging sheet.
 
-The judge model comes from the environment (`RAG_EVAL_JUDGE_*`, else `RAG_EVAL_*`; see
+The judge model comes from the environment (`RAGEVAL_JUDGE_*`, else `RAGEVAL_*`; see
 docs/generation.md). Suggestions go to `suggested_grade`/`suggested_by`, never to `grade`.
 Where human grades exist, prints Cohen's weighted kappa and Kendall's tau of the system
 rankings under human vs LLM labels.
@@ -22,7 +22,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.splitlines()[0].split(": ", 1)[1],
     )
     parser.add_argument("sheet", type=Path, metavar="SHEET", help="judging sheet (.jsonl)")
-    parser.add_argument("--out", type=Path, required=True, help="sheet to write (.jsonl)")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, dest="out", help="sheet to write (.jsonl)"
+    )
     parser.add_argument("--samples", type=int, default=1, help="judge samples per pair")
     parser.add_argument(
         "--unjudged-only", action="store_true", help="skip pairs that already have a grade"

@@ -16,7 +16,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "suite",
         help="start a golden suite from a folder of documents (`suite init`)",
-        description=__doc__.splitlines()[0],
+        description="Golden suites: `init` starts one from a folder of Markdown, text, HTML "
+        "and PDF files, in the data folder beside the bundled ones, with no queries yet "
+        "(docs/own-suite.md).",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     init = actions.add_parser(

@@ -1,6 +1,6 @@
 """`rageval synth SUITE --n 400` (LLM-written queries as a companion set of the suite, with a
 seeded human sample) and `rageval label SUITE` (UMBRELA 0-3 labels of every query's pool, LLM
-qrels and the judge's calibration). Models come from RAG_EVAL_* (docs/generation.md); the
+qrels and the judge's calibration). Models come from RAGEVAL_* (docs/generation.md); the
 population, the sample and the costs are described in docs/synthetic.md."""
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--system", action="append", help="pool with this system only (repeatable; default all)"
     )
-    parser.add_argument("--depth", type=at_least(1), default=10, help="pool depth (default 10)")
     parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the passage draw (default 0); the human sample's seed is the kept "
-        "queries' commitment, never chosen",
+        "-k", "--depth", type=at_least(1), default=10, help="pool depth (default: %(default)s)"
     )
     parser.add_argument("--concurrency", type=at_least(1), help="requests in flight at once")
     parser.add_argument("--dry-run", action="store_true", help="count calls and tokens only")
@@ -32,13 +27,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--price-in",
         type=price,
         default=None,
-        help="price per million input tokens ($RAG_EVAL_PRICE_IN, default 0: a local model)",
+        help="price per million input tokens ($RAGEVAL_PRICE_IN, default 0: a local model)",
     )
     parser.add_argument(
         "--price-out",
         type=price,
         default=None,
-        help="price per million output tokens ($RAG_EVAL_PRICE_OUT, default 0)",
+        help="price per million output tokens ($RAGEVAL_PRICE_OUT, default 0)",
     )
     add_storage_option(parser)
 
@@ -49,28 +44,72 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     synth = subparsers.add_parser(
         "synth",
         help="LLM-written queries from sampled passages, a companion set of the suite",
-        description=__doc__.splitlines()[0],
+        description="LLM-written queries from passages sampled from the suite's corpus, kept "
+        "when they retrieve their passage back: a companion set of the suite, with a seeded "
+        "random sample of them for humans to judge (docs/synthetic.md).",
     )
     _common(synth)
-    synth.add_argument("--n", type=at_least(1), default=400, help="queries to draw (400)")
     synth.add_argument(
-        "--human-sample", type=at_least(0), default=60, help="queries sampled for humans (60)"
+        "--seed",
+        type=at_least(0),
+        default=0,
+        help="seed of the passage draw (default: %(default)s); the human sample's seed is the "
+        "kept queries' commitment, never chosen",
     )
-    synth.add_argument("--out", type=Path, help="folder for the files (default: the suite's)")
+    synth.add_argument(
+        "--n", type=at_least(1), default=400, help="queries to draw (default: %(default)s)"
+    )
+    synth.add_argument(
+        "--human-sample-size",
+        type=at_least(0),
+        default=60,
+        dest="human_sample",
+        metavar="N",
+        help="queries sampled for humans to judge (default: %(default)s)",
+    )
+    synth.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        dest="out",
+        metavar="DIR",
+        help="folder for the files (default: the suite's)",
+    )
     synth.set_defaults(func=run_synth)
     label = subparsers.add_parser(
         "label",
         help="UMBRELA 0-3 LLM labels of every query's pool, LLM qrels and calibration",
-        description="Grade the pooled top k of the suite's and the synthetic queries.",
+        description="Grade the pooled top k of the suite's and the synthetic queries with the "
+        "judge model, write the LLM qrels, and calibrate the judge against the human grades.",
     )
     _common(label)
+    label.add_argument(
+        "--seed",
+        type=at_least(0),
+        default=0,
+        help="seed of the bias checks' pair samples (default: %(default)s)",
+    )
     label.add_argument("--synthetic", type=Path, help="companion file (<suite>.synthetic.jsonl)")
     label.add_argument(
         "--human", type=Path, action="append", default=[], help="graded judging sheet (.jsonl)"
     )
-    label.add_argument("--gate", type=Path, help="gate policy for the kappa floor (data/gate.yaml)")
+    label.add_argument(
+        "--policy",
+        type=Path,
+        dest="gate",
+        metavar="FILE",
+        help="gate policy whose kappa floor the calibration is held to (default: "
+        "$RAGEVAL_DATA/gate.yaml)",
+    )
     label.add_argument("--check-sample", type=at_least(0), default=50, help="pairs per bias check")
-    label.add_argument("--out", type=Path, help="output folder (default $RAGEVAL_STORAGE/labels)")
+    label.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        dest="out",
+        metavar="DIR",
+        help="folder for the labels, LLM qrels and calibration (default: $RAGEVAL_STORAGE/labels)",
+    )
     label.set_defaults(func=run_label)
 
 
@@ -147,7 +186,7 @@ def run_label(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.generation.llm import LLM
     from rageval_pipeline.core.io import paths
     from rageval_pipeline.core.settings.providers import Labelling
-    from rageval_pipeline.core.storage.warehouse import write_text
+    from rageval_pipeline.core.storage.files import write_text
 
     folder = args.out or args.storage / "labels"
     try:
@@ -195,7 +234,7 @@ def run_label(args: argparse.Namespace) -> int:
     if labels and unparseable > limit * len(labels):
         print(
             f"error: {unparseable} of {len(labels)} label(s) unparseable ("
-            f"{unparseable / len(labels):.0%}), above $RAG_EVAL_MAX_UNPARSEABLE {limit:.0%}: "
+            f"{unparseable / len(labels):.0%}), above $RAGEVAL_MAX_UNPARSEABLE {limit:.0%}: "
             f"the judge does not answer in the prompt's format (raw replies in {folder})",
             file=sys.stderr,
         )
@@ -204,18 +243,18 @@ def run_label(args: argparse.Namespace) -> int:
 
 
 def _prices(args: argparse.Namespace) -> tuple[float, float, str, str]:
-    """Per million input and output tokens (the options, else $RAG_EVAL_PRICE_IN/_OUT), their
-    currency ($RAG_EVAL_PRICE_CURRENCY) and where the prices came from."""
+    """Per million input and output tokens (the options, else $RAGEVAL_PRICE_IN/_OUT), their
+    currency ($RAGEVAL_PRICE_CURRENCY) and where the prices came from."""
     from rageval_pipeline.core.settings.providers import Labelling
 
     prices = Labelling.from_env()
     given = [args.price_in is not None, args.price_out is not None]
     from_env = {"price_in", "price_out"} & prices.model_fields_set
     sources = ["--price-in/--price-out"] if any(given) else []
-    sources += ["$RAG_EVAL_PRICE_IN/_OUT"] if from_env and not all(given) else []
+    sources += ["$RAGEVAL_PRICE_IN/_OUT"] if from_env and not all(given) else []
     return (
         prices.price_in if args.price_in is None else args.price_in,
         prices.price_out if args.price_out is None else args.price_out,
         prices.price_currency,
-        " and ".join(sources) or "the default 0: a local model; set $RAG_EVAL_PRICE_IN/_OUT",
+        " and ".join(sources) or "the default 0: a local model; set $RAGEVAL_PRICE_IN/_OUT",
     )

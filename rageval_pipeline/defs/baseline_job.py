@@ -8,10 +8,10 @@ one it replaces unless `accept_worse` says why (or, in the older spelling, `forc
 
 import dagster as dg
 
-from rageval_pipeline.core.gate import load_policy
 from rageval_pipeline.core.gate.baselines import promote
 from rageval_pipeline.core.history.summaries import select_runs, summaries
 from rageval_pipeline.defs.failures import refusal
+from rageval_pipeline.defs.policy import GatePolicyResource
 from rageval_pipeline.defs.resources import Settings, WarehouseResource
 
 
@@ -30,6 +30,7 @@ def update_baseline_op(
     config: UpdateBaselineConfig,
     settings: Settings,
     warehouse: WarehouseResource,
+    policy: GatePolicyResource,
 ) -> None:
     store = warehouse.warehouse
     runs = select_runs(store, dataset=config.dataset, system=config.system)
@@ -38,7 +39,7 @@ def update_baseline_op(
     written = promote(
         summaries(store, runs),
         settings.baselines,
-        load_policy(settings.data / "gate.yaml"),
+        policy.policy,
         accept_worse=config.accept_worse,
         pin_anchor=config.pin_anchor,
         force=config.force,

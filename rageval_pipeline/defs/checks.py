@@ -1,11 +1,11 @@
-"""Seed 003's integrity checks of `<system>/chunks`, and the gate's way to read them back."""
+"""The integrity checks of `<system>/chunks`, and the gate's way to read them back."""
 
 import dagster as dg
 import pandas as pd
 
 from rageval_pipeline.core.suites.chunking import integrity
 
-# Seed 003's integrity checks of `<system>/chunks`, and the rate each records (the gate's
+# The integrity checks of `<system>/chunks`, and the rate each records (the gate's
 # validation report reads them back).
 CHUNK_CHECKS = {
     "metadata_complete": "metadata_completeness_rate",
@@ -33,7 +33,7 @@ def measured_integrity(context: dg.AssetExecutionContext) -> dict[str, tuple[flo
 
 
 def chunk_check_results(chunks: pd.DataFrame) -> list[dg.AssetCheckResult]:
-    """Seed 003's integrity checks; anything under 100% fails them."""
+    """The chunks' integrity checks; anything under 100% fails them."""
     return [
         dg.AssetCheckResult(
             check_name=check,

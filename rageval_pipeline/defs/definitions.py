@@ -21,6 +21,7 @@ from rageval_pipeline.defs.failures import console
 from rageval_pipeline.defs.freshness import fresh_daily
 from rageval_pipeline.defs.jobs import build_jobs
 from rageval_pipeline.defs.partitions import dataset_partitions
+from rageval_pipeline.defs.policy import GatePolicyResource
 from rageval_pipeline.defs.resources import (
     ParquetIOManager,
     Settings,
@@ -42,14 +43,14 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     gate = fresh_daily(build_gate_asset(catalog, settings.data / "gate.yaml", datasets))
     assets = [*build_ingest_assets(datasets), *system_assets, gate]
     extra: dict = {}
-    if configured():  # seed 002's generation check: off until a provider is configured
+    if configured():  # the generation check: off until a provider is configured
         from rageval_pipeline.defs.assets.generation import build_generation
 
         generation_assets, generation_job, extra = build_generation(
             catalog, datasets, settings.data / "suites"
         )
         assets, jobs = [*assets, *generation_assets], [*jobs, generation_job]
-        # Issue 26: synthetic queries, LLM labels and the judge's calibration.
+        # Synthetic queries, LLM labels and the judge's calibration: also only with a provider.
         from rageval_pipeline.defs.assets.llm_labels import build_labels
 
         label_assets, label_job, label_resources = build_labels(datasets)
@@ -66,6 +67,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         resources={
             "settings": settings,
             "warehouse": WarehouseResource(storage_dir=settings.storage_dir),
+            "policy": GatePolicyResource(settings=settings),
             "io_manager": ParquetIOManager(base_dir=settings.storage_dir),
             # What steps pass each other besides assets (a dense index's shards), under the
             # storage folder every worker shares.

@@ -12,7 +12,7 @@ def build_jobs(system_names: list[str], datasets: dg.PartitionsDefinition) -> li
         dg.define_asset_job(
             "evaluate_dataset",
             # The optional LLM groups run only in their own jobs: generation in
-            # evaluate_generation, llm_labels (issue 26) in label_dataset.
+            # evaluate_generation, llm_labels in label_dataset.
             selection=dg.AssetSelection.all()
             - dg.AssetSelection.groups("generation", "llm_labels"),
             executor_def=executor,

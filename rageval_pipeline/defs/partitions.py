@@ -12,8 +12,8 @@ import pydantic
 
 from rageval_pipeline.core.io.beir import BEIR_MD5
 from rageval_pipeline.core.settings.limits import FileLimits
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import golden, loaders
 
 # Where a validation's rules come from: a record made by other code or limits is not trusted.

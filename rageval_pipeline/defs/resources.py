@@ -15,6 +15,7 @@ from rageval_pipeline.core.io import paths
 from rageval_pipeline.core.settings.folders import storage_location, storage_problem, url_problem
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.choose import open_warehouse, warehouse_kind
+from rageval_pipeline.core.storage.files import write_parquet
 from rageval_pipeline.core.storage.location import (
     StorageError,
     is_remote,
@@ -23,7 +24,6 @@ from rageval_pipeline.core.storage.location import (
     read_parquet,
 )
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
-from rageval_pipeline.core.storage.warehouse import write_parquet
 from rageval_pipeline.defs import run_workers
 from rageval_pipeline.defs.failures import one_line_errors
 

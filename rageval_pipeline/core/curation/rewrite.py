@@ -15,7 +15,7 @@ import yaml
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import read_text
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.golden import Suite, load_suite
 
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from rageval_pipeline.core.curation.pool import PoolEntry
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import read_bytes
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 
 # Read left to right by an assessor: the query, the passage around its words, the grade to

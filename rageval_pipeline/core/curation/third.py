@@ -26,7 +26,7 @@ from rageval_pipeline.core.curation.quotes import of_target
 from rageval_pipeline.core.curation.readings import Pair, Reading, RoundReport, compare_passes
 from rageval_pipeline.core.curation.sheets import jsonl, write_rows
 from rageval_pipeline.core.errors import InputError
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.golden import Query, Suite
 
 # The third reader's sheet, left to right: the query, the target, the two readings, the decision.

@@ -17,12 +17,10 @@ from rageval_pipeline.core.gate.baselines import (
 from rageval_pipeline.core.gate.decide import decide, decide_validation
 from rageval_pipeline.core.gate.models import (
     BASELINE_VERSION,
-    CATEGORIES,
     LATENCY_STATS,
     MEASURE_KINDS,
     OVERALL,
     Baseline,
-    Category,
     Check,
     CheckKind,
     ConfigChange,
@@ -46,11 +44,13 @@ from rageval_pipeline.core.gate.policy import (
     load_policy,
 )
 from rageval_pipeline.core.gate.rules import INTEGRITY_RATES, Rule
+from rageval_pipeline.core.gate.taxonomy import CATEGORIES, FAMILY_CATEGORY, Category, category_of
 
 __all__ = [
     "BASELINE_VERSION",
     "CATEGORIES",
     "DEFAULT_RULES_KEY",
+    "FAMILY_CATEGORY",
     "INTEGRITY_RATES",
     "LATENCY_STATS",
     "MEASURE_KINDS",
@@ -77,6 +77,7 @@ __all__ = [
     "Verdict",
     "baseline_from_summary",
     "baseline_path",
+    "category_of",
     "decide",
     "decide_validation",
     "load_baseline",

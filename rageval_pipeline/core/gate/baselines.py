@@ -20,7 +20,7 @@ from rageval_pipeline.core.io.config import load_model
 from rageval_pipeline.core.measures.names import sort_key
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.results.store import METRICS_VERSION
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 
 
 def baseline_from_summary(

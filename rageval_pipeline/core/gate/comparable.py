@@ -1,4 +1,4 @@
-"""Which measures of a run the gate may compare with its baseline, and why (issue 33).
+"""Which measures of a run the gate may compare with its baseline, and why.
 
 Per-chunk ranking measures (nDCG@10, RR, AP, P@k, R@k, Judged@k, and the span measures at a
 rank cutoff) count retrieved units. When the chunking changed since the baseline, or the run is

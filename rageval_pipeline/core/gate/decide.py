@@ -267,8 +267,8 @@ def decide(
 def decide_validation(
     summary: RunSummary, policy: GatePolicy, *, integrity: Mapping[str, float] | None = None
 ) -> list[tuple[Rule, Check]]:
-    """Seed 003's criteria (the `validation` rules of the run's dataset), each with its check of
-    the run; `integrity` is its chunks' rates (core.gate.rules.INTEGRITY_RATES) when measured.
-    They decide the validation report's PASS/FAIL, never the release."""
+    """The validation report's criteria (the `validation` rules of the run's dataset), each with
+    its check of the run; `integrity` is its chunks' rates (core.gate.rules.INTEGRITY_RATES)
+    when measured. They decide the validation report's PASS/FAIL, never the release."""
     run = Run(summary, integrity=integrity)
     return [(rule, rule.check(run)) for rule in policy.rules_for(summary.dataset).validation]

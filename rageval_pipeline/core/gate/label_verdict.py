@@ -1,4 +1,4 @@
-"""The PPI gate on the synthetic population (issue 26): systems compared on LLM-judged queries
+"""The PPI gate on the synthetic population: systems compared on LLM-judged queries
 corrected by the recorded random human sample.
 
 The population is the companion (synthetic) query set; `sample.json` records the seeded draw

@@ -1,4 +1,4 @@
-"""The gate's vocabulary: taxonomy labels, run summaries, baselines, checks and the verdict."""
+"""The gate's vocabulary: run summaries, baselines, checks and the verdict (labels: `taxonomy`)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from pydantic import (
 from rageval_pipeline.core.gate.deciding import DecidingPolicy
 from rageval_pipeline.core.gate.decision import Resolution
 from rageval_pipeline.core.gate.lineage import Anchor, Lineage
+from rageval_pipeline.core.gate.taxonomy import Category
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
 from rageval_pipeline.core.measures.names import (
-    Category,
     MeasureName,
     OneSpellingEach,
     parse_measure,
@@ -30,7 +30,6 @@ from rageval_pipeline.core.measures.names import (
 from rageval_pipeline.core.statistics.paired import PairedTest
 from rageval_pipeline.core.statistics.sampling import HumanSample
 
-CATEGORIES: tuple[Category, ...] = get_args(Category)
 CheckKind = Literal[
     "threshold",  # blocking absolute minimum (maximum for lower-is-better measures)
     "target",  # advisory absolute minimum: reported, never blocking

@@ -68,7 +68,7 @@ class LatencyTolerance(_Strict):
     stats: list[LatencyStat] = Field(default_factory=lambda: ["p50", "p95"])
     attributes: list[str] = Field(
         default_factory=lambda: ["intent"],
-        description="query attributes whose groups are compared besides `all` (seed 004: intent)",
+        description="query attributes whose groups are compared besides `all` (default: intent)",
     )
 
     def compares(self, group: str) -> bool:
@@ -172,7 +172,7 @@ class GateRules(_Strict):
     )
     validation: list[AnyRule] = Field(
         default_factory=list,
-        description="seed 003's criteria: they decide its validation report, not the release",
+        description="the validation report's criteria: they decide that report, not the release",
     )
 
     def limits(self) -> list[Rule]:

@@ -25,6 +25,7 @@ from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pai
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
+from rageval_pipeline.core.gate.taxonomy import category_of
 from rageval_pipeline.core.measures.defaults import primary_measure
 from rageval_pipeline.core.measures.names import Measure, parse_measure, sort_key
 from rageval_pipeline.core.statistics.paired import PairedTest, with_holm
@@ -153,7 +154,7 @@ def baseline_check(
         reference=reference,
         passed=verdict.outcome == "pass",
         blocking=verdict.blocks,
-        category=measure.category if verdict.outcome == "fail" else None,
+        category=category_of(measure) if verdict.outcome == "fail" else None,
         message=f"{prefix}{run.label} {measure} = {value:.4f} {relation} {bound}",
         paired=test,
         inconclusive=unsure,
@@ -224,7 +225,7 @@ def watched_check(
         reference=reference,
         passed=not fell,
         blocking=False,
-        category=measure.category,
+        category=category_of(measure),
         message=f"{run.label} {measure} = {value:.4f} {relation} tolerance of the baseline "
         f"{reference:.4f} (watched, not blocking)",
         paired=test,

@@ -3,7 +3,7 @@
 A rule kind is one class here: its `kind` (the name `gate.yaml` writes), its parameters, and
 `check(run)`, which returns the run's check. The policy model (`core/gate/policy.py`) lists the
 kinds in `AnyRule`; the judge calls `check` on every rule of a dataset's `rules` (the release)
-and `validation` (seed 003's report) lists. A new kind is a class here and a name in `AnyRule`,
+and `validation` (the validation report) lists. A new kind is a class here and a name in `AnyRule`,
 nothing else (docs/gate.md, "Adding a rule kind").
 """
 
@@ -21,6 +21,7 @@ from rageval_pipeline.core.gate.models import (
     _Strict,
 )
 from rageval_pipeline.core.gate.run import Run
+from rageval_pipeline.core.gate.taxonomy import category_of
 from rageval_pipeline.core.measures.names import Measure, MeasureField
 
 IntegrityRate = Literal["metadata_completeness", "hash_validation"]
@@ -68,7 +69,7 @@ def measure_limit(run: Run, measure: Measure, limit: float, blocking: bool) -> C
         passed=passed,
         blocking=blocking,
         # A missed advisory target is not a regression: it carries no taxonomy label.
-        category=measure.category if blocking else None,
+        category=category_of(measure) if blocking else None,
         message=f"{run.label} {measure} = {value:.4f} {relation} {kind} {limit:.4f}",
     )
     if blocking or passed:
@@ -90,8 +91,8 @@ class Threshold(Rule):
 
 class QueryShare(Rule):
     """At least `share` of the queries reach `min` on `measure` (at most `min`, when lower is
-    better); a query without the measure does not reach it. Seed 003: 80% of the queries have
-    P@5 >= 0.80."""
+    better); a query without the measure does not reach it. The validation report's: 80% of the
+    queries have P@5 >= 0.80."""
 
     kind: Literal["query_share"] = "query_share"
     measure: MeasureField
@@ -119,7 +120,7 @@ class QueryShare(Rule):
             ci_high=None,
             passed=passed,
             blocking=self.blocking,
-            category=self.measure.category if self.blocking else None,
+            category=category_of(self.measure) if self.blocking else None,
             message=f"{run.label} {good}/{len(values)} queries ({share:.0%}) have "
             f"{self.measure} {self.relation} {self.min:g}, "
             f"{'>=' if passed else '<'} {self.share:.0%} required",
@@ -127,8 +128,8 @@ class QueryShare(Rule):
 
 
 class LatencyBelow(Rule):
-    """The overall latency statistic `stat` is below `ms`, strictly (seed 003: p95 < 2000 ms;
-    `latency_max_ms` allows the limit itself). An unmeasured statistic fails."""
+    """The overall latency statistic `stat` is below `ms`, strictly (the validation report's:
+    p95 < 2000 ms; `latency_max_ms` allows the limit itself). An unmeasured statistic fails."""
 
     kind: Literal["latency_below"] = "latency_below"
     stat: LatencyStat

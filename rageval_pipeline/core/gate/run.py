@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rageval_pipeline.core.gate.models import Category, Check, RunSummary
+from rageval_pipeline.core.gate.models import Check, RunSummary
+from rageval_pipeline.core.gate.taxonomy import Category
 
 
 def deltas(value: float, reference: float) -> tuple[float, float | None]:

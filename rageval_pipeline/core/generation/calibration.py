@@ -1,4 +1,4 @@
-"""Judge calibration (issue 26): how far the LLM's labels can stand in for human ones.
+"""Judge calibration: how far the LLM's labels can stand in for human ones.
 
 On the pairs that carry both a human grade and an LLM label: Cohen's weighted kappa (quadratic,
 scikit-learn, `curation/agreement.py`), the 4x4 confusion table (rows: human grade, columns: LLM

@@ -1,6 +1,6 @@
-"""Provider configuration from the environment (seed 002's names), answering and judging apart.
+"""Provider configuration from the environment (`RAGEVAL_*`), answering and judging apart.
 
-The answering model reads `RAG_EVAL_*`; the judge reads `RAG_EVAL_JUDGE_*` first and falls back
+The answering model reads `RAGEVAL_*`; the judge reads `RAGEVAL_JUDGE_*` first and falls back
 to the answering model's value, so one provider serves both unless told otherwise. API keys are
 held as `SecretStr` and checked before use: a malformed key (a trailing newline, non-ASCII) is
 refused with an error naming the variable, never showing the value.
@@ -24,7 +24,7 @@ from rageval_pipeline.core.settings.providers import (
 )
 
 Provider = Literal["ollama", "anthropic", "openai"]
-_SWITCH_FIELDS = tuple(name.removeprefix("RAG_EVAL_").lower() for name in SWITCHES)
+_SWITCH_FIELDS = tuple(name.removeprefix("RAGEVAL_").lower() for name in SWITCHES)
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what an HTTP header value may hold
 
 
@@ -49,7 +49,7 @@ class ProviderConfig(Sampling):
 
     def key(self) -> str:
         """The API key, checked to be a valid header value; GenerationError names the variable."""
-        name = self.key_variable or f"RAG_EVAL_{self.provider.upper()}_API_KEY"
+        name = self.key_variable or f"RAGEVAL_{self.provider.upper()}_API_KEY"
         if self.api_key is None or not self.api_key.get_secret_value():
             raise GenerationError(f"{name} is not set: the {self.provider} provider needs a key")
         if not _HEADER_SAFE.fullmatch(self.api_key.get_secret_value()):
@@ -62,7 +62,7 @@ class ProviderConfig(Sampling):
 
 def configured(env: Mapping[str, str] | None = None) -> bool:
     """True when any provider or model variable is set: the generation group is then built.
-    Also when a `RAG_EVAL_*` value is bad: the group's steps then report it in one line."""
+    Also when a `RAGEVAL_*` value is bad: the group's steps then report it in one line."""
     try:
         settings = Providers.from_env(env=env)
     except InputError:
@@ -87,11 +87,11 @@ def from_env(role: Role = "answer", env: Mapping[str, str] | None = None) -> Pro
     provider = ((settings.judge_provider if judge else None) or settings.provider).strip().lower()
     if provider not in PROVIDERS:
         raise GenerationError(
-            f"RAG_EVAL_{'JUDGE_' if judge else ''}PROVIDER must be one of "
+            f"RAGEVAL_{'JUDGE_' if judge else ''}PROVIDER must be one of "
             f"{sorted(PROVIDERS)}, got {provider!r}"
         )
     up = provider.upper()
-    # The judge's model: RAG_EVAL_JUDGE_MODEL, else the provider's model variable.
+    # The judge's model: RAGEVAL_JUDGE_MODEL, else the provider's model variable.
     model = (settings.judge_model if judge else None) or settings.setting(role, provider, "model")[
         1
     ]
@@ -107,16 +107,14 @@ def from_env(role: Role = "answer", env: Mapping[str, str] | None = None) -> Pro
         )
     except ValueError as exc:  # pydantic: name the variables, never echo input (keys are input)
         fields = [str(e["loc"][0]) for e in getattr(exc, "errors", list)()] or ["model"]
-        names = [
-            f"RAG_EVAL_{up}_MODEL" if f == "model" else f"RAG_EVAL_{f.upper()}" for f in fields
-        ]
+        names = [f"RAGEVAL_{up}_MODEL" if f == "model" else f"RAGEVAL_{f.upper()}" for f in fields]
         raise GenerationError(
             f"invalid or missing generation setting(s) for the {role} model: {', '.join(names)}"
         ) from None
 
 
 def second_judge(env: Mapping[str, str] | None = None) -> ProviderConfig | None:
-    """The judge's configuration with `RAG_EVAL_SECOND_JUDGE_MODEL` as its model, for the
+    """The judge's configuration with `RAGEVAL_SECOND_JUDGE_MODEL` as its model, for the
     calibration's second-judge bias check; None when that variable is unset."""
     from rageval_pipeline.core.settings.providers import Labelling
 

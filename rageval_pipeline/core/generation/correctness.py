@@ -1,10 +1,10 @@
-"""Seed 002's generation check: reference answers, RAG answers, LLM-as-judge correctness.
+"""The generation check: reference answers, RAG answers, LLM-as-judge correctness.
 
 1. `synthesize_ground_truth`: for each query of a dataset's generation set, a reference answer
    written from its most relevant judged targets: those of the highest grade the query has
-   (recorded per query), at most `MAX_TARGETS` of them, in id order. For seed 002's five
-   nfcorpus queries that is grade 2: BEIR's test qrels hold 21, 20, 16, 15 and 14 grade-2
-   documents for them, the seed's counts (checked in tests/test_generation_core.py).
+   (recorded per query), at most `MAX_TARGETS` of them, in id order. For the five nfcorpus
+   queries of docs/generation.md that is grade 2: BEIR's test qrels hold 21, 20, 16, 15 and 14
+   grade-2 documents for them (checked in tests/test_generation_core.py).
 2. `rag_answers`: each system answers from its own top `context_k` retrieved units.
 3. `judge_answers`: the judge compares answer and reference, TRUE/FALSE, raw output kept; with
    n samples, the verdict is the strict majority (else `unparseable`) and agreement is reported.
@@ -31,7 +31,7 @@ from rageval_pipeline.core.generation.verdicts import VERDICT, Verdict, parse_ve
 from rageval_pipeline.core.storage.base import BaseWarehouse
 
 MEASURE = "AnswerCorrectness"
-MAX_TARGETS = 5  # seed 002: "top 3-5 highly relevant documents"
+MAX_TARGETS = 5  # docs/generation.md, `ground_truth`
 # Default generation sets: queries whose best-judged targets hold an answer.
 GENERATION_SETS: dict[str, tuple[str, ...]] = {
     "nfcorpus": ("PLAIN-2630", "PLAIN-2660", "PLAIN-2510", "PLAIN-2430", "PLAIN-2690"),

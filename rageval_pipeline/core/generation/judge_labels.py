@@ -1,4 +1,4 @@
-"""LLM relevance labels at scale (issue 26): the UMBRELA 0-3 prompt over a pool.
+"""LLM relevance labels at scale: the UMBRELA 0-3 prompt over a pool.
 
 Every (query, target) pair in the pooled top `depth` of every query, the suite's and the
 synthetic ones, is graded once with `prompts.RELEVANCE` (Upadhyay et al. 2024). The response

@@ -26,7 +26,7 @@ from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.llm import LLM
 from rageval_pipeline.core.statistics.frames import FRAME_FILE, commit_frame
 from rageval_pipeline.core.statistics.sampling import write_sample
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.chunking import StoredChunks
 from rageval_pipeline.core.suites.consistency import target_text
 from rageval_pipeline.core.suites.golden import Suite
@@ -151,13 +151,35 @@ def pooled(
 ) -> tuple[list[judge_labels.Pair], pd.DataFrame]:
     """The pairs to grade (the pooled top `depth` of the suite's and the companion queries)
     and the pool's ranks."""
+    ranks = pooled_ranks(suite, companion, pooling, depth)
+    return pooled_pairs(suite, companion, ranks, depth), ranks
+
+
+def _queries(
+    suite: Suite, companion: list[synthetic.SyntheticQuery]
+) -> dict[str, tuple[str, bool]]:
+    """Query id -> (text, synthetic) of the suite's queries and the companion's."""
     queries = {q.id: (q.query, False) for q in suite.queries if q.query.strip()}
-    queries |= {q.id: (q.query, True) for q in companion}
-    ranks = pooling.ranks(suite, [(q, text) for q, (text, _) in queries.items()], depth)
+    return queries | {q.id: (q.query, True) for q in companion}
+
+
+def pooled_ranks(
+    suite: Suite, companion: list[synthetic.SyntheticQuery], pooling: Pooling, depth: int
+) -> pd.DataFrame:
+    """The pool's ranks (query_id, target_id, system, rank) of the suite's and the companion
+    queries: every pooled system's retrieval, the costly part, run once."""
+    queries = _queries(suite, companion)
+    return pooling.ranks(suite, [(q, text) for q, (text, _) in queries.items()], depth)
+
+
+def pooled_pairs(
+    suite: Suite, companion: list[synthetic.SyntheticQuery], ranks: pd.DataFrame, depth: int
+) -> list[judge_labels.Pair]:
+    """The (query, passage) pairs to grade: the pooled top `depth` of `ranks`, with texts."""
     pooled = set(zip(ranks["query_id"], ranks["target_id"], strict=True))
     passages = {t: target_text(suite, t) for _, t in sorted(pooled)}
     titles = {d.id: d.title for d in suite.documents}
-    return judge_labels.pooled_pairs(ranks, queries, passages, titles, depth), ranks
+    return judge_labels.pooled_pairs(ranks, _queries(suite, companion), passages, titles, depth)
 
 
 def write_labels(folder: Path, labels: list[judge_labels.Label]) -> Path:

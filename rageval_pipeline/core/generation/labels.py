@@ -30,7 +30,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement
 from rageval_pipeline.core.generation.verdicts import GRADE, parse_grade
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.loaders import jsonl_rows
 
 

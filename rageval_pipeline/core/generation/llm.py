@@ -9,7 +9,7 @@ counts the calls and tokens (prompt characters / 4, and at most `max_tokens` out
 spend on what is not cached yet.
 
 One `LLM` serves one step (a Dagster step, a `rageval suggest` command) and holds its total
-deadline (`step_deadline_s`, from `RAG_EVAL_STEP_DEADLINE_S`), counted from its creation:
+deadline (`step_deadline_s`, from `RAGEVAL_STEP_DEADLINE_S`), counted from its creation:
 past it, `complete_all` cancels the calls in flight, starts no other and raises one line.
 Per-attempt limits alone let a provider that drips bytes hold a step for calls x attempts x
 the attempt deadline (40 min measured with the defaults).
@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from rageval_pipeline.core.generation.config import GenerationError, ProviderConfig
 from rageval_pipeline.core.generation.providers import Client, Completion, client_for
 from rageval_pipeline.core.generation.verdicts import Structured
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 
 
 class Usage(BaseModel):
@@ -186,7 +186,7 @@ class LLM:
             if pending:
                 raise GenerationError(
                     f"the step's total deadline of {self.config.step_deadline_s:g} s "
-                    f"(RAG_EVAL_STEP_DEADLINE_S) passed with {len(answered)} of {len(jobs)} "
+                    f"(RAGEVAL_STEP_DEADLINE_S) passed with {len(answered)} of {len(jobs)} "
                     "call(s) answered: the calls in flight were cancelled, the rest not started"
                 )
         return [f.result() for f in futures]

@@ -1,10 +1,10 @@
 """The prompts, as versioned constants: a changed prompt changes its hash, so cached answers
 and stored reference answers written under the old wording are never reused silently.
 
-- GROUND_TRUTH: seed 002's offline synthesis of a reference answer from the query's most
+- GROUND_TRUTH: the offline synthesis of a reference answer from the query's most
   relevant documents.
 - RAG_ANSWER: the answer a RAG system gives from its own retrieved context.
-- CORRECTNESS: seed 002's LLM-as-judge comparison, binary TRUE/FALSE.
+- CORRECTNESS: the LLM-as-judge comparison of answer and reference, binary TRUE/FALSE.
 - RELEVANCE: a 0-3 grading prompt after UMBRELA (Upadhyay et al. 2024), which reuses the
   descriptive-grade prompt of Thomas et al. 2023 ("Large language models can accurately
   predict searcher preferences"), with TREC's four grades.
@@ -65,7 +65,7 @@ without providing any reasoning."""
 
 
 def documents_block(texts: list[tuple[str, str]]) -> str:
-    """Seed 002's context layout: `Document i:` then `Title:` and the text."""
+    """The context layout every prompt shares: `Document i:` then `Title:` and the text."""
     return "\n\n".join(
         f"Document {i}:\nTitle: {title}\n{text}" for i, (title, text) in enumerate(texts, 1)
     )

@@ -13,8 +13,8 @@ A verdict or grade is asked for as structured output (`verdicts.Structured`): Op
 `response_format`, Ollama `format`, an Anthropic tool forced by `tool_choice` (its input, as
 JSON, is the completion's text). A stream that ends before its end marker is cut, not
 complete: it is asked again, up to the attempts of the limits. Transport (deadline, size cap,
-retries honouring `retry-after`) is `core.io.net`'s, with limits from `RAG_EVAL_*` variables
-(`RAG_EVAL_DEADLINE_S`, `RAG_EVAL_ATTEMPTS`, ...; see `NetLimits`). Error text never holds the
+retries honouring `retry-after`) is `core.io.net`'s, with limits from `RAGEVAL_*` variables
+(`RAGEVAL_LLM_DEADLINE_S`, `RAGEVAL_LLM_ATTEMPTS`, ...; see `NetLimits`). Error text never holds the
 key: the provider's own message is scrubbed of it.
 """
 
@@ -53,7 +53,7 @@ class Completion(BaseModel):
 def fit_in_step(limits: NetLimits, config: ProviderConfig) -> NetLimits:
     """The limits with each attempt's deadline cut so that every attempt of one call, and the
     back-offs between them, fit inside the step's total deadline: a provider that drips bytes
-    then ends within `RAG_EVAL_STEP_DEADLINE_S` on the transport's own line (`failed after 4
+    then ends within `RAGEVAL_STEP_DEADLINE_S` on the transport's own line (`failed after 4
     attempt(s): no complete response within the 135 s deadline`), never past it; a tenth of
     the step is kept for what surrounds the attempts. With the defaults (4 x 300 s, 1,800 s)
     nothing is cut."""

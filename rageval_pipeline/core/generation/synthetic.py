@@ -1,4 +1,4 @@
-"""Synthetic queries (issue 26): LLM-written queries from sampled passages, InPars style.
+"""Synthetic queries: LLM-written queries from sampled passages, InPars style.
 
 Units are the suite's judging targets: reference chunks for a chunk-level suite, documents
 otherwise, of at least `MIN_UNIT_WORDS` words (a heading alone asks nothing). A seeded shuffle
@@ -38,7 +38,7 @@ from rageval_pipeline.core.generation.config import GenerationError
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.io import tables
 from rageval_pipeline.core.statistics.sampling import HumanSample, draw_sample
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.suites.chunking import StoredChunks, chunks_of
 from rageval_pipeline.core.suites.golden import Suite
 from rageval_pipeline.core.suites.loaders import jsonl_rows, suite_tables

@@ -2,6 +2,11 @@
 the experiments log of every gated evaluation with what changed (`experiments`).
 """
 
-from rageval_pipeline.core.history.summaries import history, select_runs, summaries
+from rageval_pipeline.core.history.summaries import (
+    history,
+    measure_history,
+    select_runs,
+    summaries,
+)
 
-__all__ = ["history", "select_runs", "summaries"]
+__all__ = ["history", "measure_history", "select_runs", "summaries"]

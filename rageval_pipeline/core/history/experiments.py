@@ -1,11 +1,11 @@
-"""The experiments log (seed 001 section 7): every gated evaluation, with what changed.
+"""The experiments log: every gated evaluation, with what changed.
 
 Each judged run becomes one `Experiment`: an id (`exp-001`, in recording order), the date, a
 description (the Dagster run tag `rageval/description`, `scripts/evaluate --description`, else
 the configuration changes themselves), the configuration changes against the baseline as
 dotted keys, the run's mean measures and the verdict, ACCEPTED when none of its blocking gate
 checks failed, else REJECTED, with the reason. Kept in the warehouse table `experiments` and
-exported as `experiments.json` in seed 001's shape.
+exported as `experiments.json` (docs/tuning.md gives its shape).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rageval_pipeline.core.gate import Baseline, RunSummary, Verdict
 from rageval_pipeline.core.gate.changes import config_changes
 from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.warehouse import write_text
+from rageval_pipeline.core.storage.files import write_text
 
 DESCRIPTION_TAG = "rageval/description"
 
@@ -47,9 +47,10 @@ class Experiment(BaseModel):
     verdict: Literal["ACCEPTED", "REJECTED"]
     reason: str
 
-    def seed_entry(self) -> dict:
-        """Seed 001's entry: `config_changes` maps each key to its new value, `verdict` is
-        `ACCEPTED (reason)`; the rest (dataset, system, run, previous values) follows it."""
+    def json_entry(self) -> dict:
+        """The entry of `experiments.json`: `config_changes` maps each key to its new value,
+        `verdict` is `ACCEPTED (reason)`; the rest (dataset, system, run, previous values)
+        follows it."""
         return dict(
             id=self.id,
             date=self.date,
@@ -229,6 +230,6 @@ def load(
 
 
 def export(experiments: list[Experiment], path: Path) -> None:
-    """`experiments.json` in seed 001's shape: {"experiments": [...]}."""
-    data = {"experiments": [e.seed_entry() for e in experiments]}
+    """`experiments.json`: {"experiments": [...]}."""
+    data = {"experiments": [e.json_entry() for e in experiments]}
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

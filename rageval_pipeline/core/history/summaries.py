@@ -224,3 +224,20 @@ def summaries(warehouse: BaseWarehouse, runs: pd.DataFrame) -> list[RunSummary]:
 def history(warehouse: BaseWarehouse, dataset: str) -> pd.DataFrame:
     """Every stored evaluation's means (the `history` view) on one dataset."""
     return warehouse.query("SELECT * FROM history WHERE dataset = ?", [dataset])
+
+
+def measure_history(
+    warehouse: BaseWarehouse, dataset: str, measure: str, system: str | None, limit: int
+) -> pd.DataFrame:
+    """The `limit` latest evaluations' means of `measure` on `dataset` (of one `system`, or of
+    all), oldest first: created_at, dataset, system, fingerprint, level, value."""
+    return warehouse.query(
+        """
+        SELECT * FROM (
+            SELECT created_at, dataset, system, fingerprint, level, value FROM history
+            WHERE dataset = ? AND measure = ? AND (? IS NULL OR system = ?)
+            ORDER BY created_at DESC LIMIT ?
+        ) ORDER BY created_at
+        """,
+        [dataset, measure, system, system, limit],
+    )

@@ -29,7 +29,7 @@ Use (e.g. an LLM client; `HttpSession` is thread-safe and pools connections):
 
     limits = NetLimits.from_env("RAGEVAL_LLM", deadline_s=120)   # RAGEVAL_LLM_* override
                                       # (a new prefix: add it to core.settings.catalog)
-    headers = headers_from_env({"x-api-key": "RAG_EVAL_ANTHROPIC_API_KEY"})
+    headers = headers_from_env({"x-api-key": "RAGEVAL_ANTHROPIC_API_KEY"})
     with HttpSession(limits, headers) as session:
         reply = session.request("POST", url, json=body, headers={"anthropic-version": "..."})
     if reply.status != 200: ...   # non-transient statuses come back; transient were retried

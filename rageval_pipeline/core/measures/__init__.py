@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from rageval_pipeline.core.measures.compute import evaluate, unjudged_queries
     from rageval_pipeline.core.measures.names import (
         FAMILIES,
-        Category,
         Family,
         Measure,
         MeasureName,
@@ -41,7 +40,6 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "FAMILIES",
-    "Category",
     "Family",
     "Measure",
     "MeasureName",

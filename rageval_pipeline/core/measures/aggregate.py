@@ -21,7 +21,7 @@ ATTRIBUTES = ("category", "difficulty", "intent", "query_type")
 # & Fan type 7, as Excel PERCENTILE.INC and pandas quantile).
 LatencyStat = Literal["mean", "p50", "p95", "p99"]
 LATENCY_STATS: tuple[LatencyStat, ...] = get_args(LatencyStat)
-# The measures seed 000's QualityReport needs in the per-query table.
+# The measures the QualityReport needs in the per-query table.
 REPORT_MEASURES = ("P@5", "P@10", "R@10", "RR")
 
 
@@ -180,7 +180,7 @@ def _paired_records(
 
 
 class CategoryMetrics(BaseModel):
-    """Seed 000's per-category (or per-difficulty) figures."""
+    """The quality report's per-category (or per-difficulty) figures."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -191,7 +191,7 @@ class CategoryMetrics(BaseModel):
 
 
 class QualityReport(BaseModel):
-    """Seed 000's QualityReport (section 4.2): means over the evaluated queries."""
+    """The quality report: means over the evaluated queries."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -207,7 +207,7 @@ class QualityReport(BaseModel):
     by_difficulty: dict[str, CategoryMetrics]
 
     def to_markdown(self, title: str) -> str:
-        """Seed 000's report as Markdown: totals, then one table per breakdown."""
+        """The quality report as Markdown: totals, then one table per breakdown."""
         lines = [
             f"### {title}",
             "",
@@ -239,7 +239,7 @@ def _category_metrics(wide: pd.DataFrame) -> CategoryMetrics:
 
 
 def quality_report(per_query: pd.DataFrame, queries: pd.DataFrame) -> QualityReport:
-    """Seed 000's report from a per-query table holding REPORT_MEASURES (ValueError if not)."""
+    """The quality report from a per-query table holding REPORT_MEASURES (ValueError if not)."""
     missing = [m for m in REPORT_MEASURES if m not in set(per_query["measure"])]
     if missing:
         raise ValueError(f"per-query table lacks {missing}; evaluate {list(REPORT_MEASURES)}")

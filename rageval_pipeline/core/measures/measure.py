@@ -1,5 +1,6 @@
 """The base of every measure family: what a measure is called, its parameters and cutoff, and
-what the gate and the reports need of it (its family, direction and regression category).
+what the gate and the reports need of it (its family and direction; the gate names a drop by
+the family: `core.gate.taxonomy.category_of`).
 The families are in `names` (ranking measures) and `span_names` (evidence-span measures)."""
 
 from __future__ import annotations
@@ -11,16 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Cutoff = Literal["required", "optional", "none"]
 # budget: what retrieving costs (tokens), watched rather than compared by default.
 Family = Literal["recall", "ranking", "diversity", "coverage", "budget"]
-# The gate's regression taxonomy (docs/gate.md); a measure's drop is one of the first four.
-Category = Literal[
-    "diversity_collapse",
-    "latency_regression",
-    "ranking_shift",
-    "recall_drop",
-    "semantic_degraded_spike",
-    "unjudged_run",
-    "unjudged_spike",
-]
 
 
 class Measure(BaseModel):
@@ -31,7 +22,6 @@ class Measure(BaseModel):
     NAME: ClassVar[str]
     ALIASES: ClassVar[tuple[str, ...]] = ()  # lower-case spellings besides NAME
     FAMILY: ClassVar[Family]
-    CATEGORY: ClassVar[Category | None]  # how a drop is reported; None: not a regression
     HIGHER_IS_BETTER: ClassVar[bool] = True
     CUTOFF: ClassVar[Cutoff] = "required"
     PARAMS: ClassVar[frozenset[str]] = frozenset({"rel", "judged"})
@@ -85,10 +75,6 @@ class Measure(BaseModel):
     @property
     def family(self) -> Family:
         return self.FAMILY
-
-    @property
-    def category(self) -> Category | None:
-        return self.CATEGORY
 
     @property
     def higher_is_better(self) -> bool:

@@ -11,8 +11,8 @@ name. The parser also accepts the parameters after the cutoff
 ``NDCG@10``, ``Recall@100``, ``HitRate@10``), and trec_eval's spellings (``ndcg_cut_10``,
 ``ndcg_cut.10``, ``P_5``, ``recall_100``, ``recip_rank``, ``map``, ``success_5``).
 
-Each family also knows what the gate and the reports need: its `FAMILY`, whether higher is
-better, and the regression `CATEGORY` a drop of it is reported under.
+Each family also knows what the gate and the reports need: its `FAMILY` and whether higher is
+better (the gate names a drop by the family).
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from pydantic import (
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import quote_json
-from rageval_pipeline.core.measures.measure import (  # noqa: F401 - Category, Family re-exported
-    Category,
+from rageval_pipeline.core.measures.measure import (  # noqa: F401 - Family re-exported
     Cutoff,
     Family,
     Measure,
@@ -46,7 +45,6 @@ class P(Measure):
     NAME = "P"
     ALIASES = ("precision",)
     FAMILY = "ranking"
-    CATEGORY = "ranking_shift"
 
 
 class R(Measure):
@@ -56,16 +54,14 @@ class R(Measure):
     NAME = "R"
     ALIASES = ("recall",)
     FAMILY = "recall"
-    CATEGORY = "recall_drop"
 
 
 class F1(Measure):
-    """F1@k: harmonic mean of P@k and R@k, 0 when both are 0 (seed 000 `F1AtK`)."""
+    """F1@k: harmonic mean of P@k and R@k, 0 when both are 0."""
 
     NAME = "F1"
     ALIASES = ("f-measure",)
     FAMILY = "recall"
-    CATEGORY = "recall_drop"
 
 
 class RR(Measure):
@@ -75,7 +71,6 @@ class RR(Measure):
     NAME = "RR"
     ALIASES = ("mrr", "recip_rank", "reciprocal_rank")
     FAMILY = "ranking"
-    CATEGORY = "ranking_shift"
     CUTOFF = "optional"
 
 
@@ -88,7 +83,6 @@ class nDCG(Measure):
     NAME = "nDCG"
     ALIASES = ("ndcg_cut",)
     FAMILY = "ranking"
-    CATEGORY = "ranking_shift"
     PARAMS = frozenset({"gain", "judged"})
 
 
@@ -100,7 +94,6 @@ class AP(Measure):
     NAME = "AP"
     ALIASES = ("map", "map_cut")
     FAMILY = "ranking"
-    CATEGORY = "ranking_shift"
     CUTOFF = "optional"
 
 
@@ -110,7 +103,6 @@ class Success(Measure):
     NAME = "Success"
     ALIASES = ("hit", "hits", "hitrate", "hit_rate")
     FAMILY = "recall"
-    CATEGORY = "recall_drop"
 
 
 class Rprec(Measure):
@@ -120,7 +112,6 @@ class Rprec(Measure):
     NAME = "Rprec"
     ALIASES = ("r-prec", "r_prec")
     FAMILY = "ranking"
-    CATEGORY = "ranking_shift"
     CUTOFF = "none"
 
 
@@ -130,19 +121,17 @@ class Judged(Measure):
 
     NAME = "Judged"
     FAMILY = "coverage"
-    CATEGORY = None
     PARAMS = frozenset()
 
 
 class ER(Measure):
-    """Entity recall@k as seed 001 defines Recall@K: distinct relevant *source documents* among
+    """Entity recall@k: distinct relevant *source documents* among
     the top k *chunks*, divided by the number of relevant documents. Unlike R@k on the
     document-level run, several chunks of one document use several of the k places."""
 
     NAME = "ER"
     ALIASES = ("entityrecall", "entity_recall")
     FAMILY = "recall"
-    CATEGORY = "recall_drop"
     PARAMS = frozenset({"rel"})
     USES_SOURCE = True
 
@@ -152,7 +141,6 @@ class Diversity(Measure):
 
     NAME = "Diversity"
     FAMILY = "diversity"
-    CATEGORY = "diversity_collapse"
     PARAMS = frozenset()
     USES_QRELS = False
     USES_SOURCE = True
@@ -164,7 +152,6 @@ class Clustering(Measure):
 
     NAME = "Clustering"
     FAMILY = "diversity"
-    CATEGORY = "diversity_collapse"
     HIGHER_IS_BETTER = False  # one source filling the top k is the collapse
     PARAMS = frozenset()
     USES_QRELS = False

@@ -1,4 +1,4 @@
-"""The span measures (issue 25): named like every other measure, computed from evidence spans
+"""The span measures: named like every other measure, computed from evidence spans
 and the retrieved chunks' extents rather than from qrels (`core.measures.spans`).
 
 Each counts every evidence token once, so overlapping or duplicated chunks that hold the same
@@ -33,7 +33,6 @@ class EvidenceRecall(_Span):
     NAME = "EvidenceRecall"
     ALIASES = ("evidence_recall",)
     FAMILY = "recall"
-    CATEGORY = "recall_drop"
 
 
 class TokenPrecision(_Span):
@@ -44,7 +43,6 @@ class TokenPrecision(_Span):
     NAME = "TokenPrecision"
     ALIASES = ("token_precision",)
     FAMILY = "ranking"
-    CATEGORY = "ranking_shift"
 
 
 class TokenIoU(_Span):
@@ -54,7 +52,6 @@ class TokenIoU(_Span):
     NAME = "TokenIoU"
     ALIASES = ("token_iou", "iou")
     FAMILY = "ranking"
-    CATEGORY = "ranking_shift"
 
 
 class Tokens(_Span):
@@ -64,7 +61,6 @@ class Tokens(_Span):
     NAME = "Tokens"
     ALIASES = ("tokens_retrieved", "tokensretrieved")
     FAMILY = "budget"
-    CATEGORY = None
     HIGHER_IS_BETTER = False
     PARAMS = frozenset()
     MAX_VALUE = float("inf")  # a count of tokens

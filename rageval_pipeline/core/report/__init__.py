@@ -23,8 +23,8 @@ from rageval_pipeline.core.report.plots import render as render_figure
 from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.report.summary import compared_with, run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
+from rageval_pipeline.core.storage.files import atomic_dir
 from rageval_pipeline.core.storage.location import as_location
-from rageval_pipeline.core.storage.warehouse import atomic_dir
 
 _VALUE_KINDS = MEASURE_KINDS | {"value"}  # checks whose value is the run's mean of a measure
 REPORT_FILES = {

@@ -1,6 +1,6 @@
 """Why a run moved: the queries that lost and gained most (their text, the targets that entered
 and left their top 10 with grades, snippets of the relevant ones, rank moves) and
-recommendations by rule (seed 001 section 6) that name only parameters the system has."""
+recommendations by rule that name only parameters the system has."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def _named(found: dict[str, Any]) -> str:
 
 
 def recommendations(summary: RunSummary, baseline: Baseline | None, verdict: Verdict) -> list[str]:
-    """Seed 001 section 6: what to look at next, by rule, naming only the parameters the run's
+    """What to look at next, by rule, naming only the parameters the run's
     configuration has."""
     key = (summary.dataset, summary.split, summary.system)
     checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]

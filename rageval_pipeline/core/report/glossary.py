@@ -13,7 +13,7 @@ from typing import get_args
 
 from pydantic import BaseModel
 
-from rageval_pipeline.core.gate import LATENCY_STATS, Category
+from rageval_pipeline.core.gate import FAMILY_CATEGORY, LATENCY_STATS, Category, category_of
 from rageval_pipeline.core.measures.names import FAMILIES, Measure, sort_key, try_parse
 
 CATEGORY_MEANINGS: dict[Category, str] = {
@@ -81,13 +81,13 @@ def _measure_meaning(measure: Measure) -> str:
         described = Measure.model_fields[param].description
         parts.append(f"{param}={value}: {described}." if value is not True else f"{described}.")
     direction = "higher" if measure.higher_is_better else "lower"
-    category = f"; worse is {measure.category}" if measure.category else ""
+    category = f"; worse is {category_of(measure)}" if category_of(measure) else ""
     parts.append(f"({cls.FAMILY} family, {direction} is better{category}.)")
     return " ".join(parts)
 
 
 def _category_meaning(category: Category) -> str:
-    measures = sorted(n for n, cls in FAMILIES.items() if category == cls.CATEGORY)
+    measures = sorted(n for n, cls in FAMILIES.items() if category == FAMILY_CATEGORY[cls.FAMILY])
     of = f" Measures: {', '.join(measures)}." if measures else ""
     return CATEGORY_MEANINGS[category] + "." + of
 

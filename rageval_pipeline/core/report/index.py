@@ -15,8 +15,8 @@ from rageval_pipeline.core.report import blocks
 from rageval_pipeline.core.report.blocks import Heading, Para, Table, Tone
 from rageval_pipeline.core.report.model import iso_date
 from rageval_pipeline.core.report.summary import headline
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.location import as_location
-from rageval_pipeline.core.storage.warehouse import write_text
 
 LATEST = "latest"
 

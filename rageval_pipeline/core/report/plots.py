@@ -20,8 +20,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import write_text
 
 Kind = Literal["measures", "per_query", "latency", "trend"]
 _STYLE = {

@@ -1,8 +1,8 @@
-"""Seed 003's validation report, `report_YYYYMMDD_HHMMSS.json`, one per judged run.
+"""The validation report, `report_YYYYMMDD_HHMMSS.json`, one per judged run.
 
-Fields are the seed's. Its PASS/FAIL is the gate's: the policy's `validation` rules (in
-data/gate.yaml, seed 003's: at least 80% of the queries reach precision@5 >= 0.80, MRR >= 0.70,
-metadata completeness and hash validation 100%, p95 latency < 2000 ms) judged by
+Its fields are the report format's (docs/gate.md). Its PASS/FAIL is the gate's: the policy's
+`validation` rules (in data/gate.yaml: at least 80% of the queries reach precision@5 >= 0.80,
+MRR >= 0.70, metadata completeness and hash validation 100%, p95 latency < 2000 ms) judged by
 `core.gate.decide_validation`; this module only words the checks. Completeness and hash validity
 are measured on the chunks (the `chunks` asset's checks); a run without chunks (run files,
 services) reports them as null, says so in `issues`, and is judged on the other criteria.
@@ -63,14 +63,14 @@ class ValidationReport(BaseModel):
 
 
 def _spoken(measure: str) -> str:
-    """A measure in the seed's words: precision@5, MRR."""
+    """A measure in the report's words: precision@5, MRR."""
     if measure.startswith("P@"):
         return "precision@" + measure.removeprefix("P@")
     return {"RR": "MRR"}.get(measure, measure)
 
 
 def _said(rule: Rule, check: Check, total: int) -> tuple[str | None, str | None]:
-    """(its sentence of the summary line, its issue) of one criterion, in the seed's words."""
+    """(its sentence of the summary line, its issue) of one criterion, in the report's words."""
     if isinstance(rule, QueryShare):
         share = check.value or 0.0
         reach = f"{_spoken(str(rule.measure))} {rule.relation} {rule.min:.2f}"
@@ -110,7 +110,7 @@ def validation_report(
     timestamp: datetime,
     integrity: Mapping[str, float] | None = None,
 ) -> ValidationReport:
-    """Seed 003's report of one run; `queries` maps query_id to its `text` and `query_type`,
+    """The validation report of one run; `queries` maps query_id to its `text` and `query_type`,
     `criteria` are the gate's checks of the run against the policy's `validation` rules
     (`core.gate.decide_validation`), `integrity` the rates of the run's chunks when measured."""
     cases = []

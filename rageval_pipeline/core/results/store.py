@@ -31,7 +31,7 @@ from rageval_pipeline.core.measures.aggregate import (
 from rageval_pipeline.core.measures.defaults import DEFAULT_MEASURES
 from rageval_pipeline.core.measures.spans import evaluate_spans
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.warehouse import write_parquet, write_text
+from rageval_pipeline.core.storage.files import write_parquet, write_text
 from rageval_pipeline.core.suites.conventions import drop_identical_ids
 from rageval_pipeline.core.suites.derived import EvidenceSet
 
@@ -192,7 +192,7 @@ class RunRecord(BaseModel):
 
 class StoredRun(NamedTuple):
     run_id: str
-    quality_markdown: str  # seed 000's report, for the Dagster UI
+    quality_markdown: str  # the quality report, for the Dagster UI
     means: dict[str, float]  # measure -> mean
 
 
@@ -206,7 +206,7 @@ def store_results(
     notes: str = "",
 ) -> StoredRun:
     """Record one evaluated run: its rows in the warehouse (one transaction), the same tables
-    mirrored as Parquet under `storage/tables/`, and seed 000's quality report (JSON, and
+    mirrored as Parquet under `storage/tables/`, and the quality report (JSON, and
     Markdown followed by `notes`) under `storage/reports/quality/`. The run counts as finished
     (`runs.finished`) only once all of them are written; in the mirror, once its row in
     `tables/runs/` is, written after that (`mirrored` reads only such runs' rows)."""

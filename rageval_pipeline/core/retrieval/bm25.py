@@ -13,8 +13,8 @@ import Stemmer
 
 from rageval_pipeline.core.io.ranking import top_k
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
+from rageval_pipeline.core.storage.files import atomic_dir
 from rageval_pipeline.core.storage.location import verified_dir
-from rageval_pipeline.core.storage.warehouse import atomic_dir
 
 if TYPE_CHECKING:  # bm25s (and scipy under it) load on first use: `rageval validate` needs neither
     import bm25s

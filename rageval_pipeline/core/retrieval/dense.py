@@ -38,8 +38,8 @@ from rageval_pipeline.core.retrieval.encoders import (
     torch_device,
 )
 from rageval_pipeline.core.settings import environ
+from rageval_pipeline.core.storage.files import atomic_dir
 from rageval_pipeline.core.storage.location import verified_dir
-from rageval_pipeline.core.storage.warehouse import atomic_dir
 
 # Before any Hugging Face import (all are inside functions): nothing in this project may ever
 # download weights.

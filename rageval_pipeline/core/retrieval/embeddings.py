@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from rageval_pipeline.core.storage.files import write_parquet
 from rageval_pipeline.core.storage.location import as_location, read_parquet
-from rageval_pipeline.core.storage.warehouse import write_parquet
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
 # Texts per model call when the caller sets none (dense passes its batch size): progress is
@@ -122,7 +122,7 @@ class EmbeddingCache:
         return found
 
     def put(self, keys: Sequence[str], vectors: np.ndarray) -> None:
-        """Publish one new shard atomically (core.storage.warehouse.write_parquet)."""
+        """Publish one new shard atomically (core.storage.files.write_parquet)."""
         if not len(keys):
             return
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)

@@ -33,7 +33,7 @@ from rageval_pipeline.core.retrieval.base import Hit
 from rageval_pipeline.core.settings.limits import HTTP_SEARCH, HTTP_SEARCH_DEFAULTS
 from rageval_pipeline.core.suites.passages import Locator, passage_id
 
-MAX_TOP_K = 100  # seed 003: an interactive query asks for 1..100 results
+MAX_TOP_K = 100  # an interactive query asks for 1..100 results (docs/systems.md)
 _KNOWN_STATUS = {s.value for s in HTTPStatus}
 T = TypeVar("T")
 

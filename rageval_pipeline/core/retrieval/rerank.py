@@ -3,7 +3,7 @@
 Two scorers: the packaged dense bi-encoder (cosine of normalised MiniLM vectors; passage vectors
 come from the same embedding cache as dense retrieval, so re-scoring after one dense run embeds
 nothing) and a cross-encoder loaded with sentence-transformers' `CrossEncoder` from a local
-model folder. Re-scored candidates below `threshold` are dropped (seed 001's "rerank
+model folder. Re-scored candidates below `threshold` are dropped (the "rerank
 threshold"); the rest are ordered the trec_eval way (score desc, id desc).
 """
 

@@ -10,14 +10,19 @@ A bad value is one `InputError` naming the variable and pydantic's rule, e.g. `e
 RAGEVAL_MAX_DEPTH: Input should be greater than or equal to 1`; the value itself is never
 shown (keys are values too), but for a folder given as a URL, which is shown without its
 credentials (`folders`). Only the exact upper-case names are read.
+
+Every variable starts with `RAGEVAL_`. A group whose variables once had another prefix lists it
+in `renamed` (new prefix to old): an old name is still read as the new one for one release,
+the new one winning when both are set, and warns once per process (`RenamedVariableWarning`).
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import PrivateAttr, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
@@ -28,6 +33,12 @@ from rageval_pipeline.core.settings import environ
 
 # The variables one `from_env` reads (those with the group's prefix), for the length of the call.
 _GIVEN: ContextVar[Mapping[str, str] | None] = ContextVar("rageval_settings_env", default=None)
+# The old names already warned about in this process.
+_WARNED: set[str] = set()
+
+
+class RenamedVariableWarning(FutureWarning):
+    """An old variable name was read (a `FutureWarning`, so Python shows it by default)."""
 
 
 class EnvGroup(BaseSettings):
@@ -39,6 +50,9 @@ class EnvGroup(BaseSettings):
     model_config = SettingsConfigDict(
         frozen=True, extra="forbid", env_prefix="", allow_inf_nan=False
     )
+
+    # New prefix -> the prefix its variables had before, read as a deprecated alias.
+    renamed: ClassVar[Mapping[str, str]] = {}
 
     _prefix: str = PrivateAttr("")
 
@@ -71,8 +85,11 @@ class EnvGroup(BaseSettings):
         defaults to the group's own). `env` replaces the process environment (tests, code
         versions). A bad value is an `InputError` naming the variable."""
         env_prefix = cls.model_config.get("env_prefix", "") if prefix is None else f"{prefix}_"
-        names = (f"{env_prefix}{name}".upper() for name in cls.model_fields)
+        names = [f"{env_prefix}{name}".upper() for name in cls.model_fields]
         given = environ.present(names, env) if env_prefix else ()
+        old_prefix = cls.renamed.get(env_prefix)
+        if old_prefix:
+            given = _with_old_names(given, env_prefix, old_prefix, names, env)
         return cls._built(env_prefix, given, tuple(sorted(defaults.items())))
 
     @classmethod
@@ -104,3 +121,28 @@ class EnvGroup(BaseSettings):
         """` (RAGEVAL_X_FIELD)`: where the user changes field `name`, for error messages."""
         variable = self.variable(name)
         return f" ({variable})" if variable else ""
+
+
+def _with_old_names(
+    given: tuple[tuple[str, str], ...],
+    prefix: str,
+    old_prefix: str,
+    names: list[str],
+    env: Mapping[str, str] | None,
+) -> tuple[tuple[str, str], ...]:
+    """`given` with each old name set read as its new name (the new one wins when both are
+    set); the first read of each old name warns."""
+    new_of = {old_prefix + name.removeprefix(prefix): name for name in names}
+    set_new = dict(given)
+    for old, value in environ.present(new_of, env):
+        new = new_of[old]
+        if old not in _WARNED:
+            _WARNED.add(old)
+            ignored = " (ignored: that is set too)" if new in set_new else ""
+            warnings.warn(
+                f"{old} is deprecated and will stop being read: set {new} instead{ignored}",
+                RenamedVariableWarning,
+                stacklevel=3,
+            )
+        set_new.setdefault(new, value)
+    return tuple(sorted(set_new.items()))

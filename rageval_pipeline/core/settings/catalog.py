@@ -114,14 +114,14 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         Providers,
-        "RAG_EVAL",
+        "RAGEVAL",
         "LLM providers",
-        "Seed 002's names (docs/generation.md). Any of `RAG_EVAL_PROVIDER`, "
-        "`RAG_EVAL_<PROVIDER>_MODEL`, `RAG_EVAL_JUDGE_PROVIDER` or `RAG_EVAL_JUDGE_MODEL` set "
+        "The answering model and the judge (docs/generation.md). Any of `RAGEVAL_PROVIDER`, "
+        "`RAGEVAL_<PROVIDER>_MODEL`, `RAGEVAL_JUDGE_PROVIDER` or `RAGEVAL_JUDGE_MODEL` set "
         "turns the generation group on. Keys are secrets: never logged or shown.",
     ),
-    Family(GenerationScope, "RAG_EVAL", "Generation scope", "Which systems answer."),
-    Family(Labelling, "RAG_EVAL", "LLM labels", "`rageval label` (docs/synthetic.md)."),
+    Family(GenerationScope, "RAGEVAL", "Generation scope", "Which systems answer."),
+    Family(Labelling, "RAGEVAL", "LLM labels", "`rageval label` (docs/synthetic.md)."),
     Family(
         NetLimits,
         LLM,
@@ -143,6 +143,10 @@ this file is out of date. Every variable below is a typed field of one settings 
 - Names are upper case, as written here. Where a group says so, an empty variable is unset.
 - Secrets (API keys) are held as `SecretStr`: never printed, logged or written to a report.
 - Nothing else in `rageval_pipeline/` reads the environment (a test checks it).
+- Every name starts with `RAGEVAL_`. The LLM variables were once `RAG_EVAL_*` (the transport
+  limits `RAG_EVAL_DEADLINE_S` and the like are now `RAGEVAL_LLM_*`): an old name is still read
+  for this release, warns once (`RenamedVariableWarning`) and loses to the new one when both
+  are set.
 """
 
 _TAIL = """## Variables a file names

@@ -2,7 +2,7 @@
 for a local path.
 
 `Path("s3://bucket/eval")` is the relative path `s3:/bucket/eval`: a run given an object-store
-URL would write everything to a local folder of that name and succeed (issue 27). So every
+URL would write everything to a local folder of that name and succeed. So every
 value that looks like a URL (`scheme://`) is told apart before `Path` sees it: the data and
 baselines folders refuse it (`url_problem`); the storage folder takes it when its scheme is
 one we support and its fsspec package is installed (`storage_problem`), and becomes a `UPath`

@@ -5,6 +5,9 @@ docs/configuration.md shows the values in force."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -141,6 +144,8 @@ class NetLimits(EnvGroup):
         False, description="follow a redirect to another origin that re-sends the request body"
     )
 
+    renamed: ClassVar[Mapping[str, str]] = {"RAGEVAL_LLM_": "RAG_EVAL_"}  # the LLM clients' limits
+
 
 # The prefixes `NetLimits` is read with, and each one's defaults.
 BEIR_DOWNLOAD = "RAGEVAL_BEIR"
@@ -151,6 +156,6 @@ BEIR_DOWNLOAD_DEFAULTS = dict(
 HTTP_SEARCH = "RAGEVAL_HTTP"  # deadline, attempts and backoff default to the systems.yaml entry's
 # 100 results with content and metadata fit many times over.
 HTTP_SEARCH_DEFAULTS = dict(max_response_bytes=8 << 20)
-LLM = "RAG_EVAL"  # seed 002's prefix, shared with the provider settings
+LLM = "RAGEVAL_LLM"
 # Generation is slow: a long answer from a local model on a CPU can take minutes.
 LLM_DEFAULTS = dict(deadline_s=300.0, attempts=4, max_retry_after_s=120.0)

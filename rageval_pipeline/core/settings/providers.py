@@ -1,11 +1,12 @@
-"""Seed 002's LLM provider variables (`RAG_EVAL_*`, names kept): the answering model, the judge
-(`RAG_EVAL_JUDGE_*`, falling back to the answering model's) and the sampling they share. Keys
+"""The LLM provider variables (`RAGEVAL_*`, once `RAG_EVAL_*`): the answering model, the judge
+(`RAGEVAL_JUDGE_*`, falling back to the answering model's) and the sampling they share. Keys
 are `SecretStr`: never shown by a repr, a dump or an error. An empty variable counts as unset.
 `core.generation.config` turns these into one `ProviderConfig` per role."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -53,7 +54,8 @@ class Sampling(BaseModel):
 class Providers(EnvGroup, Sampling):
     """The answering model and the judge. Any of `SWITCHES` set turns the generation group on."""
 
-    model_config = SettingsConfigDict(env_prefix="RAG_EVAL_", env_ignore_empty=True)
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_", env_ignore_empty=True)
+    renamed: ClassVar[Mapping[str, str]] = {"RAGEVAL_": "RAG_EVAL_"}
 
     provider: str = Field(
         "ollama", description="the answering model's provider: ollama, anthropic or openai"
@@ -75,41 +77,41 @@ class Providers(EnvGroup, Sampling):
         None, description="the openai API key (optional: a Bearer token)"
     )
     judge_provider: str | None = Field(
-        None, description="the judge's provider (default: RAG_EVAL_PROVIDER)"
+        None, description="the judge's provider (default: RAGEVAL_PROVIDER)"
     )
     judge_model: str | None = Field(None, description="the judge's model, whatever its provider")
     judge_ollama_model: str | None = Field(
         None,
-        description="the judge's ollama model when RAG_EVAL_JUDGE_MODEL is unset "
-        "(default: RAG_EVAL_OLLAMA_MODEL)",
+        description="the judge's ollama model when RAGEVAL_JUDGE_MODEL is unset "
+        "(default: RAGEVAL_OLLAMA_MODEL)",
     )
     judge_ollama_base_url: str | None = Field(
-        None, description="the judge's ollama server (default: RAG_EVAL_OLLAMA_BASE_URL)"
+        None, description="the judge's ollama server (default: RAGEVAL_OLLAMA_BASE_URL)"
     )
     judge_ollama_api_key: SecretStr | None = Field(
-        None, description="the judge's ollama API key (default: RAG_EVAL_OLLAMA_API_KEY)"
+        None, description="the judge's ollama API key (default: RAGEVAL_OLLAMA_API_KEY)"
     )
     judge_anthropic_model: str | None = Field(
         None,
-        description="the judge's anthropic model when RAG_EVAL_JUDGE_MODEL is unset "
-        "(default: RAG_EVAL_ANTHROPIC_MODEL)",
+        description="the judge's anthropic model when RAGEVAL_JUDGE_MODEL is unset "
+        "(default: RAGEVAL_ANTHROPIC_MODEL)",
     )
     judge_anthropic_base_url: str | None = Field(
-        None, description="the judge's anthropic server (default: RAG_EVAL_ANTHROPIC_BASE_URL)"
+        None, description="the judge's anthropic server (default: RAGEVAL_ANTHROPIC_BASE_URL)"
     )
     judge_anthropic_api_key: SecretStr | None = Field(
-        None, description="the judge's anthropic API key (default: RAG_EVAL_ANTHROPIC_API_KEY)"
+        None, description="the judge's anthropic API key (default: RAGEVAL_ANTHROPIC_API_KEY)"
     )
     judge_openai_model: str | None = Field(
         None,
-        description="the judge's openai model when RAG_EVAL_JUDGE_MODEL is unset "
-        "(default: RAG_EVAL_OPENAI_MODEL)",
+        description="the judge's openai model when RAGEVAL_JUDGE_MODEL is unset "
+        "(default: RAGEVAL_OPENAI_MODEL)",
     )
     judge_openai_base_url: str | None = Field(
-        None, description="the judge's openai server (default: RAG_EVAL_OPENAI_BASE_URL)"
+        None, description="the judge's openai server (default: RAGEVAL_OPENAI_BASE_URL)"
     )
     judge_openai_api_key: SecretStr | None = Field(
-        None, description="the judge's openai API key (default: RAG_EVAL_OPENAI_API_KEY)"
+        None, description="the judge's openai API key (default: RAGEVAL_OPENAI_API_KEY)"
     )
 
     def setting(self, role: Role, provider: str, name: str) -> tuple[str, object]:
@@ -117,16 +119,17 @@ class Providers(EnvGroup, Sampling):
         else the answering model's."""
         own = f"judge_{provider}_{name}"
         if role == "judge" and getattr(self, own) is not None:
-            return f"RAG_EVAL_{own.upper()}", getattr(self, own)
+            return f"RAGEVAL_{own.upper()}", getattr(self, own)
         shared = f"{provider}_{name}"
-        return f"RAG_EVAL_{shared.upper()}", getattr(self, shared)
+        return f"RAGEVAL_{shared.upper()}", getattr(self, shared)
 
 
 class GenerationScope(EnvGroup):
     """Which systems the generation check answers with; apart from `Providers`, so a bad
     provider value is reported by the steps, not when the definitions load."""
 
-    model_config = SettingsConfigDict(env_prefix="RAG_EVAL_", env_ignore_empty=True)
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_", env_ignore_empty=True)
+    renamed: ClassVar[Mapping[str, str]] = {"RAGEVAL_": "RAG_EVAL_"}
 
     systems: Names = Field(
         [], description="comma-separated systems to answer with (default: every system)"
@@ -139,7 +142,8 @@ class Labelling(EnvGroup):
     """LLM relevance labels (`rageval label`, docs/synthetic.md): a second judge for the bias
     check, and token prices for the dry run's cost estimate."""
 
-    model_config = SettingsConfigDict(env_prefix="RAG_EVAL_", env_ignore_empty=True)
+    model_config = SettingsConfigDict(env_prefix="RAGEVAL_", env_ignore_empty=True)
+    renamed: ClassVar[Mapping[str, str]] = {"RAGEVAL_": "RAG_EVAL_"}
 
     second_judge_model: str | None = Field(
         None, description="a second judge model labelling a sample, for the agreement check"
@@ -161,10 +165,10 @@ class Labelling(EnvGroup):
 
 # Any of these set turns the generation group on (`core.generation.config.configured`).
 SWITCHES = (
-    "RAG_EVAL_PROVIDER",
-    "RAG_EVAL_OLLAMA_MODEL",
-    "RAG_EVAL_ANTHROPIC_MODEL",
-    "RAG_EVAL_OPENAI_MODEL",
-    "RAG_EVAL_JUDGE_PROVIDER",
-    "RAG_EVAL_JUDGE_MODEL",
+    "RAGEVAL_PROVIDER",
+    "RAGEVAL_OLLAMA_MODEL",
+    "RAGEVAL_ANTHROPIC_MODEL",
+    "RAGEVAL_OPENAI_MODEL",
+    "RAGEVAL_JUDGE_PROVIDER",
+    "RAGEVAL_JUDGE_MODEL",
 )

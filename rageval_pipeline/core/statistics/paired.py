@@ -186,7 +186,7 @@ def paired_test(
 
     The MDE's SD is that of the paired differences: the noise the paired test sees. Two
     correlated systems differ far less per query than either varies across queries, so the
-    suite's SD would overstate it (2.4x for bm25 vs hybrid on nfcorpus, issue 32).
+    suite's SD would overstate it (2.4x for bm25 vs hybrid on nfcorpus, bench/README.md).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     diff = b - a

@@ -9,8 +9,8 @@ subset, or one judged beyond the draw, is refused.
 The seed is not a choice: it is the frame's commitment (`committed_seed`, 31 bits of the SHA-256
 of its sorted ids), fixed before any label exists. A free seed could be shopped for:
 drawing 20 seeded samples and keeping the one whose human values suit you passes every check of
-the draw, yet the PPI interval's coverage falls to 78.5% (issue 32). A record whose seed is not
-the frame's, or is not a JSON integer (`"7"`), is refused.
+the draw, yet the PPI interval's coverage falls to 78.5% (docs/statistics.md). A record whose
+seed is not the frame's, or is not a JSON integer (`"7"`), is refused.
 
 The record is a JSON file beside the human qrels, `<qrels>.sample.json` by default:
 `{"version": 1, "seed": <committed_seed(frame)>, "size": 60, "frame": ["q1", "q2", ...]}`.

@@ -5,16 +5,10 @@ change.
 """
 
 from rageval_pipeline.core.storage.choose import open_warehouse
+from rageval_pipeline.core.storage.files import atomic_dir, atomic_path, write_parquet, write_text
 from rageval_pipeline.core.storage.location import StorageError, verified_dir
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, file_digest, folder_key
-from rageval_pipeline.core.storage.warehouse import (
-    Warehouse,
-    atomic_dir,
-    atomic_path,
-    insert_rows,
-    write_parquet,
-    write_text,
-)
+from rageval_pipeline.core.storage.warehouse import Warehouse, insert_rows
 
 __all__ = [
     "FrameCache",

@@ -59,6 +59,7 @@ from rageval_pipeline.core.storage.commits import (
     live_files,
     load_log,
 )
+from rageval_pipeline.core.storage.files import writable
 from rageval_pipeline.core.storage.location import NO_BUCKET, StorageError, is_local, protocols
 from rageval_pipeline.core.storage.schema import (
     APPENDED_TABLES,
@@ -66,7 +67,7 @@ from rageval_pipeline.core.storage.schema import (
     RESULT_TABLES,
     SCHEMA,
 )
-from rageval_pipeline.core.storage.warehouse import insert_rows, writable
+from rageval_pipeline.core.storage.warehouse import insert_rows
 
 if TYPE_CHECKING:
     import duckdb

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from rageval_pipeline.core.storage.files import write_parquet, write_text
 from rageval_pipeline.core.storage.location import is_remote, read_parquet
-from rageval_pipeline.core.storage.warehouse import write_parquet, write_text
 
 if TYPE_CHECKING:
     from upath import UPath

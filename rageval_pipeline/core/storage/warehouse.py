@@ -1,6 +1,6 @@
-"""Where results live: files and folders written atomically, and one DuckDB warehouse file
-(the default kind of warehouse; `core.storage.lake` is the other, for writers on several
-machines; callers get either from `core.storage.choose.open_warehouse`).
+"""Where results live: one DuckDB warehouse file (the default kind of warehouse;
+`core.storage.lake` is the other, for writers on several machines; callers get either from
+`core.storage.choose.open_warehouse`).
 
 DuckDB allows one writing process per file. Within one Dagster instance the writers
 (`<system>/metrics`, `gate`) take turns through the concurrency pool `duckdb_write`
@@ -18,23 +18,18 @@ another.
 
 A step killed half-way leaves nothing that is used later: an evaluation's `runs` row is
 committed `finished = false` and flipped only when everything it writes is written (and so is
-a gate's `gate_results` row); readers skip unfinished rows. Temp files and folders of killed
-writes are removed by the next write to the same folder.
+a gate's `gate_results` row); readers skip unfinished rows. Its files are written atomically
+(`core.storage.files`).
 
 Storage faults are `StorageError`s (one line naming the file or folder, and what to do).
 
-The storage folder may be an object-store URL (a `UPath`): the atomic writes then upload one
-finished local file or folder (core.storage.location), and `core.storage.choose.open_warehouse`
+The storage folder may be an object-store URL (a `UPath`): `core.storage.choose.open_warehouse`
 decides where the warehouse of a storage folder lives (for a URL: a lake in the bucket).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -43,21 +38,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rageval_pipeline.core.settings.limits import WarehouseLimits
 from rageval_pipeline.core.storage import locks
 from rageval_pipeline.core.storage.base import BaseWarehouse
-from rageval_pipeline.core.storage.location import (
-    StorageError,
-    as_location,
-    is_remote,
-    local_dir,
-    published,
-    uploaded,
-    write_manifest,
-)
+from rageval_pipeline.core.storage.files import NO_SPACE, READ_ONLY, disk_full, space, writable
+from rageval_pipeline.core.storage.location import StorageError, local_dir
 from rageval_pipeline.core.storage.schema import APPENDED_TABLES, RESULT_TABLES, SCHEMA
 
 if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` needs no DuckDB
@@ -67,11 +53,6 @@ if TYPE_CHECKING:  # imported where a connection is opened: `rageval validate` n
 WAREHOUSE_FILE = "rageval.duckdb"
 _LOCKED = "Could not set lock on file"  # DuckDB's message when another process holds it
 _REFUSED = ("Permission denied", "Read-only file system")  # DuckDB's, for a file it cannot write
-READ_ONLY = "storage is read-only here: point RAGEVAL_STORAGE at a writable folder"
-NO_SPACE = (
-    "no space left on the device; nothing half-written was kept: free space (docs/deploy.md, "
-    '"Full disk") and run again'
-)
 # Paths whose schema this process has created (or found), with the file's inode: once each.
 _SCHEMA_READY: set[tuple[Path, int]] = set()
 # Per thread (a DuckDB connection is not for sharing between threads): warehouse path ->
@@ -89,107 +70,6 @@ def _transactions() -> set[duckdb.DuckDBPyConnection]:
     if not hasattr(_OPEN, "transactions"):
         _OPEN.transactions = set()
     return _OPEN.transactions
-
-
-def _full(exc: BaseException) -> bool:
-    """A full disk, as the OS (errno), pyarrow or DuckDB (their messages) report it."""
-    return getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in str(exc)
-
-
-@contextmanager
-def writable(folder: Path | str) -> Iterator[None]:
-    """Turn a refused write under `folder`, or a full disk, into one line naming it."""
-    try:
-        yield
-    except OSError as exc:
-        if _full(exc):
-            raise StorageError(folder, NO_SPACE) from None
-        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise
-        raise StorageError(folder, READ_ONLY) from None
-
-
-@contextmanager
-def _space(folder: Path) -> Iterator[None]:
-    """Turn a full disk while writing under `folder` (as the OS, pyarrow or DuckDB say it)
-    into one line naming it."""
-    try:
-        yield
-    except StorageError:
-        raise
-    except Exception as exc:
-        if _full(exc):
-            raise StorageError(folder, NO_SPACE) from None
-        raise
-
-
-@contextmanager
-def atomic_path(path: Path | UPath) -> Iterator[Path]:
-    """Yield a temp path beside `path`; rename it over `path` only if the block succeeds, so
-    readers never see half a file and a failed write leaves the old file as it was. On object
-    storage the temp file is local and uploaded in one PUT."""
-    if is_remote(path):
-        with writable(path.parent), uploaded(path) as tmp:
-            yield tmp
-        return
-    with writable(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        locks.sweep_orphans(path.parent)
-        prefix = f".{path.name}.{locks.writer_tag()}."
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
-    locks.claim(fd)
-    tmp = Path(name)
-    try:
-        with _space(path.parent):
-            yield tmp
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from other users
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-        os.close(fd)
-
-
-@contextmanager
-def atomic_dir(path: Path | UPath) -> Iterator[Path]:
-    """Yield a temp folder beside `path`; when the block succeeds, record every file's size in
-    a manifest and swap the folder in for `path`. Readers see the old folder, briefly none,
-    or the new one, never a mix; a failed write leaves the old folder as it was. On object
-    storage the temp folder is local, then published files first and manifest last."""
-    if is_remote(path):
-        with writable(path.parent), published(path) as tmp:
-            yield tmp
-        return
-    with writable(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        locks.sweep_orphans(path.parent)
-        prefix = f".{path.name}.{locks.writer_tag()}."
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent))
-    fd = os.open(tmp, os.O_RDONLY)
-    locks.claim(fd)
-    old = tmp.with_suffix(".old")
-    try:
-        with _space(path.parent):
-            yield tmp
-        write_manifest(tmp)
-        os.chmod(tmp, 0o755)  # mkdtemp's 0700, as for files
-        if path.exists():
-            os.replace(path, old)
-        os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
-        os.close(fd)
-
-
-def write_parquet(df: pd.DataFrame | pa.Table, path: Path | UPath) -> None:
-    table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
-
-
-def write_text(path: Path | UPath, text: str) -> None:
-    with atomic_path(as_location(path)) as tmp:
-        tmp.write_text(text, encoding="utf-8", newline="\n")
 
 
 class Warehouse(BaseWarehouse):
@@ -274,7 +154,7 @@ class Warehouse(BaseWarehouse):
             con = self._open_for_write(limits.write_wait_s)
             # A full disk anywhere in the block (DuckDB's own IO errors too, a checkpoint as
             # the connection closes): one line, not DuckDB's message 40 lines down.
-            stack.enter_context(_space(self.path.parent))
+            stack.enter_context(space(self.path.parent))
             with self._hold(con, read_only=False):
                 ready = (self.path.resolve(), self.path.stat().st_ino)
                 if ready not in _SCHEMA_READY:
@@ -349,7 +229,7 @@ class Warehouse(BaseWarehouse):
                 # A failed COMMIT (a full disk) has ended the transaction already.
                 with contextlib.suppress(duckdb.Error):
                     con.execute("ROLLBACK")
-                if _full(exc):
+                if disk_full(exc):
                     raise StorageError(self.path.parent, NO_SPACE) from None
                 raise
             finally:

@@ -277,7 +277,7 @@ def chunks_of(
     return chunk_once(corpus, chunking) if stored is None else stored(chunking)
 
 
-# Seed 003's metadata fields: a chunk is complete when none of them is null, and the ones that
+# The metadata fields of a chunk: it is complete when none of them is null, and the ones that
 # identify and locate it are not empty either. A title may be empty: several BEIR corpora (FiQA,
 # for one) have none, and that is the data, not a broken ingestion.
 CHUNK_METADATA = ("text", "url", "title", "chunk_index", "ingested_at", "content_hash")

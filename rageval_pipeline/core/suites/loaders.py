@@ -192,7 +192,7 @@ def load_part(folder: Path, part: str, *, dataset: str) -> pd.DataFrame:
     file; BEIR judges no spans).
 
     Documents without a URL get `rageval://{dataset}/{doc_id}`, so every chunk carries a
-    resolvable source (seed 003 counts a missing url as incomplete metadata).
+    resolvable source (a missing url is incomplete metadata: `chunking.CHUNK_METADATA`).
     """
     if part == "spans":
         path = suite_file(folder)

@@ -1,4 +1,4 @@
-"""Passages an outside system returns, made units that evidence spans judge (issue 33).
+"""Passages an outside system returns, made units that evidence spans judge.
 
 A team's own chunker returns no suite chunk id: its results carry the passage text
 (`{"id", "score", "text"}`) or its character offsets (`{"doc_id", "start", "end"}`, end

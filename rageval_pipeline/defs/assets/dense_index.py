@@ -41,68 +41,12 @@ def build_dense_index(
     """The graph-backed `<system>/index` asset (op names start with the system's name, as
     k8s run config's `per_step_k8s_config` names them: `dense__embed_shard`)."""
     name = system.name
-    chunks_key = dg.AssetKey([name, "chunks"])
-
-    @dg.op(
-        name=f"{name}__split",
-        ins={"chunks": dg.In(dg.Nothing)},
-        out={
-            "plan": dg.Out(io_manager_key=STEPS_IO),
-            "shards": dg.DynamicOut(io_manager_key=STEPS_IO),
-        },
-    )
-    @one_line_errors
-    def split(context: dg.OpExecutionContext, settings: Settings):
-        dataset = settings.dataset(context).name
-        chunks = settings.stored(name, "chunks", partition=dataset)
-        directory = settings.index_dir(name, dataset)
-        key = content_key(version, chunks.key)
-        reused = (
-            not settings.force and directory.is_dir() and read_stamp(stamp_path(directory)) == key
-        )
-        shards = [] if reused else system.split(chunks.frame)
-        context.log.info(
-            f"{name} index for {dataset}: "
-            + ("reused" if reused else f"{len(shards)} shards of {system.shards} buckets")
-        )
-        yield dg.Output(dict(key=key, reused=reused, start=time.time()), "plan")
-        for shard in shards:
-            yield dg.DynamicOutput(shard, mapping_key=f"shard_{shard.number}", output_name="shards")
-
-    @dg.op(name=f"{name}__embed_shard", out=dg.Out(io_manager_key=STEPS_IO))
-    @one_line_errors
-    def embed_shard(context: dg.OpExecutionContext, settings: Settings, shard: Shard) -> dict:
-        dataset = settings.dataset(context).name
-        chunks = settings.stored(name, "chunks", partition=dataset).frame
-        stats = system.embed_shard(
-            chunks, shard, embeddings_dir=settings.storage / "embeddings", log=context.log.info
-        )
-        context.log.info(f"{name} {shard.label} for {dataset}: {stats}")
-        context.add_output_metadata({**stats, "texts": shard.texts})
-        return stats
-
-    @dg.op(name=f"{name}__merge_index", out=dg.Out(dg.Nothing))
-    @one_line_errors
-    def merge_index(
-        context: dg.OpExecutionContext, settings: Settings, plan: dict, embedded: list[dict]
-    ) -> None:
-        dataset = settings.dataset(context).name
-        directory = settings.index_dir(name, dataset)
-        if plan["reused"]:
-            context.add_output_metadata({"reused": True, "path": str(directory)})
-            return
-        chunks = settings.stored(name, "chunks", partition=dataset)
-        stats = build_stamped(
-            system, chunks.frame, directory, settings, plan["key"], context.log.info
-        )
-        overall = _overall(embedded, time.time() - plan["start"])
-        context.log.info(f"{name} index for {dataset}: {overall}; merge {stats}")
-        meta = {**overall, "merge_seconds": stats["seconds"]}
-        context.add_output_metadata({**meta, "reused": False, "path": str(directory)})
+    split, embed_shard = _split_op(system, version), _embed_op(system)
+    merge_index = _merge_op(system)
 
     @dg.graph_asset(
         key=[name, "index"],
-        ins={"chunks": dg.AssetIn(key=chunks_key, dagster_type=dg.Nothing)},
+        ins={"chunks": dg.AssetIn(key=dg.AssetKey([name, "chunks"]), dagster_type=dg.Nothing)},
         description=f"The dense index of {name}, embedded shard by shard.",
         code_version=version,
         partitions_def=datasets,
@@ -113,6 +57,93 @@ def build_dense_index(
         return merge_index(plan, shards.map(embed_shard).collect())
 
     return index
+
+
+# The steps: plain functions of their inputs (`log`: the step's logger).
+
+
+def plan_shards(
+    settings: Settings, system: DenseSystem, version: str, dataset: str, log
+) -> tuple[dict, list[Shard]]:
+    """The merge's plan (content key, reuse, start time) and the shards to embed: none when the
+    index stamped with the key is in place."""
+    chunks = settings.stored(system.name, "chunks", partition=dataset)
+    directory = settings.index_dir(system.name, dataset)
+    key = content_key(version, chunks.key)
+    reused = not settings.force and directory.is_dir() and read_stamp(stamp_path(directory)) == key
+    shards = [] if reused else system.split(chunks.frame)
+    done = "reused" if reused else f"{len(shards)} shards of {system.shards} buckets"
+    log.info(f"{system.name} index for {dataset}: {done}")
+    return dict(key=key, reused=reused, start=time.time()), shards
+
+
+def embed(settings: Settings, system: DenseSystem, dataset: str, shard: Shard, log) -> dict:
+    """One shard's texts embedded into the shared cache; what it took."""
+    chunks = settings.stored(system.name, "chunks", partition=dataset).frame
+    embeddings = settings.storage / "embeddings"
+    stats = system.embed_shard(chunks, shard, embeddings_dir=embeddings, log=log.info)
+    log.info(f"{system.name} {shard.label} for {dataset}: {stats}")
+    return stats
+
+
+def merge(
+    settings: Settings, system: DenseSystem, dataset: str, plan: dict, embedded: list[dict], log
+) -> dict:
+    """The index built from the cache (embedding nothing) and stamped; its metadata."""
+    directory = settings.index_dir(system.name, dataset)
+    if plan["reused"]:
+        return {"reused": True, "path": str(directory)}
+    chunks = settings.stored(system.name, "chunks", partition=dataset)
+    stats = build_stamped(system, chunks.frame, directory, settings, plan["key"], log.info)
+    overall = _overall(embedded, time.time() - plan["start"])
+    log.info(f"{system.name} index for {dataset}: {overall}; merge {stats}")
+    return {**overall, "merge_seconds": stats["seconds"], "reused": False, "path": str(directory)}
+
+
+# The ops: each wires its step to Dagster.
+
+
+def _split_op(system: DenseSystem, version: str) -> dg.OpDefinition:
+    @dg.op(
+        name=f"{system.name}__split",
+        ins={"chunks": dg.In(dg.Nothing)},
+        out={
+            "plan": dg.Out(io_manager_key=STEPS_IO),
+            "shards": dg.DynamicOut(io_manager_key=STEPS_IO),
+        },
+    )
+    @one_line_errors
+    def split(context: dg.OpExecutionContext, settings: Settings):
+        dataset = settings.dataset(context).name
+        plan, shards = plan_shards(settings, system, version, dataset, context.log)
+        yield dg.Output(plan, "plan")
+        for shard in shards:
+            yield dg.DynamicOutput(shard, mapping_key=f"shard_{shard.number}", output_name="shards")
+
+    return split
+
+
+def _embed_op(system: DenseSystem) -> dg.OpDefinition:
+    @dg.op(name=f"{system.name}__embed_shard", out=dg.Out(io_manager_key=STEPS_IO))
+    @one_line_errors
+    def embed_shard(context: dg.OpExecutionContext, settings: Settings, shard: Shard) -> dict:
+        stats = embed(settings, system, settings.dataset(context).name, shard, context.log)
+        context.add_output_metadata({**stats, "texts": shard.texts})
+        return stats
+
+    return embed_shard
+
+
+def _merge_op(system: DenseSystem) -> dg.OpDefinition:
+    @dg.op(name=f"{system.name}__merge_index", out=dg.Out(dg.Nothing))
+    @one_line_errors
+    def merge_index(
+        context: dg.OpExecutionContext, settings: Settings, plan: dict, embedded: list[dict]
+    ) -> None:
+        dataset = settings.dataset(context).name
+        context.add_output_metadata(merge(settings, system, dataset, plan, embedded, context.log))
+
+    return merge_index
 
 
 def _overall(embedded: list[dict], seconds: float) -> dict:

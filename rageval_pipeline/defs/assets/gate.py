@@ -21,17 +21,18 @@ from rageval_pipeline.core.gate import (
     INTEGRITY_RATES,
     GatePolicy,
     RunSummary,
+    Verdict,
     decide,
     decide_validation,
     load_baselines,
-    load_policy,
 )
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.history.summaries import history, select_runs, summaries
 from rageval_pipeline.core.report.validation import validation_report
+from rageval_pipeline.core.storage.base import BaseWarehouse
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.location import read_parquet
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, integrity
 from rageval_pipeline.core.systems import SystemConfig
@@ -40,6 +41,7 @@ from rageval_pipeline.defs.checks import measured_integrity
 from rageval_pipeline.defs.failures import one_line_errors, refusal
 from rageval_pipeline.defs.job_summary import verdict_line
 from rageval_pipeline.defs.partitions import partitioned_check
+from rageval_pipeline.defs.policy import GatePolicyResource
 from rageval_pipeline.defs.resources import (
     Settings,
     WarehouseResource,
@@ -91,8 +93,8 @@ def _write_validation_reports(
     stamp: datetime,
     measured: dict[str, tuple[float, float]],
 ) -> None:
-    """Seed 003's report_YYYYMMDD_HHMMSS.json of each run, beside the gate reports, judged by
-    the policy's `validation` rules; the chunks' integrity as `measured` in this run, else
+    """The validation report (report_YYYYMMDD_HHMMSS.json) of each run, beside the gate reports,
+    judged by the policy's `validation` rules; the chunks' integrity as `measured` in this run, else
     measured on the stored chunks."""
     queries: dict[str, pd.DataFrame | None] = {}
     for summary in run_summaries:
@@ -117,9 +119,9 @@ def _write_validation_reports(
             rates = integrity(chunks) if chunks is not None else None
         named = dict(zip(INTEGRITY_RATES, rates, strict=True)) if rates is not None else None
         criteria = decide_validation(summary, policy, integrity=named)
-        seed = validation_report(summary, about, criteria, timestamp=stamp, integrity=named)
+        report = validation_report(summary, about, criteria, timestamp=stamp, integrity=named)
         folder = settings.reports_dir / "validation" / summary.dataset / summary.system
-        write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", seed.model_dump_json(indent=2))
+        write_text(folder / f"report_{stamp:%Y%m%d_%H%M%S}.json", report.model_dump_json(indent=2))
 
 
 def build_gate_asset(
@@ -149,100 +151,126 @@ def build_gate_asset(
     )
     @one_line_errors
     def gate(
-        context: dg.AssetExecutionContext, settings: Settings, warehouse: WarehouseResource
+        context: dg.AssetExecutionContext,
+        settings: Settings,
+        warehouse: WarehouseResource,
+        policy: GatePolicyResource,
     ) -> Iterator:
         """Verdict on this Dagster run's evaluations of the dataset (or, materialized alone, on
         the latest evaluation of every system of the dataset), with JSON, Markdown and HTML
         reports in `reports/<dataset>/<time>/` and `reports/<dataset>/latest/`."""
-        dataset = settings.dataset(context).name
-        loaders.require_judged(settings.dataset_folder(dataset))
-        store = warehouse.warehouse
-        with store.read():  # one connection for every read
-            runs = select_runs(store, dagster_run_id=context.run.run_id, dataset=dataset)
-            scope = "this run"
-            if runs.empty:
-                runs, scope = select_runs(store, dataset=dataset), "latest evaluations"
-            run_summaries = summaries(store, runs)
-            past = history(store, dataset)
-        baselines = load_baselines(settings.baselines)
-        policy = load_policy(settings.data / "gate.yaml")
-        verdict = decide(run_summaries, baselines, policy)
-        stamp = datetime.now(UTC)
-        # The verdict's row first (unfinished), then the reports, then `finish`: a gate killed
-        # anywhere leaves no report that the warehouse does not hold (docs/deploy.md).
-        with store.connect():  # DuckDB: one turn of the write lock; the lake: one commit
-            logged = experiments.record(
-                store,
-                verdict,
-                run_summaries,
-                baselines,
-                description=context.run.tags.get(experiments.DESCRIPTION_TAG),
-                created_at=stamp,
-            )
-            gate_id = f"{stamp:%Y%m%dT%H%M%S%fZ}"
-            store.record_gate(
-                dict(
-                    gate_id=gate_id,
-                    dagster_run_id=context.run.run_id,
-                    created_at=stamp,
-                    passed=verdict.passed,
-                    categories=",".join(verdict.categories),
-                    summary=verdict.summary,
-                    report_json=report.to_json(verdict),
-                )
-            )
-        folder = settings.reports_dir / dataset
-        ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
-        texts = texts_beside_ids(settings, dataset, ids, run_summaries, systems)
-        full = report.build_report(verdict, run_summaries, baselines, past, texts)
-        paths = report.write_reports(
-            full,
-            folder / f"{stamp:%Y%m%dT%H%M%SZ}",
-            folder / "latest",
-            plot_cache=settings.storage / "cache" / "plots",
-        )
-        report.write_index(settings.reports_dir)
-        _write_validation_reports(
-            settings, run_summaries, policy, stamp, measured_integrity(context)
-        )
-        # After the block: the lake's reads see its commit, made as the block ends.
-        experiments.export(experiments.load(store), settings.reports_dir / "experiments.json")
-        store.finish(gate_results=gate_id)  # last write: a gate killed before it is unfinished
-        failures = [c.message for c in verdict.failures]
-        for message in failures:
-            context.log.error(message)
-        for check in verdict.inconclusive:
-            if not check.blocking:  # a blocking one is among the failures above
-                context.log.warning(check.message)
-        context.log.info(f"reports ({scope}): {paths['html'].parent}")
-        yield dg.MaterializeResult(
-            metadata={
-                "passed": verdict.passed,
-                "scope": scope,
-                "runs": ", ".join(runs["run_id"]),
-                "categories": ", ".join(verdict.categories) or "none",
-                "experiments": ", ".join(f"{e.id} {e.system} {e.verdict}" for e in logged),
-                "report_html": dg.MetadataValue.path(str(paths["html"])),
-                "report_md": dg.MetadataValue.path(str(paths["markdown"])),
-            }
-        )
-        yield dg.AssetCheckResult(
-            check_name=GATE_CHECK,
-            passed=verdict.passed,
-            severity=dg.AssetCheckSeverity.ERROR,
-            description=verdict.summary,
-            metadata={
-                "failures": dg.MetadataValue.json(failures),
-                "categories": json.dumps(verdict.categories),
-                "inconclusive": dg.MetadataValue.json([c.message for c in verdict.inconclusive]),
-                **report.plotted_values(verdict),
-            },
-        )
-        line = verdict_line(dataset, verdict)
-        if not verdict.passed:
-            # Instead of Dagster's DagsterAssetCheckFailedError (printed twice with its trace
-            # and no verdict): the failed check is recorded above, the step fails with the line.
-            raise refusal(line)
-        context.log.info(line)
+        yield from judge(context, (settings, warehouse.warehouse, policy.policy), systems)
 
     return gate
+
+
+def judge(
+    context: dg.AssetExecutionContext,
+    resources: tuple[Settings, BaseWarehouse, GatePolicy],
+    systems: Mapping[str, SystemConfig],
+) -> Iterator:
+    """The gate step: decide, write the reports, record the verdict and the experiments, and
+    yield the asset's result and its check; a blocked verdict ends the step with its line."""
+    settings, store, policy = resources
+    dataset = settings.dataset(context).name
+    loaders.require_judged(settings.dataset_folder(dataset))
+    runs, scope, run_summaries, past = _evaluations(store, context.run.run_id, dataset)
+    baselines = load_baselines(settings.baselines)
+    verdict = decide(run_summaries, baselines, policy)
+    stamp = datetime.now(UTC)
+    # The verdict's row first (unfinished), then the reports, then `finish`: a gate killed
+    # anywhere leaves no report that the warehouse does not hold (docs/deploy.md).
+    logged, gate_id = _record(store, (verdict, run_summaries, baselines), context, stamp)
+    ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
+    texts = texts_beside_ids(settings, dataset, ids, run_summaries, systems)
+    paths = report.write_reports(
+        report.build_report(verdict, run_summaries, baselines, past, texts),
+        settings.reports_dir / dataset / f"{stamp:%Y%m%dT%H%M%SZ}",
+        settings.reports_dir / dataset / "latest",
+        plot_cache=settings.storage / "cache" / "plots",
+    )
+    report.write_index(settings.reports_dir)
+    _write_validation_reports(settings, run_summaries, policy, stamp, measured_integrity(context))
+    # After the record's block: the lake's reads see its commit, made as the block ends.
+    experiments.export(experiments.load(store), settings.reports_dir / "experiments.json")
+    store.finish(gate_results=gate_id)  # last write: a gate killed before it is unfinished
+    for message in (c.message for c in verdict.failures):
+        context.log.error(message)
+    for check in verdict.inconclusive:
+        if not check.blocking:  # a blocking one is among the failures above
+            context.log.warning(check.message)
+    context.log.info(f"reports ({scope}): {paths['html'].parent}")
+    yield from _results(verdict, (runs, scope, logged, paths))
+    line = verdict_line(dataset, verdict)
+    if not verdict.passed:
+        # Instead of Dagster's DagsterAssetCheckFailedError (printed twice with its trace and
+        # no verdict): the failed check is recorded above, the step fails with the line.
+        raise refusal(line)
+    context.log.info(line)
+
+
+def _evaluations(store: BaseWarehouse, dagster_run_id: str, dataset: str) -> tuple:
+    """(runs, scope, their summaries, the dataset's history): this Dagster run's evaluations
+    of the dataset, else the latest evaluation of each system."""
+    with store.read():  # one connection for every read
+        runs = select_runs(store, dagster_run_id=dagster_run_id, dataset=dataset)
+        scope = "this run"
+        if runs.empty:
+            runs, scope = select_runs(store, dataset=dataset), "latest evaluations"
+        return runs, scope, summaries(store, runs), history(store, dataset)
+
+
+def _record(
+    store: BaseWarehouse, decided: tuple, context: dg.AssetExecutionContext, stamp: datetime
+) -> tuple[list, str]:
+    """The verdict's row (unfinished until `finish`) and its experiments in the warehouse:
+    (the experiments logged, the gate's id). `decided`: the verdict, the run summaries, the
+    baselines."""
+    verdict, run_summaries, baselines = decided
+    description = context.run.tags.get(experiments.DESCRIPTION_TAG)
+    with store.connect():  # DuckDB: one turn of the write lock; the lake: one commit
+        logged = experiments.record(
+            store, verdict, run_summaries, baselines, description=description, created_at=stamp
+        )
+        gate_id = f"{stamp:%Y%m%dT%H%M%S%fZ}"
+        store.record_gate(
+            dict(
+                gate_id=gate_id,
+                dagster_run_id=context.run.run_id,
+                created_at=stamp,
+                passed=verdict.passed,
+                categories=",".join(verdict.categories),
+                summary=verdict.summary,
+                report_json=report.to_json(verdict),
+            )
+        )
+    return logged, gate_id
+
+
+def _results(verdict: Verdict, about: tuple) -> Iterator:
+    """The asset's metadata and its check's result. `about`: the runs judged, the scope, the
+    experiments logged and the reports' paths."""
+    runs, scope, logged, paths = about
+    yield dg.MaterializeResult(
+        metadata={
+            "passed": verdict.passed,
+            "scope": scope,
+            "runs": ", ".join(runs["run_id"]),
+            "categories": ", ".join(verdict.categories) or "none",
+            "experiments": ", ".join(f"{e.id} {e.system} {e.verdict}" for e in logged),
+            "report_html": dg.MetadataValue.path(str(paths["html"])),
+            "report_md": dg.MetadataValue.path(str(paths["markdown"])),
+        }
+    )
+    yield dg.AssetCheckResult(
+        check_name=GATE_CHECK,
+        passed=verdict.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict.summary,
+        metadata={
+            "failures": dg.MetadataValue.json([c.message for c in verdict.failures]),
+            "categories": json.dumps(verdict.categories),
+            "inconclusive": dg.MetadataValue.json([c.message for c in verdict.inconclusive]),
+            **report.plotted_values(verdict),
+        },
+    )

@@ -1,4 +1,4 @@
-"""The optional generation check (seed 002), built only when a provider is configured.
+"""The optional generation check, built only when a provider is configured.
 
 `ground_truth` -> `<system>/answers` -> `<system>/answer_judgments`, per dataset partition,
 in the asset group `generation`, run by the job `evaluate_generation` (never by the retrieval
@@ -24,14 +24,14 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import config, correctness, prompts
 from rageval_pipeline.core.generation.llm import LLM, prompt_hash
 from rageval_pipeline.core.settings.providers import GenerationScope
+from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.location import StorageError
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.storage.warehouse import write_text
 from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.defs.assets.chunked import chunked
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import refusal
-from rageval_pipeline.defs.resources import Settings, WarehouseResource
+from rageval_pipeline.defs.resources import Dataset, Settings, WarehouseResource
 
 GROUP = "generation"
 JOB = "evaluate_generation"
@@ -40,7 +40,7 @@ FORMAT_VERSION = "2"  # 2: strict verdicts, the interval in ci_low/ci_high
 
 
 class GenerationSettings(dg.ConfigurableResource):
-    """Run-wide knobs of the generation check (providers and keys come from RAG_EVAL_*)."""
+    """Run-wide knobs of the generation check (providers and keys come from RAGEVAL_*)."""
 
     dry_run: bool = False  # count the calls and tokens a run would make; call nothing
     samples: int = 1  # judge samples per answer; agreement is reported
@@ -94,11 +94,11 @@ def check_default_sets(suites_dir: Path) -> None:
 
 
 def selected_systems(catalog: dict[str, systems.SystemConfig]) -> list[str]:
-    """`RAG_EVAL_SYSTEMS` (comma-separated) or every configured system."""
+    """`RAGEVAL_SYSTEMS` (comma-separated) or every configured system."""
     wanted = GenerationScope.from_env().systems
     unknown = sorted(set(wanted) - set(catalog))
     if unknown:
-        raise ValueError(f"RAG_EVAL_SYSTEMS names unknown system(s) {unknown}")
+        raise ValueError(f"RAGEVAL_SYSTEMS names unknown system(s) {unknown}")
     return wanted or list(catalog)
 
 
@@ -132,7 +132,8 @@ def code_versions(env: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def _usage(llm: LLM) -> dict:
+def usage(llm: LLM) -> dict:
+    """An LLM's calls, tokens and model, as step metadata."""
     return {f"llm_{k}": v for k, v in llm.usage.model_dump().items()} | {"model": llm.label}
 
 
@@ -148,9 +149,147 @@ def _stored_ground_truth(settings: Settings, dataset: str, version: str) -> list
 def build_generation_assets(
     catalog: dict[str, systems.SystemConfig], datasets: dg.PartitionsDefinition
 ) -> list[dg.AssetsDefinition]:
-    common = dict(partitions_def=datasets, group_name=GROUP)
-    versions = code_versions()
+    """`ground_truth`, then `<system>/answers` and `<system>/answer_judgments` of each selected
+    system."""
+    common, versions = dict(partitions_def=datasets, group_name=GROUP), code_versions()
+    out = [_ground_truth_asset(catalog, common, versions)]
+    for name in selected_systems(catalog):
+        out += [
+            _answers_asset(catalog[name], catalog, common, versions),
+            _judgments_asset(catalog[name], common, versions),
+        ]
+    return out
 
+
+# The steps: plain functions of their inputs (`log`: the step's logger), returning value, metadata.
+
+
+def write_ground_truth(
+    settings: Settings,
+    generation: GenerationSettings,
+    catalog: dict[str, systems.SystemConfig],
+    partition: Dataset,
+    inputs: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
+    log,
+) -> tuple[pd.DataFrame, dict]:
+    """The reference answers of the dataset's generation set: a committed or stored version
+    of the same plan and model is read (no call), else written by the answering model.
+    `inputs`: corpus, queries and qrels."""
+    corpus, queries, qrels = inputs
+    dataset, folder = partition.name, partition.folder
+    judged = qrels[qrels["split"] == settings.split]
+    query_ids, named = generation.query_ids(dataset)
+    correctness.check_set(query_ids, queries, judged, _queries_file(folder), named)
+    plan = correctness.plan_ground_truth(queries, judged, query_ids)
+    llm = generation.llm(settings, "answer")
+    version = correctness.ground_truth_version(llm, plan)
+    stored = _stored_ground_truth(settings, dataset, version)
+    found = next((p for p in stored if p.exists()), None)
+    if found is not None:
+        truth = correctness.GroundTruth.model_validate_json(found.read_text("utf-8"))
+        log.info(f"reference answers {version} read from {found}: no call made")
+    else:
+        reference = loaders.reference_chunking(folder)
+        chunks = []
+        if reference is not None:  # (a system's stored chunks when one chunks so)
+            stored_corpus = settings.stored("corpus", partition=dataset)  # `corpus`'s file
+            args = (settings, dataset, stored_corpus, reference, reference, *catalog.values())
+            chunks = [chunked(*args)]
+        texts = correctness.unit_texts(corpus, *chunks)
+        truth = correctness.synthesize_ground_truth(llm, dataset, plan, texts)
+        found = stored[1]
+        if not generation.dry_run:
+            write_text(found, truth.model_dump_json(indent=2) + "\n")
+    grades = ", ".join(map(str, sorted({r.grade for r in truth.references})))
+    meta = {"version": version, "path": dg.MetadataValue.path(str(found)), **usage(llm)}
+    meta |= {"queries": len(truth.references), "grades_used": grades}
+    df = pd.DataFrame([r.model_dump() for r in truth.references])
+    written_by = f"{truth.provider}:{truth.model}"
+    return df.assign(
+        targets=df["targets"].map(json.dumps), version=version, written_by=written_by
+    ), meta
+
+
+def answer(
+    settings: Settings,
+    generation: GenerationSettings,
+    system: systems.SystemConfig,
+    sources: list[str],
+    dataset: str,
+    inputs: tuple[pd.DataFrame, pd.DataFrame],
+    log,
+) -> tuple[pd.DataFrame, dict] | None:
+    """The system's answers from its retrieved context; None, with a warning, when the system
+    has not been evaluated on the dataset. `inputs`: ground truth and corpus."""
+    ground_truth, corpus = inputs
+    name = system.name
+    # The run and chunks are read from storage, not loaded as inputs: a system the user has
+    # not evaluated (the documented recipe evaluates bm25 only) is left out with one line
+    # instead of failing the job on its missing chunks; its judgments are skipped with it.
+    try:
+        run = settings.stored(name, "run", partition=dataset).frame
+        chunks = [settings.stored(s, "chunks", partition=dataset).frame for s in sources]
+    except StorageError:
+        log.warning(
+            f"{dataset}/{name}: not answered: {name} has not been evaluated on {dataset} "
+            f"(run evaluate_{name} or evaluate_dataset first, or leave it out with "
+            "RAGEVAL_SYSTEMS)"
+        )
+        return None
+    with one_line():
+        llm = generation.llm(settings, "answer")
+        texts = correctness.unit_texts(corpus, *chunks)
+        references = _references(ground_truth)
+        df = correctness.rag_answers(llm, run, references, texts, generation.context_k)
+    empty = int((df["context_ids"] == "[]").sum())
+    if empty:  # e.g. an external system whose ids are not in the corpus
+        log.warning(f"{empty} answer(s) had no retrieved text to answer from")
+    return df, {"answers": len(df), "no_context": empty, **usage(llm)}
+
+
+def judge(
+    settings: Settings,
+    warehouse: WarehouseResource,
+    generation: GenerationSettings,
+    where: tuple[str, str],
+    inputs: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
+    log,
+) -> tuple[pd.DataFrame, dict]:
+    """The judge's verdict on each answer, AnswerCorrectness recorded in the warehouse and a
+    report written. `where`: dataset and system; `inputs`: answers, ground truth, metrics."""
+    (dataset, name), (answers, ground_truth, metrics) = where, inputs
+    llm = generation.llm(settings, "judge")
+    judged = correctness.judge_answers(llm, answers, _references(ground_truth), generation.samples)
+    summary = correctness.summarize(judged)
+    run_id = str(metrics["run_id"].iloc[0])  # the retrieval run these answers came from
+    meta = {"run_id": run_id, **summary.model_dump(), **usage(llm)}
+    if generation.dry_run:
+        log.info(f"dry run: {llm.usage.calls} judge call(s) would be made")
+        return judged, meta
+    keys = dict(run_id=run_id, dataset=dataset, split=settings.split, system=name)
+    rows = correctness.metric_rows(summary, judged)
+    correctness.record(warehouse.warehouse, keys, rows, datetime.now(UTC))
+    report = settings.reports_dir / "generation" / dataset / name / f"{run_id}.json"
+    write_text(report, json.dumps(meta, indent=2, default=str) + "\n")
+    (log.warning if summary.unparseable else log.info)(
+        f"{dataset}/{name}: AnswerCorrectness={summary.rate:.3f} "
+        f"[{summary.ci95_low:.3f}, {summary.ci95_high:.3f}] over {summary.n} answers, "
+        f"{summary.unparseable} unparseable verdict(s)"
+    )
+    return judged, meta | {"report": dg.MetadataValue.path(str(report))}
+
+
+def _references(ground_truth: pd.DataFrame) -> list[correctness.Reference]:
+    rows = ground_truth.assign(targets=ground_truth["targets"].map(json.loads))
+    return [correctness.Reference.model_validate(r) for r in rows.to_dict("records")]
+
+
+# The assets: each wires its step to Dagster.
+
+
+def _ground_truth_asset(
+    catalog: dict, common: dict, versions: dict[str, str]
+) -> dg.AssetsDefinition:
     @dg.asset(
         ins={n: dg.AssetIn(n) for n in ("corpus", "queries", "qrels")},
         kinds={"json"},
@@ -167,67 +306,18 @@ def build_generation_assets(
         queries: pd.DataFrame,
         qrels: pd.DataFrame,
     ) -> pd.DataFrame:
-        partition = settings.dataset(context)
-        dataset, folder = partition.name, partition.folder
-        judged = qrels[qrels["split"] == settings.split]
-        where = _queries_file(folder)
-        query_ids, named = generation.query_ids(dataset)
-        correctness.check_set(query_ids, queries, judged, where, named)
-        plan = correctness.plan_ground_truth(queries, judged, query_ids)
-        llm = generation.llm(settings, "answer")
-        version = correctness.ground_truth_version(llm, plan)
-        stored = _stored_ground_truth(settings, dataset, version)
-        found = next((p for p in stored if p.exists()), None)
-        if found is not None:
-            truth = correctness.GroundTruth.model_validate_json(found.read_text("utf-8"))
-            context.log.info(f"reference answers {version} read from {found}: no call made")
-        else:
-            reference = loaders.reference_chunking(folder)
-            chunks = []
-            if reference is not None:  # (a system's stored chunks when one chunks so)
-                systems_ = catalog.values()
-                stored_corpus = settings.stored("corpus", partition=dataset)  # `corpus`'s file
-                chunks = [
-                    chunked(settings, dataset, stored_corpus, reference, reference, *systems_)
-                ]
-            texts = correctness.unit_texts(corpus, *chunks)
-            truth = correctness.synthesize_ground_truth(llm, dataset, plan, texts)
-            found = stored[1]
-            if not generation.dry_run:
-                write_text(found, truth.model_dump_json(indent=2) + "\n")
-        grades = sorted({r.grade for r in truth.references})
-        context.add_output_metadata(
-            {
-                "version": version,
-                "path": dg.MetadataValue.path(str(found)),
-                "queries": len(truth.references),
-                "grades_used": ", ".join(map(str, grades)),
-                **_usage(llm),
-            }
-        )
-        df = pd.DataFrame([r.model_dump() for r in truth.references])
-        return df.assign(
-            targets=df["targets"].map(json.dumps),
-            version=version,
-            written_by=f"{truth.provider}:{truth.model}",
-        )
+        partition, inputs = settings.dataset(context), (corpus, queries, qrels)
+        df, meta = write_ground_truth(settings, generation, catalog, partition, inputs, context.log)
+        context.add_output_metadata(meta)
+        return df
 
-    out = [ground_truth]
-    for name in selected_systems(catalog):
-        out += _system_assets(catalog[name], catalog, common, versions)
-    return out
+    return ground_truth
 
 
-def _references(ground_truth: pd.DataFrame) -> list[correctness.Reference]:
-    rows = ground_truth.assign(targets=ground_truth["targets"].map(json.loads))
-    return [correctness.Reference.model_validate(r) for r in rows.to_dict("records")]
-
-
-def _system_assets(
+def _answers_asset(
     system: systems.SystemConfig, catalog: dict, common: dict, versions: dict[str, str]
-) -> list[dg.AssetsDefinition]:
-    name = system.name
-    sources = chunk_sources(system, catalog)
+) -> dg.AssetsDefinition:
+    name, sources = system.name, chunk_sources(system, catalog)
 
     @dg.asset(
         key=[name, "answers"],
@@ -247,30 +337,18 @@ def _system_assets(
         ground_truth: pd.DataFrame,
         corpus: pd.DataFrame,
     ) -> Iterator[dg.Output]:
-        # The run and chunks are read from storage, not loaded as inputs: a system the user has
-        # not evaluated (the documented recipe evaluates bm25 only) is left out with one line
-        # instead of failing the job on its missing chunks; its judgments are skipped with it.
-        dataset = settings.dataset(context).name
-        try:
-            run = settings.stored(name, "run", partition=dataset).frame
-            chunks = [settings.stored(s, "chunks", partition=dataset).frame for s in sources]
-        except StorageError:
-            context.log.warning(
-                f"{dataset}/{name}: not answered: {name} has not been evaluated on {dataset} "
-                f"(run evaluate_{name} or evaluate_dataset first, or leave it out with "
-                "RAG_EVAL_SYSTEMS)"
-            )
-            return
-        with one_line():
-            llm = generation.llm(settings, "answer")
-            texts = correctness.unit_texts(corpus, *chunks)
-            df = correctness.rag_answers(
-                llm, run, _references(ground_truth), texts, generation.context_k
-            )
-        empty = int((df["context_ids"] == "[]").sum())
-        if empty:  # e.g. an external system whose ids are not in the corpus
-            context.log.warning(f"{empty} answer(s) had no retrieved text to answer from")
-        yield dg.Output(df, metadata={"answers": len(df), "no_context": empty, **_usage(llm)})
+        dataset, inputs = settings.dataset(context).name, (ground_truth, corpus)
+        made = answer(settings, generation, system, sources, dataset, inputs, context.log)
+        if made is not None:
+            yield dg.Output(made[0], metadata=made[1])
+
+    return answers
+
+
+def _judgments_asset(
+    system: systems.SystemConfig, common: dict, versions: dict[str, str]
+) -> dg.AssetsDefinition:
+    name = system.name
 
     @dg.asset(
         key=[name, "answer_judgments"],
@@ -295,33 +373,13 @@ def _system_assets(
         ground_truth: pd.DataFrame,
         metrics: pd.DataFrame,
     ) -> pd.DataFrame:
-        dataset = settings.dataset(context).name
-        llm = generation.llm(settings, "judge")
-        judged = correctness.judge_answers(
-            llm, answers, _references(ground_truth), generation.samples
-        )
-        summary = correctness.summarize(judged)
-        run_id = str(metrics["run_id"].iloc[0])  # the retrieval run these answers came from
-        meta = {"run_id": run_id, **summary.model_dump(), **_usage(llm)}
-        if generation.dry_run:
-            context.log.info(f"dry run: {llm.usage.calls} judge call(s) would be made")
-        else:
-            keys = dict(run_id=run_id, dataset=dataset, split=settings.split, system=name)
-            rows = correctness.metric_rows(summary, judged)
-            correctness.record(warehouse.warehouse, keys, rows, datetime.now(UTC))
-            report = settings.reports_dir / "generation" / dataset / name / f"{run_id}.json"
-            write_text(report, json.dumps(meta, indent=2, default=str) + "\n")
-            meta["report"] = dg.MetadataValue.path(str(report))
-            log = context.log.warning if summary.unparseable else context.log.info
-            log(
-                f"{dataset}/{name}: AnswerCorrectness={summary.rate:.3f} "
-                f"[{summary.ci95_low:.3f}, {summary.ci95_high:.3f}] over {summary.n} answers, "
-                f"{summary.unparseable} unparseable verdict(s)"
-            )
+        where = (settings.dataset(context).name, name)
+        inputs = (answers, ground_truth, metrics)
+        judged, meta = judge(settings, warehouse, generation, where, inputs, context.log)
         context.add_output_metadata(meta)
         return judged
 
-    return [answers, answer_judgments]
+    return answer_judgments
 
 
 def build_generation(
@@ -337,6 +395,6 @@ def build_generation(
         JOB,
         selection=dg.AssetSelection.groups(GROUP),
         executor_def=executor_from_env(),
-        description="Seed 002's generation check: reference answers, RAG answers, judgments.",
+        description="The generation check: reference answers, RAG answers and their judgments.",
     )
     return build_generation_assets(catalog, datasets), job, {"generation": GenerationSettings()}

@@ -25,60 +25,82 @@ def reference_of(dataset: Dataset) -> ChunkingConfig | None:
 def index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDefinition) -> list:
     """`<system>/chunks` and `<system>/index` of an indexed system (a dense one's embeds its
     corpus shard by shard: defs/assets/dense_index.py)."""
-    name = system.name
-    common = dict(partitions_def=datasets, group_name=f"system_{name}")
+    common = dict(partitions_def=datasets, group_name=f"system_{system.name}")
+    chunks = _chunks_asset(system, versions["chunks"], datasets, common)
+    if isinstance(system, DenseSystem):
+        return [chunks, build_dense_index(system, versions["index"], datasets)]
+    return [chunks, _index_asset(system, versions["index"], common)]
+
+
+def make_chunks(settings: Settings, system: SystemConfig, partition: Dataset) -> tuple:
+    """The system's chunks of the stored corpus, reused while their content key is unchanged:
+    (table, metadata)."""
+    dataset = partition.name
+    corpus = settings.stored("corpus", partition=dataset)
+    chunking = system.chunking.resolve(reference_of(partition))
+    key = chunks_key(system, chunking, corpus.key)
+    cache = FrameCache(settings.cache_dir(system.name, "chunks", dataset))
+    df = None if settings.force else cache.get(key)
+    reused = df is not None
+    if df is None:
+        df = chunk_corpus(corpus.frame, chunking, datetime.now(UTC).isoformat(timespec="seconds"))
+        cache.put(key, df)
+    meta = {"chunks": len(df), "documents": corpus.rows, "chunking": chunking.strategy}
+    return df, meta | {"reused": reused, CONTENT_KEY: key}
+
+
+def build_index(settings: Settings, system: SystemConfig, version: str, dataset: str, log) -> dict:
+    """The system's index of its stored chunks, or the folder stamped with the same key; its
+    metadata."""
+    chunks = settings.stored(system.name, "chunks", partition=dataset)
+    directory = settings.index_dir(system.name, dataset)
+    key = content_key(version, chunks.key)
+    if not settings.force and directory.is_dir() and read_stamp(stamp_path(directory)) == key:
+        return {"reused": True, "path": str(directory)}
+    stats = build_stamped(system, chunks.frame, directory, settings, key, log.info)
+    log.info(f"{system.name} index for {dataset}: {stats}")
+    return {**stats, "reused": False, "path": str(directory)}
+
+
+def _chunks_asset(
+    system: SystemConfig, version: str, datasets: dg.PartitionsDefinition, common: dict
+) -> dg.AssetsDefinition:
+    key = [system.name, "chunks"]
 
     @dg.asset(
-        key=[name, "chunks"],
+        key=key,
         deps=["corpus"],
         check_specs=[
-            partitioned_check(check, asset=[name, "chunks"], partitions_def=datasets, blocking=True)
+            partitioned_check(check, asset=key, partitions_def=datasets, blocking=True)
             for check in CHUNK_CHECKS
         ],
-        description=f"Chunks for {name}: {system.chunking.strategy} chunking.",
+        description=f"Chunks for {system.name}: {system.chunking.strategy} chunking.",
         kinds={"parquet"},
-        code_version=versions["chunks"],
+        code_version=version,
         **common,
     )
     @one_line_errors
     def chunks(context: dg.AssetExecutionContext, settings: Settings):
-        partition = settings.dataset(context)
-        dataset = partition.name
-        corpus = settings.stored("corpus", partition=dataset)
-        chunking = system.chunking.resolve(reference_of(partition))
-        key = chunks_key(system, chunking, corpus.key)
-        cache = FrameCache(settings.cache_dir(name, "chunks", dataset))
-        df = None if settings.force else cache.get(key)
-        reused = df is not None
-        if df is None:
-            stamp = datetime.now(UTC).isoformat(timespec="seconds")
-            df = chunk_corpus(corpus.frame, chunking, stamp)
-            cache.put(key, df)
-        meta = {"chunks": len(df), "documents": corpus.rows, "chunking": chunking.strategy}
+        df, meta = make_chunks(settings, system, settings.dataset(context))
         # A reused table is not written again: the IO manager keeps the file of the same key.
-        yield dg.Output(df, metadata=meta | {"reused": reused, CONTENT_KEY: key})
+        yield dg.Output(df, metadata=meta)
         yield from chunk_check_results(df)
 
-    if isinstance(system, DenseSystem):
-        return [chunks, build_dense_index(system, versions["index"], datasets)]
+    return chunks
 
+
+def _index_asset(system: SystemConfig, version: str, common: dict) -> dg.AssetsDefinition:
     @dg.asset(
-        key=[name, "index"],
-        deps=[dg.AssetKey([name, "chunks"])],
-        description=f"The {system.retriever} index of {name}.",
-        code_version=versions["index"],
+        key=[system.name, "index"],
+        deps=[dg.AssetKey([system.name, "chunks"])],
+        description=f"The {system.retriever} index of {system.name}.",
+        code_version=version,
         **common,
     )
     @one_line_errors
     def index(context: dg.AssetExecutionContext, settings: Settings) -> dg.MaterializeResult:
         dataset = settings.dataset(context).name
-        chunks = settings.stored(name, "chunks", partition=dataset)
-        directory = settings.index_dir(name, dataset)
-        key = content_key(versions["index"], chunks.key)
-        if not settings.force and directory.is_dir() and read_stamp(stamp_path(directory)) == key:
-            return dg.MaterializeResult(metadata={"reused": True, "path": str(directory)})
-        stats = build_stamped(system, chunks.frame, directory, settings, key, context.log.info)
-        context.log.info(f"{name} index for {dataset}: {stats}")
-        return dg.MaterializeResult(metadata={**stats, "reused": False, "path": str(directory)})
+        meta = build_index(settings, system, version, dataset, context.log)
+        return dg.MaterializeResult(metadata=meta)
 
-    return [chunks, index]
+    return index

@@ -1,0 +1,80 @@
+"""The label job's steps on techdocs, in process: every pooled system's retrieval runs once per
+run (the `pooled_rankings` asset the label steps share), and the gate policy is read once."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+import yaml
+
+from rageval_pipeline.core.curation import pool
+from rageval_pipeline.core.settings.providers import SWITCHES
+from rageval_pipeline.defs import policy as policy_resource
+from rageval_pipeline.defs.definitions import build_definitions
+from tests.llm_servers import FakeLLM
+from tests.scripted_judge import reply
+
+pytestmark = pytest.mark.slow
+CONFIG = {"resources": {"labels": {"config": {"n": 8, "human_sample": 3, "depth": 3}}}}
+
+
+def test_the_label_steps_retrieve_once_and_read_the_policy_once(pipeline_home, monkeypatch):
+    data = pipeline_home / "data"
+    reference = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
+    systems = {"bm25": reference, "bm25_flat": {**reference, "k1": 0.3, "b": 0.1}}
+    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
+    policy = yaml.safe_load((data / "gate.yaml").read_text())
+    policy["datasets"]["techdocs"]["statistics"] = {"rule": "ppi"}
+    (data / "gate.yaml").write_text(yaml.safe_dump(policy))
+    fake = FakeLLM("openai", reply=reply).start()
+    for name in SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
+    retrieved: list[list[str]] = []
+    run_systems = pool.run_systems
+
+    def counted(suite, chosen, *args, **kwargs):  # the real retrieval, counted
+        retrieved.append(sorted(chosen))
+        return run_systems(suite, chosen, *args, **kwargs)
+
+    monkeypatch.setattr(pool, "run_systems", counted)
+    reads: list[str] = []
+    load_policy = policy_resource.load_policy
+    monkeypatch.setattr(
+        policy_resource, "load_policy", lambda p: reads.append(str(p)) or load_policy(p)
+    )
+    try:
+        defs = build_definitions()
+        assets = [
+            a
+            for a in defs.assets
+            if a.group_names_by_key and "llm_labels" in set(a.group_names_by_key.values())
+        ]
+        resources = defs.resources
+        first = dg.materialize(
+            [a for a in assets if a.key.path == ["synthetic_queries"]],
+            partition_key="techdocs",
+            resources=resources,
+            run_config=CONFIG,
+        )
+        assert first.success
+        retrieved.clear()
+        rest = dg.materialize(
+            assets,
+            selection=[a.key for a in assets if a.key.path != ["synthetic_queries"]],
+            partition_key="techdocs",
+            resources=resources,
+            run_config=CONFIG,
+            raise_on_error=False,
+        )
+    finally:
+        fake.stop()
+    materialized = {e.asset_key.path[-1] for e in rest.get_asset_materialization_events()}
+    assert {"pooled_rankings", "llm_labels", "judge_calibration"} <= materialized
+    # One retrieval of every pooled system for the whole run, not one per label step.
+    assert retrieved == [["bm25", "bm25_flat"]]
+    assert reads == [str(data / "gate.yaml")]
