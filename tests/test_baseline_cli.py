@@ -153,7 +153,7 @@ def test_baseline_update_refuses_a_worse_baseline_and_accepts_it_forced(evaluate
     verdict = json.loads(gate_json.read_text())
     [loosened] = [c for c in verdict["checks"] if c["kind"] == "policy"]
     assert loosened["blocking"] and not loosened["passed"]
-    assert "statistics.inconclusive: block -> warn" in loosened["message"]
+    assert "statistics.inconclusive: block -> block_likely" in loosened["message"]
     assert "compare: [" in loosened["message"] and "] -> []" in loosened["message"]
     assert "decided under policy" in gate_json.with_name("gate.md").read_text()
     before = path.read_text()

@@ -173,7 +173,7 @@ def test_rageval_gate_decides_with_the_ppi_interval_and_refuses_a_shopped_seed(s
 def test_rageval_gate_refuses_a_frame_that_is_not_the_committed_one(suite, capsys, tmp_path):
     """Frame shopping: dropping one query from the frame commits to another seed and another
     draw, which every check of the draw accepts; the committed frame refuses it, naming the id."""
-    gate = ["gate", "--qrels", suite["human"], "--baseline", suite["a"], "--run", suite["b"]]
+    gate = ["gate", suite["human"], suite["a"], suite["b"]]
     argv = [*gate, "--llm-qrels", suite["llm"], "-m", "nDCG@10"]
     frame = [f"q{i:02d}" for i in range(QUERIES)]
     dropped = frame[7]
@@ -189,7 +189,7 @@ def test_rageval_gate_refuses_a_frame_that_is_not_the_committed_one(suite, capsy
     )
     write_sample(shopped, sample_path(human))
     Path(frame_path(human)).write_text(Path(frame_path(suite["human"])).read_text())
-    argv[2] = str(human)
+    argv[1] = str(human)  # the qrels
     err = _refused(capsys, argv)
     assert "the sampling record's frame (79 queries) is not the committed frame (80" in err
     assert f"removed: {dropped}" in err and ": frame:" in err

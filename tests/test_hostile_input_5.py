@@ -410,7 +410,7 @@ def test_label_reads_its_human_sheets_before_any_judge_call(tmp_path, monkeypatc
     monkeypatch.setenv("RAG_EVAL_OLLAMA_URL", "http://127.0.0.1:9")  # never called
     out = tmp_path / "labels"
     missing = tmp_path / "graded.jsonl"
-    argv = ["label", str(POOL), "--human", str(missing), "--out", str(out)]
+    argv = ["label", str(POOL), "--human", str(missing), "--output", str(out)]
     assert main([*argv, "--storage", str(tmp_path / "storage")]) == 2
     assert capsys.readouterr().err == f"error: {missing}: no such file\n"
     assert not out.exists()
@@ -420,11 +420,11 @@ def test_label_reads_its_human_sheets_before_any_judge_call(tmp_path, monkeypatc
     ("argv", "problem"),
     [
         (
-            ["pool", "suite", "-k", "0", "-o", "s.csv"],
+            ["pool", "export", "suite", "-k", "0", "-o", "s.csv"],
             "argument -k/--depth: 0 is below the minimum 1",
         ),
         (
-            ["pool", "suite", "-k", "-3", "-o", "s.csv"],
+            ["pool", "export", "suite", "-k", "-3", "-o", "s.csv"],
             "argument -k/--depth: -3 is below the minimum 1",
         ),
         (
@@ -498,7 +498,7 @@ def test_suite_init_refuses_names_that_cannot_be_a_partition(docs, tmp_path, cap
 def test_tracebacks_that_became_lines(tmp_path, monkeypatch, capsys):
     dangling = tmp_path / "suite"
     dangling.symlink_to(tmp_path / "nowhere")
-    assert main(["pool", str(dangling), "-o", str(tmp_path / "s.csv")]) == 2
+    assert main(["pool", "export", str(dangling), "-o", str(tmp_path / "s.csv")]) == 2
     assert capsys.readouterr().err == (
         f"error: {dangling}: is a symlink to {tmp_path}/nowhere, which does not exist\n"
     )
@@ -512,9 +512,9 @@ def test_tracebacks_that_became_lines(tmp_path, monkeypatch, capsys):
     run = tmp_path / "run.trec"
     run.write_text("q1 Q0 d1 1 1.0 t\n")
     (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
-    argv = ["gate", "--qrels", str(tmp_path / "qrels.txt"), "--baseline", str(run)]
-    assert main([*argv, "--run", str(run), "--reports", str(a_file)]) == 2
-    assert capsys.readouterr().err == f"error: --reports: {a_file} is a file, not a folder\n"
+    argv = ["gate", str(tmp_path / "qrels.txt"), str(run)]
+    assert main([*argv, str(run), "-o", str(a_file)]) == 2
+    assert capsys.readouterr().err == f"error: --output: {a_file} is a file, not a folder\n"
 
 
 def test_gate_takes_the_suite_its_policy_compares_evidence_on(tmp_path, capsys):
@@ -539,7 +539,7 @@ def test_gate_takes_the_suite_its_policy_compares_evidence_on(tmp_path, capsys):
     )
     policy = tmp_path / "gate.yaml"
     policy.write_text("version: 1\ndatasets:\n  default:\n    compare: [EvidenceRecall@512t]\n")
-    argv = ["gate", "--qrels", str(judged), "--baseline", str(run), "--run", str(run)]
+    argv = ["gate", str(judged), str(run), str(run)]
     argv += ["--policy", str(policy), "--format", "json"]
     assert main(argv) == 2
     assert "name their suite with --suite" in capsys.readouterr().err

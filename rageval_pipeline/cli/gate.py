@@ -123,7 +123,7 @@ def run_gate(args: argparse.Namespace) -> int:
 
     reports = None if args.reports is None else Path(args.reports)
     if reports is not None and reports.exists() and not reports.is_dir():
-        raise InputError("--reports", f"{reports} is a file, not a folder")  # before scoring
+        raise InputError("--output", f"{reports} is a file, not a folder")  # before scoring
     dataset = args.dataset or Path(args.qrels).stem
     system = args.system or Path(args.run).stem
     policy = _policy(args, dataset, args.policy)
