@@ -137,7 +137,13 @@ def test_a_killed_step_process_fails_its_step_in_one_line_naming_the_signal(tmp_
         ) as result:
             assert not result.success
             [failure] = result.get_step_failure_events()
+            [run_failure] = instance.get_records_for_run(
+                result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
+            ).records
     error = failure.step_failure_data.error
+    # The run's failure is the same line, not DagsterSubprocessError with the crash's trace.
+    ended = run_failure.event_log_entry.dagster_event.event_specific_data.error
+    assert (ended.message, ended.stack) == (error.message, [])
     assert error.cls_name == "Failure" and error.stack == []
     assert error.message == (
         "dagster._core.definitions.events.Failure: the process of step killed_from_outside was "
