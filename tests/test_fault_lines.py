@@ -36,7 +36,7 @@ from rageval_pipeline.core.storage.warehouse import (
 )
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import expected
-from rageval_pipeline.defs.resources import _existing
+from rageval_pipeline.defs.resources import StepsIOManager, _existing
 from tests.moto_s3 import moto_server
 from tests.test_storage_interrupted import _TINY_DISK
 
@@ -178,6 +178,12 @@ def test_a_stopped_object_store_is_its_own_line_not_a_missing_input(monkeypatch)
     line = str(expected(err.value))
     assert "no answer from the object store (EndpointConnectionError) in 1 try" in line
     assert "materialize" not in line and "\n" not in line
+    # What steps pass each other (steps/): the same line, not botocore's trace.
+    steps = StepsIOManager(base_dir=str(storage / "steps"))
+    io = steps.create_io_manager(dg.build_init_resource_context())
+    with pytest.raises(dg.Failure) as failed:
+        io.handle_output(dg.build_output_context(step_key="embed", name="shard", run_id="r"), 1)
+    assert str(failed.value) == line
 
 
 def test_a_metrics_step_killed_mid_mirror_leaves_no_rows_a_rebuild_counts(tmp_path, monkeypatch):
