@@ -36,7 +36,7 @@ from rageval_pipeline.core.storage.warehouse import (
 )
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import expected
-from rageval_pipeline.defs.resources import _existing
+from rageval_pipeline.defs.resources import StepsIOManager, _existing
 from tests.moto_s3 import moto_server
 from tests.test_storage_interrupted import _TINY_DISK
 
@@ -137,7 +137,13 @@ def test_a_killed_step_process_fails_its_step_in_one_line_naming_the_signal(tmp_
         ) as result:
             assert not result.success
             [failure] = result.get_step_failure_events()
+            [run_failure] = instance.get_records_for_run(
+                result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
+            ).records
     error = failure.step_failure_data.error
+    # The run's failure is the same line, not DagsterSubprocessError with the crash's trace.
+    ended = run_failure.event_log_entry.dagster_event.event_specific_data.error
+    assert (ended.message, ended.stack) == (error.message, [])
     assert error.cls_name == "Failure" and error.stack == []
     assert error.message == (
         "dagster._core.definitions.events.Failure: the process of step killed_from_outside was "
@@ -172,6 +178,12 @@ def test_a_stopped_object_store_is_its_own_line_not_a_missing_input(monkeypatch)
     line = str(expected(err.value))
     assert "no answer from the object store (EndpointConnectionError) in 1 try" in line
     assert "materialize" not in line and "\n" not in line
+    # What steps pass each other (steps/): the same line, not botocore's trace.
+    steps = StepsIOManager(base_dir=str(storage / "steps"))
+    io = steps.create_io_manager(dg.build_init_resource_context())
+    with pytest.raises(dg.Failure) as failed:
+        io.handle_output(dg.build_output_context(step_key="embed", name="shard", run_id="r"), 1)
+    assert str(failed.value) == line
 
 
 def test_a_metrics_step_killed_mid_mirror_leaves_no_rows_a_rebuild_counts(tmp_path, monkeypatch):

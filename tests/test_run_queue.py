@@ -193,6 +193,7 @@ def test_a_waiting_run_says_what_it_waits_for_and_frees_a_dead_holder(home):
     assert f"for a slot of pool {WRITE_POOL}, held by: {WRITE_POOL}: run {held_by} step hold" in (
         line
     )
+    assert "run queue" not in line  # the slot's holders only, not the waiting run itself
 
 
 def test_a_live_run_on_a_host_of_the_same_name_is_never_failed(home):

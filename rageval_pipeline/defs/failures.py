@@ -59,10 +59,7 @@ class _OneLineFailure(dg.Failure, DagsterUserCodeProcessError):
     def __init__(self, line: str) -> None:
         Exception.__init__(self, line)  # each base's __init__ wants the other's arguments
         self.description, self.metadata, self.allow_retries = line, {}, False
-        failure = f"{dg.Failure.__module__}.{dg.Failure.__qualname__}"
-        self.user_code_process_error_infos = [
-            SerializableErrorInfo(f"{failure}: {line}\n", [], dg.Failure.__name__)
-        ]
+        self.user_code_process_error_infos = [one_line_error(line)]
 
 
 def refusal(line: str) -> dg.Failure:
@@ -125,25 +122,29 @@ _CRASH = re.compile(
 )
 
 
-def crash_as_line(log_failure: Callable, step_context, error: SerializableErrorInfo, known):
-    """The multiprocess executor's `log_failure_or_retry_event_after_error`, failing a step
-    whose process died (a ChildProcessCrashException: its trace names neither the signal nor
-    a cause) with one line saying how the process ended and what to do instead."""
-    if error.cls_name == "ChildProcessCrashException":
-        key = step_context.step.key
-        records = step_context.instance.get_records_for_run(
-            step_context.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, ascending=False, limit=20
-        ).records
-        said = [m for r in records if (m := _CRASH.search(r.event_log_entry.message or ""))]
-        how = next((m[2] for m in said if m[1] == key), "ended without a word")
-        line = (
-            f"the process of step {key} {how}: killed from outside (kill, the out-of-memory "
-            "killer: see `dmesg` or the pod's events) or crashed; give it more memory "
-            "(fewer steps at once: multiprocess max_concurrent) or run again"
-        )
-        failure = f"{dg.Failure.__module__}.{dg.Failure.__qualname__}"
-        error = SerializableErrorInfo(f"{failure}: {line}\n", [], dg.Failure.__name__)
-    return log_failure(step_context, error, known)
+def crash_line(step_context, error: SerializableErrorInfo) -> str | None:
+    """For a step whose process died (the multiprocess executor's ChildProcessCrashException,
+    whose trace names neither the signal nor a cause), the one line saying how the process
+    ended and what to do; None for any other error."""
+    if error.cls_name != "ChildProcessCrashException":
+        return None
+    key = step_context.step.key
+    records = step_context.instance.get_records_for_run(
+        step_context.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, ascending=False, limit=20
+    ).records
+    said = [m for r in records if (m := _CRASH.search(r.event_log_entry.message or ""))]
+    how = next((m[2] for m in said if m[1] == key), "ended without a word")
+    return (
+        f"the process of step {key} {how}: killed from outside (kill, the out-of-memory "
+        "killer: see `dmesg` or the pod's events) or crashed; give it more memory "
+        "(fewer steps at once: multiprocess max_concurrent) or run again"
+    )
+
+
+def one_line_error(line: str) -> SerializableErrorInfo:
+    """A step's stored error that is `line` alone, as a `refusal` stores it."""
+    failure = f"{dg.Failure.__module__}.{dg.Failure.__qualname__}"
+    return SerializableErrorInfo(f"{failure}: {line}\n", [], dg.Failure.__name__)
 
 
 class LoadRefused(click.ClickException):
@@ -180,6 +181,12 @@ class _OneLineFailures(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         event = getattr(record, "dagster_event", None)  # Dagster's LOG_RECORD_EVENT_ATTR
+        error = getattr(getattr(event, "event_specific_data", None), "error", None)
+        if getattr(error, "cls_name", None) == "ChildProcessCrashException":
+            # Dagster's engine event for a dead step process: its text names the signal; the
+            # trace under it adds nothing (the step's failure says what to do).
+            record.msg = str(record.msg).split("\n\n", 1)[0]
+            return True
         line = _failure_line(event)
         if line is not None:
             head = str(record.msg).split("\n\n", 1)[0]

@@ -25,7 +25,6 @@ that Dagster wrote in between. The hosts' clocks must agree to well within the s
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import threading
@@ -34,10 +33,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import dagster as dg
+from dagster._core.errors import DagsterSubprocessError
+from dagster._utils.error import SerializableErrorInfo
 
 from rageval_pipeline.core.settings.locations import Deployment
 from rageval_pipeline.core.storage.locks import space
-from rageval_pipeline.defs.failures import crash_as_line
+from rageval_pipeline.defs.failures import crash_line, one_line_error, refusal
 
 KEY = "rageval/heartbeat/"
 
@@ -116,17 +117,26 @@ class _Beating(dg.Executor):
 
     def __init__(self, inner: dg.Executor, on_beat: Callable[[], OnBeat] | None) -> None:
         self._inner, self._on_beat = inner, on_beat
-        # A step process that died fails its step with one line (defs/failures.py).
-        log_failure = inner.log_failure_or_retry_event_after_error
-        inner.log_failure_or_retry_event_after_error = functools.partial(  # type: ignore[method-assign]
-            crash_as_line, log_failure
-        )
+        # A step process that died fails its step, then its run, with one line (failures.py).
+        self._crashes: list[str] = []
+        self._log_failure = inner.log_failure_or_retry_event_after_error
+        inner.log_failure_or_retry_event_after_error = self._crashed  # type: ignore[method-assign]
+
+    def _crashed(self, step_context, error: SerializableErrorInfo, known) -> dg.DagsterEvent:
+        if (line := crash_line(step_context, error)) is not None:
+            self._crashes.append(line)
+            error = one_line_error(line)
+        return self._log_failure(step_context, error, known)
 
     def execute(self, plan_context, execution_plan) -> Iterator[dg.DagsterEvent]:
         on_beat = self._on_beat() if self._on_beat is not None else None
         heart = _Heart(plan_context.instance, plan_context.run_id, plan_context.log, on_beat)
         try:
             yield from self._inner.execute(plan_context, execution_plan)
+        except DagsterSubprocessError:
+            if not self._crashes:
+                raise
+            raise refusal("; ".join(self._crashes)) from None  # not the crash's trace again
         finally:
             heart.stop()
 

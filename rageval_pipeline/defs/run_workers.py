@@ -176,13 +176,10 @@ def free_dead_runs(context: dg.SensorEvaluationContext):
 
 
 def holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
-    """One line per claimed slot of `pool` (run, step, the run's status, worker and last
-    heartbeat), then one per other STARTED run: each holds a place in the run queue."""
+    """One line per claimed slot of `pool`: run, step, the run's status, worker and last
+    heartbeat."""
     slots = instance.event_log_storage.get_concurrency_info(pool).claimed_slots
-    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
-    beats = heartbeat.last_beats(
-        instance, {slot.run_id for slot in slots} | {r.dagster_run.run_id for r in records}
-    )
+    beats = heartbeat.last_beats(instance, {slot.run_id for slot in slots})
     lines = []
     for slot in slots:
         run = instance.get_run_by_id(slot.run_id)
@@ -192,11 +189,20 @@ def holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
         if beat is not None:
             worker += f", last heartbeat {beat.age():.0f} s ago on {beat.host}"
         lines.append(f"{pool}: run {slot.run_id} step {slot.step_key} ({status}, {worker})")
+    return lines
+
+
+def in_queue(instance: dg.DagsterInstance, pool: str) -> list[str]:
+    """One line per STARTED run holding no slot of `pool`: each holds a place in the run
+    queue (a run killed before its first heartbeat among them, until it is failed)."""
+    slots = instance.event_log_storage.get_concurrency_info(pool).claimed_slots
     holding = {slot.run_id for slot in slots}
+    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+    records = [r for r in records if r.dagster_run.run_id not in holding]
+    beats = heartbeat.last_beats(instance, {r.dagster_run.run_id for r in records})
+    lines = []
     for record in records:
         run = record.dagster_run
-        if run.run_id in holding:
-            continue
         worker = run.tags.get(WORKER_TAG, "worker not recorded")
         beat = beats.get(run.run_id)
         if beat is not None:

@@ -1,5 +1,6 @@
 """`python -m rageval_pipeline.defs.slots [--free RUN_ID]`: who holds the `duckdb_write` pool's
-slots (run, step, status, run worker, last heartbeat), after failing the dead runs (this host's
+slots (run, step, status, run worker, last heartbeat) and which other runs hold a place in the
+run queue (STARTED), after failing the dead runs (this host's
 by pid, any host's by heartbeat) and freeing their slots (defs/run_workers.py); `--free RUN_ID`
 fails one run and frees its slots by hand (docs/deploy.md, "Interrupted runs").
 `dagster instance concurrency get` counts the slots but names no holder."""
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
             run_workers.free(instance, args.free)
             print(f"run {args.free}: failed and its slots freed")
         for line in run_workers.holders(instance, WRITE_POOL) or [f"{WRITE_POOL}: no slot held"]:
+            print(line)
+        for line in run_workers.in_queue(instance, WRITE_POOL):
             print(line)
     return 0
 
