@@ -28,12 +28,8 @@ import s3fs
 
 from rageval_pipeline.core.results import store
 from rageval_pipeline.core.results.store import measure_run, mirrored, store_results
-from rageval_pipeline.core.storage.warehouse import (
-    NO_SPACE,
-    WAREHOUSE_FILE,
-    Warehouse,
-    write_parquet,
-)
+from rageval_pipeline.core.storage.files import NO_SPACE, write_parquet
+from rageval_pipeline.core.storage.warehouse import WAREHOUSE_FILE, Warehouse
 from rageval_pipeline.defs.executors import executor_from_env
 from rageval_pipeline.defs.failures import expected
 from rageval_pipeline.defs.resources import StepsIOManager, _existing

@@ -39,7 +39,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run_qrels(args: argparse.Namespace) -> int:
     from rageval_pipeline.core.errors import InputError
     from rageval_pipeline.core.io.formats import read_run
-    from rageval_pipeline.core.storage.warehouse import write_text
+    from rageval_pipeline.core.storage.files import write_text
     from rageval_pipeline.core.suites.golden import load_suite, resolve_suite_file
     from rageval_pipeline.core.suites.loaders import suite_qrels
 
