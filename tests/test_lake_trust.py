@@ -79,6 +79,7 @@ def test_commits_are_numbered_by_claims_one_writer_each(storage):
         (f"s{10**19:020d}-{uuid.uuid4().hex}", "was never claimed (a hand-made or copied commit)"),
         ("manual-fix", "not a commit's name (s<sequence>-<id>.json)"),
     ],
+    ids=["future-dated", "unclaimed-sequence", "hand-named"],  # fixed: xdist workers compare ids
 )
 def test_a_commit_that_would_hide_the_only_run_is_refused_not_obeyed(
     storage, name, problem, capsys
