@@ -354,8 +354,11 @@ def _ties_broken(
         return None
     if pc.all(pc.greater(doc.take(pa.array(tie)), doc.take(pa.array(tie + 1)))).as_py():
         return None
-    tied = np.union1d(tie, tie + 1)  # rows in a run of ties
-    tie_run = np.cumsum(~np.isin(tied - 1, tie))  # which run of equal (query, score)
+    # Marks, not np.union1d and np.isin, which sort (0.9 s for 905k tied rows of 5M).
+    ties_next = np.zeros(len(doc) + 1, dtype=bool)  # row i ties with row i + 1
+    ties_next[tie] = True  # (the last stays False: row 0's "row -1")
+    tied = np.flatnonzero(ties_next[:-1] | np.r_[False, ties_next[:-2]])  # rows in a run of ties
+    tie_run = np.cumsum(~ties_next[tied - 1])  # which run of equal (query, score)
     by_doc = pc.sort_indices(
         pa.table({"run": tie_run, "doc": doc.take(pa.array(tied))}),
         sort_keys=[("run", "ascending"), ("doc", "descending")],
