@@ -28,6 +28,7 @@ from rageval_pipeline.core.gate import (
 )
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.history.summaries import history, select_runs, summaries
+from rageval_pipeline.core.io.paths import scratch_dir
 from rageval_pipeline.core.report.validation import validation_report
 from rageval_pipeline.core.storage.location import read_parquet
 from rageval_pipeline.core.storage.reuse import content_key
@@ -176,7 +177,7 @@ def build_gate_asset(
             full,
             folder / f"{stamp:%Y%m%dT%H%M%SZ}",
             folder / "latest",
-            plot_cache=settings.storage / "cache" / "plots",
+            plot_cache=scratch_dir() / "cache" / "plots",  # (shared by every storage)
         )
         report.write_index(settings.reports_dir)
         _write_validation_reports(
