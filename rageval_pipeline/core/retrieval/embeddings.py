@@ -42,6 +42,8 @@ ENCODE_ROWS = 64
 # An embedding of this many texts or more records its rate (texts a second, model time only,
 # loading excluded) beside the cache's shards, for the next estimate of what embedding costs.
 RATE_FROM_TEXTS = 32
+# Each model call's weight in the ETA's fitted cost, relative to the next call's.
+FORGET = 0.8
 RATE_FILE = "rate.json"
 PROGRESS_EVERY_S = 30.0
 
@@ -254,9 +256,12 @@ class _Tracker:
     Reports can only come between model calls, so one is made when the next call, taking as
     long as the last, would end past the interval. The ETA is the calls left timed by a cost
     measured on this machine: each call's seconds fitted as a fixed cost plus a cost per token
-    of its batch (rows x length), by least squares over the calls so far. Texts go longest
-    first in batches of one length, so neither texts nor characters left measure the work left:
-    short texts come in many small calls, where the fixed cost is most of the time.
+    of its batch (rows x length), by least squares over the calls so far, the latest weighing
+    most (a shared machine's speed changes by the minute) and the first left out once there
+    are others (it pays the model's warm-up: 3 s a text where later calls took 0.4 s). Texts
+    go longest first in batches of one length, so neither texts nor characters left measure
+    the work left: short texts come in many small calls, where the fixed cost is most of the
+    time.
     """
 
     def __init__(
@@ -281,6 +286,9 @@ class _Tracker:
         now = time.perf_counter()
         call_s, self.call_start = now - self.call_start, now
         x = float(rows * size)
+        if self.calls == 2:  # the first call (warm-up) is dropped for the second
+            self.sums[:] = 0.0
+        self.sums *= FORGET
         self.sums += (1.0, x, call_s, x * x, x * call_s)
         if self.report is None or not (last or now - self.last + call_s >= self.every_s):
             return
