@@ -6,7 +6,7 @@
   in memory, as every process was before the dependencies were compiled).
 - **gate step** on techdocs (bm25 only, its committed baseline): everything materialized once
   per build, then the gate alone in a new process, timed around its `materialize` (wall and
-  CPU): cold (the storage's plot cache emptied first: what a fresh storage pays) and warm.
+  CPU): cold (the plot cache emptied first: what the first storage on a machine pays) and warm.
 - **a changed dense configuration's job** on techdocs: `dense` with `max_seq_length: 128`
   against its committed baseline (256), fresh storage and embedding cache, every asset of the
   partition materialized in one process: the baseline's configuration is timed beside it.
@@ -60,6 +60,7 @@ def home(folder: Path, systems: str) -> dict[str, str]:
         "RAGEVAL_DATA": str(data),
         "RAGEVAL_BASELINES": str(data / "baselines"),
         "RAGEVAL_STORAGE": str(folder / "storage"),
+        "RAGEVAL_SCRATCH": str(folder / "scratch"),  # (the plot cache: emptied for a cold gate)
         "HF_HUB_OFFLINE": "1",
     }
 
@@ -127,7 +128,7 @@ def main() -> None:
         gate: dict[str, dict[str, list]] = {n: {"cold": [], "warm": []} for n in trees}
         for round_ in range(args.repeat):
             for name in rotated(list(trees), round_):
-                shutil.rmtree(Path(envs[name]["RAGEVAL_STORAGE"]) / "cache" / "plots", True)
+                shutil.rmtree(Path(envs[name]["RAGEVAL_SCRATCH"]) / "cache" / "plots", True)
                 gate[name]["cold"].append(driven(trees[name], envs[name], "gate"))
                 gate[name]["warm"].append(driven(trees[name], envs[name], "gate"))
         report["gate_step"] = {

@@ -205,12 +205,48 @@ def test_progress_reports_done_total_rate_and_eta(tmp_path):
     assert str(reports[0]) == "embedded 0/10 (0%), 0.0 docs/s, ETA ?"
     assert all(p.docs_per_s > 0 and p.eta_seconds is not None for p in reports[1:])
     assert reports[-1].eta_seconds == 0.0
-    # The ETA scales the time so far by the characters left: after the first call 6 of the 10
-    # texts are left, all of 13 characters ("text number 0".."9").
+    # After one call (4 texts of 13 characters, "text number 0".."9"; calls of one size so
+    # far) the time is taken as per character: 6 of the 10 texts are left.
     first = reports[1]
     assert first.eta_seconds == pytest.approx(first.seconds * 6 / 4)
     assert str(reports[-1]).startswith("embedded 10/10 (100%), ")
     assert str(reports[-1]).endswith(" docs/s, ETA 0 s")
+
+
+def test_the_eta_is_the_calls_left_at_the_measured_fixed_and_per_token_cost(tmp_path, monkeypatch):
+    # A clock only the encoder moves: each call costs 0.5 s plus 0.01 s a character of its
+    # batch, so many small calls of short texts (longest go first) cost mostly the 0.5 s that
+    # characters left alone would miss.
+    clock = [0.0]
+    monkeypatch.setattr(embeddings.time, "perf_counter", lambda: clock[0])
+
+    def timed(batch: list[str]) -> np.ndarray:
+        clock[0] += 0.5 + 0.01 * sum(len(t) for t in batch)
+        return CountingEncoder()(batch)
+
+    texts = [("x" * 40) + str(i) for i in range(4)] + ["y" * n for n in range(1, 9)]
+    reports: list[embeddings.Progress] = []
+    embed(
+        texts,
+        EmbeddingCache(tmp_path, "m"),
+        timed,
+        progress=reports.append,
+        progress_every_s=0.0,
+        rows_per_call=4,
+    )
+    end = reports[-1].seconds
+    for report in reports[3:]:  # from the third call on (the first: warm-up) it is exact
+        assert report.eta_seconds == pytest.approx(end - report.seconds)
+    first = reports[1]  # one call of 4 x 41 characters: per character only, an underestimate
+    assert first.eta_seconds < end - first.seconds
+
+
+def test_an_embedding_of_enough_texts_records_its_rate_for_the_next_estimate(tmp_path):
+    few, many = EmbeddingCache(tmp_path, "few"), EmbeddingCache(tmp_path, "many")
+    embed([f"t{i}" for i in range(embeddings.RATE_FROM_TEXTS - 1)], few, CountingEncoder())
+    assert few.rate() is None  # too few texts to time
+    _, stats = embed([f"t{i}" for i in range(embeddings.RATE_FROM_TEXTS)], many, CountingEncoder())
+    assert many.rate() == pytest.approx(stats.docs_per_s) and stats.docs_per_s > 0
 
 
 def test_progress_is_reported_before_the_interval_would_run_out(tmp_path, monkeypatch):

@@ -20,6 +20,8 @@ from rageval_pipeline.core.measures import evaluate, unjudged_queries
 
 CUTOFFS = (1, 3, 5, 10)
 DOCS = [f"d{i}" for i in range(12)]
+# Ids whose byte order trec_eval's tie-break reads past 8 bytes, a prefix and a length.
+LONG_DOCS = ["doc-0000000001", "doc-00000000010", "doc-0000000002", "doc-000000000", "é-1", "d"]
 
 
 def _ours_and_trec(rel: int) -> dict[str, str]:
@@ -36,13 +38,13 @@ def _ours_and_trec(rel: int) -> dict[str, str]:
 
 
 @st.composite
-def collections(draw):
+def collections(draw, docs=DOCS):
     n_queries = draw(st.integers(1, 4))
     qrels, run = [], []
     for q in range(n_queries):
-        judged = draw(st.lists(st.sampled_from(DOCS), unique=True, max_size=8))
+        judged = draw(st.lists(st.sampled_from(docs), unique=True, max_size=8))
         qrels += [(f"q{q}", d, draw(st.integers(0, 3))) for d in judged]
-        retrieved = draw(st.lists(st.sampled_from(DOCS), unique=True, min_size=1, max_size=12))
+        retrieved = draw(st.lists(st.sampled_from(docs), unique=True, min_size=1, max_size=12))
         # Few distinct scores, so ties (broken by doc id, descending) are common.
         run += [(f"q{q}", d, float(draw(st.integers(0, 4)))) for d in retrieved]
     order = draw(st.permutations(range(len(run))))
@@ -53,22 +55,18 @@ def collections(draw):
     return qrels_df, run_df
 
 
-@pytest.mark.parametrize("rel", [1, 2])
-@settings(max_examples=60, deadline=None)
-@given(data=collections())
-def test_agrees_with_pytrec_eval(rel, data):
-    qrels, run = data
-    pairs = _ours_and_trec(rel)
-    ours = evaluate(qrels, run, list(pairs))
+def _pytrec_values(qrels: pd.DataFrame, run: pd.DataFrame, names: set[str], rel: int) -> dict:
     trec_qrels: dict[str, dict[str, int]] = {}
     for q, d, r in qrels.itertuples(index=False):
         trec_qrels.setdefault(q, {})[d] = int(r)
     trec_run: dict[str, dict[str, float]] = {}
     for q, d, s in run.itertuples(index=False):
         trec_run.setdefault(q, {})[d] = s
-    evaluator = pytrec_eval.RelevanceEvaluator(trec_qrels, set(pairs.values()), relevance_level=rel)
-    theirs = evaluator.evaluate(trec_run)
+    evaluator = pytrec_eval.RelevanceEvaluator(trec_qrels, names, relevance_level=rel)
+    return evaluator.evaluate(trec_run)
 
+
+def _assert_agrees(ours: pd.DataFrame, theirs: dict, qrels: pd.DataFrame, pairs: dict) -> None:
     judged = set(qrels.loc[qrels["relevance"] >= 1, "query_id"])
     assert set(ours["query_id"]) == judged  # every judged query, retrieved or not
     compared = 0
@@ -77,6 +75,38 @@ def test_agrees_with_pytrec_eval(rel, data):
             assert value == pytest.approx(theirs[q][pairs[measure]], abs=1e-9), (q, measure)
             compared += 1
     assert compared == len(judged) * len(pairs)
+
+
+@pytest.mark.parametrize("rel", [1, 2])
+@settings(max_examples=60, deadline=None)
+@given(data=collections())
+def test_agrees_with_pytrec_eval(rel, data):
+    qrels, run = data
+    pairs = _ours_and_trec(rel)
+    ours = evaluate(qrels, run, list(pairs))
+    _assert_agrees(ours, _pytrec_values(qrels, run, set(pairs.values()), rel), qrels, pairs)
+
+
+@pytest.mark.parametrize("form", ["trec", "parquet"])
+@settings(max_examples=60, deadline=None)
+@given(data=collections(DOCS + LONG_DOCS))
+def test_a_file_with_tied_scores_read_for_scoring_agrees_with_pytrec_eval(
+    tmp_path_factory, form, data
+):
+    """The reader's own tie-break (the tied rows of a TREC or Parquet run, ordered by doc id
+    descending in byte order) gives trec_eval's values, ids past 8 bytes and prefixes too."""
+    qrels, run = data
+    path = tmp_path_factory.mktemp("run") / f"run.{form}"
+    if form == "parquet":
+        run.to_parquet(path, index=False)
+    else:
+        rows = run.itertuples(index=False)
+        path.write_text("".join(f"{q} Q0 {d} 1 {s!r} t\n" for q, d, s in rows))
+    pairs = _ours_and_trec(1)
+    ranked = read_ranked_run(path)
+    assert isinstance(ranked, RankedRun)
+    ours = evaluate(qrels, ranked, list(pairs))
+    _assert_agrees(ours, _pytrec_values(qrels, run, set(pairs.values()), 1), qrels, pairs)
 
 
 @settings(max_examples=40, deadline=None)

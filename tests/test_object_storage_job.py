@@ -48,6 +48,7 @@ def both(tmp_path_factory) -> tuple[Path, Path, Path]:
         (root / side / "dagster_home").mkdir(parents=True)
     local = env | {"DAGSTER_HOME": str(root / "local" / "dagster_home")}
     local["RAGEVAL_STORAGE"] = str(root / "local" / "storage")
+    local["RAGEVAL_SCRATCH"] = str(root / "local" / "scratch")  # (its plot cache)
     # The two runs at once (they share nothing but the code): much of each is one process
     # waiting for its steps' imports and writes, and the other's fills the gaps.
     command = job_command(JOB, DATASET)
@@ -72,6 +73,10 @@ def both(tmp_path_factory) -> tuple[Path, Path, Path]:
                 done = dagster_execute(JOB, DATASET, remote, root / "s3")
                 output = done.stdout + done.stderr
                 assert done.returncode == 0, output[-3000:]
+                # The gate again on the same bucket: its figures now come from the plot cache.
+                again = dagster_execute(JOB, DATASET, remote, root / "s3", op="gate")
+                (root / "gate-again.log").write_text(again.stdout + again.stderr)
+                output += again.stdout + again.stderr
                 assert aws["AWS_SECRET_ACCESS_KEY"] == SECRET and SECRET not in output
                 s3.get("bucket/eval/", str(root / "s3" / "bucket") + "/", recursive=True)
         except BaseException:
@@ -80,6 +85,9 @@ def both(tmp_path_factory) -> tuple[Path, Path, Path]:
         finally:
             beside.wait(600)
     assert beside.returncode == 0, (root / "local.log").read_text()[-3000:]
+    # The local side's gate again too, so both warehouses record two gates.
+    again = dagster_execute(JOB, DATASET, local, root / "local", op="gate")
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     return root / "local" / "storage", root / "s3" / "bucket", root / "s3"
 
 
@@ -155,6 +163,17 @@ def test_the_lake_in_the_bucket_holds_the_local_warehouses_tables(both):
     duckdb_file = open_warehouse(local, kind="duckdb", existing=True)
     for table in [*schemas(), "history"]:
         assert _comparable(lake, table) == _comparable(duckdb_file, table), table
+
+
+def test_a_second_gate_on_the_bucket_decides_with_its_figures_from_the_cache(both):
+    *_, cwd = both
+    log = (cwd.parent / "gate-again.log").read_text()
+    assert "TypeError" not in log, log[-3000:]
+    # Each gate decided (a verdict line, the check recorded), the second from cached figures.
+    assert re.search(r"(PASS|FAIL) beir-mini", log), log[-3000:]
+    assert "ASSET_CHECK_EVALUATION" in log, log[-3000:]
+    cached = list((cwd.parent / "scratch" / "cache" / "plots").glob("*.svg"))
+    assert cached
 
 
 def test_the_reports_are_in_the_bucket(both):

@@ -161,6 +161,45 @@ def test_pool_says_what_an_embedding_would_cost_and_asks_first(tmp_path, capsys,
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "storage" / "embeddings").exists()
 
 
+def test_pool_counts_a_text_two_chunkings_cut_alike_once_at_the_measured_rate(
+    tmp_path, capsys, monkeypatch
+):
+    """The estimate counts each distinct passage once over every dense system (the cache
+    embeds it once: here a configured system cuts paragraphs as an extra one does) and runs at
+    the rate the model last measured here."""
+    import re
+
+    from rageval_pipeline.core.curation import pool
+    from rageval_pipeline.core.retrieval import dense as dense_retrieval
+    from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache
+    from rageval_pipeline.core.suites.chunking import chunk_once
+    from rageval_pipeline.core.suites.golden import load_suite
+    from rageval_pipeline.core.suites.loaders import suite_tables
+
+    monkeypatch.setenv("RAGEVAL_STORAGE", str(tmp_path / "storage"))
+    _, folder, _ = _init(tmp_path, capsys)
+    add_queries(folder / "suite.json")
+    systems = tmp_path / "systems.yaml"
+    dense = {"retriever": "dense", "chunking": {"strategy": "reference"}}
+    paragraphs = {"retriever": "dense", "chunking": {"strategy": "paragraph"}}
+    configured = {"bm25": BM25, "dense": dense, "ours": paragraphs}
+    systems.write_text(json.dumps({"systems": configured}))
+    monkeypatch.setattr(EmbeddingCache, "rate", lambda self: 0.5)
+    argv = ["pool", str(folder), "-o", str(tmp_path / "s.csv"), "--systems", str(systems)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "chunks/s (measured here at its last embedding)" in err and " 0.5 chunks/s" in err
+    suite = load_suite(folder)
+    corpus = suite_tables(suite).corpus
+    chunkings = [suite.chunking, pool.EXTRA_CHUNKINGS["paragraph"], *pool.EXTRA_CHUNKINGS.values()]
+    texts = [
+        set(dense_retrieval.passage_texts(chunk_once(corpus, c.resolve(suite.chunking))))
+        for c in chunkings
+    ]
+    total = int(re.search(r"pool: ([\d,]+) chunks to embed", err).group(1).replace(",", ""))
+    assert total == len(set().union(*texts)) < sum(map(len, texts))
+
+
 @pytest.mark.slow
 def test_the_walkthrough_from_a_docs_folder_to_a_gated_build(pipeline_home, capsys):
     """docs/own-suite.md end to end on the fixture docs: suite init, queries, pool, the graded

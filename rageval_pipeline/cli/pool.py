@@ -138,7 +138,7 @@ def _pooled(args: argparse.Namespace):
     extra = {} if args.no_extra else pool.extra_systems()
     systems |= {n: s for n, s in extra.items() if n not in systems}
     embeddings = paths.storage_dir() / "embeddings"
-    _check_cost(pool.to_embed(suite, systems, embeddings), args, [n for n in extra])
+    _check_cost(*pool.to_embed(suite, systems, embeddings), args, [n for n in extra])
     start = time.perf_counter()
 
     def log(line: str) -> None:  # every line with the time since pooling started
@@ -156,20 +156,25 @@ def _pooled(args: argparse.Namespace):
     return suite, list(systems), pool.target_ranks(suite, systems, runs, depth), depth
 
 
-def _check_cost(to_embed: dict[str, int], args: argparse.Namespace, extra: list[str]) -> None:
-    """Say what the embedding will cost; refuse one past EMBED_WITHOUT_ASKING_S without
-    --embed, naming the ways around it."""
+def _check_cost(
+    to_embed: dict[str, int], rate: float | None, args: argparse.Namespace, extra: list[str]
+) -> None:
+    """Say what the embedding will cost, at the rate the model last measured here (else
+    CHUNKS_PER_S); refuse one past EMBED_WITHOUT_ASKING_S without --embed, naming the ways
+    around it."""
     from rageval_pipeline.core.errors import InputError
 
     total = sum(to_embed.values())
     if not total:
         return
-    seconds = MODEL_LOAD_S + total / CHUNKS_PER_S
+    per_s = rate or CHUNKS_PER_S
+    seconds = MODEL_LOAD_S + total / per_s
     each = ", ".join(f"{name} {n:,}" for name, n in to_embed.items())
     took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    measured = "measured here at its last embedding" if rate else "a guess until one is measured"
     cost = (
-        f"{total:,} chunks to embed on the CPU ({each}), about {took} at ~{CHUNKS_PER_S:.0f} "
-        "chunks/s after loading the model, longer on a busy machine (cached for the next time)"
+        f"{total:,} chunks to embed on the CPU ({each}), about {took} at {per_s:.1f} chunks/s "
+        f"({measured}) after loading the model (cached for the next time)"
     )
     if seconds <= EMBED_WITHOUT_ASKING_S or args.embed:
         print(f"pool: {cost}", file=sys.stderr)

@@ -84,17 +84,23 @@ def suite_level(suite: Suite) -> Level:
 
 def to_embed(
     suite: Suite, systems: Mapping[str, SystemConfig], embeddings_dir: Path
-) -> dict[str, int]:
-    """System -> how many of its chunks would be embedded (not in the cache yet), for the
-    systems that embed any: the cost of pooling, known before anything runs."""
+) -> tuple[dict[str, int], float | None]:
+    """System -> how many of its chunks would be embedded (not in the cache yet, nor embedded
+    by a system before it: chunkings that cut a text alike share its vector), for the systems
+    that embed any, and the slowest rate their models last measured (texts a second; None:
+    never measured): the cost of pooling, known before anything runs."""
     corpus = suite_tables(suite).corpus
-    out = {}
+    out, counted, rates = {}, set(), []
     for name, system in systems.items():
         if system.indexed:
             chunks = chunk_once(corpus, system.chunking.resolve(suite.chunking))
-            if n := system.to_embed(chunks, embeddings_dir):
-                out[name] = n
-    return out
+            keys, rate = system.to_embed(chunks, embeddings_dir)
+            if new := keys - counted:
+                out[name] = len(new)
+                counted |= new
+                rates.append(rate)
+    measured = [r for r in rates if r]
+    return out, (min(measured) if measured and len(measured) == len(rates) else None)
 
 
 def run_systems(
@@ -132,7 +138,7 @@ def run_systems(
             if system.indexed:
                 chunking = system.chunking.resolve(suite.chunking)
                 indexed = chunks_of(tables.corpus, chunking, stored_chunks)
-                new = system.to_embed(indexed, embeddings_dir)
+                new = len(system.to_embed(indexed, embeddings_dir)[0])
                 embedding = f", {new:,} to embed: loading the model first" if new else ""
                 say(f"{name}: indexing {len(indexed):,} chunks ({_describe(chunking)}){embedding}")
                 system.build_index(indexed, directory, embeddings_dir=embeddings_dir, log=log)

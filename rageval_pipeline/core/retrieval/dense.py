@@ -203,14 +203,17 @@ def uncached(
     max_seq_length: int = 256,
     backend: Backend = "torch",
     device: Device = "cpu",
-) -> int:
-    """How many distinct passages of `chunks` `embed_passages` would have to embed (the rest
-    are in the cache): what an embedding will cost, known before the model is loaded."""
+) -> tuple[frozenset[str], float | None]:
+    """The distinct passages of `chunks` `embed_passages` would have to embed (the rest are
+    in the cache), as keys naming the model too, and the model's last measured rate (texts a
+    second, `EmbeddingCache.rate`): what an embedding will cost, known before the model is
+    loaded. Keys, not a count, so passages that two chunkings share are counted once."""
     store = EmbeddingCache(
         cache, model_key(model_name, max_seq_length, backend, _runs_on(backend, device))
     )
     keys = {text_key(text) for text in passage_texts(chunks)}
-    return len(keys) - len(store.get(list(keys)))
+    missing = keys - set(store.get(list(keys)))
+    return frozenset(f"{store.directory.name}/{key}" for key in missing), store.rate()
 
 
 def passage_texts(chunks: pd.DataFrame) -> list[str]:

@@ -21,6 +21,7 @@ keys are harmless (shards are read in name order, first wins).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 import uuid
@@ -31,13 +32,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rageval_pipeline.core.storage.files import write_parquet
+from rageval_pipeline.core.storage.files import write_parquet, write_text
 from rageval_pipeline.core.storage.location import as_location, read_parquet
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
 # Texts per model call when the caller sets none (dense passes its batch size): progress is
 # reported between calls, and 64 of nfcorpus' longest texts take ~20 s on two busy cores.
 ENCODE_ROWS = 64
+# An embedding of this many texts or more records its rate (texts a second, model time only,
+# loading excluded) beside the cache's shards, for the next estimate of what embedding costs.
+RATE_FROM_TEXTS = 32
+# Each model call's weight in the ETA's fitted cost, relative to the next call's.
+FORGET = 0.8
+RATE_FILE = "rate.json"
 PROGRESS_EVERY_S = 30.0
 
 
@@ -121,6 +128,15 @@ class EmbeddingCache:
                 found[shard_keys[i]] = vectors[i]
         return found
 
+    def rate(self) -> float | None:
+        """Texts a second the model embedded at this cache's last embedding of at least
+        RATE_FROM_TEXTS texts (`embed` records it), or None when none has."""
+        path = self.directory / RATE_FILE
+        try:
+            return float(json.loads(path.read_text(encoding="utf-8"))["docs_per_s"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
     def put(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         """Publish one new shard atomically (core.storage.files.write_parquet)."""
         if not len(keys):
@@ -173,17 +189,21 @@ def embed(
         if key not in known:
             missing.setdefault(key, text)
     todo = _longest_first(missing, lengths)
-    tracker = _Tracker([text for _, text, _ in todo], progress, every_s)
-    embed_seconds = 0.0
+    calls = []  # each shard's model calls (first, end): runs of one length
     for offset in range(0, len(todo), SHARD_ROWS):
-        shard = todo[offset : offset + SHARD_ROWS]
-        parts = []
-        for first, end in _runs([size for _, _, size in shard], rows_per_call):
-            batch = [text for _, text, _ in shard[first:end]]
+        sizes = [size for _, _, size in todo[offset : offset + SHARD_ROWS]]
+        calls.append([(offset + a, offset + b) for a, b in _runs(sizes, rows_per_call)])
+    plan = [(end - first, todo[first][2]) for shard in calls for first, end in shard]
+    tracker = _Tracker(plan, progress, every_s)
+    embed_seconds = 0.0
+    for offset, shard_calls in zip(range(0, len(todo), SHARD_ROWS), calls, strict=True):
+        shard, parts = todo[offset : offset + SHARD_ROWS], []
+        for first, end in shard_calls:
+            batch = [text for _, text, _ in todo[first:end]]
             t0 = time.perf_counter()
             parts.append(np.asarray(encode(batch), dtype=np.float32))
             embed_seconds += time.perf_counter() - t0
-            tracker.advance(batch, last=offset + end == len(todo))
+            tracker.advance(last=end == len(todo))
         vectors = np.concatenate(parts)
         cache.put([key for key, _, _ in shard], vectors)
         known.update(zip((key for key, _, _ in shard), vectors, strict=True))
@@ -199,6 +219,8 @@ def embed(
         embed_seconds=embed_seconds,
         seconds=time.perf_counter() - start,
     )
+    if stats.embedded >= RATE_FROM_TEXTS:
+        write_text(cache.directory / RATE_FILE, json.dumps({"docs_per_s": stats.docs_per_s}))
     return matrix, stats
 
 
@@ -232,31 +254,55 @@ class _Tracker:
     """Reports progress at the start, before the interval would run out, and at the end.
 
     Reports can only come between model calls, so one is made when the next call, taking as
-    long as the last, would end past the interval. The ETA is by characters left, since the
-    longest texts go first.
+    long as the last, would end past the interval. The ETA is the calls left timed by a cost
+    measured on this machine: each call's seconds fitted as a fixed cost plus a cost per token
+    of its batch (rows x length), by least squares over the calls so far, the latest weighing
+    most (a shared machine's speed changes by the minute) and the first left out once there
+    are others (it pays the model's warm-up: 3 s a text where later calls took 0.4 s). Texts
+    go longest first in batches of one length, so neither texts nor characters left measure
+    the work left: short texts come in many small calls, where the fixed cost is most of the
+    time.
     """
 
     def __init__(
-        self, todo: list[str], report: Callable[[Progress], None] | None, every_s: float
+        self,
+        plan: list[tuple[int, int]],
+        report: Callable[[Progress], None] | None,
+        every_s: float,
     ) -> None:
         self.report, self.every_s = report, every_s
-        self.total = len(todo)
-        self.chars_left = sum(len(text) for text in todo)
-        self.chars_done = self.done = 0
+        self.plan = plan  # (rows, tokens a row) of every model call, in order
+        self.total = sum(rows for rows, _ in plan)
+        self.calls = self.done = 0
+        self.sums = np.zeros(5)  # n, sum x, sum y, sum x^2, sum xy; x tokens, y seconds
         self.start = self.last = self.call_start = time.perf_counter()
-        if report is not None and todo:
+        if report is not None and plan:
             report(Progress(0, self.total, 0.0, None))
 
-    def advance(self, batch: list[str], *, last: bool) -> None:
-        self.done += len(batch)
-        chars = sum(len(t) for t in batch)
-        self.chars_done += chars
-        self.chars_left -= chars
+    def advance(self, *, last: bool) -> None:
+        rows, size = self.plan[self.calls]
+        self.calls += 1
+        self.done += rows
         now = time.perf_counter()
         call_s, self.call_start = now - self.call_start, now
+        x = float(rows * size)
+        if self.calls == 2:  # the first call (warm-up) is dropped for the second
+            self.sums[:] = 0.0
+        self.sums *= FORGET
+        self.sums += (1.0, x, call_s, x * x, x * call_s)
         if self.report is None or not (last or now - self.last + call_s >= self.every_s):
             return
         self.last = now
-        elapsed = now - self.start
-        eta = elapsed * self.chars_left / self.chars_done if self.chars_done else None
-        self.report(Progress(self.done, self.total, elapsed, eta))
+        self.report(Progress(self.done, self.total, now - self.start, self.eta()))
+
+    def eta(self) -> float:
+        """Seconds the calls left should take at the fitted cost."""
+        n, sx, sy, sxx, sxy = self.sums
+        spread = n * sxx - sx * sx
+        if spread > 1e-9 * n * sxx:  # calls of different sizes: fixed and per-token costs
+            per_token = max((n * sxy - sx * sy) / spread, 0.0)
+            fixed = max((sy - per_token * sx) / n, 0.0)
+        else:  # every call the same size so far: the time taken as all per token
+            per_token, fixed = sy / sx if sx else 0.0, 0.0
+        left = self.plan[self.calls :]
+        return fixed * len(left) + per_token * sum(rows * size for rows, size in left)

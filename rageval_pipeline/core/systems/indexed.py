@@ -64,10 +64,13 @@ class _Indexed(_System):
     def open_index(self, directory: Path) -> Retriever:
         """The saved index, ready to search."""
 
-    def to_embed(self, chunks: pd.DataFrame, embeddings_dir: Path) -> int:
-        """How many texts building the index would run through a model (cache misses): what
-        the build costs before it starts (none for a lexical index)."""
-        return 0
+    def to_embed(
+        self, chunks: pd.DataFrame, embeddings_dir: Path
+    ) -> tuple[frozenset[str], float | None]:
+        """The texts building the index would run through a model (cache misses, as keys
+        naming the model) and the model's last measured rate (texts a second; None: never
+        measured): what the build costs before it starts (nothing for a lexical index)."""
+        return frozenset(), None
 
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
         baseline = None if inputs.baseline is None else inputs.baseline.search
@@ -182,7 +185,9 @@ class DenseSystem(_Indexed):
     def open_index(self, directory: Path) -> Retriever:
         return dense.DenseIndex.load(directory)
 
-    def to_embed(self, chunks: pd.DataFrame, embeddings_dir: Path) -> int:
+    def to_embed(
+        self, chunks: pd.DataFrame, embeddings_dir: Path
+    ) -> tuple[frozenset[str], float | None]:
         encoding = self._encoding(None, "")
         del encoding["batch_size"], encoding["progress"]
         return dense.uncached(chunks, embeddings_dir, **encoding)

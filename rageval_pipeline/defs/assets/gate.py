@@ -28,6 +28,7 @@ from rageval_pipeline.core.gate import (
 )
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.history.summaries import history, select_runs, summaries
+from rageval_pipeline.core.io.paths import scratch_dir
 from rageval_pipeline.core.report.validation import validation_report
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.files import write_text
@@ -187,7 +188,7 @@ def judge(
         report.build_report(verdict, run_summaries, baselines, past, texts),
         settings.reports_dir / dataset / f"{stamp:%Y%m%dT%H%M%SZ}",
         settings.reports_dir / dataset / "latest",
-        plot_cache=settings.storage / "cache" / "plots",
+        plot_cache=scratch_dir() / "cache" / "plots",  # (shared by every storage)
     )
     report.write_index(settings.reports_dir)
     _write_validation_reports(settings, run_summaries, policy, stamp, measured_integrity(context))
