@@ -21,7 +21,7 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.formats import (
     QRELS_FORMATS,
     RUN_FORMATS,
-    _ranked,
+    ranked_table,
     read_qrels,
     read_run,
 )
@@ -134,7 +134,7 @@ def test_unreadable_bytes_are_one_line(tmp_path, content, expected):
 
 def test_a_directory_or_a_missing_file_says_so(tmp_path):
     for reader in (read_run, read_qrels):
-        with pytest.raises(InputError, match=r"is a directory, not a file$"):
+        with pytest.raises(InputError, match=r"is a folder, not a regular file$"):
             reader(tmp_path)
         with pytest.raises(InputError, match=r"missing: no such file$"):
             reader(tmp_path / "missing")
@@ -280,7 +280,7 @@ def test_grouped_runs_are_ordered_like_order_run(rows, rnd):
     if not blocks:
         return
     frame = pd.concat(blocks, ignore_index=True)
-    run, _ = _ranked(pa.Table.from_pandas(frame[["query_id", "doc_id", "score"]]))
+    run, _ = ranked_table(pa.Table.from_pandas(frame[["query_id", "doc_id", "score"]]))
     assert run.starts is not None  # (the grouped path, no sort)
     got = run.table()
     expected = order_run(frame)

@@ -33,8 +33,8 @@ from rageval_pipeline.core.io.delimited import (
     table_pair_keys,
 )
 from rageval_pipeline.core.io.field_checks import INT32, TextFormat, quote_repr
-from rageval_pipeline.core.io.keys import arrow_strings, id_block_starts, shared_keys
-from rageval_pipeline.core.io.ranking import TREC_SORT_KEYS, RankedRun, index_type, order_run
+from rageval_pipeline.core.io.keys import shared_keys
+from rageval_pipeline.core.io.ranking import RankedRun, order_run, ranked_table
 
 if TYPE_CHECKING:
     # Not at run time: reading a file's columns needs no pandas (0.4 s to import), so
@@ -299,7 +299,7 @@ def _ranked_text(path: Path, data: bytes, ahead: Fetched | None) -> RankedRun:
     table = exact_table(path, data, TREC_RUN, RUN_FORMATS)
     if not table.num_rows:
         raise InputError(path, "has no results")
-    return _ranked(table)[0]
+    return ranked_table(table)[0]
 
 
 def _keyed(table: pa.Table) -> RankedRun | None:
@@ -308,7 +308,7 @@ def _keyed(table: pa.Table) -> RankedRun | None:
     keys = table_pair_keys(table, TREC_RUN)
     if shared_keys(keys).size:
         return None
-    run, moves = _ranked(table)
+    run, moves = ranked_table(table)
     if moves is not None:  # the keys in trec_eval order, as the engine reads them
         positions, rows = moves
         keys[positions] = keys[rows]
@@ -348,66 +348,6 @@ def _parquet_run(path: Path, table: pa.Table) -> pd.DataFrame:
     if not table.num_rows:
         raise InputError(path, "has no results")
     return _shaped(pa.Table.from_pandas(order_run(table.to_pandas())), tables.RUN)
-
-
-def _ranked(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] | None]:
-    """A checked run table as a RankedRun without pair keys, and the moves that put the file's
-    rows in its order: (positions, rows), position positions[i] taking row rows[i]."""
-    query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
-    score = table.column("score").combine_chunks()
-    scores = score.to_numpy()  # (a view)
-    grouped = _grouped(query, scores)
-    if grouped is None:  # not grouped by query with scores descending: one sort
-        columns = {"query_id": query, "doc_id": doc, "score": score}
-        order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
-        moves, starts = (np.arange(len(order)), order), None
-        queries = pc.unique(query)
-    else:
-        same, starts = grouped
-        moves = _ties_broken(doc, scores, same)
-        order = None
-        if moves is not None:
-            order = np.arange(len(doc), dtype=index_type(len(doc)))
-            order[moves[0]] = moves[1]
-        queries = query.take(pa.array(starts))
-    queries = queries.take(pc.sort_indices(queries))
-    run = RankedRun(query, doc, score, order, pair_keys=None, queries=queries, starts=starts)
-    return run, moves
-
-
-def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """For a run grouped by query with scores descending (as retrievers write them): whether
-    each row and the next belong to one query, and each query's first row. None for others."""
-    starts = id_block_starts(query)
-    same = np.ones(max(len(query) - 1, 0), dtype=bool)
-    same[starts[1:] - 1] = False
-    heads = query.take(pa.array(starts))
-    if pc.count_distinct(heads).as_py() != len(heads) or np.any(same & (score[1:] > score[:-1])):
-        return None
-    return same, starts
-
-
-def _ties_broken(
-    doc: pa.LargeStringArray, score: np.ndarray, same: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """(positions, rows) putting a `_grouped` run in trec_eval order, each query's tied scores
-    ordered by doc id descending (position positions[i] takes row rows[i], the other rows
-    stay); None when they already are (or none tie)."""
-    tie = np.flatnonzero(same & (score[1:] == score[:-1]))  # row i ties with row i + 1
-    if not tie.size:
-        return None
-    if pc.all(pc.greater(doc.take(pa.array(tie)), doc.take(pa.array(tie + 1)))).as_py():
-        return None
-    # Marks, not np.union1d and np.isin, which sort (0.9 s for 905k tied rows of 5M).
-    ties_next = np.zeros(len(doc) + 1, dtype=bool)  # row i ties with row i + 1
-    ties_next[tie] = True  # (the last stays False: row 0's "row -1")
-    tied = np.flatnonzero(ties_next[:-1] | np.r_[False, ties_next[:-2]])  # rows in a run of ties
-    tie_run = np.cumsum(~ties_next[tied - 1])  # which run of equal (query, score)
-    by_doc = pc.sort_indices(
-        pa.table({"run": tie_run, "doc": doc.take(pa.array(tied))}),
-        sort_keys=[("run", "ascending"), ("doc", "descending")],
-    )
-    return tied, tied[by_doc.to_numpy()]
 
 
 def write_trec_run(run: pd.DataFrame, path: str | Path, tag: str) -> None:
