@@ -138,9 +138,11 @@ def test_the_guard_blocks_at_its_limit_and_not_below():
 
 def test_a_fixed_query_offsets_a_broken_one():
     base = {**BASE, "q099": 0.0}
-    run = {**_broken(3), "q099": 0.9}
+    run = {**_broken(1), "q099": 0.9}
     _, checks = _decide(_summary(run), _summary(base))
     assert checks["breakage"].passed and "1 fixed" in checks["breakage"].message
+    _, alone = _decide(_summary(_broken(1)), _summary(BASE))  # one broken query blocks
+    assert not alone["breakage"].passed
 
 
 def test_a_run_that_lost_its_judged_documents_is_blocked_whatever_its_measures_say():

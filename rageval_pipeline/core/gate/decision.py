@@ -9,9 +9,9 @@ bootstrap interval and `band` the tolerance:
   queries, where the percentile bootstrap runs narrow; below MIN_PASS_QUERIES only a change
   that moved no query passes), and the mean drop is within `mean_within` (half) of the band.
   Real paired differences are skewed: a few queries lose a lot, and a sample that misses them
-  has a narrow interval around a mean that already used most of the band (resampled nfcorpus
-  tweaks shifted to a drop of the band passed 13% at 50 queries on the interval alone, 0.7%
-  with the mean within half the band; docs/gate.md). A change with no effect loses nothing
+  has a narrow interval around a mean that already used most of the band (a resampled nfcorpus
+  tweak shifted to a drop of the band passed 13% of 50-query suites on the interval alone,
+  none with the mean within half the band; docs/gate.md). A change with no effect loses nothing
   by it where the suite resolves the band. An unchanged system (every per-query value equal)
   has the zero-width interval [0, 0]: it passes, a band of 0 included.
 - FAIL when the (1 - alpha/m) interval's high end < -band, m the measures decided together: a

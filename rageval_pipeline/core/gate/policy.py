@@ -91,9 +91,12 @@ class Breakage(_Strict):
 
     high: float = Field(default=0.5, gt=0, le=1, description="the baseline value it fell from")
     low: float = Field(default=0.1, ge=0, lt=1, description="the run value it fell to")
-    count: int = Field(default=2, ge=1, description="broken queries (net of fixed) that block")
+    # A single broken query blocks: none of 14 real tweaks and 8 real swaps (techdocs, hotel,
+    # nfcorpus) had one that was not a real regression, and 2 let a 20-query suite holding one
+    # pass (docs/gate.md, "The breakage guard").
+    count: int = Field(default=1, ge=1, description="broken queries (net of fixed) that block")
     share: float = Field(
-        default=0.03, ge=0, le=1, description="... or this share of the answered ones, if more"
+        default=0.01, ge=0, le=1, description="... or this share of the answered ones, if more"
     )
     blocking: bool = True
 
