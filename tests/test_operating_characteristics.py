@@ -1,7 +1,9 @@
 """The gate's per-measure decision keeps its published error rates (docs/gate.md, "Operating
 characteristics"): a reduced, fixed-seed run of bench/operating_characteristics.py, which drives
 the shipped `core.gate.decision` over simulated paired nDCG@10-like suites, human-only and under
-the PPI rule (the gate's `ppi_rule.paired_ppi` on simulated LLM labels)."""
+the PPI rule (the gate's `ppi_rule.paired_ppi` on simulated LLM labels); and the whole verdict
+(`core.gate.decide`) on suites resampled from real per-query differences (bench/real_worlds.py,
+"Operating characteristics on real shapes"), under the default policy and `block_likely`."""
 
 from __future__ import annotations
 
