@@ -20,6 +20,10 @@ committed seed) and the world is decided by the gate's own PPI path, `ppi_rule.p
     PYTHONPATH=$PWD nice .venv/bin/python bench/operating_characteristics.py [--worlds 1000] \
         [--rule interval|ppi]
 
+With `--real shift|tilt` the worlds are resampled from real paired per-query differences
+instead, and decided by the whole shipped verdict (bench/real_worlds.py); `--per-shape` prints
+each real shape alone at a true drop of the band.
+
 Then one suite that resolves the band (closer systems on 1,000 queries), with no true change.
 
 False PASS: PASS while the true drop is at or beyond the band; false FAIL: FAIL while it is

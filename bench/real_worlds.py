@@ -197,9 +197,12 @@ def simulate(
     """Shares over `worlds` suites, split evenly over the shapes: PASS, FAIL (the measure's
     drop established), INCONCLUSIVE, blocked, and the share blocked by each check kind
     (`by breakage`, `by spike`, ...). Each shape draws from its own seeded stream, so a run
-    with fewer worlds decides the first suites of a longer one."""
+    with fewer worlds decides the first suites of a longer one. Under `tilt` a shape whose
+    differences cannot average the target is left out (`worlds` 0 when none can)."""
     if how == "tilt":  # a shape whose differences cannot average the target has no tilted world
         shapes = [s for s in shapes if _tilt(s.run - s.baseline, effect * s.band) is not None]
+    if not shapes:
+        return {"worlds": 0}
     counts: dict[str, float] = {}
     per_shape = max(1, worlds // len(shapes))
     total = 0
@@ -239,7 +242,10 @@ def blocked_drop(
     queries, and every larger one on it; None when none is."""
     found = None
     for effect in reversed(LADDER):
-        if cell(shapes, name, effect, n, worlds, **kw)["blocked"] < share:
+        r = cell(shapes, name, effect, n, worlds, **kw)
+        if not r["worlds"]:  # no tilt of any shape reaches this drop
+            continue
+        if r["blocked"] < share:
             break
         found = effect
     return found
@@ -279,6 +285,8 @@ def print_tables(worlds: int, *, how: str = "shift", resamples: int = 1000) -> N
                 change = "0" if effect == 0 else f"{effect:+g} x band"
                 keys = ("pass", "fail", "inconclusive", "blocked", "by breakage")
                 values = [_pct(r.get(k, 0.0)) for k in keys] + [_pct(likely.get("pass", 0.0))]
+                if not r["worlds"]:  # no tilt of any shape of the kind reaches this change
+                    values = ["–"] * len(values)
                 print(f"| {name} | {change} | {n} | {' | '.join(values)} |", flush=True)
     print(f"\nHarmless change PASS, and the drop blocked 95% of the time ({worlds} suites):\n")
     heads = " | ".join(f"{label}: PASS at 0 | blocks 95% from" for label in SETTINGS.values())
