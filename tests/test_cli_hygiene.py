@@ -110,7 +110,10 @@ def test_bad_option_values_are_refused_by_argument_parsing(capsys, argv, expecte
     [
         (["eval", str(FIXTURES), RUN_A], "measures: is a folder, not a regular file"),
         (["eval", QRELS, str(FIXTURES)], "measures: is a folder, not a regular file"),
-        (["compare", QRELS, RUN_A, str(FIXTURES.parent)], "fixtures: is a folder, not a regular file"),
+        (
+            ["compare", QRELS, RUN_A, str(FIXTURES.parent)],
+            "fixtures: is a folder, not a regular file",
+        ),
     ],
 )
 def test_a_directory_given_as_a_file_says_so(capsys, argv, expected):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rageval_pipeline.core.errors import InputError, printable
+from rageval_pipeline.core.settings import file_defaults
 
 if TYPE_CHECKING:
     from rageval_pipeline.core.settings.limits import FileLimits
@@ -105,13 +106,21 @@ def read_bytes(path: Path, most: int | None = None, variable: str = "file_bytes"
         return _capped(handle, size, most, variable)
 
 
+def _limit(variable: str) -> int:
+    """The byte limit `variable`: its default while no `RAGEVAL_MAX_*` variable is set (no
+    settings model to load, so reading a run needs no pydantic: `file_defaults`), else the
+    settings' value, checked."""
+    default = file_defaults.byte_limit_default(variable)
+    return getattr(file_limits(), variable) if default is None else default
+
+
 def _capped(handle: BinaryIO, size: int, most: int | None, variable: str) -> bytes:
     """The rest of an open file of `size` bytes, refused past `most` before it is read. One
     read of the size `fstat` gave: no second copy, as joining pieces would make."""
-    limits = file_limits()
-    most = getattr(limits, variable) if most is None else most
+    most = _limit(variable) if most is None else most
     if size > most:
-        raise ValueError(f"is {size} bytes, over the limit of {most}{limits.hint(variable)}")
+        hint = file_limits().hint(variable)
+        raise ValueError(f"is {size} bytes, over the limit of {most}{hint}")
     try:
         data = handle.read(size - handle.tell() + 1)
     except OSError as exc:
@@ -145,9 +154,9 @@ def input_bytes(
                 handle.seek(0)
                 return path, _capped(handle, size, None, most)
             handle.seek(0)
-            if size > getattr(limits := file_limits(), most):
+            if size > _limit(most):
                 _capped(handle, size, None, most)  # (refuses)
-            return path, _gunzipped(handle, limits, inflated)
+            return path, _gunzipped(handle, file_limits(), inflated)
     except InputError:
         raise  # (a bad limit in the environment: named as such)
     except ValueError as exc:

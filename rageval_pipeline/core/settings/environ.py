@@ -30,3 +30,8 @@ def named(name: str) -> str | None:
 def set_default(name: str, value: str) -> None:
     """Set `name` for this process and its children unless the user already set it."""
     os.environ.setdefault(name, value)
+
+
+def any_named(prefix: str) -> bool:
+    """Whether any variable whose name starts with `prefix` is set."""
+    return any(name.startswith(prefix) for name in os.environ)

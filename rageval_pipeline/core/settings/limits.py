@@ -11,6 +11,7 @@ from typing import ClassVar
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from rageval_pipeline.core.settings import file_defaults
 from rageval_pipeline.core.settings.base import EnvGroup
 
 # Upper bounds, so that no value overflows where it is used (a backoff doubled per attempt, a
@@ -25,9 +26,11 @@ ATTEMPTS = 100  # a backoff doubled 100 times from an hour is still a finite flo
 class FileLimits(EnvGroup):
     """Bounds on a file a user writes and on quoting its values; `RAGEVAL_MAX_*`."""
 
-    model_config = SettingsConfigDict(env_prefix="RAGEVAL_MAX_")
+    model_config = SettingsConfigDict(env_prefix=file_defaults.ENV_PREFIX)
 
-    file_bytes: int = Field(64 << 20, ge=1, le=TIB, description="bytes in one file a user writes")
+    file_bytes: int = Field(
+        file_defaults.FILE_BYTES, ge=1, le=TIB, description="bytes in one file a user writes"
+    )
     depth: int = Field(64, ge=1, le=10_000, description="levels of nested objects and arrays")
     yaml_alias_nodes: int = Field(
         10_000, ge=1, le=COUNT, description="nodes YAML aliases expand to"
@@ -35,13 +38,14 @@ class FileLimits(EnvGroup):
     quote_chars: int = Field(
         200, ge=1, le=COUNT, description="characters of a value quoted in an error"
     )
-    # A run of 10,000 queries x 1,000 results at ~45 bytes a line is ~450 MB; reading one
-    # takes about 2.5 times its size in memory (docs/limits.md).
     data_bytes: int = Field(
-        512 << 20, ge=1, le=TIB, description="bytes of a data file (run, qrels) on disk"
+        file_defaults.DATA_BYTES,
+        ge=1,
+        le=TIB,
+        description="bytes of a data file (run, qrels) on disk",
     )
     decompressed_bytes: int = Field(
-        512 << 20,
+        file_defaults.DECOMPRESSED_BYTES,
         ge=1,
         le=TIB,
         description="bytes a gzipped data file (run, qrels) may decompress to",
