@@ -19,7 +19,8 @@ judged region of that document (an answer left unquoted) or, with `region`, judg
 the query had not (a missed one: the whole document, or the reference section holding the
 quote, as its region). `{"query_id": ..., "primary": "<quote>"}` marks the primary nugget;
 otherwise a primary that is no longer of the highest grade moves to the first nugget that is.
-Applying again changes nothing: a decision whose nuggets are in place is skipped.
+Applying again changes nothing: a decision whose nuggets are in place (or were split further
+by a later decision that is) is skipped.
 """
 
 from __future__ import annotations
@@ -111,21 +112,22 @@ class Apply:
 
     def __call__(self, raw_queries: dict[str, dict[str, Any]]) -> None:
         primaries: dict[str, str] = {}
-        for line, row in read_decisions(self.path):
+        self.rows = read_decisions(self.path)
+        for at, (line, row) in enumerate(self.rows):
             query = raw_queries.get(row["query_id"])
             if query is None:
                 raise InputError(self.path, f"unknown query {row['query_id']!r}", line=line)
             if "primary" in row:
                 primaries[row["query_id"]] = row["primary"]
                 continue
-            self.decide(query, row, line)
+            self.decide(query, row, line, at)
         for query in raw_queries.values():
             if query.get("spans"):
                 self.mark_primary(query, primaries.get(query["id"]))
 
-    def decide(self, query: dict[str, Any], row: dict[str, Any], line: int) -> None:
+    def decide(self, query: dict[str, Any], row: dict[str, Any], line: int, at: int) -> None:
         spans, doc = query["spans"], row["doc"]
-        if self.in_place(spans, doc, row):
+        if self.in_place(spans, doc, row, at):
             return
         if row.get("span") is not None:
             wanted = flat(row["span"])
@@ -177,16 +179,30 @@ class Apply:
             evidence = reference.span_of(reference.chunk_of(Evidence(doc, start, end, sha)))
         return span_entry(evidence, grade=0)
 
-    def in_place(self, spans: list[dict], doc: str, row: dict[str, Any]) -> bool:
-        """Whether the decision was applied before: every nugget it grades >= 1 is a span with
-        its grade and decisive words, and the nugget it replaces is gone unless kept."""
+    def in_place(self, spans: list[dict], doc: str, row: dict[str, Any], at: int) -> bool:
+        """Whether the decision (the `at`-th) was applied before: every nugget it grades >= 1 is
+        a span with its grade and decisive words, or was split by a later decision that is in
+        place itself, and the nugget it replaces is gone unless kept."""
 
         def text(span: dict[str, Any]) -> str:
             return flat(self.texts[span["doc"]][span["start"] : span["end"]])
 
         have = {(s["doc"], text(s), s["grade"], s.get("decisive")) for s in spans}
         graded = [n for n in row["nuggets"] if n["grade"]]
-        wanted = {(doc, flat(n["quote"]), n["grade"], n.get("decisive")) for n in graded}
+        later = [
+            (i, r)
+            for i, (_, r) in enumerate(self.rows[at + 1 :], at + 1)
+            if r.get("query_id") == row["query_id"] and r.get("doc") == doc and r.get("span")
+        ]
+
+        def placed(nugget: dict[str, Any]) -> bool:
+            if (doc, flat(nugget["quote"]), nugget["grade"], nugget.get("decisive")) in have:
+                return True
+            return any(
+                flat(r["span"]) == flat(nugget["quote"]) and self.in_place(spans, doc, r, i)
+                for i, r in later
+            )
+
         old = row.get("span")
         kept = old is not None and any(flat(old) == flat(n["quote"]) for n in graded)
         gone = (
@@ -194,7 +210,7 @@ class Apply:
             or kept
             or not any(s["doc"] == doc and s["grade"] >= 1 and text(s) == flat(old) for s in spans)
         )
-        return wanted <= have and gone and (bool(wanted) or old is not None)
+        return all(map(placed, graded)) and gone and (bool(graded) or old is not None)
 
     def mark_primary(self, query: dict[str, Any], quote: str | None) -> None:
         spans = query["spans"]
