@@ -9,8 +9,6 @@ its JSON Schema is generated from these models (`core.suites.schema`).
 from __future__ import annotations
 
 import datetime
-import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +17,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.bounds import absent, confined, quote_json
 from rageval_pipeline.core.io.config import parse, rule, validate
+from rageval_pipeline.core.suites import stamps
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.documents import Document
 from rageval_pipeline.core.suites.evidence import (
@@ -354,26 +353,9 @@ class Suite(StrictModel):
         return [move for query in self.queries for move in query._moves]
 
 
-# Suites parsed in this process, by file: the files read (`suite_files`), their stamps, the
+# Suites parsed in this process, by file: the stamps of the files read (`suite_files`), the
 # suite. A step asked for one suite four or five times, parsing it each time.
-_PARSED: dict[Path, tuple[list[Path], list[tuple[int, int]], Suite]] = {}
-SETTLED_NS = 1_000_000_000
-
-
-def settled(mtimes: Iterable[int]) -> bool:
-    """Whether no file changed in the last second (times in ns): one rewritten at once with the
-    same size may keep its time (git's "racily clean" entries), so a fresh one is not trusted."""
-    since = time.time_ns() - SETTLED_NS
-    return all(t < since for t in mtimes)
-
-
-def _stamps(files: list[Path]) -> list[tuple[int, int]] | None:
-    """Size and modification time of each file (None when one is gone): a parsed suite is
-    reused while its files' stamps are unchanged."""
-    try:
-        return [(st.st_size, st.st_mtime_ns) for st in map(Path.stat, files)]
-    except OSError:
-        return None
+_PARSED: dict[Path, tuple[list[stamps.Stamp], Suite]] = {}
 
 
 def suite_files(file: Path, suite: Suite) -> list[Path]:
@@ -390,15 +372,14 @@ def load_suite(path: str | Path) -> Suite:
     modification time. The suite returned is shared: read it, never change it."""
     file = resolve_suite_file(Path(path))
     key = file.resolve()
-    if (cached := _PARSED.get(key)) is not None and _stamps(cached[0]) == cached[1]:
-        return cached[2]
-    before = _stamps([key])
+    if (cached := _PARSED.get(key)) is not None and stamps.hold(cached[0]):
+        return cached[1]
+    before = stamps.stamps([key])
     suite = _parse_suite(file)
-    files = suite_files(key, suite)
-    stamps = _stamps(files)
+    read = stamps.stamps(suite_files(key, suite))
     # Kept only when no file changed while it was read, and all are `settled`.
-    if stamps and before and stamps[0] == before[0] and settled(t for _, t in stamps):
-        _PARSED[key] = (files, stamps, suite)
+    if read and before and read[0] == before[0] and stamps.settled(read):
+        _PARSED[key] = (read, suite)
     return suite
 
 
