@@ -91,7 +91,7 @@ def to_embed(
     out = {}
     for name, system in systems.items():
         if system.indexed:
-            chunks = chunk_once(corpus, system.chunking.resolve(suite.chunking))
+            chunks = chunk_once(corpus, system.run_chunking(suite.chunking))
             if n := system.to_embed(chunks, embeddings_dir):
                 out[name] = n
     return out
@@ -130,7 +130,7 @@ def run_systems(
             start = time.perf_counter()
             say = log or (lambda _: None)
             if system.indexed:
-                chunking = system.chunking.resolve(suite.chunking)
+                chunking = system.run_chunking(suite.chunking)
                 indexed = chunks_of(tables.corpus, chunking, stored_chunks)
                 new = system.to_embed(indexed, embeddings_dir)
                 embedding = f", {new:,} to embed: loading the model first" if new else ""
@@ -170,7 +170,7 @@ def unit_chunking(system: SystemConfig, reference: ChunkingConfig) -> ChunkingCo
             return None
         return unit_chunking(system.member(system.member_names[0]), reference)
     if system.indexed:
-        return system.chunking.resolve(reference)
+        return system.run_chunking(reference)
     return reference  # external systems answer with the suite's own ids
 
 
