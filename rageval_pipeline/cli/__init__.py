@@ -132,7 +132,7 @@ def at_least(low: int):
 
 def price(text: str) -> float:
     """An argparse type: a price per million tokens, a finite number from 0 to 10^6 (as
-    $RAG_EVAL_PRICE_IN/_OUT); `nan`, `inf`, negatives and overflowing values refused."""
+    $RAGEVAL_PRICE_IN/_OUT); `nan`, `inf`, negatives and overflowing values refused."""
     from rageval_pipeline.core.settings.providers import MAX_PRICE  # (given: parsing, not building)
 
     try:
