@@ -3,16 +3,14 @@ run (the `pooled_rankings` asset the label steps share), and the gate policy is 
 
 from __future__ import annotations
 
-import json
-
 import dagster as dg
 import pytest
-import yaml
 
 from rageval_pipeline.core.curation import pool
 from rageval_pipeline.defs import policy as policy_resource
 from rageval_pipeline.defs.definitions import build_definitions
 from tests.scripted_judge import serve
+from tests.test_labels_job import labelled_home
 
 pytestmark = pytest.mark.slow
 CONFIG = {"resources": {"labels": {"config": {"n": 8, "human_sample": 3, "depth": 3}}}}
@@ -20,12 +18,7 @@ CONFIG = {"resources": {"labels": {"config": {"n": 8, "human_sample": 3, "depth"
 
 def test_the_label_steps_retrieve_once_and_read_the_policy_once(pipeline_home, monkeypatch):
     data = pipeline_home / "data"
-    reference = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
-    systems = {"bm25": reference, "bm25_flat": {**reference, "k1": 0.3, "b": 0.1}}
-    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
-    policy = yaml.safe_load((data / "gate.yaml").read_text())
-    policy["datasets"]["techdocs"]["statistics"] = {"rule": "ppi"}
-    (data / "gate.yaml").write_text(yaml.safe_dump(policy))
+    labelled_home(data)
     fake = serve(monkeypatch)
     retrieved: list[list[str]] = []
     run_systems = pool.run_systems
