@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 import re
 
+from rageval_pipeline.core.settings.providers import SWITCHES
+from tests.llm_servers import FakeLLM
+
 _WORD = re.compile(r"[a-z][a-z0-9_-]{3,}")
 STOP = {"this", "that", "with", "from", "when", "your", "each", "what", "which", "will", "have"}
 
@@ -52,3 +55,16 @@ def grade_like_a_human(sheet) -> None:
         share = sum(w in passage for w in asked) / max(len(asked), 1)
         row["grade"] = 3 if share >= 0.7 else 2 if share >= 0.5 else 1 if share >= 0.25 else 0
     sheet.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def serve(monkeypatch) -> FakeLLM:
+    """The scripted judge behind a local OpenAI-compatible server, and the environment that
+    points the project's models at it alone (every other provider switch unset). The caller
+    stops it."""
+    fake = FakeLLM("openai", reply=reply).start()
+    for name in SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
+    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
+    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
+    return fake

@@ -3,18 +3,14 @@ run (the `pooled_rankings` asset the label steps share), and the gate policy is 
 
 from __future__ import annotations
 
-import json
-
 import dagster as dg
 import pytest
-import yaml
 
 from rageval_pipeline.core.curation import pool
-from rageval_pipeline.core.settings.providers import SWITCHES
 from rageval_pipeline.defs import policy as policy_resource
 from rageval_pipeline.defs.definitions import build_definitions
-from tests.llm_servers import FakeLLM
-from tests.scripted_judge import reply
+from tests.scripted_judge import serve
+from tests.test_labels_job import labelled_home
 
 pytestmark = pytest.mark.slow
 CONFIG = {"resources": {"labels": {"config": {"n": 8, "human_sample": 3, "depth": 3}}}}
@@ -22,18 +18,8 @@ CONFIG = {"resources": {"labels": {"config": {"n": 8, "human_sample": 3, "depth"
 
 def test_the_label_steps_retrieve_once_and_read_the_policy_once(pipeline_home, monkeypatch):
     data = pipeline_home / "data"
-    reference = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
-    systems = {"bm25": reference, "bm25_flat": {**reference, "k1": 0.3, "b": 0.1}}
-    (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
-    policy = yaml.safe_load((data / "gate.yaml").read_text())
-    policy["datasets"]["techdocs"]["statistics"] = {"rule": "ppi"}
-    (data / "gate.yaml").write_text(yaml.safe_dump(policy))
-    fake = FakeLLM("openai", reply=reply).start()
-    for name in SWITCHES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
+    labelled_home(data)
+    fake = serve(monkeypatch)
     retrieved: list[list[str]] = []
     run_systems = pool.run_systems
 
@@ -43,9 +29,9 @@ def test_the_label_steps_retrieve_once_and_read_the_policy_once(pipeline_home, m
 
     monkeypatch.setattr(pool, "run_systems", counted)
     reads: list[str] = []
-    load_policy = policy_resource.load_policy
+    read_policy = policy_resource.policy_or_defaults
     monkeypatch.setattr(
-        policy_resource, "load_policy", lambda p: reads.append(str(p)) or load_policy(p)
+        policy_resource, "policy_or_defaults", lambda p: reads.append(str(p)) or read_policy(p)
     )
     try:
         defs = build_definitions()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -29,15 +30,20 @@ def execute(job: str, env: dict, home) -> subprocess.CompletedProcess:
     return dagster_execute(job, "techdocs", env, home, config)
 
 
-def test_label_dataset_synthesizes_labels_calibrates_and_gates_with_ppi(pipeline_home):
-    data = pipeline_home / "data"
+def labelled_home(data: Path, **rules) -> None:
+    """Two BM25 variants in `data` (two system rankings for the calibration), and techdocs
+    gated by PPI, with `rules` over its policy entry."""
     reference = {"retriever": "bm25", "chunking": {"strategy": "reference"}}
     systems = {"bm25": reference, "bm25_flat": {**reference, "k1": 0.3, "b": 0.1}}
     (data / "systems.yaml").write_text(json.dumps({"systems": systems}))
     policy = yaml.safe_load((data / "gate.yaml").read_text())
-    policy["datasets"]["techdocs"]["statistics"] = {"rule": "ppi"}
-    policy["datasets"]["techdocs"]["calibration"] = {"min_kappa": 0.3}
+    policy["datasets"]["techdocs"] |= {"statistics": {"rule": "ppi"}, **rules}
     (data / "gate.yaml").write_text(yaml.safe_dump(policy))
+
+
+def test_label_dataset_synthesizes_labels_calibrates_and_gates_with_ppi(pipeline_home):
+    data = pipeline_home / "data"
+    labelled_home(data, calibration={"min_kappa": 0.3})
     fake = FakeLLM("openai", reply=reply).start()
     env = {
         **base_env(pipeline_home),

@@ -18,8 +18,7 @@ from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.statistics.sampling import load_sample
 from rageval_pipeline.core.storage.warehouse import Warehouse
 from rageval_pipeline.defs.definitions import build_definitions
-from tests.llm_servers import FakeLLM
-from tests.scripted_judge import grade_like_a_human, reply
+from tests.scripted_judge import grade_like_a_human, serve
 from tests.test_cli_job import dagster_execute
 from tests.test_generation_job import base_env
 
@@ -31,12 +30,7 @@ SUITE = "techdocs"
 def companion(pipeline_home, monkeypatch):
     """The companion set, its graded sample sheet and its LLM labels, committed beside the
     suite and stored where `label_dataset` writes them."""
-    fake = FakeLLM("openai", reply=reply).start()
-    for name in SWITCHES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
+    fake = serve(monkeypatch)
     data = pipeline_home / "data"
     # The scripted judge is a poor one: its kappa with techdocs' evidence-level grades is 0.299
     # (0.32 with round 1's); the floor is lowered so that its labels may be used at all.

@@ -11,25 +11,18 @@ import pytest
 from rageval_pipeline.cli import main
 from rageval_pipeline.core.curation.agreement import kappa
 from rageval_pipeline.core.generation import prompts, synthetic
-from rageval_pipeline.core.generation.config import SWITCHES
 from rageval_pipeline.core.generation.llm import prompt_hash
 from rageval_pipeline.core.statistics.sampling import load_sample
 from rageval_pipeline.core.suites.golden import load_suite
 from tests.conftest import REPO
-from tests.llm_servers import FakeLLM
-from tests.scripted_judge import grade_like_a_human, reply
+from tests.scripted_judge import grade_like_a_human, reply, serve
 
 SUITE = REPO / "data" / "suites" / "techdocs"
 
 
 @pytest.fixture
 def judge(tmp_path, monkeypatch):
-    fake = FakeLLM("openai", reply=reply).start()
-    for name in SWITCHES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RAGEVAL_PROVIDER", "openai")
-    monkeypatch.setenv("RAGEVAL_OPENAI_BASE_URL", fake.url + "/v1")
-    monkeypatch.setenv("RAGEVAL_OPENAI_MODEL", "fake-1")
+    fake = serve(monkeypatch)
     monkeypatch.setenv("RAGEVAL_CONCURRENCY", "4")
     monkeypatch.delenv("RAGEVAL_SECOND_JUDGE_MODEL", raising=False)
     yield fake

@@ -59,6 +59,33 @@ def add_systems_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+POLICY_FILE = "$RAGEVAL_DATA/gate.yaml"
+
+
+def add_policy_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--policy FILE`: the gate policy, `what` the command uses it for (`policy_of`)."""
+    from rageval_pipeline.core.io import paths
+
+    parser.add_argument(
+        "--policy",
+        type=path_or(POLICY_FILE, lambda: paths.data_dir() / "gate.yaml", "--policy", "file"),
+        metavar="FILE",
+        help=f"{what} (default: {POLICY_FILE} when it exists, else the defaults of docs/gate.md)",
+    )
+
+
+def policy_of(given: Path | None):
+    """The gate policy a command reads, the one place the CLI reads gate.yaml: the `--policy`
+    file, else the data folder's when it exists, else the defaults (as the pipeline's policy
+    resource reads it: `core.gate.policy_or_defaults`)."""
+    from rageval_pipeline.core.gate import load_policy, policy_or_defaults
+    from rageval_pipeline.core.io import paths
+
+    if given is not None:
+        return load_policy(given)
+    return policy_or_defaults(paths.data_dir() / "gate.yaml")
+
+
 def path_or(
     placeholder: str,
     folder: Callable[[], Path],
@@ -105,7 +132,7 @@ def at_least(low: int):
 
 def price(text: str) -> float:
     """An argparse type: a price per million tokens, a finite number from 0 to 10^6 (as
-    $RAG_EVAL_PRICE_IN/_OUT); `nan`, `inf`, negatives and overflowing values refused."""
+    $RAGEVAL_PRICE_IN/_OUT); `nan`, `inf`, negatives and overflowing values refused."""
     from rageval_pipeline.core.settings.providers import MAX_PRICE  # (given: parsing, not building)
 
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rageval_pipeline.cli import add_storage_option, path_or
+from rageval_pipeline.cli import add_policy_option, add_storage_option, path_or, policy_of
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io import paths
 
@@ -52,14 +52,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="make this baseline the anchor later runs are held to with the cumulative band",
     )
-    update.add_argument(
-        "--policy",
-        type=path_or(
-            "$RAGEVAL_DATA/gate.yaml", lambda: paths.data_dir() / "gate.yaml", "--policy", "file"
-        ),
-        default="$RAGEVAL_DATA/gate.yaml",
-        help="the gate policy that decides if the new baseline is worse (default: %(default)s)",
-    )
+    add_policy_option(update, "the gate policy that decides if the new baseline is worse")
 
 
 def _selected(args: argparse.Namespace):
@@ -87,14 +80,13 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
-    from rageval_pipeline.core.gate import load_policy
     from rageval_pipeline.core.gate.baselines import promote
 
     selected = _selected(args)
     written = promote(
         selected,
         args.baselines,
-        load_policy(args.policy),
+        policy_of(args.policy),
         accept_worse=args.accept_worse,
         pin_anchor=args.pin_anchor,
         force=args.force,

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rageval_pipeline.cli import ppi_scores, scoring
+from rageval_pipeline.cli import add_policy_option, policy_of, ppi_scores, scoring
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.measures.defaults import EVAL_MEASURES
 
@@ -40,12 +40,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("qrels", metavar="QRELS", help="TREC or BEIR qrels")
     parser.add_argument("baseline", metavar="BASELINE", help="the baseline's run")
     parser.add_argument("run", metavar="RUN", help="the run under judgement")
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="gate policy (default: $RAGEVAL_DATA/gate.yaml when it exists, else the defaults "
-        "of docs/gate.md)",
-    )
+    add_policy_option(parser, "the gate policy")
     parser.add_argument(
         "--baseline-policy",
         metavar="FILE",
@@ -87,19 +82,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_gate, refuse=parser.error)
 
 
-def _policy(args: argparse.Namespace, dataset: str, given: str | None) -> GatePolicy:
-    """The policy file's rules (`given`, else the data folder's, else the defaults), with
-    `statistics.rule: ppi` for the dataset under `--llm-qrels`: LLM labels given for a gate
-    are there to decide it."""
-    from rageval_pipeline.core.gate import GatePolicy, load_policy
-    from rageval_pipeline.core.io import paths
-
-    default = paths.data_dir() / "gate.yaml"
-    if given is not None:
-        policy = load_policy(Path(given))
-    else:
-        there = default.exists() or default.is_symlink()  # a FIFO or a broken link: said
-        policy = load_policy(default) if there else GatePolicy()
+def _policy(args: argparse.Namespace, dataset: str, given: Path | None) -> GatePolicy:
+    """The policy file's rules (`policy_of`: `given`, else the data folder's, else the
+    defaults), with `statistics.rule: ppi` for the dataset under `--llm-qrels`: LLM labels
+    given for a gate are there to decide it."""
+    policy = policy_of(given)
     if args.llm_qrels is None:
         return policy
     rules = policy.rules_for(dataset)
@@ -129,7 +116,7 @@ def run_gate(args: argparse.Namespace) -> int:
     policy = _policy(args, dataset, args.policy)
     # The baseline's policy: without --baseline-policy, the one judging the run, so nothing
     # reads as loosened.
-    recorded = _policy(args, dataset, args.baseline_policy) if args.baseline_policy else None
+    recorded = _policy(args, dataset, Path(args.baseline_policy)) if args.baseline_policy else None
     rules = policy.rules_for(dataset)
     wanted = args.measures or [*GATE_MEASURES, *(str(m) for m in rules.compare or ())]
     args.measures = list(dict.fromkeys(wanted))

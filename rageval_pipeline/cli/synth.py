@@ -39,7 +39,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    from rageval_pipeline.cli import at_least
+    from rageval_pipeline.cli import add_policy_option, at_least
 
     synth = subparsers.add_parser(
         "synth",
@@ -93,14 +93,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     label.add_argument(
         "--human", type=Path, action="append", default=[], help="graded judging sheet (.jsonl)"
     )
-    label.add_argument(
-        "--policy",
-        type=Path,
-        dest="gate",
-        metavar="FILE",
-        help="gate policy whose kappa floor the calibration is held to (default: "
-        "$RAGEVAL_DATA/gate.yaml)",
-    )
+    add_policy_option(label, "the gate policy whose kappa floor the calibration is held to")
     label.add_argument("--check-sample", type=at_least(0), default=50, help="pairs per bias check")
     label.add_argument(
         "-o",
@@ -181,10 +174,9 @@ def run_synth(args: argparse.Namespace) -> int:
 
 
 def run_label(args: argparse.Namespace) -> int:
-    from rageval_pipeline.core.gate.policy import load_policy
+    from rageval_pipeline.cli import policy_of
     from rageval_pipeline.core.generation import config, judge_labels, labelling, synthetic
     from rageval_pipeline.core.generation.llm import LLM
-    from rageval_pipeline.core.io import paths
     from rageval_pipeline.core.settings.providers import Labelling
     from rageval_pipeline.core.storage.files import write_text
 
@@ -195,7 +187,7 @@ def run_label(args: argparse.Namespace) -> int:
         human = labelling.human_grades(suite, args.human)
         sampled = labelling.trec(labelling.sheet_grades(args.human)) if args.human else None
         companion = synthetic.read_companion(args.synthetic) if args.synthetic else []
-        policy = load_policy(args.gate or paths.data_dir() / "gate.yaml")
+        policy = policy_of(args.policy)
         second = config.second_judge()
         if second is not None:
             second = LLM(second, args.storage / "llm_cache", dry_run=args.dry_run)

@@ -14,17 +14,11 @@ from rageval_pipeline.core.io.beir import BEIR_MD5
 from rageval_pipeline.core.settings.limits import FileLimits
 from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.reuse import content_key
-from rageval_pipeline.core.suites import golden, loaders
+from rageval_pipeline.core.suites import golden, loaders, stamps
 
 # Where a validation's rules come from: a record made by other code or limits is not trusted.
 _VALIDATING_CODE = [Path(golden.__file__).parent.parent, Path(__file__).parent]
 _RECORD_NAME = re.compile(r"[0-9a-f]{64}")
-
-
-def _stamp(file: Path) -> list:
-    """A file's path, size and modification time (as JSON keeps it)."""
-    stat = file.stat()
-    return [str(file), stat.st_size, stat.st_mtime_ns]
 
 
 def _rules() -> str:
@@ -32,30 +26,29 @@ def _rules() -> str:
     file limits in force (`RAGEVAL_MAX_*`), pydantic's and Python's versions."""
     code = sorted(p for folder in _VALIDATING_CODE for p in folder.rglob("*.py"))
     return content_key(
-        [_stamp(p) for p in code], FileLimits().model_dump(), pydantic.VERSION, sys.version
+        [stamps.stamp(p) for p in code], FileLimits().model_dump(), pydantic.VERSION, sys.version
     )
 
 
 def _trusted(record: Path) -> bool:
     """Whether `record` lists files that all keep the size and modification time it lists."""
     try:
-        listed = json.loads(record.read_text(encoding="utf-8"))
-        return all(_stamp(Path(entry[0])) == entry for entry in listed)
-    except (OSError, ValueError, TypeError, IndexError):
+        return stamps.hold(json.loads(record.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
         return False
 
 
 def _record(record: Path, suites: dict[Path, golden.Suite]) -> None:
     """Record a passed validation: the files it read and their stamps, unless one changed in
-    the last second (a quick rewrite may keep its time: core.suites.golden); the older records
+    the last second (a quick rewrite may keep its time: core.suites.stamps); the older records
     go. A record is only a shortcut: a folder it cannot be written to leaves the next load to
     validate again."""
     try:
         files = [f for path, suite in suites.items() for f in golden.suite_files(path, suite)]
-        stamps = [_stamp(f) for f in files]
-        if not golden.settled(mtime for _, _, mtime in stamps):
+        read = stamps.stamps(files)
+        if read is None or not stamps.settled(read):
             return
-        write_text(record, json.dumps(stamps))
+        write_text(record, json.dumps(read))
         for older in record.parent.iterdir():  # another process's temp file is not a record
             if older != record and _RECORD_NAME.fullmatch(older.name):
                 older.unlink(missing_ok=True)

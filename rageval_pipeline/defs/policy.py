@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import PrivateAttr
 
-from rageval_pipeline.core.gate.policy import GatePolicy, load_policy
+from rageval_pipeline.core.gate.policy import GatePolicy, policy_or_defaults
 from rageval_pipeline.defs.resources import Settings
 
 POLICY_FILE = "gate.yaml"
@@ -30,6 +30,5 @@ class GatePolicyResource(dg.ConfigurableResource):
     def policy(self) -> GatePolicy:
         """The policy, read on first use and kept for the life of this resource."""
         if self._policy is None:
-            found = self.file.is_file()
-            self._policy = load_policy(self.file) if found else GatePolicy()
+            self._policy = policy_or_defaults(self.file)
         return self._policy

@@ -1,9 +1,9 @@
 """Resources: where things live (settings), the warehouse, and how asset tables are stored."""
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
 
 import dagster as dg
 import pandas as pd
@@ -24,6 +24,8 @@ from rageval_pipeline.core.storage.location import (
     read_parquet,
 )
 from rageval_pipeline.core.storage.reuse import file_digest, read_stamp, write_stamp
+from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.defs import run_workers
 from rageval_pipeline.defs.failures import one_line_errors
 
@@ -54,12 +56,19 @@ def storage_folder(configured: str | None, field: str) -> Path | UPath:
     return storage_location(configured)
 
 
-class Dataset(NamedTuple):
+@dataclass(frozen=True)
+class Dataset:
     """The dataset partition a step runs on, and the folder its files are read from."""
 
     name: str
     folder: Path
     bundled: bool  # a suite under data/suites, else a BEIR dataset extracted from its archive
+
+    @cached_property
+    def reference(self) -> ChunkingConfig | None:
+        """The suite's reference chunking (None for a BEIR dataset), read once per step: what
+        every system's `run_chunking` resolves against."""
+        return loaders.reference_chunking(self.folder)
 
 
 class Settings(dg.ConfigurableResource):
@@ -114,7 +123,10 @@ class Settings(dg.ConfigurableResource):
 
     def dataset(self, context: dg.AssetExecutionContext) -> Dataset:
         """The dataset partition of a step, with its folder."""
-        name = context.partition_key
+        return self.partition(context.partition_key)
+
+    def partition(self, name: str) -> Dataset:
+        """The dataset partition `name`, with its folder."""
         folder = self.dataset_folder(name)
         return Dataset(name, folder, bundled=folder.parent == self.data / "suites")
 

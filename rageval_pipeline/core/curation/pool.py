@@ -93,7 +93,7 @@ def to_embed(
     out, counted, rates = {}, set(), []
     for name, system in systems.items():
         if system.indexed:
-            chunks = chunk_once(corpus, system.chunking.resolve(suite.chunking))
+            chunks = chunk_once(corpus, system.run_chunking(suite.chunking))
             keys, rate = system.to_embed(chunks, embeddings_dir)
             if new := keys - counted:
                 out[name] = len(new)
@@ -136,7 +136,7 @@ def run_systems(
             start = time.perf_counter()
             say = log or (lambda _: None)
             if system.indexed:
-                chunking = system.chunking.resolve(suite.chunking)
+                chunking = system.run_chunking(suite.chunking)
                 indexed = chunks_of(tables.corpus, chunking, stored_chunks)
                 new = len(system.to_embed(indexed, embeddings_dir)[0])
                 embedding = f", {new:,} to embed: loading the model first" if new else ""
@@ -176,7 +176,7 @@ def unit_chunking(system: SystemConfig, reference: ChunkingConfig) -> ChunkingCo
             return None
         return unit_chunking(system.member(system.member_names[0]), reference)
     if system.indexed:
-        return system.chunking.resolve(reference)
+        return system.run_chunking(reference)
     return reference  # external systems answer with the suite's own ids
 
 

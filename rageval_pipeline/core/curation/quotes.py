@@ -18,7 +18,7 @@ from typing import Any
 
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.suites.evidence import Evidence, Reference, span_entry
-from rageval_pipeline.core.suites.golden import Query
+from rageval_pipeline.core.suites.queries import Query
 from rageval_pipeline.core.suites.spans import QuoteError, locate_quote, span_sha256
 
 Quoted = list[tuple[int, int]]  # the quotes' [start, end) in the target's document

@@ -27,7 +27,8 @@ from rageval_pipeline.core.curation.readings import Pair, Reading, RoundReport, 
 from rageval_pipeline.core.curation.sheets import jsonl, write_rows
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.files import write_text
-from rageval_pipeline.core.suites.golden import Query, Suite
+from rageval_pipeline.core.suites.golden import Suite
+from rageval_pipeline.core.suites.queries import Query
 
 # The third reader's sheet, left to right: the query, the target, the two readings, the decision.
 COLUMNS = (

@@ -42,6 +42,7 @@ from rageval_pipeline.core.gate.policy import (
     Tolerance,
     UnjudgedSpike,
     load_policy,
+    policy_or_defaults,
 )
 from rageval_pipeline.core.gate.rules import INTEGRITY_RATES, Rule
 from rageval_pipeline.core.gate.taxonomy import CATEGORIES, FAMILY_CATEGORY, Category, category_of
@@ -84,5 +85,6 @@ __all__ = [
     "load_baselines",
     "load_placed",
     "load_policy",
+    "policy_or_defaults",
     "write_baseline",
 ]

@@ -217,3 +217,11 @@ class GatePolicy(_Strict):
 def load_policy(path: Path) -> GatePolicy:
     """Read and validate the gate policy; InputError names the file, line and field."""
     return load_model(Path(path), GatePolicy)
+
+
+def policy_or_defaults(path: Path) -> GatePolicy:
+    """The policy of `path`, or the defaults of docs/gate.md when nothing is there: the rule
+    for the data folder's gate.yaml on every surface. A FIFO or a broken link is something
+    there, refused by `load_policy` in one line, not taken for no file."""
+    there = path.exists() or path.is_symlink()
+    return load_policy(path) if there else GatePolicy()

@@ -184,7 +184,7 @@ def pooled_pairs(
 
 def write_labels(folder: Path, labels: list[judge_labels.Label]) -> Path:
     """`labels.jsonl` and the TREC `llm.qrels` (parsed labels only) into `folder`."""
-    write_text(folder / "labels.jsonl", "".join(lab.model_dump_json() + "\n" for lab in labels))
+    write_text(folder / "labels.jsonl", sheets.jsonl(labels))
     qrels = folder / "llm.qrels"
     write_text(qrels, judge_labels.trec_qrels(labels))
     return qrels
@@ -219,7 +219,7 @@ def calibrate(
     result = calibration.calibrate(labels, human, ranks, min_kappa, checks)
     if folder is not None:
         rows = [*variants["title"], *variants["truncated"], *others]
-        write_text(folder / "checks.jsonl", "".join(r.model_dump_json() + "\n" for r in rows))
+        write_text(folder / "checks.jsonl", sheets.jsonl(rows))
         write_text(folder / "calibration.json", json.dumps(result.model_dump(), indent=1) + "\n")
     return result
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rageval_pipeline.core.curation.agreement import kappa
-from rageval_pipeline.core.curation.sheets import grade_of
+from rageval_pipeline.core.curation.sheets import grade_of, jsonl
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.llm import LLM, agreement
@@ -96,8 +96,7 @@ def read_sheet(path: Path) -> list[SheetRow]:
 
 
 def write_sheet(path: Path, rows: list[SheetRow]) -> None:
-    text = "".join(r.model_dump_json(exclude_none=False) + "\n" for r in rows)
-    write_text(path, text)
+    write_text(path, jsonl(rows))
 
 
 def suggest(

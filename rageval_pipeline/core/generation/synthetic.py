@@ -32,6 +32,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rageval_pipeline.core.curation.pool import suite_level
+from rageval_pipeline.core.curation.sheets import jsonl
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.generation import prompts
 from rageval_pipeline.core.generation.config import GenerationError
@@ -221,7 +222,7 @@ def sheet_path(folder: Path, suite: Suite) -> Path:
 
 
 def write_companion(path: Path, queries: list[SyntheticQuery]) -> None:
-    write_text(path, "".join(q.model_dump_json() + "\n" for q in queries))
+    write_text(path, jsonl(queries))
 
 
 def read_companion(path: Path) -> list[SyntheticQuery]:

@@ -74,6 +74,14 @@ def space(folder: Path) -> Iterator[None]:
         raise
 
 
+def _temp_prefix(path: Path) -> str:
+    """Ready `path`'s folder for a temp entry beside it (made, orphans of killed writers swept)
+    and return the temp's name prefix, which names this writer (`locks.writer_tag`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    locks.sweep_orphans(path.parent)
+    return f".{path.name}.{locks.writer_tag()}."
+
+
 @contextmanager
 def atomic_path(path: Path | UPath) -> Iterator[Path]:
     """Yield a temp path beside `path`; rename it over `path` only if the block succeeds, so
@@ -84,10 +92,7 @@ def atomic_path(path: Path | UPath) -> Iterator[Path]:
             yield tmp
         return
     with writable(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        locks.sweep_orphans(path.parent)
-        prefix = f".{path.name}.{locks.writer_tag()}."
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     locks.claim(fd)
     tmp = Path(name)
     try:
@@ -111,10 +116,7 @@ def atomic_dir(path: Path | UPath) -> Iterator[Path]:
             yield tmp
         return
     with writable(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        locks.sweep_orphans(path.parent)
-        prefix = f".{path.name}.{locks.writer_tag()}."
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent))
     fd = os.open(tmp, os.O_RDONLY)
     locks.claim(fd)
     old = tmp.with_suffix(".old")

@@ -1,4 +1,5 @@
-"""Datasets as the pipeline sees them: golden suites (`golden`), BEIR folders and suites loaded
+"""Datasets as the pipeline sees them: golden suites (`golden`, their queries
+in `queries` and the stamps of the files read in `stamps`), BEIR folders and suites loaded
 into tables (`loaders`), chunking with stable ids (`chunking`), how a judgment names a document
 or chunk (`matching`), comparability conventions (`conventions`) and judgment consistency
 (`consistency`); evidence spans, their anchoring against drift and the reference chunking's

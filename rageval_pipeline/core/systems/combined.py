@@ -108,7 +108,7 @@ class RerankSystem(_System):
 
     def _chunkings(self, system: _System, reference: ChunkingConfig | None) -> list:
         if system.indexed:
-            return [system.chunking.resolve(reference)]
+            return [system.run_chunking(reference)]
         return [
             c for m in system.member_names for c in self._chunkings(system.member(m), reference)
         ]

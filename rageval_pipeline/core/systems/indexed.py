@@ -34,14 +34,15 @@ class _Indexed(_System):
         return True
 
     def chunk_level(self, reference: ChunkingConfig | None) -> bool:
-        return reference is not None and self.chunking.resolve(reference) == reference
+        return reference is not None and self.run_chunking(reference) == reference
 
-    def run_chunking(self, reference: ChunkingConfig | None) -> ChunkingConfig | None:
+    def run_chunking(self, reference: ChunkingConfig | None) -> ChunkingConfig:
+        """Its `chunking`, resolved against the suite's reference: the one place it is."""
         return self.chunking.resolve(reference)
 
     def recorded_config(self, reference: ChunkingConfig | None) -> dict:
         config = self.model_dump(mode="json")
-        config["chunking"] = self.chunking.resolve(reference).model_dump(mode="json")
+        config["chunking"] = self.run_chunking(reference).model_dump(mode="json")
         return config
 
     @abstractmethod

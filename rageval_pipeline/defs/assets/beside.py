@@ -12,9 +12,10 @@ from rageval_pipeline.core.gate import Baseline, baseline_path, load_placed
 from rageval_pipeline.core.retrieval import Retriever, execute
 from rageval_pipeline.core.storage.reuse import content_key, read_stamp, write_stamp
 from rageval_pipeline.core.suites import loaders
+from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.systems import TIMING_SAMPLE, SystemConfig, indexed_system
 from rageval_pipeline.defs.assets.chunked import chunked
-from rageval_pipeline.defs.resources import Settings, stamp_path
+from rageval_pipeline.defs.resources import Dataset, Settings, stamp_path
 
 
 def build_stamped(
@@ -37,10 +38,6 @@ def build_stamped(
     return stats
 
 
-def _reference(settings: Settings, dataset: str):
-    return loaders.reference_chunking(settings.dataset_folder(dataset))
-
-
 def baseline_of(system: SystemConfig, settings: Settings, dataset: str) -> Baseline | None:
     """The system's committed baseline on this dataset and split, if any."""
     path = baseline_path(settings.baselines, dataset, system.name)
@@ -51,14 +48,14 @@ def baseline_of(system: SystemConfig, settings: Settings, dataset: str) -> Basel
 
 
 def baseline_system(
-    system: SystemConfig, settings: Settings, dataset: str, baseline: Baseline | None
+    system: SystemConfig, reference: ChunkingConfig | None, baseline: Baseline | None
 ) -> SystemConfig | None:
     """The baseline's configuration when it is a built-in indexed one that can be run beside
     the system (docs/gate.md): the system itself when its recorded configuration is the
     baseline's."""
     if not system.indexed or baseline is None or baseline.config is None:
         return None
-    if system.recorded_config(_reference(settings, dataset)) == baseline.config:
+    if system.recorded_config(reference) == baseline.config:
         return system
     return indexed_system(baseline.config, system.name)
 
@@ -66,6 +63,7 @@ def baseline_system(
 def open_beside(
     context: dg.AssetExecutionContext,
     settings: Settings,
+    partition: Dataset,
     system: SystemConfig,
     beside: SystemConfig | None,
     index_dir: Path,
@@ -80,7 +78,7 @@ def open_beside(
         return None
     if beside is system:
         return system.open_index(index_dir)
-    dataset = settings.dataset(context).name
+    dataset = partition.name
     corpus = settings.stored("corpus", partition=dataset)
     directory = settings.index_dir(f"{system.name}.baseline", dataset)
     key = content_key(beside.fingerprint(), beside.index_version, corpus.key)
@@ -90,9 +88,10 @@ def open_beside(
     ):
         what = "to time it" if timing else "to re-run it"
         context.log.info(f"{system.name}: building the baseline configuration's index {what}")
-        reference = _reference(settings, dataset)
-        chunking = beside.chunking.resolve(reference)
-        chunks = chunked(settings, dataset, corpus, chunking, reference, system)
+        reference = partition.reference
+        chunks = chunked(
+            settings, dataset, corpus, beside.run_chunking(reference), reference, system
+        )
         build_stamped(
             beside, chunks, directory, settings, timing_key if timing else key, timing=timing
         )
@@ -102,13 +101,14 @@ def open_beside(
 def run_beside(
     context: dg.AssetExecutionContext,
     settings: Settings,
+    partition: Dataset,
     system: SystemConfig,
     beside: SystemConfig,
     judged: pd.DataFrame,
     queries: pd.DataFrame,
 ) -> pd.DataFrame:
     """The run of the baseline's configuration on this suite's judged queries."""
-    index_dir = settings.index_dir(system.name, settings.dataset(context).name)
-    retriever = open_beside(context, settings, system, beside, index_dir, timing=False)
+    index_dir = settings.index_dir(system.name, partition.name)
+    retriever = open_beside(context, settings, partition, system, beside, index_dir, timing=False)
     asked = loaders.judged_queries(queries, judged, settings.split)
     return execute(retriever.search, asked, settings.depth)

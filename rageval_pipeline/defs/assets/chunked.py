@@ -92,7 +92,7 @@ def stale_chunks(
     stale = []
     for s in {s.name: s for s in _indexed(system) if s.name}.values():
         stamp = _stored(settings, dataset, s).stamp
-        if stamp is not None and stamp != chunks_key(s, s.chunking.resolve(reference), corpus.key):
+        if stamp is not None and stamp != chunks_key(s, s.run_chunking(reference), corpus.key):
             stale.append(s.name)
     return stale
 
@@ -112,7 +112,7 @@ def chunked(
         s
         for named in systems
         for s in _indexed(named)
-        if s.name and s.chunking.resolve(reference) == chunking
+        if s.name and s.run_chunking(reference) == chunking
     )
     found = _fresh_table(settings, dataset, corpus, chunking, alike)
     return chunk_once(corpus.frame, chunking) if found is None else found

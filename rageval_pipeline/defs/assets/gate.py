@@ -76,7 +76,7 @@ def texts_beside_ids(
     if queries is None or corpus is None:
         return report.ReportTexts()
     texts = report.report_texts(dataset, queries, corpus, ids=ids)
-    reference = loaders.reference_chunking(settings.dataset_folder(dataset))
+    reference = settings.partition(dataset).reference
     if reference is not None:
         names = dict.fromkeys(run.system for run in runs if run.dataset == dataset)
         evaluated = [systems[name] for name in names if name in systems]
@@ -173,8 +173,9 @@ def judge(
     """The gate step: decide, write the reports, record the verdict and the experiments, and
     yield the asset's result and its check; a blocked verdict ends the step with its line."""
     settings, store, policy = resources
-    dataset = settings.dataset(context).name
-    loaders.require_judged(settings.dataset_folder(dataset))
+    partition = settings.dataset(context)
+    dataset = partition.name
+    loaders.require_judged(partition.folder)
     runs, scope, run_summaries, past = _evaluations(store, context.run.run_id, dataset)
     baselines = load_baselines(settings.baselines)
     verdict = decide(run_summaries, baselines, policy)

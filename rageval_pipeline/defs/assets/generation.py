@@ -189,7 +189,7 @@ def write_ground_truth(
         truth = correctness.GroundTruth.model_validate_json(found.read_text("utf-8"))
         log.info(f"reference answers {version} read from {found}: no call made")
     else:
-        reference = loaders.reference_chunking(folder)
+        reference = partition.reference
         chunks = []
         if reference is not None:  # (a system's stored chunks when one chunks so)
             stored_corpus = settings.stored("corpus", partition=dataset)  # `corpus`'s file

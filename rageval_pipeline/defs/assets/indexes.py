@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from rageval_pipeline.core.storage.reuse import FrameCache, content_key, read_stamp
-from rageval_pipeline.core.suites import loaders
-from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
+from rageval_pipeline.core.suites.chunking import chunk_corpus
 from rageval_pipeline.core.systems import DenseSystem, SystemConfig
 from rageval_pipeline.defs.assets.beside import build_stamped
 from rageval_pipeline.defs.assets.chunked import chunks_key
@@ -16,10 +15,6 @@ from rageval_pipeline.defs.checks import CHUNK_CHECKS, chunk_check_results
 from rageval_pipeline.defs.failures import one_line_errors
 from rageval_pipeline.defs.partitions import partitioned_check
 from rageval_pipeline.defs.resources import CONTENT_KEY, Dataset, Settings, stamp_path
-
-
-def reference_of(dataset: Dataset) -> ChunkingConfig | None:
-    return loaders.reference_chunking(dataset.folder)
 
 
 def index_assets(system: SystemConfig, versions: dict, datasets: dg.PartitionsDefinition) -> list:
@@ -37,7 +32,7 @@ def make_chunks(settings: Settings, system: SystemConfig, partition: Dataset) ->
     (table, metadata)."""
     dataset = partition.name
     corpus = settings.stored("corpus", partition=dataset)
-    chunking = system.chunking.resolve(reference_of(partition))
+    chunking = system.run_chunking(partition.reference)
     key = chunks_key(system, chunking, corpus.key)
     cache = FrameCache(settings.cache_dir(system.name, "chunks", dataset))
     df = None if settings.force else cache.get(key)

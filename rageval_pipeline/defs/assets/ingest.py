@@ -71,7 +71,7 @@ def build_ingest_assets(datasets: dg.PartitionsDefinition) -> list[dg.AssetsDefi
 
 def _archive(context: dg.AssetExecutionContext, settings: Settings, dataset: Dataset) -> dict:
     """Fetch (md5-verified, cached) and extract the partition's BEIR archive: its metadata."""
-    name, folder, bundled = dataset
+    name, folder, bundled = dataset.name, dataset.folder, dataset.bundled
     if bundled:
         context.log.info(f"{name} is a bundled suite at {folder}: nothing to download")
         return {"source": "bundled suite", "path": dg.MetadataValue.path(str(folder))}

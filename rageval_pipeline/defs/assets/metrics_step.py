@@ -31,7 +31,6 @@ from rageval_pipeline.core.systems import SystemConfig
 from rageval_pipeline.defs.assets.beside import baseline_of, baseline_system, run_beside
 from rageval_pipeline.defs.assets.chunked import from_storage, stale_chunks
 from rageval_pipeline.defs.assets.companion import Companion, companion, split_run
-from rageval_pipeline.defs.assets.indexes import reference_of
 from rageval_pipeline.defs.resources import (
     CONTENT_KEY,
     Dataset,
@@ -82,7 +81,7 @@ def measure_metrics(
             context, settings, warehouse, measurer, run.frame, baseline, extra
         )
         cache.put(key, per_query, record)
-    stale = stale_chunks(settings, dataset, corpus, reference_of(partition), system)
+    stale = stale_chunks(settings, dataset, corpus, partition.reference, system)
     if stale:
         context.log.warning(
             f"{dataset}/{name}: the run was made from chunks of an older corpus"
@@ -118,7 +117,7 @@ def _metrics_key(
     extra: Companion | None,
 ) -> str:
     """What a stored evaluation was measured from: a change to any of it measures again."""
-    reference = reference_of(partition)
+    reference = partition.reference
     return content_key(
         version,
         measures,
@@ -148,7 +147,8 @@ class Measurer:
         queries: pd.DataFrame,
         measures: tuple[str, ...],
     ) -> None:
-        self.system, self.dataset, self.reference = system, partition.name, reference_of(partition)
+        self.system, self.partition = system, partition
+        self.dataset, self.reference = partition.name, partition.reference
         self.judged, self.queries, self.measures = judged, queries, measures
         self.corpus = stored_corpus.frame
         spans = loaders.load_part(partition.folder, "spans", dataset=partition.name)
@@ -198,14 +198,14 @@ def _measure(
     if (ppi := rows.ppi(system.chunk_level(reference), context.log.warning)) is not None:
         results = results._replace(ppi=ppi)
     suite = suite_digest(judged, queries, measurer.corpus["doc_id"])
-    beside = baseline_system(system, settings, measurer.dataset, baseline)
+    beside = baseline_system(system, reference, baseline)
     config, rerun_json = system.recorded_config(reference), None
     why = (
         None if beside is None else rerun_reason(config, suite, results.means["measure"], baseline)
     )
     if why is not None:
         context.log.info(f"{system.name}: {why}; re-running the baseline's configuration beside it")
-        again = run_beside(context, settings, system, beside, judged, queries)
+        again = run_beside(context, settings, measurer.partition, system, beside, judged, queries)
         rerun_json = rerun(measurer.measure(again, beside), why).model_dump_json()
     record = RunRecord(
         dataset=measurer.dataset,

@@ -15,8 +15,7 @@ from rageval_pipeline.core.systems import RunInputs, SystemConfig
 from rageval_pipeline.defs.assets.beside import baseline_of, baseline_system, open_beside
 from rageval_pipeline.defs.assets.chunked import from_storage
 from rageval_pipeline.defs.assets.companion import companion
-from rageval_pipeline.defs.assets.indexes import reference_of
-from rageval_pipeline.defs.resources import CONTENT_KEY, Settings, StoredTable, stamp_path
+from rageval_pipeline.defs.resources import CONTENT_KEY, Dataset, Settings, StoredTable, stamp_path
 
 # Bump when the Dagster layer changes what a stage produces beyond the system's configuration
 # (the chunks' version is chunked.CHUNKS_VERSION).
@@ -36,12 +35,13 @@ def make_run(
     context: dg.AssetExecutionContext, settings: Settings, system: SystemConfig, version: str
 ) -> pd.DataFrame:
     """The system's run of this partition, from its cache when its content key is unchanged."""
-    dataset = settings.dataset(context).name
+    partition = settings.dataset(context)
+    dataset = partition.name
     sources = run_sources(system)
     inputs = {n: settings.stored(*k, partition=dataset) for n, k in sources.items()}
     index_dir = settings.index_dir(system.name, dataset)
     baseline = baseline_of(system, settings, dataset)
-    beside = baseline_system(system, settings, dataset, baseline)
+    beside = baseline_system(system, partition.reference, baseline)
     key = _run_key(system, version, settings, index_dir, inputs, beside)
     extra = companion(settings, dataset)  # its queries are run too, for PPI
     if key is not None and extra is not None:
@@ -50,7 +50,7 @@ def make_run(
     result = None if settings.force or key is None else cache.get(key)
     reused = result is not None
     if result is None:
-        result = _produce(context, settings, system, inputs, (baseline, beside, extra))
+        result = _produce(context, settings, partition, system, inputs, (baseline, beside, extra))
         if key is not None:
             cache.put(key, result)
     hits = result[result["doc_id"].notna()]
@@ -69,6 +69,7 @@ def make_run(
 def _produce(
     context: dg.AssetExecutionContext,
     settings: Settings,
+    partition: Dataset,
     system: SystemConfig,
     inputs: dict[str, StoredTable],
     around: tuple,
@@ -76,8 +77,7 @@ def _produce(
     """The run made now. `around`: the stored baseline, the baseline configuration timed beside
     the system, and the companion set."""
     baseline, beside, extra = around
-    partition = settings.dataset(context)
-    dataset, reference = partition.name, reference_of(partition)
+    dataset, reference = partition.name, partition.reference
     queries, qrels = inputs["queries"].frame, inputs["qrels"].frame
     judged = loaders.judged_queries(queries, qrels, settings.split)
     if extra is not None:
@@ -100,7 +100,9 @@ def _produce(
         if system.reads_corpus
         else None,
         embeddings_dir=settings.storage / "embeddings",
-        baseline=open_beside(context, settings, system, beside, index_dir, timing=not whole),
+        baseline=open_beside(
+            context, settings, partition, system, beside, index_dir, timing=not whole
+        ),
     )
     return tables.conform(system.produce_run(run_inputs), tables.RUN).to_pandas()
 
