@@ -35,6 +35,7 @@ from rageval_pipeline.core.gate.policy_diff import deciding_policy, policy_check
 from rageval_pipeline.core.gate.ppi_rule import refusal as ppi_refusal
 from rageval_pipeline.core.gate.quality import (
     baseline_check,
+    compared_measures,
     decided_measures,
     paired_tests,
     side_gains_withheld,
@@ -143,11 +144,16 @@ def _decide_run(
     baseline = rerun_baseline(s, stored) if rerun else stored
     comparable = comparability(run, baseline)
     change = run_change(s, stored, across_levels=not comparable.refuses)
-    deciding = deciding_policy(
-        run.rules,
-        decided_measures(run, baseline, comparable)[0]
+    # The policy's own list is what a loosening is judged on; what decided may differ (a
+    # chunking change decides on the token budgets, whatever the policy lists).
+    deciding = (
+        deciding_policy(
+            run.rules,
+            compared_measures(run, baseline),
+            decided_measures(run, baseline, comparable)[0],
+        )
         if baseline is not None
-        else run.rules.compare or [],
+        else deciding_policy(run.rules, run.rules.compare or [])
     )
     recorded = stored.policy if stored is not None else None
     change = change.model_copy(

@@ -64,6 +64,11 @@ class DecidingPolicy(_Values):
     alpha: float
     inconclusive: str
     compare: list[str] = Field(description="the compared measures, as the policy resolved them")
+    # The measures that decided the run: the primary one when the policy lists no `compare`,
+    # the token-budget ones after a chunking change (`quality.decided_measures`). What the
+    # report shows; `compare` is what the policy diff compares (a chunking change is no
+    # loosening). Empty in policies recorded before it was kept: then `compare` decided.
+    decided: list[str] = Field(default_factory=list)
     # Whether the policy lists `compare` (else: every measure both run and baseline have, so a
     # measure the run no longer computes leaves the list without any policy loosening).
     compare_listed: bool = True
@@ -93,7 +98,9 @@ class DecidingPolicy(_Values):
     def describe(self) -> str:
         """One line: `rule interval, alpha 0.05, inconclusive blocks; compared nDCG@10 (band
         5%); spike 20% drop on 25% of queries; unjudged +0.1 warns`."""
-        bands = ", ".join(f"{m} (band {_band(self.bands.get(m))})" for m in self.compare)
+        bands = ", ".join(
+            f"{m} (band {_band(self.bands.get(m))})" for m in self.decided or self.compare
+        )
         spike = self.spike
         unjudged = self.unjudged
         return (

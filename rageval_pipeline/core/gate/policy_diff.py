@@ -29,12 +29,16 @@ from rageval_pipeline.core.gate.quality import compared_measures
 from rageval_pipeline.core.measures.names import Measure
 
 
-def deciding_policy(rules: GateRules, compared: Iterable[Measure]) -> DecidingPolicy:
-    """The values of `rules` that decide a run whose compared measures are `compared`."""
+def deciding_policy(
+    rules: GateRules, compared: Iterable[Measure], decided: Iterable[Measure] = ()
+) -> DecidingPolicy:
+    """The values of `rules` that decide a run whose compared measures (as the policy resolves
+    them) are `compared`, and which were decided on `decided` (default: `compared`)."""
     stats, spike, unjudged = rules.statistics, rules.spike, rules.unjudged
     measures = list(compared)
+    decided = list(decided) or measures
     bands = {}
-    for measure in measures:
+    for measure in dict.fromkeys([*measures, *decided]):
         band = rules.tolerance.for_measure(measure)
         bands[str(measure)] = BandValues(relative=band.relative, absolute=band.absolute)
     return DecidingPolicy(
@@ -42,6 +46,7 @@ def deciding_policy(rules: GateRules, compared: Iterable[Measure]) -> DecidingPo
         alpha=stats.alpha,
         inconclusive=stats.inconclusive,
         compare=[str(m) for m in measures],
+        decided=[str(m) for m in decided],
         compare_listed=rules.compare is not None,
         bands=bands,
         spike=SpikeValues(
