@@ -282,7 +282,13 @@ def next_steps(report: Report) -> list[str]:
                 "it matters."
             )
         steps += _unsure_steps(name, dataset, [c for c in checks if _undecided(c)])
-        if change is not None and change.suite_changed:
+        if change is not None and change.suite_changed and tone == "fail":
+            steps.append(
+                f"{name}: the suite changed too; keep the baseline until this run passes (a "
+                "worse one is refused unless `rageval baseline update --accept-worse "
+                '"REASON"` says why).'
+            )
+        elif change is not None and change.suite_changed:
             steps.append(
                 f"{name}: the suite changed, so the baseline no longer measures the same "
                 "thing; once this run is reviewed, update the baseline: "
