@@ -107,7 +107,7 @@ def test_a_loosened_policy_blocks_in_decide_unless_approved():
     assert check.blocking and not check.passed and not verdict.passed
     assert "statistics.inconclusive: block -> block_likely" in check.message
     # the verdict line names what blocked, outside the regression taxonomy too
-    assert verdict.summary == "FAIL: 1 blocking failure(s) in 1 of 1 run(s): policy check"
+    assert verdict.summary == "FAIL: 1 blocking failure(s) in 1 of 1 run(s) (s): policy check"
     [change] = verdict.changes
     assert (
         change.policy.inconclusive == "block_likely" and change.baseline_policy == baseline.policy
