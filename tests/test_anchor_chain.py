@@ -3,6 +3,8 @@ small passing losses: lineage, `--accept-worse`, the cumulative band."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,9 @@ def test_a_chain_of_half_band_losses_is_blocked_by_the_anchor_before_the_fifth(t
     lines = _lineage_lines(stored)
     assert lines[0].startswith("replaces the baseline of 2026-01-")
     assert lines[1].startswith("anchor: the baseline of 2026-01-01") and "(run run-0)" in lines[1]
+    # each names the measure that decides (the recorded policy's), the replaced one old -> new
+    assert re.search(r"\): nDCG@10 0\.\d{4} -> 0\.\d{4}$", lines[0]), lines[0]
+    assert re.search(r"\): nDCG@10 0\.\d{4}$", lines[1]), lines[1]
 
     # Before: without the anchor's cumulative band (a factor no chain reaches), all six pass.
     loose = GatePolicy.model_validate({"datasets": {"default": {"anchor": {"factor": 100}}}})

@@ -830,6 +830,32 @@ def test_a_run_that_lost_most_judged_documents_is_blocked_as_unjudged_run(judged
         assert "`rageval pool`" in check.message and "\n" not in check.message
 
 
+@pytest.mark.parametrize(("judged", "foreign"), [(0.45, False), (0.449, True), (0.0, True)])
+def test_a_baseline_of_another_corpus_is_not_compared_and_never_improved(judged, foreign):
+    # The unjudged_run bound read the other way: a baseline lacking more than half
+    # (unjudged.broken) of the run's judged documents was recorded on another corpus; every
+    # measure of it is near zero, so the run would otherwise read as improved.
+    from rageval_pipeline.core.report import Report
+    from rageval_pipeline.core.report.summary import next_steps, run_state
+
+    run = summary({"Judged@10": 0.9, "nDCG@10": 0.60}, per_query=None)
+    base = summary({"Judged@10": judged, "nDCG@10": 0.0 if foreign else 0.55})
+    verdict = compare(run, base)
+    assert verdict.passed and verdict.changes[0].compared_with == (
+        "thresholds" if foreign else "baseline"
+    )
+    assert bool([c for c in verdict.checks if c.kind == "baseline"]) is not foreign
+    if foreign:
+        check = only(verdict, "unjudged", "Judged@10")
+        assert not check.passed and not check.blocking and check.category is None
+        assert "its baseline retrieves documents the suite never judged" in check.message
+        assert "judged on absolute thresholds only" in check.message
+        assert not verdict.improvements
+        assert run_state(verdict.checks)[0] == "PASS with warnings"
+        steps = next_steps(Report(verdict=verdict))
+        assert steps == [check.message] and "baseline update" not in " ".join(steps)
+
+
 def test_baseline_measure_names_are_canonicalised_on_load(tmp_path):
     path = tmp_path / "nfcorpus" / "bm25.json"
     path.parent.mkdir()

@@ -70,7 +70,7 @@ def test_a_drop_on_200_queries_fails_and_the_same_drop_on_10_is_inconclusive(rul
     assert not small.passed and check.inconclusive and check.blocking and check.category is None
     assert small.inconclusive == [check] and small.categories == []
     assert check.message.startswith("inconclusive: ")
-    assert small.summary.endswith("1 blocking failure(s) in 1 of 1 run(s): inconclusive")
+    assert small.summary.endswith("1 blocking failure(s) in 1 of 1 run(s) (ours): inconclusive")
     if rule == "interval":  # the resolution is the interval rule's power
         assert check.resolution is not None and not check.resolution.resolves
         assert "to resolve the band it needs about" in check.message

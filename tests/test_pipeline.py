@@ -167,6 +167,10 @@ def test_baseline_regression_fails_the_blocking_check(evaluated):
     assert "nDCG@10" in check.description or "nDCG@10" in json.dumps(
         check.metadata["failures"].value
     )
+    # the check's text leads with the verdict, a line per run and where the reports are
+    assert check.description.startswith("FAIL: ")
+    assert f" · {PARTITION}/test/" in check.description and "FAIL (" in check.description
+    assert " · Reports: " in check.description and "gate.html" in check.description
 
 
 def test_golden_suite_replays_identically_at_chunk_level(pipeline_home):

@@ -279,7 +279,7 @@ def test_short_summary_is_the_verdict_one_line_per_system_and_where(context, tmp
     report, _ = context
     lines = short_summary(report.verdict, tmp_path).splitlines()
     # One blocking check: the primary measure decides, the others are watched.
-    assert lines[0] == "Gate: FAIL: 1 blocking failure(s) in 1 of 2 run(s): inconclusive"
+    assert lines[0] == "Gate: FAIL: 1 blocking failure(s) in 1 of 2 run(s) (bm25): inconclusive"
     assert len(lines) == 4
     # bm25's drops are beyond tolerance but 8 queries cannot tell them from the band's: they
     # block, in the report's word.

@@ -384,3 +384,24 @@ def test_a_latency_rise_the_pairs_do_not_establish_is_noise_not_an_inconclusive_
     assert "| techdocs | bm25 | INCONCLUSIVE |" not in summary
     assert "cannot tell a drop of the band from none on p95" not in summary
     assert "techdocs/bm25: latency p95 [intent=conceptual] rose in its percentiles" in summary
+
+
+def test_a_blocked_run_on_a_changed_suite_is_not_offered_as_the_baseline(changed):
+    from rageval_pipeline.core.gate.models import RunChange
+
+    verdict = changed.verdict
+    assert any(c.system == "bm25" and c.blocking and not c.passed for c in verdict.checks)
+    suite = RunChange(
+        dataset="techdocs",
+        split="test",
+        system="bm25",
+        fingerprint="f",
+        suite_changed=True,
+        compared_with="unchanged",
+        unchanged=12,
+    )
+    report = changed.model_copy(update={"verdict": verdict.model_copy(update={"changes": [suite]})})
+    summary = to_markdown(report).split("## Details", 1)[0]
+    assert "--system bm25 --note" not in summary
+    keep = "techdocs/bm25: the suite changed too; keep the baseline until this run passes"
+    assert keep in summary

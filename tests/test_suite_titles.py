@@ -28,7 +28,9 @@ def test_titles_are_the_first_heading_outside_code_fences_then_the_file_name(tmp
         (docs / name).parent.mkdir(parents=True, exist_ok=True)
         (docs / name).write_text(text, encoding="utf-8")
     assert main(["suite", "init", str(docs), "--name", "titled", "--data", str(data)]) == 0
-    capsys.readouterr()
+    # the next step it names is in the CLI's one grammar (docs/cli.md), not an old spelling
+    step = f"then `rageval pool export {data / 'suites' / 'titled'} -o sheet.csv`"
+    assert step in capsys.readouterr().out
     titles = {d.id: d.title for d in load_suite(data / "suites" / "titled").documents}
     assert titles == {
         "advanced/timeouts": "Timeouts",

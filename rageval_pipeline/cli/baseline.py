@@ -115,8 +115,17 @@ def _lineage_lines(baseline) -> list[str]:
     lines = []
     if baseline.accepted_worse:
         lines.append(f"accepted worse: {baseline.accepted_worse}")
+    # The measures that decide (the recorded policy's), old -> new; else the first four.
+    decide = baseline.policy.compare if baseline.policy and baseline.policy.compare else None
     if (old := baseline.replaced) is not None:
-        means = ", ".join(f"{m} {v:.4f}" for m, v in sorted(old.measures.items())[:4])
+        names = decide or sorted(old.measures)[:4]
+        means = ", ".join(
+            f"{m} {old.measures[m]:.4f} -> {baseline.measures[m]:.4f}"
+            if m in baseline.measures
+            else f"{m} {old.measures[m]:.4f}"
+            for m in names
+            if m in old.measures
+        )
         lines.append(
             f"replaces the baseline of {old.recorded_at} (run {old.source_run_id}): {means}"
         )
@@ -125,7 +134,8 @@ def _lineage_lines(baseline) -> list[str]:
         lines.append("anchor: this baseline")
     else:
         pinned = "pinned " if anchor.pinned else ""
-        means = ", ".join(f"{m} {v:.4f}" for m, v in sorted(anchor.measures.items())[:4])
+        names = decide or sorted(anchor.measures)[:4]
+        means = ", ".join(f"{m} {anchor.measures[m]:.4f}" for m in names if m in anchor.measures)
         lines.append(
             f"anchor: the {pinned}baseline of {anchor.recorded_at} (run {anchor.source_run_id}): "
             f"{means}"

@@ -80,5 +80,5 @@ def run_init(args: argparse.Namespace) -> int:
         + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
         + f"), reference chunking {suite.chunking.strategy} ({chunks} sections), no queries yet"
     )
-    print(f"next: add queries to {path}, then `rageval pool {path.parent} -o sheet.csv`")
+    print(f"next: add queries to {path}, then `rageval pool export {path.parent} -o sheet.csv`")
     return 0

@@ -13,6 +13,11 @@ A run that lost more than `unjudged.broken` of the baseline's judged documents i
 (every id replaced: all of them) is not a changed retriever but a broken run: ids that do not
 match the corpus, another corpus, or a new chunking without derived judgments. It is blocked as
 `unjudged_run` whatever `unjudged.blocking` says, with the cause and the fix in one line.
+
+The same bound read the other way round: a baseline holding less than `1 - unjudged.broken` of
+the run's judged documents in its top k (a baseline run from another corpus: none of its ids
+judged) is not a baseline of this suite. Every measure of it is near zero, so any run would
+read as "improved"; the run is judged on absolute limits alone and the report says why.
 """
 
 from __future__ import annotations
@@ -90,6 +95,35 @@ def unjudged_check(run: Evaluation, baseline: Baseline | None) -> Check | None:
         blocking=spec.blocking,
         category=None if passed else "unjudged_spike",
         message=message if passed else f"{message}: {_HINT}",
+    )
+
+
+def foreign_baseline(run: Evaluation, baseline: Baseline | None) -> Check | None:
+    """A warning that replaces the comparison when the baseline's top k is mostly unjudged
+    against the run's (`unjudged.broken` of the run's judged documents missing from it)."""
+    spec = run.rules.unjudged
+    name = str(spec.measure)
+    judged = run.summary.measures.get(name)
+    reference = None if baseline is None else baseline.measures.get(name)
+    if judged is None or reference is None or judged <= EPS:
+        return None
+    missing = 1.0 - reference / judged
+    if missing <= spec.broken + EPS:
+        return None
+    return run.check(
+        kind="unjudged",
+        measure=name,
+        value=1.0 - judged,
+        reference=1.0 - reference,
+        delta=reference - judged,
+        passed=False,
+        blocking=False,
+        message=f"{run.label}: its baseline retrieves documents the suite never judged: "
+        f"{1.0 - reference:.0%} of the baseline's top {spec.measure.k} is unjudged against "
+        f"{1.0 - judged:.0%} of this run's (it lacks {missing:.0%} of the judged documents, "
+        f"more than the {spec.broken:.0%} a real change loses, unjudged.broken), so it was "
+        "likely recorded on another corpus or chunking and is not comparable: this run is "
+        "judged on absolute thresholds only; compare it with a baseline of this suite's corpus",
     )
 
 

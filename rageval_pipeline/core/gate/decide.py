@@ -18,7 +18,12 @@ from rageval_pipeline.core.gate.changes import (
     suite_changed,
 )
 from rageval_pipeline.core.gate.comparable import Comparability, comparability
-from rageval_pipeline.core.gate.coverage import dropped_check, explain_drops, unjudged_check
+from rageval_pipeline.core.gate.coverage import (
+    dropped_check,
+    explain_drops,
+    foreign_baseline,
+    unjudged_check,
+)
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.latency import latency_baseline_checks, latency_max_checks
 from rageval_pipeline.core.gate.models import (
@@ -160,12 +165,18 @@ def _decide_run(
         update={"note": comparable.note(run.label), "policy": deciding, "baseline_policy": recorded}
     )
     loosened = policy_check(run, deciding, recorded)
-    checks, baseline = _baseline_status(run, baseline, change, comparable)
+    same_units = not comparable.refuses and comparable.changed is None
+    foreign = foreign_baseline(run, baseline) if same_units else None
+    if foreign is not None:  # another corpus's baseline: every run would read as improved
+        checks, baseline = [], None
+        change = change.model_copy(update={"compared_with": "thresholds"})
+    else:
+        checks, baseline = _baseline_status(run, baseline, change, comparable)
     checks = [loosened, *checks] if loosened is not None else checks
     checks += filter(None, [dropped_check(run, stored)] if change.suite_changed else [])
     checks += [rule.check(full) for rule in comparable.limits(run.rules.limits())]
     worst: list[QueryRegression] = []
-    coverage = unjudged_check(run, baseline if comparable.changed is None else None)
+    coverage = foreign or unjudged_check(run, baseline if comparable.changed is None else None)
     refused = None
     if baseline is not None and run.rules.statistics.rule == "ppi":
         refused = ppi_refusal(run, baseline)

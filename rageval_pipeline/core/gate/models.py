@@ -387,10 +387,13 @@ class Verdict(BaseModel):
             failing_runs = {(c.dataset, c.split, c.system) for c in failures}
             named = {c.category for c in failures if c.category is not None}
             named |= {"inconclusive" for c in failures if c.inconclusive}
-            labels = ", ".join(sorted(named)) or "no regression category"
+            # A failure outside the taxonomy (a loosened policy, the anchor) by its check's kind.
+            named |= {f"{c.kind} check" for c in failures if not (c.category or c.inconclusive)}
+            labels = ", ".join(sorted(named))
+            systems = ", ".join(sorted({system for _, _, system in failing_runs}))
             return (
                 f"FAIL: {len(failures)} blocking failure(s) in {len(failing_runs)} of "
-                f"{len(runs)} run(s): {labels}"
+                f"{len(runs)} run(s) ({systems}): {labels}"
             )
         warnings, unsure = len(self.warnings), len(self.inconclusive)
         text = f"PASS: {len(runs)} run(s), {len(self.checks)} checks, {warnings} warning(s)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from rageval_pipeline.core.gate.comparable import comparability
 from rageval_pipeline.core.gate.deciding import (
     RULE_STRENGTH,
     BandValues,
@@ -25,7 +26,7 @@ from rageval_pipeline.core.gate.decision import inconclusive_mode
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
 from rageval_pipeline.core.gate.policy import Approval, GateRules
-from rageval_pipeline.core.gate.quality import compared_measures
+from rageval_pipeline.core.gate.quality import decided_measures
 from rageval_pipeline.core.measures.names import Measure
 
 
@@ -69,8 +70,12 @@ def deciding_policy(
 def recorded_policy(summary: RunSummary, rules: GateRules) -> DecidingPolicy:
     """The deciding policy a baseline recorded from `summary` under `rules` keeps: its compared
     measures resolved against its own measures, as the gate resolves a run's against it."""
-    as_baseline = Baseline.model_construct(**dict(summary))
-    return deciding_policy(rules, compared_measures(Evaluation(summary, rules), as_baseline))
+    # As the gate decides (`decided_measures`): without `compare`, the primary measure alone,
+    # so a `compare` that lists just that measure reads as no loosening.
+    run, as_baseline = Evaluation(summary, rules), Baseline.model_construct(**dict(summary))
+    return deciding_policy(
+        rules, decided_measures(run, as_baseline, comparability(run, as_baseline))[0]
+    )
 
 
 class Loosened(NamedTuple):

@@ -249,9 +249,12 @@ def next_steps(report: Report) -> list[str]:
         name, checks = f"{dataset}/{system}", _checks(verdict, key)
         state, tone = run_state(checks)
         change = changes.get(key)
-        # A broken run's one-line cause and fix comes first: its drops follow from it.
+        # A broken run's one-line cause and fix comes first: its drops follow from it; so does
+        # a baseline of another corpus (an unjudged warning without a category).
         steps += [
-            c.message for c in checks if c.category == "unjudged_run" and c.kind == "unjudged"
+            c.message
+            for c in checks
+            if c.kind == "unjudged" and not c.passed and c.category in ("unjudged_run", None)
         ]
         if tone == "fail":
             worst = [w for w in verdict.worst_queries if (w.dataset, w.split, w.system) == key]
@@ -282,7 +285,13 @@ def next_steps(report: Report) -> list[str]:
                 "it matters."
             )
         steps += _unsure_steps(name, dataset, [c for c in checks if _undecided(c)])
-        if change is not None and change.suite_changed:
+        if change is not None and change.suite_changed and tone == "fail":
+            steps.append(
+                f"{name}: the suite changed too; keep the baseline until this run passes (a "
+                "worse one is refused unless `rageval baseline update --accept-worse "
+                '"REASON"` says why).'
+            )
+        elif change is not None and change.suite_changed:
             steps.append(
                 f"{name}: the suite changed, so the baseline no longer measures the same "
                 "thing; once this run is reviewed, update the baseline: "

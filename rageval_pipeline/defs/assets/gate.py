@@ -268,10 +268,16 @@ def _results(verdict: Verdict, about: tuple) -> Iterator:
         check_name=GATE_CHECK,
         passed=verdict.passed,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=verdict.summary,
+        # The verdict, a line per run (what it was judged on and against) and the reports, as
+        # `scripts/evaluate` prints them: what a reader of the check needs first. The UI
+        # shows the description as one paragraph, so the lines are joined visibly.
+        description=" · ".join(
+            line.strip()
+            for line in report.short_summary(verdict, paths["html"].parent).splitlines()
+        ).removeprefix("Gate: "),
         metadata={
             "failures": dg.MetadataValue.json([c.message for c in verdict.failures]),
-            "categories": json.dumps(verdict.categories),
+            "categories (failures and warnings)": json.dumps(verdict.categories),
             "inconclusive": dg.MetadataValue.json([c.message for c in verdict.inconclusive]),
             **report.plotted_values(verdict),
         },
