@@ -4,6 +4,7 @@ os.environ, its generated doc, and values read when used, not when imported."""
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import warnings
 from pathlib import Path
@@ -165,3 +166,19 @@ def test_an_unset_old_name_changes_nothing(monkeypatch, fresh_warnings):
         warnings.simplefilter("always")
         assert Providers.from_env(env={}).ollama_model == "llama3.1:8b"
     assert caught == []
+
+
+def test_the_byte_limits_read_without_the_settings_model_are_its_defaults(monkeypatch):
+    from rageval_pipeline.core.settings import file_defaults
+    from rageval_pipeline.core.settings.limits import FileLimits
+
+    for name in list(os.environ):
+        if name.startswith(file_defaults.ENV_PREFIX):
+            monkeypatch.delenv(name)
+    defaults = FileLimits.from_env()
+    for name in FileLimits.model_fields:
+        fast = file_defaults.byte_limit_default(name)
+        assert fast in (None, getattr(defaults, name)), name
+    assert set(file_defaults.BYTE_DEFAULTS) <= set(FileLimits.model_fields)
+    monkeypatch.setenv("RAGEVAL_MAX_DATA_BYTES", "10")
+    assert file_defaults.byte_limit_default("data_bytes") is None  # the model decides

@@ -19,7 +19,8 @@ ENV_PREFIX = "RAGEVAL_MAX_"
 
 def byte_limit_default(name: str) -> int | None:
     """The default of byte limit `name` while no `RAGEVAL_MAX_*` variable is set, else None
-    (then the settings model reads and checks the environment)."""
+    (then the settings model reads and checks the environment); None for a limit kept only
+    there."""
     if any_named(ENV_PREFIX):
         return None
-    return BYTE_DEFAULTS[name]
+    return BYTE_DEFAULTS.get(name)
