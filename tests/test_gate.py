@@ -836,7 +836,8 @@ def test_a_baseline_of_another_corpus_is_not_compared_and_never_improved(judged,
     # (unjudged.broken) of the run's judged documents was recorded on another corpus; every
     # measure of it is near zero, so the run would otherwise read as improved.
     from rageval_pipeline.core.report import Report
-    from rageval_pipeline.core.report.summary import next_steps, run_state
+    from rageval_pipeline.core.report.states import run_state
+    from rageval_pipeline.core.report.summary import next_steps
 
     run = summary({"Judged@10": 0.9, "nDCG@10": 0.60}, per_query=None)
     base = summary({"Judged@10": judged, "nDCG@10": 0.0 if foreign else 0.55})

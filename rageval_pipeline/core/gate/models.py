@@ -22,11 +22,7 @@ from rageval_pipeline.core.gate.lineage import Anchor, Lineage
 from rageval_pipeline.core.gate.taxonomy import Category
 from rageval_pipeline.core.io.config import rule
 from rageval_pipeline.core.measures.aggregate import LATENCY_STATS, LatencyStat  # noqa: F401 - re-exported
-from rageval_pipeline.core.measures.names import (
-    MeasureName,
-    OneSpellingEach,
-    parse_measure,
-)
+from rageval_pipeline.core.measures.names import MeasureName, OneSpellingEach, parse_measure
 from rageval_pipeline.core.statistics.paired import PairedTest
 from rageval_pipeline.core.statistics.sampling import HumanSample
 

@@ -21,7 +21,7 @@ from rageval_pipeline.core.report.index import write_index
 from rageval_pipeline.core.report.model import Report, build_report
 from rageval_pipeline.core.report.plots import render as render_figure
 from rageval_pipeline.core.report.plots import render_cached
-from rageval_pipeline.core.report.summary import compared_with, run_state
+from rageval_pipeline.core.report.states import compared_with, run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage.files import atomic_dir
 from rageval_pipeline.core.storage.location import as_location

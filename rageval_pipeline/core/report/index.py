@@ -14,7 +14,7 @@ from rageval_pipeline.core.gate import Verdict
 from rageval_pipeline.core.report import blocks
 from rageval_pipeline.core.report.blocks import Heading, Para, Table, Tone
 from rageval_pipeline.core.report.model import iso_date
-from rageval_pipeline.core.report.summary import headline
+from rageval_pipeline.core.report.states import headline
 from rageval_pipeline.core.storage.files import write_text
 from rageval_pipeline.core.storage.location import as_location
 

@@ -27,14 +27,9 @@ from rageval_pipeline.core.report.blocks import (
 )
 from rageval_pipeline.core.report.explain import QueryChange
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Cell, Report, RunSection
-from rageval_pipeline.core.report.summary import (
-    headline,
-    limit,
-    number,
-    run_state,
-    summary_blocks,
-)
-from rageval_pipeline.core.report.summary import status as summary_status
+from rageval_pipeline.core.report.states import headline, limit, number, run_state
+from rageval_pipeline.core.report.states import status as summary_status
+from rageval_pipeline.core.report.summary import summary_blocks
 
 _LABEL: dict[Tone, str] = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "better": "IMPROVED"}
 _TABLE_KINDS = MEASURE_KINDS | LATENCY_KINDS | {"value"}

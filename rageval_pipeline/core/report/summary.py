@@ -7,133 +7,33 @@ rows, the rest are in each run's folded details.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from rageval_pipeline.core.gate import Check, RunChange, Verdict
 from rageval_pipeline.core.gate.decision import MIN_PASS_QUERIES, queries_text
 from rageval_pipeline.core.measures.defaults import BUDGET_FAMILIES
 from rageval_pipeline.core.measures.names import try_parse
 from rageval_pipeline.core.report.blocks import Block, Bullets, Heading, Para, Section, Table, Tone
 from rageval_pipeline.core.report.deciding import policy_blocks
-from rageval_pipeline.core.report.explain import CONTEXT_KINDS
 from rageval_pipeline.core.report.model import LATENCY_KINDS, Report, iso_date
 from rageval_pipeline.core.report.resolution import ci_label, interval, resolution_blocks
+from rageval_pipeline.core.report.states import (
+    LIMIT_KINDS,
+    RunKey,
+    compared_with,
+    headline,
+    limit,
+    moved,
+    moved_label,
+    number,
+    run_checks,
+    run_state,
+    shown,
+    status,
+    stored_words,
+    undecided,
+)
 from rageval_pipeline.core.report.texts import shorten
 
 SHOWN = 8  # moved measures on the first screen
-RunKey = tuple[str, str, str]
-_LIMIT_KINDS = frozenset({"threshold", "target", "latency"})  # a fixed limit, not a baseline
-
-
-def compared_with(change: RunChange | None) -> str:
-    """What a run was compared with, in the words of the first screen and the terminal: the
-    stored baseline (and when it was recorded), the baseline's configuration re-run in this run
-    (`gate.changes.rerun_reason`), or thresholds only."""
-    if change is None:
-        return "–"
-    if change.compared_with == "rerun":
-        return "baseline configuration re-run in this run"
-    if change.compared_with == "thresholds":
-        return "thresholds only"
-    if change.compared_with == "unchanged":
-        return f"{_stored(change)} on the {change.unchanged} unchanged queries"
-    return _stored(change)
-
-
-def _stored(change: RunChange) -> str:
-    recorded = iso_date(change.baseline_recorded_at)[:10]
-    return f"stored baseline of {recorded}" if recorded else "stored baseline"
-
-
-def _checks(verdict: Verdict, key: RunKey) -> list[Check]:
-    return [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
-
-
-def run_state(checks: list[Check]) -> tuple[str, Tone]:
-    """A run's verdict as a reader says it: FAIL (categories), INCONCLUSIVE, PASS, improved."""
-    failed = [c for c in checks if c.blocking and not c.passed]
-    if failed:
-        named = {c.category for c in failed if c.category}
-        named |= {"inconclusive" for c in failed if c.inconclusive}
-        return "FAIL" + (f" ({', '.join(sorted(named))})" if named else ""), "fail"
-    if any(_undecided(c) for c in checks):
-        return "INCONCLUSIVE", "warn"
-    warned = [c for c in checks if not c.passed and c.kind not in CONTEXT_KINDS]
-    if warned:
-        categories = sorted({c.category for c in warned if c.category})
-        return "PASS with warnings" + (f" ({', '.join(categories)})" if categories else ""), "warn"
-    if any(c.improved for c in checks):
-        return "PASS, improved", "better"
-    return "PASS", "pass"
-
-
-def _undecided(check: Check) -> bool:
-    """A measure the suite cannot tell from a drop of the band. A latency rise that the
-    interleaved pairs do not establish is machine noise, not a question for the suite."""
-    return check.inconclusive and check.kind not in LATENCY_KINDS
-
-
-def headline(verdict: Verdict) -> tuple[str, Tone]:
-    if not verdict.passed:
-        return "Retrieval gate: FAIL", "fail"
-    if verdict.improvements and not verdict.warnings:
-        return "Retrieval gate: PASS, improved", "better"
-    return "Retrieval gate: PASS", "pass"
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "(unset)"
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
-def number(check: Check, value: float | None) -> str:
-    """A check's value or reference as the reports print it (latency in ms)."""
-    if value is None:
-        return "–"
-    if check.kind == "breakage":  # a count of queries
-        return f"{value:.0f}"
-    return f"{value:.1f} ms" if check.kind in LATENCY_KINDS else f"{value:.4f}"
-
-
-def limit(check: Check) -> str:
-    """How a threshold, target or latency maximum reads: "≥ 0.7000 (target)"."""
-    measure = try_parse(check.measure or "")
-    at_least = check.kind != "latency" and (measure is None or measure.higher_is_better)
-    text = f"{'≥' if at_least else '≤'} {number(check, check.reference)}"
-    return text + " (target)" if check.kind == "target" else text
-
-
-def moved_label(check: Check) -> str:
-    """What moved: a measure, a latency statistic [group], or a share of queries / targets."""
-    if check.kind == "spike":
-        return f"share of queries whose {check.measure} dropped"
-    if check.kind == "breakage":
-        return f"queries whose {check.measure} broke (net of fixed)"
-    if check.kind == "unjudged":
-        return "unjudged share of the top 10"
-    if check.measure and check.group:
-        return f"{check.measure} [{check.group}]"
-    return check.measure or check.kind
-
-
-def status(check: Check) -> tuple[str, Tone]:
-    if check.improved:
-        return "IMPROVED", "better"
-    if check.inconclusive:
-        return "INCONCLUSIVE", "warn"
-    tag = f" {check.category}" if check.category else ""
-    return ("FAIL" if check.blocking else "WARN") + tag, "fail" if check.blocking else "warn"
-
-
-def moved(verdict: Verdict) -> list[Check]:
-    """Checks of measures that failed, warned, were inconclusive or improved: failures first."""
-    out = [
-        c for c in verdict.checks if c.kind not in CONTEXT_KINDS and (not c.passed or c.improved)
-    ]
-    rank = {"fail": 0, "warn": 1, "better": 2}
-    return sorted(out, key=lambda c: (rank[status(c)[1]], c.inconclusive))
 
 
 def _delta(check: Check) -> str:
@@ -155,7 +55,7 @@ def _moved_table(checks: list[Check]) -> Table:
             (
                 f"{c.dataset}/{c.system}",
                 moved_label(c),
-                limit(c) if c.kind in _LIMIT_KINDS else number(c, c.reference),
+                limit(c) if c.kind in LIMIT_KINDS else number(c, c.reference),
                 number(c, c.value),
                 _delta(c),
                 "–" if p is None else f"{p:.3g}",
@@ -169,7 +69,7 @@ def _moved_table(checks: list[Check]) -> Table:
 
 def _config_blocks(verdict: Verdict) -> list[Block]:
     rows = [
-        (f"{r.dataset}/{r.system}", c.key, _shown(c.before), _shown(c.after))
+        (f"{r.dataset}/{r.system}", c.key, shown(c.before), shown(c.after))
         for r in verdict.changes
         for c in r.config
     ]
@@ -194,7 +94,8 @@ def _rerun(change: RunChange) -> bool:
 
 def _rerun_words(change: RunChange) -> str:
     return (
-        f"{change.dataset}/{change.system}: {change.rerun_reason} since the {_stored(change)}, "
+        f"{change.dataset}/{change.system}: {change.rerun_reason} since the "
+        f"{stored_words(change)}, "
         "so the baseline values are its configuration re-run in this run on the same queries, "
         "compared query by query."
     )
@@ -246,7 +147,7 @@ def next_steps(report: Report) -> list[str]:
     steps = []
     for key in verdict.runs:
         dataset, _, system = key
-        name, checks = f"{dataset}/{system}", _checks(verdict, key)
+        name, checks = f"{dataset}/{system}", run_checks(verdict, key)
         state, tone = run_state(checks)
         change = changes.get(key)
         # A broken run's one-line cause and fix comes first: its drops follow from it; so does
@@ -284,7 +185,7 @@ def next_steps(report: Report) -> list[str]:
                 "load, not the change): nothing blocks; time it again on a quieter machine if "
                 "it matters."
             )
-        steps += _unsure_steps(name, dataset, [c for c in checks if _undecided(c)])
+        steps += _unsure_steps(name, dataset, [c for c in checks if undecided(c)])
         if change is not None and change.suite_changed and tone == "fail":
             steps.append(
                 f"{name}: the suite changed too; keep the baseline until this run passes (a "
@@ -364,7 +265,7 @@ def _quiet(verdict: Verdict) -> str:
     primary = [
         c
         for key in verdict.runs
-        for c in _checks(verdict, key)
+        for c in run_checks(verdict, key)
         if c.kind == "baseline" and c.paired and c.measure == verdict.judged_by(key)
     ]
     if not primary:
@@ -381,7 +282,7 @@ def summary_blocks(report: Report) -> list[Block]:
     tones: list[Tone | None] = []
     changes = {(r.dataset, r.split, r.system): r for r in verdict.changes}
     for key in verdict.runs:
-        state, run_tone = run_state(_checks(verdict, key))
+        state, run_tone = run_state(run_checks(verdict, key))
         change = changes.get(key)
         runs.append((key[0], key[2], state, compared_with(change)))
         levels.append(
