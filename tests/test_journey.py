@@ -211,7 +211,8 @@ def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run(hom
     suite = root / "data" / "suites" / DATASET / "suite.json"
     data = json.loads(suite.read_text())
     judged = [i for i, q in enumerate(data["queries"]) if q.get("spans")]
-    dropped = data["queries"].pop(judged[-1])  # a judged query (and its judgments) leaves
+    edited = data["queries"][judged[-1]]
+    edited["query"] += " (reworded)"  # a judged query asked another way: the suite changed
     suite.write_text(json.dumps(data))
     done = _run(root, env)
     assert done.returncode == 0, done.stdout[-3000:]
@@ -220,4 +221,13 @@ def test_a_changed_suite_is_judged_against_the_baseline_configuration_re_run(hom
     assert change["suite_changed"] and change["compared_with"] == "rerun"
     [check] = [c for c in gate["checks"] if c["kind"] == "suite"]
     assert "re-run on this suite" in check["message"] and "rageval baseline update" in report
-    assert dropped["id"] not in {q["query_id"] for q in gate["worst_queries"]}
+
+    # A judged query (and its judgments) leaving the suite counts against the run: it blocks,
+    # named, however the rest compares.
+    dropped = data["queries"].pop(judged[-1])
+    suite.write_text(json.dumps(data))
+    done = _run(root, env)
+    assert done.returncode != 0
+    gate, _ = _verdict(root)
+    gone = [c for c in gate["checks"] if c["kind"] == "suite" and "are gone" in c["message"]]
+    assert len(gone) == 1 and gone[0]["blocking"] and dropped["id"] in gone[0]["message"]

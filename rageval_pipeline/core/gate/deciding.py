@@ -91,7 +91,9 @@ class DecidingPolicy(_Values):
     @property
     def digest(self) -> str:
         """A stable digest of the values (16 hex digits), for the reports and the baselines."""
-        values = self.model_dump(mode="json", exclude={"digest"})
+        # `decided` is what a run was decided on, not a setting: two runs judged under one
+        # policy share its digest whatever each decided on.
+        values = self.model_dump(mode="json", exclude={"digest", "decided"})
         canonical = json.dumps(values, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
