@@ -188,3 +188,14 @@ def test_four_queries_losing_their_answer_block_naming_them(suite, capsys):
     assert guard["category"] == "semantic_degraded_spike"
     named = set(re.findall(r"(q\d\d) [\d.]+ -> 0\.0000", guard["message"]))
     assert named == {f"q{i:02d}" for i in LOST}, guard["message"]
+
+
+def test_the_primary_measure_a_policy_names_is_scored(suite, capsys, tmp_path):
+    # `spike.measure` names the primary measure when no `compare` is listed: `rageval gate`
+    # scores it, so the baseline against itself passes on it instead of "not computed".
+    policy = tmp_path / "gate.yaml"
+    policy.write_text("version: 1\ndatasets:\n  default:\n    spike: {measure: nDCG@20}\n")
+    assert main(_gate(suite, suite["baseline"], "--policy", str(policy), "--format", "json")) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    decided = [c for c in verdict["checks"] if c["kind"] == "baseline"]
+    assert [c["measure"] for c in decided] == ["nDCG@20"] and decided[0]["passed"]

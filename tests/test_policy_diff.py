@@ -86,6 +86,24 @@ def test_each_loosened_field_is_named_old_to_new(fields, named):
     assert [str(c) for c in loosened(old, new)] == named
 
 
+def test_dropping_compare_or_moving_the_primary_measure_is_a_loosening():
+    """What decides is compared, listed or not: removing a `compare` list leaves only the
+    primary measure deciding, and `spike.measure` names another primary measure."""
+    listed = _recorded(_rules(compare=["nDCG@10", "R@100"]))
+    assert [str(c) for c in loosened(listed, _recorded(GatePolicy()))] == [
+        "compare: [nDCG@10, R@100] -> [nDCG@10]"
+    ]
+    moved = _recorded(_rules(spike={"measure": "R@100"}))
+    assert [str(c) for c in loosened(_recorded(GatePolicy()), moved)] == [
+        "compare: [nDCG@10] -> [R@100]"
+    ]
+
+
+def test_mean_within_zero_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="mean_within"):
+        _rules(statistics={"mean_within": 0})
+
+
 def test_a_measure_the_run_no_longer_computes_is_no_policy_loosening():
     old = _recorded(GatePolicy())
     fewer = _summary([0.5] * 30, "r").model_copy(update={"measures": {"nDCG@10": 0.5}})

@@ -118,7 +118,10 @@ def run_gate(args: argparse.Namespace) -> int:
     # reads as loosened.
     recorded = _policy(args, dataset, Path(args.baseline_policy)) if args.baseline_policy else None
     rules = policy.rules_for(dataset)
-    wanted = args.measures or [*GATE_MEASURES, *(str(m) for m in rules.compare or ())]
+    # Every measure the policy may decide or check on: its compare list, the primary measure
+    # it names (spike.measure) and the unjudged check's.
+    named = [*(rules.compare or ()), rules.spike.measure, rules.unjudged.measure]
+    wanted = args.measures or [*GATE_MEASURES, *(str(m) for m in named if m is not None)]
     args.measures = list(dict.fromkeys(wanted))
     measures = scoring.parse_measures(args)
     files = [args.baseline, args.run]

@@ -36,11 +36,10 @@ from rageval_pipeline.core.gate.models import (
     Verdict,
 )
 from rageval_pipeline.core.gate.policy import GatePolicy
-from rageval_pipeline.core.gate.policy_diff import deciding_policy, policy_check
+from rageval_pipeline.core.gate.policy_diff import deciding_policy, policy_check, policy_measures
 from rageval_pipeline.core.gate.ppi_rule import refusal as ppi_refusal
 from rageval_pipeline.core.gate.quality import (
     baseline_check,
-    compared_measures,
     decided_measures,
     paired_tests,
     side_gains_withheld,
@@ -151,14 +150,10 @@ def _decide_run(
     change = run_change(s, stored, across_levels=not comparable.refuses)
     # The policy's own list is what a loosening is judged on; what decided may differ (a
     # chunking change decides on the token budgets, whatever the policy lists).
-    deciding = (
-        deciding_policy(
-            run.rules,
-            compared_measures(run, baseline),
-            decided_measures(run, baseline, comparable)[0],
-        )
-        if baseline is not None
-        else deciding_policy(run.rules, run.rules.compare or [])
+    deciding = deciding_policy(
+        run.rules,
+        policy_measures(run),
+        decided_measures(run, baseline, comparable)[0] if baseline is not None else (),
     )
     recorded = stored.policy if stored is not None else None
     change = change.model_copy(

@@ -94,7 +94,7 @@ class Statistics(BaseModel):
     )
     mean_within: float = Field(
         default=0.5,
-        ge=0,
+        gt=0,
         le=1,
         description="a PASS also needs the mean drop within this share of the band",
     )

@@ -67,15 +67,18 @@ def deciding_policy(
     )
 
 
+def policy_measures(run: Evaluation) -> list[Measure]:
+    """The measures the policy decides `run` on when its units did not change (the run against
+    itself): the `compare` list, else the primary measure alone (`decided_measures`). What a
+    loosening of `compare` or of the primary measure (`spike.measure`) is judged on; a chunking
+    change deciding on the token budgets is not one."""
+    as_baseline = Baseline.model_construct(**dict(run.summary))
+    return decided_measures(run, as_baseline, comparability(run, as_baseline))[0]
+
+
 def recorded_policy(summary: RunSummary, rules: GateRules) -> DecidingPolicy:
-    """The deciding policy a baseline recorded from `summary` under `rules` keeps: its compared
-    measures resolved against its own measures, as the gate resolves a run's against it."""
-    # As the gate decides (`decided_measures`): without `compare`, the primary measure alone,
-    # so a `compare` that lists just that measure reads as no loosening.
-    run, as_baseline = Evaluation(summary, rules), Baseline.model_construct(**dict(summary))
-    return deciding_policy(
-        rules, decided_measures(run, as_baseline, comparability(run, as_baseline))[0]
-    )
+    """The deciding policy a baseline recorded from `summary` under `rules` keeps."""
+    return deciding_policy(rules, policy_measures(Evaluation(summary, rules)))
 
 
 class Loosened(NamedTuple):
@@ -108,7 +111,10 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
         out.append(Loosened("statistics.alpha", old.alpha, new.alpha))
     if old.inconclusive == "block" and new.inconclusive != "block":
         out.append(Loosened("statistics.inconclusive", old.inconclusive, new.inconclusive))
-    if new.compare_listed and set(old.compare) - set(new.compare):
+    # What decides, listed or the primary measure: a measure that no longer decides only
+    # warns. (A policy recorded before `decided` was kept listed every shared measure when it
+    # had no `compare`: nothing to hold a run to then.)
+    if (old.compare_listed or old.decided) and set(old.compare) - set(new.compare):
         out.append(Loosened("compare", old.compare, new.compare))
     for measure in (m for m in old.compare if m in new.compare):
         before, after = old.bands.get(measure), new.bands.get(measure)
