@@ -7,7 +7,7 @@ agree with a reader's grades of the same chunks?
 Each round's sheet and the reader's grades are in `bench/derived_grades/round<N>/`; a round's
 sample leaves out the pairs of the rounds before it.
 
-`draw` samples, uniformly with the recorded seed, `PER_CELL` (query, chunk) pairs for each
+`draw` samples, uniformly with the recorded seed, `PER_CELL[round]` (query, chunk) pairs for each
 bundled suite and each of two chunkings that are not the suites' reference chunking (fixed
 windows of 64 words, chonkie sentence chunks of 48 words), among the pairs where the chunk
 shares a token with a nugget (a span graded >= 1) of the query: the chunks where a grade is at
@@ -40,8 +40,9 @@ from rageval_pipeline.core.suites.loaders import suite_spans, suite_tables  # no
 
 RECORD = ROOT / "bench" / "derived_grades"
 # Per round, recorded before its sheet was drawn or graded.
-SEEDS = {1: 20261207, 2: 20261208, 3: 20261209, 4: 20261210}
-PER_CELL = 20
+SEEDS = {1: 20261207, 2: 20261208, 3: 20261209, 4: 20261210, 5: 20261211}
+# Chunks drawn per suite and chunking; round 5 (an independent reader) draws more.
+PER_CELL = {1: 20, 2: 20, 3: 20, 4: 20, 5: 30}
 SUITES = ("techdocs", "hotel")
 CHUNKINGS = {
     "fixed-64": ChunkingConfig(strategy="fixed", size=64, overlap=0),
@@ -104,7 +105,7 @@ def draw(round_: int) -> None:
                 for q, c in zip(pool["query_id"], pool["chunk_id"], strict=True)
                 if (suite_name, name, q, c) not in seen
             )
-            for query_id, chunk_id in rng.sample(keys, PER_CELL):
+            for query_id, chunk_id in rng.sample(keys, PER_CELL[round_]):
                 chunk = chunks.loc[chunk_id]
                 rows.append(
                     {
