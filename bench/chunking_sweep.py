@@ -1,4 +1,4 @@
-"""Chunking sweep on techdocs: BM25 and dense under several chunkings, judged by evidence spans,
+"""Chunking sweep on the bundled suites: BM25 and dense under several chunkings, judged by nuggets,
 per chunk (nDCG@10, EvidenceRecall@10, Tokens@10) and at equal token budgets (issue 33:
 EvidenceRecall and TokenPrecision at 512, 1024 and 2048 tokens, what compares chunkings).
 
@@ -9,7 +9,7 @@ the suite's own, read as the pipeline's metrics step reads them (`loaders.load_p
 come with their 95% bootstrap intervals (`aggregate.mean_table`). Embeddings go to the
 pipeline's content-addressed cache, so a second sweep embeds nothing.
 
-    HF_HUB_OFFLINE=1 nice .venv/bin/python bench/chunking_sweep.py [--storage DIR] [--bm25-only]
+    HF_HUB_OFFLINE=1 nice .venv/bin/python bench/chunking_sweep.py [--suite NAME ...] [--bm25-only]
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from rageval_pipeline.core.suites.chunking import ChunkingConfig, chunk_corpus
 from rageval_pipeline.core.suites.derived import suite_evidence
 from rageval_pipeline.core.suites.loaders import load_dataset, load_part
 
-SUITE = Path(__file__).resolve().parents[1] / "data" / "suites" / "techdocs"
+SUITES = Path(__file__).resolve().parents[1] / "data" / "suites"
 DEPTH = 100  # the pipeline's top k
 CHUNKINGS = {
     "reference": ChunkingConfig(strategy="reference"),
+    "fixed 64/0": ChunkingConfig(strategy="fixed", size=64, overlap=0),
+    "sentence 48/0": ChunkingConfig(strategy="sentence", size=48, overlap=0),
     "fixed 128/32": ChunkingConfig(strategy="fixed", size=128, overlap=32),
     "fixed 256/64": ChunkingConfig(strategy="fixed", size=256, overlap=64),
     "fixed 512/128": ChunkingConfig(strategy="fixed", size=512, overlap=128),
@@ -42,12 +44,12 @@ CHUNKINGS = {
 COLUMNS = ("nDCG@10", "Tokens@10", *budget_measures())
 
 
-def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:
-    data = load_dataset(SUITE)
+def sweep(suite: Path, storage: Path, *, dense: bool) -> pd.DataFrame:
+    data = load_dataset(suite)
     qrels = data.qrels[data.qrels["split"] == "test"]
     queries = data.queries[data.queries["query_id"].isin(qrels["query_id"])]
     reference = data.reference_chunking
-    spans = load_part(SUITE, "spans", dataset=SUITE.name)
+    spans = load_part(suite, "spans", dataset=suite.name)
     spans = spans[spans["split"] == "test"]
     rows = []
     for label, config in CHUNKINGS.items():
@@ -68,7 +70,7 @@ def sweep(storage: Path, *, dense: bool) -> pd.DataFrame:
                 evidence=evidence,
             )
             means = results.means.set_index("measure")  # measure_run's mean_table
-            row = {"system": system, "chunking": label, "chunks": len(chunks)}
+            row = {"suite": suite.name, "system": system, "chunking": label, "chunks": len(chunks)}
             for measure in COLUMNS:
                 value, low, high = means.loc[measure, ["value", "ci_low", "ci_high"]]
                 row[measure] = f"{value:.3f} [{low:.3f}, {high:.3f}]"
@@ -85,9 +87,11 @@ def main() -> None:
         "--storage", type=Path, default=Path(os.environ.get("RAGEVAL_STORAGE", "data/storage"))
     )
     parser.add_argument("--bm25-only", action="store_true", help="skip the dense system")
+    parser.add_argument("--suite", action="append", help="bundled suites (default: both)")
     args = parser.parse_args()
-    table = sweep(args.storage, dense=not args.bm25_only)
-    print(table.to_markdown(index=False))
+    names = args.suite or ["techdocs", "hotel"]
+    tables = [sweep(SUITES / name, args.storage, dense=not args.bm25_only) for name in names]
+    print(pd.concat(tables).to_markdown(index=False))
 
 
 if __name__ == "__main__":
