@@ -170,6 +170,55 @@ def test_a_new_seed_blocks_in_decide_unless_approved_and_the_report_names_it():
     assert "recorded without statistics.seed, statistics.resamples, thresholds" in text
 
 
+RELATIVE = {"tolerance": {"relative": 0.05}}  # 0.02 at the baseline's 0.4
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        # relative -> absolute: loosened only when the drop it tolerates at 0.4 is wider
+        (RELATIVE, {"relative": None, "absolute": 0.02}, []),
+        (RELATIVE, {"relative": None, "absolute": 0.019}, []),
+        (
+            RELATIVE,
+            {"relative": None, "absolute": 0.0201},
+            [
+                "tolerance[nDCG@10].absolute: unset -> 0.0201 (the band at the baseline's "
+                "0.4: 0.02 -> 0.0201)"
+            ],
+        ),
+        # absolute -> relative
+        ({"tolerance": {"relative": None, "absolute": 0.02}}, {"relative": 0.05}, []),
+        ({"tolerance": {"relative": None, "absolute": 0.02}}, {"relative": 0.04}, []),
+        (
+            {"tolerance": {"relative": None, "absolute": 0.02}},
+            {"relative": 0.0501},
+            [
+                "tolerance[nDCG@10].relative: unset -> 0.0501 (the band at the baseline's "
+                "0.4: 0.02 -> 0.02004)"
+            ],
+        ),
+        # both set: the wider part decides; a part that widens under the other changes nothing
+        (RELATIVE, {"relative": 0.05, "absolute": 0.015}, []),
+    ],
+)
+def test_a_band_moved_between_relative_and_absolute_is_judged_at_the_baseline_mean(old, new, named):
+    stored = recorded_policy(_summary([0.4] * 30, "b"), _rules(**old).rules_for("d"))
+    now = recorded_policy(_summary([0.4] * 30, "r"), _rules(tolerance=new).rules_for("d"))
+    assert [str(c) for c in loosened(stored, now, {"nDCG@10": 0.4})] == named
+
+
+def test_a_band_made_absolute_but_tighter_passes_in_decide():
+    base = _summary([0.4 + 0.01 * (i % 5) - 0.02 for i in range(30)], "b")
+    mean = base.measures["nDCG@10"]
+    baseline = baseline_from_summary(base, rules=GatePolicy().rules_for("d"))
+    run = [base.model_copy(update={"run_id": "r"})]
+    for absolute, blocks in ((0.05 * mean, False), (0.05 * mean + 0.001, True)):
+        policy = _rules(tolerance={"relative": None, "absolute": absolute})
+        checks = [c for c in decide(run, {("d", "s"): baseline}, policy).checks]
+        assert [c.blocking for c in checks if c.kind == "policy"] == ([True] if blocks else [])
+
+
 def test_dropping_compare_or_moving_the_primary_measure_is_a_loosening():
     """What decides is compared, listed or not: removing a `compare` list leaves only the
     primary measure deciding, and `spike.measure` names another primary measure."""

@@ -10,7 +10,7 @@ Tightening passes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from rageval_pipeline.core.gate.comparable import comparability
@@ -25,7 +25,7 @@ from rageval_pipeline.core.gate.deciding import (
 from rageval_pipeline.core.gate.decision import inconclusive_mode
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
-from rageval_pipeline.core.gate.policy import Approval, GateRules
+from rageval_pipeline.core.gate.policy import Approval, Band, GateRules
 from rageval_pipeline.core.gate.quality import decided_measures
 from rageval_pipeline.core.gate.rules import Threshold
 from rageval_pipeline.core.measures.names import Measure, parse_measure
@@ -120,8 +120,11 @@ def _wider(a: float | None, b: float | None) -> bool:
     return (b or 0.0) > (a or 0.0) + 1e-12
 
 
-def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
-    """Every field on which `new` judges more leniently than `old`, in a fixed order."""
+def loosened(
+    old: DecidingPolicy, new: DecidingPolicy, means: Mapping[str, float] | None = None
+) -> list[Loosened]:
+    """Every field on which `new` judges more leniently than `old`, in a fixed order. `means`:
+    the baseline's, on which a band is compared as the drop it tolerates there."""
     out = []
     if RULE_STRENGTH.get(new.rule, 0) < RULE_STRENGTH.get(old.rule, 0):
         out.append(Loosened("statistics.rule", old.rule, new.rule))
@@ -135,13 +138,7 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
     if (old.compare_listed or old.decided) and set(old.compare) - set(new.compare):
         out.append(Loosened("compare", old.compare, new.compare))
     for measure in (m for m in old.compare if m in new.compare):
-        before, after = old.bands.get(measure), new.bands.get(measure)
-        if before is None or after is None:
-            continue
-        for part in ("relative", "absolute"):
-            a, b = getattr(before, part), getattr(after, part)
-            if _wider(a, b):
-                out.append(Loosened(f"tolerance[{measure}].{part}", a, b))
+        out += _band_loosened(measure, old.bands.get(measure), new.bands.get(measure), means)
     for part in ("drop", "share"):
         a, b = getattr(old.spike, part), getattr(new.spike, part)
         if _wider(a, b):
@@ -160,6 +157,37 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
     if _wider(old.anchor_factor, new.anchor_factor):
         out.append(Loosened("anchor.factor", old.anchor_factor, new.anchor_factor))
     return out + _drawn_loosened(old, new) + _thresholds_loosened(old.thresholds, new.thresholds)
+
+
+def _band_loosened(
+    measure: str,
+    before: BandValues | None,
+    after: BandValues | None,
+    means: Mapping[str, float] | None,
+) -> list[Loosened]:
+    """The parts of a measure's band that widened. With the baseline's mean known, only when
+    the band it tolerates there (the wider of relative x mean and absolute, `Band.allowed`)
+    widened: moving from a relative band to an absolute one (or back) is judged by the drop it
+    lets pass, not by which part is set."""
+    if before is None or after is None:
+        return []
+    parts = [
+        Loosened(f"tolerance[{measure}].{part}", a, b)
+        for part in ("relative", "absolute")
+        if _wider(a := getattr(before, part), b := getattr(after, part))
+    ]
+    mean = (means or {}).get(measure)
+    if not parts or mean is None:
+        return parts
+    was, now = _allowed(before, mean), _allowed(after, mean)
+    if not _wider(was, now):
+        return []
+    why = f"the band at the baseline's {mean:.6g}: {was:.6g} -> {now:.6g}"
+    return [part._replace(why=why) for part in parts]
+
+
+def _allowed(band: BandValues, mean: float) -> float:
+    return Band(relative=band.relative, absolute=band.absolute).allowed(mean)
 
 
 def _drawn_loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
@@ -233,15 +261,15 @@ def approved(change: Loosened, approvals: list[Approval]) -> Approval | None:
     )
 
 
-def policy_check(
-    run: Evaluation, now: DecidingPolicy, recorded: DecidingPolicy | None
-) -> Check | None:
-    """The `policy` check: blocking when `now` is looser than `recorded` (the baseline's) on a
-    field the policy file does not approve; passing, with the approvals named, otherwise. None
-    when the baseline recorded no policy or nothing was loosened."""
+def policy_check(run: Evaluation, now: DecidingPolicy, stored: Baseline | None) -> Check | None:
+    """The `policy` check: blocking when `now` is looser than the policy `stored` (the
+    baseline) was recorded under on a field the policy file does not approve; passing, with
+    the approvals named, otherwise. None when the baseline recorded no policy or nothing was
+    loosened."""
+    recorded = None if stored is None else stored.policy
     if recorded is None:
         return None
-    changes = loosened(recorded, now)
+    changes = loosened(recorded, now, stored.measures)
     if not changes:
         return None
     approvals = run.rules.loosened
