@@ -85,22 +85,26 @@ def anchor_check(run: Evaluation, stored: Baseline, primary: Measure) -> Check |
 
 
 def _unanchored(run: Evaluation, primary: Measure, which: str, kept: int, digests: bool) -> Check:
-    """The blocking `anchor` check of an anchor the suite changed under: too few unchanged
-    queries (or none recorded) to compare it with, so nothing holds the chain of baselines."""
+    """The `anchor` check of an anchor the suite changed under, which cannot be compared, so
+    nothing holds the chain of baselines across the change: blocking when its digests show
+    too few unchanged queries; a warning when it recorded none (an anchor recorded before
+    they were kept: how many are unchanged is unknown, as a baseline without a suite digest
+    is taken as comparable)."""
     s = run.summary
-    why = (
-        f"only {kept} of its queries are unchanged (at least {MIN_UNCHANGED} needed)"
-        if digests
-        else "it recorded no per-query digests"
-    )
+    update = f"rageval baseline update --dataset {s.dataset} --system {s.system} --pin-anchor"
+    if digests:
+        why = f"only {kept} of its queries are unchanged (at least {MIN_UNCHANGED} needed)"
+        then = f"the gate blocks. Review the run on this suite and re-anchor: {update} "
+        then += "--accept-worse '<why>'"
+    else:
+        why = "it recorded no per-query digests (recorded before they were kept)"
+        then = f"this warns (not blocking). Re-anchor on this suite once reviewed: {update}"
     return run.check(
         kind="anchor",
         measure=str(primary),
         passed=False,
-        blocking=True,
+        blocking=digests,
         message=f"{run.label} {primary} cannot be compared with {which}: it was measured on "
         f"another suite version and {why}, so the cumulative band cannot hold the chain of "
-        "baselines and the gate blocks. Review the run on this suite and re-anchor: rageval "
-        f"baseline update --dataset {s.dataset} --system {s.system} --pin-anchor "
-        "--accept-worse '<why>'",
+        f"baselines across the change and {then}",
     )
