@@ -11,7 +11,8 @@ import pytest
 from rageval_pipeline.cli.baseline import _lineage_lines
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.gate import GatePolicy, RunSummary, decide, load_baseline, load_baselines
-from rageval_pipeline.core.gate.baselines import promote
+from rageval_pipeline.core.gate.baselines import promote, write_baseline
+from rageval_pipeline.core.gate.lineage_rule import snapshot
 
 QUERIES = 100
 # Each update loses 0.4 of the band (2% of the baseline): within `mean_within` (half the band),
@@ -135,3 +136,45 @@ def test_a_grown_suite_keeps_the_anchor_on_its_unchanged_queries(tmp_path):
     [held] = [c for c in verdict.checks if c.kind == "anchor"]
     assert held.blocking and not held.passed and held.paired.n == QUERIES
     assert verdict.changes[0].compared_with == "unchanged"
+
+
+@pytest.mark.parametrize(("unchanged", "blocks"), [(9, True), (10, False), (None, False)])
+def test_an_anchor_the_suite_changed_under_blocks_in_one_line(tmp_path, unchanged, blocks):
+    """An anchor of another suite version with fewer than 10 unchanged queries cannot hold the
+    chain of baselines: the `anchor` check blocks and says how many queries are unchanged and
+    how many are needed, never skipped silently; then a pinned, accepted re-anchoring on the
+    new suite resolves it. One recorded without per-query digests (unknown) warns."""
+    rng = np.random.default_rng(11)
+    values = rng.uniform(0.3, 0.9, QUERIES)
+    promote([_run(values, 0)], tmp_path, GatePolicy())
+    path = tmp_path / "d" / "s.json"
+    stored = load_baseline(path)
+    run = _run(values, 1, suite="s2")
+    # The baseline is on the run's suite; its anchor on an older one sharing `unchanged` queries.
+    shared = sorted(run.query_digests)[: unchanged or 0]
+    digests = {q: (d if q in shared else f"old-{q}") for q, d in run.query_digests.items()}
+    anchor = snapshot(stored).model_copy(
+        update={"suite": "s1", "query_digests": digests if unchanged is not None else {}}
+    )
+    held = stored.model_copy(update={"suite": "s2", "anchor": anchor})
+    verdict = decide([run], {("d", "s"): held}, GatePolicy())
+    [check] = [c for c in verdict.checks if c.kind == "anchor"]
+    assert verdict.passed is not blocks and check.blocking is blocks
+    if unchanged is None:  # unknown: a warning, named
+        assert not check.passed and check in verdict.warnings
+        assert "another suite version and it recorded no per-query digests" in check.message
+        assert check.message.endswith("--pin-anchor") and "\n" not in check.message
+        return
+    if not blocks:
+        assert check.passed and check.paired.n == 10
+        return
+    why = "only 9 of its queries are unchanged (at least 10 needed)"
+    assert f"another suite version and {why}" in check.message
+    assert "--pin-anchor --accept-worse" in check.message and "\n" not in check.message
+    assert verdict.summary.endswith("anchor check")
+    # A reviewed re-anchoring on the new suite resolves it.
+    write_baseline(held, path)
+    with pytest.raises(InputError, match="cannot be compared with its anchor"):
+        promote([run], tmp_path, GatePolicy(), pin_anchor=True)
+    promote([run], tmp_path, GatePolicy(), pin_anchor=True, accept_worse="suite v2 reviewed")
+    assert decide([run], load_baselines(tmp_path), GatePolicy()).passed

@@ -5,6 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -12,6 +13,7 @@ from rageval_pipeline.cli import main
 from rageval_pipeline.core.curation import pool
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
 from rageval_pipeline.core.suites.golden import load_suite
+from tests.test_rerank import cross_encoder  # noqa: F401 - the module's fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pool"
 HEADER = "query_id,query,target_id,target_text,systems,best_rank,grade\n"
@@ -331,3 +333,52 @@ def test_a_sheet_csv_cannot_read_is_one_line(suite_dir, tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"error: {sheet}:3: not readable as CSV (field larger than field limit (131072))\n"
     )
+
+
+def test_a_reranker_in_the_pool_reads_its_candidates_on_the_suites_chunking(
+    tmp_path,
+    cross_encoder,  # noqa: F811
+):
+    """A reranker over a system on the suite's (`reference`) chunking reads the chunks that
+    system returned, as the pipeline gives them: the suite's markdown sections, not the
+    default chunking's whole documents."""
+    from sentence_transformers import CrossEncoder
+
+    from rageval_pipeline.core.suites.chunking import chunk_corpus
+    from rageval_pipeline.core.suites.loaders import suite_tables
+    from rageval_pipeline.core.systems import load_systems
+
+    suite = load_suite(FIXTURES / "poolsuite" / "suite.json")
+    assert suite.chunking != ChunkingConfig()
+    spec = {
+        "first": {"retriever": "bm25", "chunking": {"strategy": "reference"}},
+        "reranked": {"retriever": "rerank", "candidates": "first", "model": str(cross_encoder)},
+    }
+    (tmp_path / "systems.yaml").write_text(json.dumps({"systems": spec}))
+    systems = load_systems(tmp_path / "systems.yaml")
+    asked = []
+
+    def stored(chunking: ChunkingConfig) -> pd.DataFrame:
+        asked.append(chunking)
+        return chunk_corpus(suite_tables(suite).corpus, chunking, "")
+
+    runs = pool.run_systems(
+        suite,
+        systems,
+        3,
+        embeddings_dir=tmp_path / "emb",
+        base_dir=tmp_path,
+        stored_chunks=stored,
+    )
+    assert asked == [suite.chunking, suite.chunking]
+    sections = stored(suite.chunking)
+    texts = dict(zip(sections["chunk_id"], sections["title"] + " " + sections["text"], strict=True))
+    model = CrossEncoder(str(cross_encoder), device="cpu")
+    asked_queries = suite_tables(suite).queries
+    queries = dict(zip(asked_queries["query_id"], asked_queries["text"], strict=True))
+    reranked = runs["reranked"]
+    assert set(reranked["doc_id"]) <= set(runs["first"]["doc_id"])
+    assert reranked["doc_id"].notna().any()
+    for qid, got in reranked[reranked["doc_id"].notna()].groupby("query_id"):  # null: no hit
+        expected = model.predict([(queries[qid], texts[c]) for c in got["doc_id"]])
+        np.testing.assert_allclose(got["score"], expected, rtol=1e-5)

@@ -143,6 +143,8 @@ def run_systems(
                 say(f"{name}: indexing {len(indexed):,} chunks ({_describe(chunking)}){embedding}")
                 system.build_index(indexed, directory, embeddings_dir=embeddings_dir, log=log)
             corpus = tables.corpus if system.reads_corpus else None  # passages, reranking
+            # As the pipeline builds them: a reranker resolves its candidates' `reference`
+            # chunking against the suite's, else it would read the default chunking's text.
             inputs = RunInputs(
                 tables.queries,
                 k,
@@ -150,7 +152,9 @@ def run_systems(
                 base_dir,
                 members,
                 corpus=corpus,
+                reference=suite.chunking,
                 stored_chunks=stored_chunks,
+                embeddings_dir=embeddings_dir,
             )
             runs[name] = system.produce_run(inputs)
             say(

@@ -58,27 +58,53 @@ def as_baseline(anchor: Anchor, stored: Baseline) -> Baseline:
 def anchor_check(run: Evaluation, stored: Baseline, primary: Measure) -> Check | None:
     """The primary measure against the anchor with the cumulative band; None when the baseline
     is its own anchor, or lacks the measure. An anchor of another suite version is compared on
-    the queries whose digests are unchanged (`unchanged`), or not at all when too few are."""
+    the queries whose digests are unchanged (`unchanged`); with fewer than MIN_UNCHANGED of
+    them it cannot be, and the check blocks saying so: a chain of updates across suite
+    versions would otherwise walk the baseline down with no anchor holding it."""
     anchor = stored.anchor
     if anchor is None or str(primary) not in anchor.measures:
         return None
     if run.rules.statistics.rule == "ppi":
         return None  # the anchor keeps no LLM-judged population to pair with
     reference, summary = as_baseline(anchor, stored), run.summary
+    pinned = "pinned anchor" if anchor.pinned else "anchor"
+    which = f"its {pinned}, the baseline of {anchor.recorded_at[:10]} (run {anchor.source_run_id})"
     if anchor.suite is not None and anchor.suite != summary.suite:
         kept = suite_diff(summary, reference).unchanged if anchor.query_digests else []
         if len(kept) < MIN_UNCHANGED:
-            return None
+            return _unanchored(run, primary, which, len(kept), bool(anchor.query_digests))
         reference = narrowed(reference, kept, summary.suite)
         summary = narrowed(summary, kept, summary.suite)
     wide = Evaluation(summary, cumulative(run.rules), integrity=run.integrity)
     test = paired_tests(wide, reference, [primary]).get(primary)
     check = baseline_check(wide, primary, reference, test)
-    pinned = "pinned anchor" if anchor.pinned else "anchor"
-    words = (
-        f"against its {pinned}, the baseline of {anchor.recorded_at[:10]} (run "
-        f"{anchor.source_run_id}), with the cumulative band ({run.rules.anchor.factor:g}x): "
-    )
+    words = f"against {which}, with the cumulative band ({run.rules.anchor.factor:g}x): "
     return check.model_copy(
         update={"kind": "anchor", "improved": False, "message": words + check.message}
+    )
+
+
+def _unanchored(run: Evaluation, primary: Measure, which: str, kept: int, digests: bool) -> Check:
+    """The `anchor` check of an anchor the suite changed under, which cannot be compared, so
+    nothing holds the chain of baselines across the change: blocking when its digests show
+    too few unchanged queries; a warning when it recorded none (an anchor recorded before
+    they were kept: how many are unchanged is unknown, as a baseline without a suite digest
+    is taken as comparable)."""
+    s = run.summary
+    update = f"rageval baseline update --dataset {s.dataset} --system {s.system} --pin-anchor"
+    if digests:
+        why = f"only {kept} of its queries are unchanged (at least {MIN_UNCHANGED} needed)"
+        then = f"the gate blocks. Review the run on this suite and re-anchor: {update} "
+        then += "--accept-worse '<why>'"
+    else:
+        why = "it recorded no per-query digests (recorded before they were kept)"
+        then = f"this warns (not blocking). Re-anchor on this suite once reviewed: {update}"
+    return run.check(
+        kind="anchor",
+        measure=str(primary),
+        passed=False,
+        blocking=digests,
+        message=f"{run.label} {primary} cannot be compared with {which}: it was measured on "
+        f"another suite version and {why}, so the cumulative band cannot hold the chain of "
+        f"baselines across the change and {then}",
     )

@@ -159,7 +159,7 @@ def _decide_run(
     change = change.model_copy(
         update={"note": comparable.note(run.label), "policy": deciding, "baseline_policy": recorded}
     )
-    loosened = policy_check(run, deciding, recorded)
+    loosened = policy_check(run, deciding, stored)
     same_units = not comparable.refuses and comparable.changed is None
     foreign = foreign_baseline(run, baseline) if same_units else None
     if foreign is not None:  # another corpus's baseline: every run would read as improved

@@ -20,6 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 RULE_STRENGTH = {"interval": 3, "ppi": 3, "significance": 2, "point": 1}
 
 
+# The fields a policy recorded before they were kept lacks, by the names the policy check uses.
+UNRECORDED = {
+    "seed": "statistics.seed",
+    "resamples": "statistics.resamples",
+    "thresholds": "thresholds",
+}
+
+
 class _Values(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -78,6 +86,17 @@ class DecidingPolicy(_Values):
     breakage: BreakageValues | None = None  # None: recorded before the guard existed
     mean_within: float | None = None  # a PASS needs the mean drop within this share of the band
     anchor_factor: float = 2.0  # the anchor's cumulative band, in bands
+    # The resampling's seed and size, and the blocking limits per measure (a minimum, a maximum
+    # when lower is better). None: recorded before they were kept, so unknown and not compared
+    # (`UNRECORDED`), and left out of the digest so such a policy keeps its own.
+    seed: int | None = None
+    resamples: int | None = None
+    thresholds: dict[str, float] | None = None
+
+    @property
+    def unrecorded(self) -> list[str]:
+        """The fields this policy did not record (a baseline recorded before they were kept)."""
+        return [name for field, name in UNRECORDED.items() if getattr(self, field) is None]
 
     @model_validator(mode="before")
     @classmethod
@@ -93,7 +112,8 @@ class DecidingPolicy(_Values):
         """A stable digest of the values (16 hex digits), for the reports and the baselines."""
         # `decided` is what a run was decided on, not a setting: two runs judged under one
         # policy share its digest whatever each decided on.
-        values = self.model_dump(mode="json", exclude={"digest", "decided"})
+        unknown = {field for field in UNRECORDED if getattr(self, field) is None}
+        values = self.model_dump(mode="json", exclude={"digest", "decided", *unknown})
         canonical = json.dumps(values, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
@@ -112,7 +132,7 @@ class DecidingPolicy(_Values):
             f"{bands or 'nothing'}; spike: {spike.drop:g} drop on over {spike.share:.0%} of "
             f"queries blocks; unjudged {unjudged.measure} -{unjudged.drop:g} "
             f"{'blocks' if unjudged.blocking else 'warns'}; {_guard(self.breakage)}anchor band "
-            f"{self.anchor_factor:g}x"
+            f"{self.anchor_factor:g}x{_drawn(self)}{_limits(self.thresholds)}"
         )
 
 
@@ -123,6 +143,18 @@ def _guard(guard: BreakageValues | None) -> str:
         f"breakage: {guard.count} or {guard.share:.0%} of answered queries falling from "
         f">= {guard.high:g} to <= {guard.low:g} block; "
     )
+
+
+def _drawn(policy: DecidingPolicy) -> str:
+    if policy.seed is None or policy.resamples is None:
+        return ""
+    return f"; {policy.resamples} resamples, seed {policy.seed}"
+
+
+def _limits(thresholds: dict[str, float] | None) -> str:
+    if not thresholds:
+        return ""
+    return "; thresholds " + ", ".join(f"{m} {v:g}" for m, v in sorted(thresholds.items()))
 
 
 def _band(band: BandValues | None) -> str:

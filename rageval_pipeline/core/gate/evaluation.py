@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rageval_pipeline.core.gate.decision import EPS
@@ -10,7 +11,7 @@ from rageval_pipeline.core.gate.policy import GateRules
 from rageval_pipeline.core.gate.run import Run
 from rageval_pipeline.core.measures.names import Measure
 
-__all__ = ["EPS", "Evaluation", "per_query_pairs", "worsening"]
+__all__ = ["EPS", "Evaluation", "per_query_pairs", "uncounted", "worsening"]
 
 
 @dataclass(frozen=True)
@@ -26,9 +27,10 @@ def per_query_pairs(
     """(query_id, baseline value, run value) for every query the baseline measured, by query id.
 
     A query the run does not answer, or one dropped from its qrels, counts against the run at
-    the measure's worst value (0 for higher-is-better), never out of it: leaving out the queries
-    that got worse must not pass. Without any per-query value of the measure in the run there
-    is nothing to pair (the mean alone decides)."""
+    the measure's worst value (0 for higher-is-better; for a cost without a bound, infinity,
+    which the quality checks refuse to average: `uncounted`), never out of it: leaving out the
+    queries that got worse must not pass. Without any per-query value of the measure in the run
+    there is nothing to pair (the mean alone decides)."""
     ours, name = run.summary.per_query, str(measure)
     if not any(name in values for values in ours.values()):
         return []
@@ -38,6 +40,23 @@ def per_query_pairs(
         for qid, values in sorted(baseline.per_query.items())
         if name in values
     ]
+
+
+def uncounted(run: Evaluation, baseline: Baseline, measure: Measure) -> list[str]:
+    """The baseline's queries the run has no value of `measure` for, when the measure has no
+    worst value to count them at (a cost, such as Tokens@k: unbounded above). Such a run is
+    not comparable on it: leaving the query out, or counting it as costing nothing, would
+    read a dropped query as a gain."""
+    if measure.higher_is_better or math.isfinite(measure.MAX_VALUE):
+        return []
+    ours, name = run.summary.per_query, str(measure)
+    if not any(name in values for values in ours.values()):
+        return []  # no per-query values at all: the mean alone decides (`per_query_pairs`)
+    return sorted(
+        q
+        for q, values in baseline.per_query.items()
+        if name in values and name not in ours.get(q, {})
+    )
 
 
 def worsening(measure: Measure, reference: float, value: float) -> float:

@@ -10,7 +10,7 @@ Tightening passes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from rageval_pipeline.core.gate.comparable import comparability
@@ -25,9 +25,10 @@ from rageval_pipeline.core.gate.deciding import (
 from rageval_pipeline.core.gate.decision import inconclusive_mode
 from rageval_pipeline.core.gate.evaluation import Evaluation
 from rageval_pipeline.core.gate.models import Baseline, Check, RunSummary
-from rageval_pipeline.core.gate.policy import Approval, GateRules
+from rageval_pipeline.core.gate.policy import Approval, Band, GateRules
 from rageval_pipeline.core.gate.quality import decided_measures
-from rageval_pipeline.core.measures.names import Measure
+from rageval_pipeline.core.gate.rules import Threshold
+from rageval_pipeline.core.measures.names import Measure, parse_measure
 
 
 def deciding_policy(
@@ -64,7 +65,21 @@ def deciding_policy(
         breakage=BreakageValues(**rules.breakage.model_dump()),
         mean_within=stats.mean_within,
         anchor_factor=rules.anchor.factor,
+        seed=stats.seed,
+        resamples=stats.resamples,
+        thresholds=_thresholds(rules),
     )
+
+
+def _thresholds(rules: GateRules) -> dict[str, float]:
+    """The blocking limit per measure (`thresholds` and blocking `threshold` rules), the
+    strictest where several name one measure."""
+    limits: dict[str, float] = {}
+    for rule in rules.limits():
+        if isinstance(rule, Threshold) and rule.blocking:
+            name, pick = str(rule.measure), max if rule.measure.higher_is_better else min
+            limits[name] = pick(limits.get(name, rule.min), rule.min)
+    return limits
 
 
 def policy_measures(run: Evaluation) -> list[Measure]:
@@ -82,14 +97,17 @@ def recorded_policy(summary: RunSummary, rules: GateRules) -> DecidingPolicy:
 
 
 class Loosened(NamedTuple):
-    """One field of the deciding policy that judges more leniently than the baseline's."""
+    """One field of the deciding policy that judges more leniently than the baseline's, or
+    that needs the same approval (`why`: how, when it is not plainly more lenient)."""
 
     field: str
     old: Any
     new: Any
+    why: str = ""
 
     def __str__(self) -> str:
-        return f"{self.field}: {_shown(self.old)} -> {_shown(self.new)}"
+        why = f" ({self.why})" if self.why else ""
+        return f"{self.field}: {_shown(self.old)} -> {_shown(self.new)}{why}"
 
 
 def _shown(value: Any) -> str:
@@ -102,8 +120,11 @@ def _wider(a: float | None, b: float | None) -> bool:
     return (b or 0.0) > (a or 0.0) + 1e-12
 
 
-def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
-    """Every field on which `new` judges more leniently than `old`, in a fixed order."""
+def loosened(
+    old: DecidingPolicy, new: DecidingPolicy, means: Mapping[str, float] | None = None
+) -> list[Loosened]:
+    """Every field on which `new` judges more leniently than `old`, in a fixed order. `means`:
+    the baseline's, on which a band is compared as the drop it tolerates there."""
     out = []
     if RULE_STRENGTH.get(new.rule, 0) < RULE_STRENGTH.get(old.rule, 0):
         out.append(Loosened("statistics.rule", old.rule, new.rule))
@@ -117,13 +138,7 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
     if (old.compare_listed or old.decided) and set(old.compare) - set(new.compare):
         out.append(Loosened("compare", old.compare, new.compare))
     for measure in (m for m in old.compare if m in new.compare):
-        before, after = old.bands.get(measure), new.bands.get(measure)
-        if before is None or after is None:
-            continue
-        for part in ("relative", "absolute"):
-            a, b = getattr(before, part), getattr(after, part)
-            if _wider(a, b):
-                out.append(Loosened(f"tolerance[{measure}].{part}", a, b))
+        out += _band_loosened(measure, old.bands.get(measure), new.bands.get(measure), means)
     for part in ("drop", "share"):
         a, b = getattr(old.spike, part), getattr(new.spike, part)
         if _wider(a, b):
@@ -136,9 +151,70 @@ def loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
         out.append(Loosened("unjudged.broken", old.unjudged.broken, new.unjudged.broken))
     if _wider(old.mean_within, new.mean_within) and old.mean_within is not None:
         out.append(Loosened("statistics.mean_within", old.mean_within, new.mean_within))
+    if old.unjudged.measure != new.unjudged.measure:
+        out.append(Loosened("unjudged.measure", old.unjudged.measure, new.unjudged.measure))
     out += _breakage_loosened(old.breakage, new.breakage)
     if _wider(old.anchor_factor, new.anchor_factor):
         out.append(Loosened("anchor.factor", old.anchor_factor, new.anchor_factor))
+    return out + _drawn_loosened(old, new) + _thresholds_loosened(old.thresholds, new.thresholds)
+
+
+def _band_loosened(
+    measure: str,
+    before: BandValues | None,
+    after: BandValues | None,
+    means: Mapping[str, float] | None,
+) -> list[Loosened]:
+    """The parts of a measure's band that widened. With the baseline's mean known, only when
+    the band it tolerates there (the wider of relative x mean and absolute, `Band.allowed`)
+    widened: moving from a relative band to an absolute one (or back) is judged by the drop it
+    lets pass, not by which part is set."""
+    if before is None or after is None:
+        return []
+    parts = [
+        Loosened(f"tolerance[{measure}].{part}", a, b)
+        for part in ("relative", "absolute")
+        if _wider(a := getattr(before, part), b := getattr(after, part))
+    ]
+    mean = (means or {}).get(measure)
+    if not parts or mean is None:
+        return parts
+    was, now = _allowed(before, mean), _allowed(after, mean)
+    if not _wider(was, now):
+        return []
+    why = f"the band at the baseline's {mean:.6g}: {was:.6g} -> {now:.6g}"
+    return [part._replace(why=why) for part in parts]
+
+
+def _allowed(band: BandValues, mean: float) -> float:
+    return Band(relative=band.relative, absolute=band.absolute).allowed(mean)
+
+
+def _drawn_loosened(old: DecidingPolicy, new: DecidingPolicy) -> list[Loosened]:
+    """Another seed re-draws the resampling, so a change could re-draw until it passes: it
+    needs the approval a loosening does. Fewer resamples make the interval noisier. A policy
+    recorded without them (None) is not compared."""
+    out = []
+    if old.seed is not None and new.seed is not None and old.seed != new.seed:
+        why = "a new seed re-draws the resampling; record it in `loosened:` with a reason"
+        out.append(Loosened("statistics.seed", old.seed, new.seed, why))
+    if old.resamples is not None and (new.resamples or 0) < old.resamples:
+        out.append(Loosened("statistics.resamples", old.resamples, new.resamples))
+    return out
+
+
+def _thresholds_loosened(
+    old: dict[str, float] | None, new: dict[str, float] | None
+) -> list[Loosened]:
+    """A blocking limit lowered (raised, when lower is better) or removed."""
+    if old is None or new is None:
+        return []
+    out = []
+    for name, before in sorted(old.items()):
+        after = new.get(name)
+        higher = parse_measure(name).higher_is_better
+        if after is None or (_wider(after, before) if higher else _wider(before, after)):
+            out.append(Loosened(f"thresholds[{name}]", before, after))
     return out
 
 
@@ -161,7 +237,10 @@ def _breakage_loosened(old: BreakageValues | None, new: BreakageValues | None) -
 
 def _same(a: Any, b: Any) -> bool:
     """An approval's `to` against a loosened value: numbers as numbers, lists as sets of
-    names (YAML reads `[nDCG@10]` and `[ nDCG@10 ]` alike), the rest as text."""
+    names (YAML reads `[nDCG@10]` and `[ nDCG@10 ]` alike), a removed value as `null` or
+    `unset` (as the check shows it), the rest as text."""
+    if b is None:
+        return a is None or a == "unset"
     if isinstance(a, list) and isinstance(b, list):
         return sorted(map(str, a)) == sorted(map(str, b))
     if isinstance(a, bool) or isinstance(b, bool):
@@ -182,15 +261,15 @@ def approved(change: Loosened, approvals: list[Approval]) -> Approval | None:
     )
 
 
-def policy_check(
-    run: Evaluation, now: DecidingPolicy, recorded: DecidingPolicy | None
-) -> Check | None:
-    """The `policy` check: blocking when `now` is looser than `recorded` (the baseline's) on a
-    field the policy file does not approve; passing, with the approvals named, otherwise. None
-    when the baseline recorded no policy or nothing was loosened."""
+def policy_check(run: Evaluation, now: DecidingPolicy, stored: Baseline | None) -> Check | None:
+    """The `policy` check: blocking when `now` is looser than the policy `stored` (the
+    baseline) was recorded under on a field the policy file does not approve; passing, with
+    the approvals named, otherwise. None when the baseline recorded no policy or nothing was
+    loosened."""
+    recorded = None if stored is None else stored.policy
     if recorded is None:
         return None
-    changes = loosened(recorded, now)
+    changes = loosened(recorded, now, stored.measures)
     if not changes:
         return None
     approvals = run.rules.loosened

@@ -21,7 +21,13 @@ from rageval_pipeline.core.gate.decision import (
     resolution_text,
     tests,
 )
-from rageval_pipeline.core.gate.evaluation import EPS, Evaluation, per_query_pairs, worsening
+from rageval_pipeline.core.gate.evaluation import (
+    EPS,
+    Evaluation,
+    per_query_pairs,
+    uncounted,
+    worsening,
+)
 from rageval_pipeline.core.gate.models import Baseline, Check, QueryRegression
 from rageval_pipeline.core.gate.ppi_rule import measured_on_population, ppi_tests
 from rageval_pipeline.core.gate.run import deltas
@@ -90,7 +96,7 @@ def paired_tests(
         if measure in ppi:
             continue
         pairs = per_query_pairs(run, baseline, measure)
-        if len(pairs) < 2:
+        if len(pairs) < 2 or uncounted(run, baseline, measure):
             continue  # no per-query values (an old baseline): the mean alone decides
         _, reference, value = zip(*pairs, strict=True)
         values[measure] = (np.array(reference), np.array(value))
@@ -134,6 +140,8 @@ def baseline_check(
             if missing_in_run
             else f"{run.label} {measure} is not in the baseline; update the baseline to compare it",
         )
+    if uncounted(run, baseline, measure):
+        return _not_comparable(run, measure, baseline, "baseline", blocking=True)
     band = run.rules.tolerance.for_measure(measure)
     allowed = band.allowed(reference)
     stats = run.rules.statistics
@@ -169,6 +177,27 @@ def baseline_check(
     if res is not None and not res.resolves and not verdict.floor:
         text += "; " + resolution_text(res)
     return check.model_copy(update={"message": check.message + text})
+
+
+def _not_comparable(
+    run: Evaluation, measure: Measure, baseline: Baseline, kind: str, *, blocking: bool
+) -> Check:
+    """A cost measure (`uncounted`) the run has no value for on some of the baseline's
+    queries: refused, since a dropped query would read as the cheapest."""
+    dropped = uncounted(run, baseline, measure)
+    shown = ", ".join(dropped[:5]) + (", ..." if len(dropped) > 5 else "")
+    return run.check(
+        kind=kind,
+        measure=str(measure),
+        value=run.summary.measures.get(str(measure)),
+        reference=baseline.measures.get(str(measure)),
+        passed=False,
+        blocking=blocking,
+        message=f"{run.label} {measure} is not comparable with the baseline: the run has no "
+        f"value for {len(dropped)} of the baseline's queries ({shown}); a cost has no worst "
+        "value to count a dropped query at, and leaving it out would read as a saving"
+        + ("" if blocking else " (watched, not blocking)"),
+    )
 
 
 def _unsure_text(
@@ -210,6 +239,8 @@ def watched_check(
     """A measure outside `compare`, judged by the same rule but never blocking: a warning,
     under the measure's own category, when a drop beyond tolerance is established (FAIL);
     otherwise passed (and `improved` when a gain is established)."""
+    if uncounted(run, baseline, measure):
+        return _not_comparable(run, measure, baseline, "watched", blocking=False)
     name = str(measure)
     value, reference = run.summary.measures[name], baseline.measures[name]
     allowed = run.rules.tolerance.for_measure(measure).allowed(reference)
@@ -285,9 +316,11 @@ def spike_check(run: Evaluation, baseline: Baseline, measure: Measure) -> Check:
 def worst_queries(
     run: Evaluation, baseline: Baseline, measure: Measure, limit: int
 ) -> list[QueryRegression]:
+    # A dropped query of a cost has no value to show (`uncounted`: its check names it).
     worse = [
         (worsening(measure, ref, val), qid, ref, val)
         for qid, ref, val in per_query_pairs(run, baseline, measure)
+        if np.isfinite(val)
     ]
     worse = sorted((w for w in worse if w[0] > EPS), key=lambda w: (-w[0], w[1]))
     s = run.summary

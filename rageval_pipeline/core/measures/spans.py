@@ -21,7 +21,12 @@ from rageval_pipeline.core.io.ranking import order_run
 from rageval_pipeline.core.measures import names
 from rageval_pipeline.core.measures.compute import per_query_table
 from rageval_pipeline.core.measures.prepare import JUDGED_LEVEL
-from rageval_pipeline.core.measures.span_names import EvidenceRecall, TokenIoU, TokenPrecision
+from rageval_pipeline.core.measures.span_names import (
+    EvidenceRecall,
+    TokenIoU,
+    TokenPrecision,
+)
+from rageval_pipeline.core.measures.span_names import Tokens as TokensRetrieved
 from rageval_pipeline.core.suites.derived import Tokens
 
 Intervals = dict[str, list[tuple[int, int]]]  # document -> sorted disjoint [first, stop)
@@ -95,6 +100,11 @@ def evaluate_spans(
             top = [held[i] for i in lists.get(query, [])[: measure.k] if i in held]
             if measure.budget is not None:
                 top = _within_budget(top, measure.budget)
+            if isinstance(measure, TokensRetrieved) and not any(b > a for _, a, b in top):
+                # Nothing retrieved that holds a token: the query was dropped, and costing it 0
+                # would read as a saving. Left without a value, the gate refuses to compare
+                # the cost (`gate.evaluation.uncounted`).
+                continue
             queries.append(query)
             labelled.append(str(measure))
             values.append(_value(measure, evidence, top))

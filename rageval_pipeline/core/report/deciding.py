@@ -21,5 +21,11 @@ def policy_blocks(verdict: Verdict) -> list[Block]:
             f"{r.dataset}/{r.system} decided under policy {r.policy.digest}{since}: "
             f"{r.policy.describe()}."
         )
+        if r.baseline_policy is not None and (unknown := r.baseline_policy.unrecorded):
+            lines.append(
+                f"{r.dataset}/{r.system}: its baseline's policy was recorded without "
+                f"{', '.join(unknown)}, so a change of them is not checked; re-record the "
+                "baseline (`rageval baseline update`) to check it."
+            )
     loosened = [c.message for c in verdict.checks if c.kind == "policy"]
     return ([Bullets(lines)] if lines else []) + ([Bullets(loosened)] if loosened else [])
