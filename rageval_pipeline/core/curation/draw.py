@@ -40,6 +40,7 @@ class PairReading(BaseModel):
     target_id: str
     grade: int = Field(ge=0, le=3)
     nuggets: list[Nugget] = []
+    why: str = ""  # the reader's reason, by the rubric
 
     @model_validator(mode="after")
     def _grade_is_best_nugget(self) -> PairReading:
