@@ -195,6 +195,8 @@ def apply_third(name: str, number: str, decided_file: Path | None = None) -> Non
     now = {p.key: p for p in drawing.suite_readings(suite)}
     lines = []
     for key, reading in decided.items():
+        if key not in now:
+            raise SystemExit(f"error: {key[0]} {key[1]} is no longer a judged pair of {name}")
         doc = suite.reference.extent_of(key[1]).doc_id
         why = f"third reading of round {number}: {reading.why}".strip()
         lines += nugget_third.decisions(now[key], reading, doc, why)

@@ -4,8 +4,11 @@ and the third reading's sheet and decisions."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 from statsmodels.stats.inter_rater import cohens_kappa
@@ -257,3 +260,92 @@ def test_decided_nuggets_become_decisions_regrade_split_drop_and_new():
         (None, [("Pets are welcome.", 1)]),
     ]
     assert nugget_third.decisions(now, now, "doc", "why") == []
+
+
+# --- the committed round and the script -------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location(
+        "nugget_agreement", ROOT / "scripts" / "nugget_agreement.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["techdocs", "hotel"])
+def test_the_committed_round3_sheet_is_blind_and_holds_the_sample(name):
+    folder = ROOT / "data" / "suites" / name / "agreement" / "round3"
+    record = draw.SeedRecord.model_validate_json((folder / "seed.json").read_text())
+    sample = [json.loads(line) for line in (folder / "sample.jsonl").read_text().splitlines()]
+    sheet = [json.loads(line) for line in (folder / "sheet.jsonl").read_text().splitlines()]
+    assert record.drawn_at is not None and record.recorded_at < record.drawn_at
+    for stratum, size in record.strata.items():
+        assert sum(PairReading.model_validate(r).stratum == stratum for r in sample) == size.sample
+    assert [(r["order"], r["query_id"], r["target_id"]) for r in sheet] == [
+        (r["order"], r["query_id"], r["target_id"]) for r in sample
+    ]
+    for row, drawn in zip(sheet, sample, strict=True):
+        assert set(row) == {
+            "order",
+            "query_id",
+            "query",
+            "target_id",
+            "title",
+            "target_text",
+            "grade",
+            "nuggets",
+            "why",
+        }
+        assert (row["grade"], row["nuggets"], row["why"]) == (None, [], "")
+        for nugget in drawn["nuggets"]:  # the suite's quotes are the target's text
+            assert nugget["quote"] in row["target_text"]
+
+
+def test_compare_and_third_from_a_round_folder(tmp_path, monkeypatch):
+    script = load_script()
+    source = ROOT / "data" / "suites" / "techdocs" / "agreement" / "round3"
+    folder = tmp_path / "round3"
+    shutil.copytree(source, folder)
+    for extra in (
+        "second.jsonl",
+        "agreement.json",
+        "agreement.md",
+        "third.jsonl",
+        "third_key.json",
+    ):
+        (folder / extra).unlink(missing_ok=True)
+    monkeypatch.setattr(script, "round_folder", lambda name, number: folder)
+    sample = [json.loads(line) for line in (folder / "sample.jsonl").read_text().splitlines()]
+    sheet = {
+        (r["query_id"], r["target_id"]): r
+        for r in map(json.loads, (folder / "sheet.jsonl").read_text().splitlines())
+    }
+    emptied = next(k for k, row in enumerate(sample) if row["grade"] >= 2)
+    read = sample[: max(30, emptied + 1)]
+    second = []
+    for k, row in enumerate(read):
+        mine = dict(sheet[row["query_id"], row["target_id"]])
+        if k == emptied:  # read without a nugget: a disagreement
+            mine["nuggets"], mine["grade"] = [], 0
+        else:
+            mine["nuggets"], mine["grade"] = row["nuggets"], row["grade"]
+        second.append(mine)
+    filled = write(tmp_path / "second.jsonl", *second)
+    script.compare("techdocs", "3", filled)
+    found = json.loads((folder / "agreement.json").read_text())
+    assert found["pairs_read"] == len(read)
+    assert found["grades"]["agree"] == len(read) - 1
+    assert found["disagreements"] == 1
+    suite_nuggets = sum(len(r["nuggets"]) for r in read)
+    assert found["nuggets"]["matched"] == suite_nuggets - len(sample[emptied]["nuggets"])
+    assert found["nuggets"]["token_precision"] == 1.0 and found["nuggets"]["token_recall"] < 1
+    before = (folder / "agreement.json").read_bytes()
+    script.compare("techdocs", "3")  # reproduced from the stored record
+    assert (folder / "agreement.json").read_bytes() == before
+    script.third("techdocs", "3", tmp_path)
+    rows = (tmp_path / "third-techdocs.jsonl").read_text().splitlines()
+    assert [json.loads(r)["query_id"] for r in rows] == [sample[emptied]["query_id"]]
