@@ -20,15 +20,21 @@ def kappa(
     second: Sequence[object],
     weights: Literal["linear", "quadratic"] | None = None,
     labels: Sequence[object] = GRADES,
+    sample_weight: Sequence[float] | None = None,
 ) -> float | None:
     """Cohen's kappa of two graders over the same items (scikit-learn), None when undefined
     (both graders used one and the same label throughout). `labels` fixes the scale, so that
-    weights measure the distance on it (1 and 3 are two steps apart even when no 2 occurs)."""
+    weights measure the distance on it (1 and 3 are two steps apart even when no 2 occurs).
+    `sample_weight` weighs each item (a stratified sample weighted to its population)."""
     from sklearn.metrics import cohen_kappa_score
 
     if len(set(first) | set(second)) < 2:
         return None
-    return float(cohen_kappa_score(first, second, labels=list(labels), weights=weights))
+    return float(
+        cohen_kappa_score(
+            first, second, labels=list(labels), weights=weights, sample_weight=sample_weight
+        )
+    )
 
 
 class Figures(BaseModel):
@@ -47,6 +53,22 @@ class Figures(BaseModel):
         return self.agree / self.pairs
 
 
+def kappas(
+    first: Sequence[int], second: Sequence[int], weights: Sequence[float] | None = None
+) -> dict[str, float | None]:
+    """The four kappas of `Figures` (and `Weighted`), items weighed by `weights`."""
+    return {
+        "kappa_linear": kappa(first, second, "linear", sample_weight=weights),
+        "kappa_quadratic": kappa(first, second, "quadratic", sample_weight=weights),
+        "kappa_relevant": kappa(
+            [a >= 1 for a in first], [b >= 1 for b in second], None, BINARY, weights
+        ),
+        "kappa_highly": kappa(
+            [a >= 2 for a in first], [b >= 2 for b in second], None, BINARY, weights
+        ),
+    }
+
+
 def figures(first: Sequence[int], second: Sequence[int]) -> Figures:
     """Raw agreement, the kappas and the confusion table of two passes' grades, pair by pair."""
     confusion = [[0] * len(GRADES) for _ in GRADES]
@@ -55,9 +77,38 @@ def figures(first: Sequence[int], second: Sequence[int]) -> Figures:
     return Figures(
         pairs=len(first),
         agree=sum(a == b for a, b in zip(first, second, strict=True)),
-        kappa_linear=kappa(first, second, "linear"),
-        kappa_quadratic=kappa(first, second, "quadratic"),
-        kappa_relevant=kappa([a >= 1 for a in first], [b >= 1 for b in second], labels=BINARY),
-        kappa_highly=kappa([a >= 2 for a in first], [b >= 2 for b in second], labels=BINARY),
         confusion=confusion,
+        **kappas(first, second),
+    )
+
+
+class Weighted(BaseModel):
+    """The figures of a weighted sample (a stratified one weighted to its population): the
+    confusion table counts estimated pairs of the population."""
+
+    pairs: int
+    population: float
+    raw: float
+    kappa_linear: float | None
+    kappa_quadratic: float | None
+    kappa_relevant: float | None
+    kappa_highly: float | None
+    confusion: list[list[float]]
+
+
+def weighted_figures(
+    first: Sequence[int], second: Sequence[int], weights: Sequence[float]
+) -> Weighted:
+    """`figures` with each pair weighed (e.g. by the inverse of its stratum's sampling
+    fraction, so that the figures estimate the population's)."""
+    confusion = [[0.0] * len(GRADES) for _ in GRADES]
+    for a, b, w in zip(first, second, weights, strict=True):
+        confusion[a][b] += w
+    total = float(sum(weights))
+    return Weighted(
+        pairs=len(first),
+        population=total,
+        raw=sum(w for a, b, w in zip(first, second, weights, strict=True) if a == b) / total,
+        confusion=confusion,
+        **kappas(first, second, weights),
     )
