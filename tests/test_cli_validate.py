@@ -18,6 +18,16 @@ def test_valid_suite_exits_0(capsys):
     assert capsys.readouterr() == (OK_LINE, "")
 
 
+def test_every_bundled_suite_validates(capsys):
+    """A judging step (a third reading, a pooled search) can leave near-duplicates graded apart;
+    validation is the check that catches it, so the shipped suites must pass it."""
+    bundled = sorted(
+        p.parent for p in (Path(__file__).parents[1] / "data" / "suites").glob("*/suite.json")
+    )
+    assert main(["validate", *map(str, bundled)]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.count("ok: ") == len(bundled) >= 2
+
+
 def test_invalid_suite_exits_2_and_later_paths_are_still_checked(capsys):
     assert main(["validate", str(BAD), str(TINY)]) == 2
     assert capsys.readouterr() == (OK_LINE, ERROR_LINE)
