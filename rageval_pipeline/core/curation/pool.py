@@ -150,7 +150,9 @@ def run_systems(
                 base_dir,
                 members,
                 corpus=corpus,
+                reference=suite.chunking,
                 stored_chunks=stored_chunks,
+                embeddings_dir=embeddings_dir,
             )
             runs[name] = system.produce_run(inputs)
             say(
@@ -171,8 +173,8 @@ def _describe(chunking: ChunkingConfig) -> str:
 
 def unit_chunking(system: SystemConfig, reference: ChunkingConfig) -> ChunkingConfig | None:
     """The chunking of the ids a system returns; None for whole documents or unknown units."""
-    if system.member_names:
-        if system.level == "document":
+    if system.member_names:  # fusion, or a reranker (its candidates' ids, no `level`)
+        if getattr(system, "level", "chunk") == "document":
             return None
         return unit_chunking(system.member(system.member_names[0]), reference)
     if system.indexed:
