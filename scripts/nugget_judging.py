@@ -126,7 +126,7 @@ class Apply:
                 self.mark_primary(query, primaries.get(query["id"]))
 
     def decide(self, query: dict[str, Any], row: dict[str, Any], line: int, at: int) -> None:
-        spans, doc = query["spans"], row["doc"]
+        spans, doc = query.setdefault("spans", []), row["doc"]  # a new query: none yet
         if self.in_place(spans, doc, row, at):
             return
         if row.get("span") is not None:
