@@ -140,12 +140,18 @@ def check(round_: int) -> int:
     total = exact = near = floor = 0
     apart = []
     for suite_name in SUITES:
+        # A query dropped from the suite since a round was drawn has nothing to derive.
+        present = {q.id for q in load_suite(ROOT / "data" / "suites" / suite_name).queries}
         for name, chunking in CHUNKINGS.items():
             pool = at_stake(suite_name, chunking)
             derived = {
                 (q, c): int(g) for q, c, g in pool[["query_id", "chunk_id", "relevance"]].values
             }
-            mine = {(q, c): g for (s, n, q, c), g in graded.items() if (s, n) == (suite_name, name)}
+            mine = {
+                (q, c): g
+                for (s, n, q, c), g in graded.items()
+                if (s, n) == (suite_name, name) and q in present
+            }
             # A pair drawn in an earlier round whose chunk no longer touches a nugget (its text
             # was re-judged as read, no evidence) holds no decisive part: it derives 0.
             for key in mine.keys() - derived.keys():

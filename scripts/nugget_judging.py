@@ -18,6 +18,8 @@ text stays read, with no evidence); one with `span: null` quotes new nuggets ins
 judged region of that document (an answer left unquoted) or, with `region`, judges a target
 the query had not (a missed one: the whole document, or the reference section holding the
 quote, as its region). `{"query_id": ..., "primary": "<quote>"}` marks the primary nugget;
+`{"query_id": ..., "dropped": "<why>"}` records a query taken out of the suite, whose decisions
+stay in the record and are skipped;
 otherwise a primary that is no longer of the highest grade moves to the first nugget that is.
 Applying again changes nothing: a decision whose nuggets are in place (or were split further
 by a later decision that is) is skipped.
@@ -113,10 +115,21 @@ class Apply:
     def __call__(self, raw_queries: dict[str, dict[str, Any]]) -> None:
         primaries: dict[str, str] = {}
         self.rows = read_decisions(self.path)
+        # A query taken out of the suite keeps its decisions in the record (they were made on
+        # it); a `dropped` line says so, and they are skipped rather than refused as unknown.
+        dropped = {row["query_id"] for _, row in self.rows if "dropped" in row}
         for at, (line, row) in enumerate(self.rows):
+            if row["query_id"] in dropped and row["query_id"] not in raw_queries:
+                continue
             query = raw_queries.get(row["query_id"])
             if query is None:
                 raise InputError(self.path, f"unknown query {row['query_id']!r}", line=line)
+            if "dropped" in row:
+                raise InputError(
+                    self.path,
+                    f"query {row['query_id']!r} is dropped but still in the suite",
+                    line=line,
+                )
             if "primary" in row:
                 primaries[row["query_id"]] = row["primary"]
                 continue
@@ -126,7 +139,7 @@ class Apply:
                 self.mark_primary(query, primaries.get(query["id"]))
 
     def decide(self, query: dict[str, Any], row: dict[str, Any], line: int, at: int) -> None:
-        spans, doc = query["spans"], row["doc"]
+        spans, doc = query.setdefault("spans", []), row["doc"]  # a new query: none yet
         if self.in_place(spans, doc, row, at):
             return
         if row.get("span") is not None:

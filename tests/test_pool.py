@@ -61,6 +61,26 @@ def test_export_lists_unjudged_pooled_targets_with_their_systems(tmp_path, capsy
     ]
 
 
+def test_a_reranker_is_pooled_on_the_reference_chunks_of_its_candidates(tmp_path, capsys):
+    """A rerank system reads the corpus chunked as its candidates are (the suite's reference
+    chunking) and returns their ids: pooled like them, not refused for a missing fusion level."""
+    systems = tmp_path / "systems.yaml"
+    systems.write_text(
+        "systems:\n"
+        "  bm25: {retriever: bm25, chunking: {strategy: reference}}\n"
+        "  reranked: {retriever: rerank, candidates: bm25, model: bi-encoder}\n",
+        encoding="utf-8",
+    )
+    sheet = tmp_path / "pool.jsonl"
+    argv = ["pool", "export", str(FIXTURES / "poolsuite"), "--systems", str(systems)]
+    assert main([*argv, "--no-extra", "--embed", "-o", str(sheet)]) == 0
+    assert "over 2 systems (bm25, reranked)" in capsys.readouterr().out
+    rows = [json.loads(line) for line in sheet.read_text(encoding="utf-8").splitlines()]
+    named = {s.split("@")[0] for r in rows for s in r["systems"].split()}
+    assert "reranked" in named
+    assert all(":chunk:" in r["target_id"] for r in rows)
+
+
 def test_other_chunkings_map_to_the_reference_chunks_they_cover():
     mapper = pool.ReferenceMap(load_suite(FIXTURES / "poolsuite"))
     six = ChunkingConfig(strategy="fixed", size=6, overlap=0)

@@ -175,8 +175,8 @@ def _describe(chunking: ChunkingConfig) -> str:
 
 def unit_chunking(system: SystemConfig, reference: ChunkingConfig) -> ChunkingConfig | None:
     """The chunking of the ids a system returns; None for whole documents or unknown units."""
-    if system.member_names:
-        if system.level == "document":
+    if system.member_names:  # fusion, or a reranker (its candidates' ids, no `level`)
+        if getattr(system, "level", "chunk") == "document":
             return None
         return unit_chunking(system.member(system.member_names[0]), reference)
     if system.indexed:
