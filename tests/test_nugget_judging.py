@@ -74,3 +74,14 @@ def test_a_decision_on_a_nugget_not_in_the_suite_is_refused(tmp_path: Path) -> N
     folder = write_suite(tmp_path / "s", "1.1", region_and_nugget())
     with pytest.raises(InputError, match="no nugget of log in q1 reads"):
         apply(folder, [CHAIN])
+
+
+def test_a_dropped_query_keeps_its_decisions_and_only_it_is_skipped(tmp_path: Path) -> None:
+    folder = write_suite(tmp_path / "s", "1.1", region_and_nugget())
+    gone = {**SPLIT, "query_id": "q9"}
+    with pytest.raises(InputError, match="unknown query 'q9'"):
+        apply(folder, [gone])
+    assert apply(folder, [gone, SPLIT, {"query_id": "q9", "dropped": "taken out"}]) == 1
+    assert nuggets(folder) == [("No extra fee:", 1), (FEE, 3)]
+    with pytest.raises(InputError, match="'q1' is dropped but still in the suite"):
+        apply(folder, [{"query_id": "q1", "dropped": "not really"}])
