@@ -10,8 +10,9 @@ nDCG@10, R@100 and RR. Shapes:
 - `parquet`: the `ties` run as Parquet (query_id, doc_id, score);
 - `wide-trec`, `wide-parquet`: 50,000 queries x 100 docs, scores rounded to 2 decimals.
 
-trec_eval's C binary (`--trec-eval PATH`, e.g. built from usnistgov/trec_eval with its
-Makefile) reads the TREC text of each shape (of a Parquet shape: the same run as text). Each
+trec_eval's C binary (`--trec-eval PATH`, built from usnistgov/trec_eval optimised: its
+Makefile builds `-g` alone, so `make CFLAGS='-O2 -I. -DVERSIONID=\"10.0-rc3\"'`) reads the TREC
+text of each shape (of a Parquet shape: the same run as text). Each
 shape's per-query values are compared with pytrec_eval's (untimed, `--format json`); the
 largest difference is printed. Also times `rageval --help`.
 
@@ -139,7 +140,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--judged", type=int, default=30, help="judgments per query (0-3)")
     parser.add_argument("--shape", action="append", choices=list(SHAPES))
-    parser.add_argument("--trec-eval", help="trec_eval's binary (else not measured)")
+    parser.add_argument(
+        "--trec-eval", help="trec_eval's binary, built -O2 (see the docstring); else not measured"
+    )
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "rageval-bench")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,9 @@ CUTOFFS = (1, 3, 5, 10)
 DOCS = [f"d{i}" for i in range(12)]
 # Ids whose byte order trec_eval's tie-break reads past 8 bytes, a prefix and a length.
 LONG_DOCS = ["doc-0000000001", "doc-00000000010", "doc-0000000002", "doc-000000000", "é-1", "d"]
+# Query ids whose sorted union (byte order, as Arrow sorts it, is Python's code point order)
+# differs from the order they come in: prefixes, digits, case, past 8 bytes, beyond ASCII.
+QUERIES = ["q1", "q10", "q2", "Q", "é", "query-0000000001", "query-00000000010"]
 
 
 def _ours_and_trec(rel: int) -> dict[str, str]:
@@ -39,17 +42,19 @@ def _ours_and_trec(rel: int) -> dict[str, str]:
 
 @st.composite
 def collections(draw, docs=DOCS):
-    n_queries = draw(st.integers(1, 4))
+    queries = draw(st.lists(st.sampled_from(QUERIES), unique=True, min_size=1, max_size=4))
     qrels, run = [], []
-    for q in range(n_queries):
+    for q in queries:
         judged = draw(st.lists(st.sampled_from(docs), unique=True, max_size=8))
-        qrels += [(f"q{q}", d, draw(st.integers(0, 3))) for d in judged]
+        qrels += [(q, d, draw(st.integers(0, 3))) for d in judged]
         retrieved = draw(st.lists(st.sampled_from(docs), unique=True, min_size=1, max_size=12))
         # Few distinct scores, so ties (broken by doc id, descending) are common.
-        run += [(f"q{q}", d, float(draw(st.integers(0, 4)))) for d in retrieved]
+        run += [(q, d, float(draw(st.integers(0, 4)))) for d in retrieved]
     order = draw(st.permutations(range(len(run))))
     if draw(st.booleans()):  # also the grouped, score-sorted layout retrievers write
         order = sorted(range(len(run)), key=lambda i: (run[i][0], -run[i][2]))
+    if draw(st.booleans()):  # qrels not grouped by query either
+        qrels = [qrels[i] for i in draw(st.permutations(range(len(qrels))))]
     qrels_df = pd.DataFrame(qrels, columns=["query_id", "doc_id", "relevance"])
     run_df = pd.DataFrame([run[i] for i in order], columns=["query_id", "doc_id", "score"])
     return qrels_df, run_df
@@ -85,9 +90,12 @@ def test_agrees_with_pytrec_eval(rel, data):
     pairs = _ours_and_trec(rel)
     ours = evaluate(qrels, run, list(pairs))
     _assert_agrees(ours, _pytrec_values(qrels, run, set(pairs.values()), rel), qrels, pairs)
+    seen = set(qrels["query_id"]) | set(run["query_id"])
+    judged = set(qrels.loc[qrels["relevance"] >= 1, "query_id"])
+    assert unjudged_queries(qrels, run) == sorted(seen - judged)
 
 
-@pytest.mark.parametrize("form", ["trec", "parquet"])
+@pytest.mark.parametrize("form", ["trec", "parquet", "parquet-dictionary"])
 @settings(max_examples=60, deadline=None)
 @given(data=collections(DOCS + LONG_DOCS))
 def test_a_file_with_tied_scores_read_for_scoring_agrees_with_pytrec_eval(
@@ -99,6 +107,8 @@ def test_a_file_with_tied_scores_read_for_scoring_agrees_with_pytrec_eval(
     path = tmp_path_factory.mktemp("run") / f"run.{form}"
     if form == "parquet":
         run.to_parquet(path, index=False)
+    elif form == "parquet-dictionary":  # ids stored as Arrow dictionaries
+        run.astype({"query_id": "category", "doc_id": "category"}).to_parquet(path, index=False)
     else:
         rows = run.itertuples(index=False)
         path.write_text("".join(f"{q} Q0 {d} 1 {s!r} t\n" for q, d, s in rows))
