@@ -119,7 +119,7 @@ def run_systems(
                 chunking = system.run_chunking(suite.chunking)
                 indexed = chunks_of(tables.corpus, chunking, stored_chunks)
                 new = len(system.to_embed(indexed, embeddings_dir)[0])
-                embedding = f", {new:,} to embed: loading the model first" if new else ""
+                embedding = f", {new:,} to embed" if new else ""
                 say(f"{name}: indexing {len(indexed):,} chunks ({_describe(chunking)}){embedding}")
                 meta = system.build_index(
                     indexed, directory, embeddings_dir=embeddings_dir, log=log

@@ -42,7 +42,10 @@ SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is int
 ENCODE_ROWS = 64
 # Model calls timed to measure what an embedding will cost (`calibrate`), after one that pays
 # the model's warm-up: spread over the texts' lengths, so the fit sees small and large calls.
-CALIBRATION_CALLS = 10
+# Under load a call's time varies 10x from one to the next: on 347 calls timed at load 5
+# (bench/README.md), 20 spread calls put the total within 14% (median; 26% at the 90th
+# percentile), 10 calls within 17% (54%).
+CALIBRATION_CALLS = 20
 PROGRESS_EVERY_S = 30.0
 
 
