@@ -9,7 +9,13 @@ actual seconds, every ETA line against the time its system's embedding actually 
 (error %), and the wall time. `--busy N` runs N busy loops for the run (a loaded machine);
 `--storage DIR` keeps the storage (a second run then estimates by the recorded cost).
 
-    .venv/bin/python bench/pool_clock.py [--busy 3] [--storage DIR]
+`--calls` instead times every model call of each dense system's embedding one by one (the
+model warm) and replays the clock on them: the total as a calibration of 10 or 20 spread calls
+estimates it (400 sample offsets), and the time left as the ETA predicts it (the cost fitted
+on all calls, scaled to the speed of the calls so far, the latest weighing most) at every
+third call: what noise a loaded machine leaves in either.
+
+    .venv/bin/python bench/pool_clock.py [--busy 3] [--storage DIR] [--calls]
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--busy", type=int, default=0, help="busy loops run meanwhile")
     parser.add_argument("--storage", type=Path, help="storage to use (default: a fresh one)")
+    parser.add_argument("--calls", action="store_true", help="time every call, replay the clock")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rageval-clock-") as tmp:
         work = Path(tmp)
@@ -88,6 +95,10 @@ def main() -> None:
         ]
         try:
             print(f"load average before: {os.getloadavg()}, busy loops: {args.busy}")
+            if args.calls:
+                replay(every_call(suite_file, work / "calls"))
+                print(f"load average after: {os.getloadavg()}")
+                return
             lines = run(argv, env)
             print(f"load average after: {os.getloadavg()}")
         finally:
@@ -95,6 +106,74 @@ def main() -> None:
                 process.kill()
                 process.wait()
     report(lines, len(suite["documents"]), sections)
+
+
+def every_call(suite_file: Path, cache: Path) -> dict[str, list[tuple[int, int, float]]]:
+    """(rows, tokens a row, seconds) of every model call each dense system's embedding makes,
+    in its order (longest texts first), timed one by one after a warm-up call."""
+    from rageval_pipeline.core.curation import pool, pool_cost
+    from rageval_pipeline.core.retrieval import dense, embedding_cost
+    from rageval_pipeline.core.suites.golden import load_suite
+    from rageval_pipeline.core.systems import load_systems
+
+    suite = load_suite(suite_file)
+    systems = dict(load_systems(REPO / "data" / "systems.yaml")) | pool.extra_systems()
+    todo = pool_cost.pending(suite, systems, cache)
+    model = dense.load_model()
+    dense.encode_passages(model, ["a warm-up", "call"])
+    calls = {}
+    for name, keyed in todo.texts.items():
+        texts = list(keyed.values())
+        lengths = dense.token_lengths(model, texts)
+        ordered = sorted(zip(lengths, texts, strict=True), key=lambda r: -r[0])
+        calls[name], first = [], 0
+        for rows, size in embedding_cost.plan([n for n, _ in ordered], systems[name].batch_size):
+            start = time.perf_counter()
+            dense.encode_passages(model, [t for _, t in ordered[first : first + rows]])
+            calls[name].append((rows, size, time.perf_counter() - start))
+            first += rows
+        print(f"{name}: {len(calls[name])} calls, {sum(c[2] for c in calls[name]):.1f} s")
+    return calls
+
+
+def replay(calls: dict[str, list[tuple[int, int, float]]]) -> None:
+    import numpy as np
+
+    every = [c for system in calls.values() for c in system]
+    every.sort(key=lambda c: -c[1])
+    x = np.array([rows * size for rows, size, _ in every], float)
+    t = np.array([seconds for _, _, seconds in every])
+    features = np.c_[np.ones(len(x)), x]
+    shape = np.maximum(np.linalg.lstsq(features, t, rcond=None)[0], 0)
+    print(f"{len(t)} calls, {t.sum():.1f} s; fixed {shape[0]:.4f} s + {shape[1]:.2e} s a token")
+    rng = np.random.default_rng(0)
+    for k in (10, 20):
+        errors = []
+        for _ in range(400):
+            picked = np.floor((np.arange(k) + rng.uniform()) * len(t) / k).astype(int)
+            fit = np.linalg.lstsq(features[picked], t[picked], rcond=None)[0]
+            errors.append((features @ np.maximum(fit, 0)).sum() / t.sum() - 1)
+        summary(f"estimate from {k} spread calls", errors)
+    errors = []
+    for system in calls.values():
+        x = np.array([rows * size for rows, size, _ in system], float)
+        seconds = np.array([s for _, _, s in system])
+        predicted = shape[0] + shape[1] * x
+        for i in range(3, len(system) - 3, 3):
+            weights = 0.8 ** np.arange(i - 1, 0, -1)  # calls 1..i-1, the warm-up left out
+            speed = (weights * seconds[1:i]).sum() / (weights * predicted[1:i]).sum()
+            errors.append(speed * predicted[i:].sum() / seconds[i:].sum() - 1)
+    summary("ETA at every third call", errors)
+
+
+def summary(what: str, errors: list[float]) -> None:
+    import numpy as np
+
+    size = np.abs(errors)
+    print(
+        f"{what}: |error| median {100 * np.median(size):.0f}%, 90th percentile "
+        f"{100 * np.percentile(size, 90):.0f}%, median error {100 * np.median(errors):+.0f}%"
+    )
 
 
 def run(argv: list[str], env: dict[str, str]) -> list[tuple[float, str]]:
