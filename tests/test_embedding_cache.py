@@ -241,14 +241,6 @@ def test_the_eta_is_the_calls_left_at_the_measured_fixed_and_per_token_cost(tmp_
     assert first.eta_seconds < end - first.seconds
 
 
-def test_an_embedding_of_enough_texts_records_its_rate_for_the_next_estimate(tmp_path):
-    few, many = EmbeddingCache(tmp_path, "few"), EmbeddingCache(tmp_path, "many")
-    embed([f"t{i}" for i in range(embeddings.RATE_FROM_TEXTS - 1)], few, CountingEncoder())
-    assert few.rate() is None  # too few texts to time
-    _, stats = embed([f"t{i}" for i in range(embeddings.RATE_FROM_TEXTS)], many, CountingEncoder())
-    assert many.rate() == pytest.approx(stats.docs_per_s) and stats.docs_per_s > 0
-
-
 def test_progress_is_reported_before_the_interval_would_run_out(tmp_path, monkeypatch):
     # A clock only the encoder moves, so a loaded machine cannot shift the reports.
     clock = [0.0]

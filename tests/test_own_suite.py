@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -141,8 +142,9 @@ def test_unjudged_queries_are_pooled_graded_merged_and_then_gated(tmp_path, caps
     loaders.require_judged(folder)  # judged: the gate takes it
 
 
-def test_pool_says_what_an_embedding_would_cost_and_asks_first(tmp_path, capsys, monkeypatch):
-    """Past the threshold nothing is embedded (no model loaded) without --embed."""
+def test_pool_measures_what_an_embedding_would_cost_and_asks_first(tmp_path, capsys, monkeypatch):
+    """The cost is measured on a sample of the texts (the model loaded, the sample's vectors
+    kept); past the threshold nothing more is embedded without --embed."""
     import rageval_pipeline.cli.pool as pool_cli
 
     monkeypatch.setenv("RAGEVAL_STORAGE", str(tmp_path / "storage"))
@@ -151,26 +153,55 @@ def test_pool_says_what_an_embedding_would_cost_and_asks_first(tmp_path, capsys,
     systems = tmp_path / "systems.yaml"
     dense = {"retriever": "dense", "chunking": {"strategy": "reference"}}
     systems.write_text(json.dumps({"systems": {"bm25": BM25, "dense": dense}}))
-    monkeypatch.setattr(pool_cli, "CHUNKS_PER_S", 0.1)  # as if the corpus were large
+    monkeypatch.setattr(pool_cli, "EMBED_WITHOUT_ASKING_S", 0.0)  # as if the corpus were large
     argv = ["pool", "export", str(folder), "-o", str(tmp_path / "s.csv"), "--systems", str(systems)]
     assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith("pool: ") and lines[0].endswith(
+        ": loading the model to measure the cost"
+    )  # nothing recorded here yet
+    error = lines[-1]
+    assert error.startswith("error: pool: ") and "chunks to embed on the CPU (dense " in error
+    assert re.search(
+        r"about \d+ s in all, measured now \(model loaded in [\d.]+ s, \d+ chunks", error
+    )
+    assert (
+        "add --embed to go ahead, --no-extra to leave out dense-fixed128, dense-paragraph" in error
+    )
+    assert not (tmp_path / "s.csv").exists()
+    # The sample's vectors and the cost it measured are kept for the next run.
+    (model,) = (tmp_path / "storage" / "embeddings").iterdir()
+    assert list(model.glob("shard-*.parquet")) and (model / "rate.json").is_file()
+
+
+def test_pool_refuses_a_corrupt_recorded_cost_in_one_line(tmp_path, capsys, monkeypatch):
+    from rageval_pipeline.core.retrieval.dense import model_key
+    from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache
+
+    monkeypatch.setenv("RAGEVAL_STORAGE", str(tmp_path / "storage"))
+    _, folder, _ = _init(tmp_path, capsys)
+    add_queries(folder / "suite.json")
+    cache = EmbeddingCache(tmp_path / "storage" / "embeddings", model_key("all-MiniLM-L6-v2", 256))
+    cache.directory.mkdir(parents=True)
+    rate = cache.directory / "rate.json"
+    rate.write_text('{"cost": {"fixed_s": 0.1, "per_token_s": -2, "tokens_per_char": 0.3}}')
+    argv = ["pool", "export", str(folder), "-o", str(tmp_path / "s.csv")]
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: pool: ") and err.count("\n") == 1
-    assert "chunks to embed on the CPU (dense " in err and "dense-fixed128 " in err
-    assert "add --embed to go ahead, --no-extra to leave out dense-fixed128, dense-paragraph" in err
-    assert not (tmp_path / "s.csv").exists() and not (tmp_path / "storage" / "embeddings").exists()
+    assert err.startswith(f"error: {rate}: cost.per_token_s: ") and err.count("\n") == 1
+    assert not (tmp_path / "s.csv").exists()
 
 
-def test_pool_counts_a_text_two_chunkings_cut_alike_once_at_the_measured_rate(
+def test_pool_counts_a_text_two_chunkings_cut_alike_once_at_the_recorded_cost(
     tmp_path, capsys, monkeypatch
 ):
     """The estimate counts each distinct passage once over every dense system (the cache
-    embeds it once: here a configured system cuts paragraphs as an extra one does) and runs at
-    the rate the model last measured here."""
-    import re
-
+    embeds it once: here a configured system cuts paragraphs as an extra one does); before the
+    model is loaded it says what the cost the model recorded here makes of it."""
+    import rageval_pipeline.cli.pool as pool_cli
     from rageval_pipeline.core.curation import pool
     from rageval_pipeline.core.retrieval import dense as dense_retrieval
+    from rageval_pipeline.core.retrieval.embedding_cost import Cost, Recorded
     from rageval_pipeline.core.retrieval.embeddings import EmbeddingCache
     from rageval_pipeline.core.suites.chunking import chunk_once
     from rageval_pipeline.core.suites.golden import load_suite
@@ -184,11 +215,18 @@ def test_pool_counts_a_text_two_chunkings_cut_alike_once_at_the_measured_rate(
     paragraphs = {"retriever": "dense", "chunking": {"strategy": "paragraph"}}
     configured = {"bm25": BM25, "dense": dense, "ours": paragraphs}
     systems.write_text(json.dumps({"systems": configured}))
-    monkeypatch.setattr(EmbeddingCache, "rate", lambda self: 0.5)
+    cost = Cost(fixed_s=0.5, per_token_s=0.01, tokens_per_char=0.25)
+    recorded = Recorded(cost=cost, recorded_at=1.0, load_average=1.5)
+    monkeypatch.setattr(EmbeddingCache, "cost", lambda self: recorded)
+    monkeypatch.setattr(pool_cli, "EMBED_WITHOUT_ASKING_S", 0.0)
     argv = ["pool", str(folder), "-o", str(tmp_path / "s.csv"), "--systems", str(systems)]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "chunks/s (measured here at its last embedding)" in err and " 0.5 chunks/s" in err
+    assert re.search(
+        r"chunks to embed on the CPU \(dense \d+, ours \d+, dense-fixed128 \d+\): "
+        r"about \d+ (s|min) by the cost recorded here \d+ min ago \(load 1.5, now ",
+        err,
+    )
     suite = load_suite(folder)
     corpus = suite_tables(suite).corpus
     chunkings = [suite.chunking, pool.EXTRA_CHUNKINGS["paragraph"], *pool.EXTRA_CHUNKINGS.values()]

@@ -116,6 +116,9 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     assert per_query.data["delta"] == sorted(per_query.data["delta"])
     trend = next(f for f in report.figures if f.name == "trend-hotel-test-bm25")
     assert len(trend.data["measures"]["nDCG@10"]) == 2  # bm25's two stored runs
+    # dense has one stored evaluation: no trend (its values are its measures figure's).
+    assert not any(f.name == "trend-hotel-test-dense" for f in report.figures)
+    assert "trend-hotel-test-dense" not in report.runs[1].figures
     # An interval that misses its value (rounding, an older baseline's) still draws.
     odd = next(f for f in report.figures if f.kind == "measures").model_copy(deep=True)
     odd.data["current_ci"][0] = [odd.data["current"][0] + 0.01, odd.data["current"][0] + 0.02]

@@ -15,16 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from rageval_pipeline.core.curation.judging import MergeResult
+    from rageval_pipeline.core.curation.pool_cost import Measured, Pending
     from rageval_pipeline.core.curation.readings import RoundReport
 
-# Pooling embeds the corpus once per dense system and chunking on the CPU. bench/README.md
-# measured all-MiniLM-L6-v2 at ~10 chunks/s on one 2-core worker (18.5 idle, 6 busy); on a
-# machine shared by eight jobs pooling 32 pages ran at 0.6-3.8 chunks/s after a 40 s model
-# load (docs/own-suite.md). The estimate takes the busy side, so an 85-page site's extra
-# chunkings (about 1,800 chunks) are announced as minutes: past a minute pool asks for --embed.
-CHUNKS_PER_S = 5.0
-MODEL_LOAD_S = 20.0
+# Pooling goes on without asking when the embedding is measured to take at most this long.
 EMBED_WITHOUT_ASKING_S = 60.0
 
 
@@ -127,7 +124,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def _pooled(args: argparse.Namespace):
     """(suite, system names, target ranks, depth) of the configured and extra systems."""
-    from rageval_pipeline.core.curation import pool
+    from rageval_pipeline.core.curation import pool, pool_cost
     from rageval_pipeline.core.io import paths
     from rageval_pipeline.core.suites.golden import load_suite
     from rageval_pipeline.core.systems import load_systems
@@ -138,13 +135,14 @@ def _pooled(args: argparse.Namespace):
     extra = {} if args.no_extra else pool.extra_systems()
     systems |= {n: s for n, s in extra.items() if n not in systems}
     embeddings = paths.storage_dir() / "embeddings"
-    _check_cost(*pool.to_embed(suite, systems, embeddings), args, [n for n in extra])
+    estimate = _check_cost(pool_cost.pending(suite, systems, embeddings), embeddings, args, extra)
     start = time.perf_counter()
 
     def log(line: str) -> None:  # every line with the time since pooling started
         print(f"[{time.perf_counter() - start:6.1f} s] {line}", file=sys.stderr, flush=True)
 
     log(f"pooling {len(suite.queries)} queries with {len(systems)} systems: {', '.join(systems)}")
+    built: dict[str, dict] = {}
     runs = pool.run_systems(
         suite,
         systems,
@@ -152,38 +150,61 @@ def _pooled(args: argparse.Namespace):
         embeddings_dir=embeddings,
         base_dir=args.systems.parent,
         log=log,
+        built=built.__setitem__,
     )
+    if estimate is not None:  # what a user checks the estimate against
+        done = [meta for meta in built.values() if meta.get("embedded")]
+        n = estimate.sample + sum(meta["embedded"] for meta in done)
+        took = estimate.load_s + estimate.sample_s + sum(meta["seconds"] for meta in done)
+        log(f"embedded {n:,} chunks in {took:.1f} s (estimated {_duration(estimate.seconds)})")
     return suite, list(systems), pool.target_ranks(suite, systems, runs, depth), depth
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
 def _check_cost(
-    to_embed: dict[str, int], rate: float | None, args: argparse.Namespace, extra: list[str]
-) -> None:
-    """Say what the embedding will cost, at the rate the model last measured here (else
-    CHUNKS_PER_S); refuse one past EMBED_WITHOUT_ASKING_S without --embed, naming the ways
-    around it."""
+    todo: Pending, embeddings: Path, args: argparse.Namespace, extra: Iterable[str]
+) -> Measured | None:
+    """Say what the embedding will cost: at once by the cost recorded here, then as measured
+    now on a sample of the texts (the model loaded); refuse one measured past
+    EMBED_WITHOUT_ASKING_S without --embed, naming the ways around it."""
+    import os
+
+    from rageval_pipeline.core.curation import pool_cost
     from rageval_pipeline.core.errors import InputError
 
-    total = sum(to_embed.values())
-    if not total:
-        return
-    per_s = rate or CHUNKS_PER_S
-    seconds = MODEL_LOAD_S + total / per_s
-    each = ", ".join(f"{name} {n:,}" for name, n in to_embed.items())
-    took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-    measured = "measured here at its last embedding" if rate else "a guess until one is measured"
+    if not todo.total:
+        return None
+    each = ", ".join(f"{name} {n:,}" for name, n in todo.counts.items())
+    head = f"{todo.total:,} chunks to embed on the CPU ({each})"
+    if recorded := pool_cost.by_record(todo):
+        seconds, entry = recorded
+        ago = _duration(max(time.time() - entry.recorded_at, 0.0))
+        print(
+            f"pool: {head}: about {_duration(seconds)} by the cost recorded here {ago} ago "
+            f"(load {entry.load_average:.1f}, now {os.getloadavg()[0]:.1f}), plus loading the "
+            "model; measuring it now",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        print(f"pool: {head}: loading the model to measure the cost", file=sys.stderr, flush=True)
+    measured = pool_cost.measure(todo, embeddings)
     cost = (
-        f"{total:,} chunks to embed on the CPU ({each}), about {took} at {per_s:.1f} chunks/s "
-        f"({measured}) after loading the model (cached for the next time)"
+        f"about {_duration(measured.seconds)} in all, measured now (model loaded in "
+        f"{measured.load_s:.1f} s, {measured.sample:,} chunks embedded in "
+        f"{measured.sample_s:.1f} s as a sample, kept)"
     )
-    if seconds <= EMBED_WITHOUT_ASKING_S or args.embed:
-        print(f"pool: {cost}", file=sys.stderr)
-        return
-    skip = [n for n in to_embed if n in extra]
+    if measured.seconds <= EMBED_WITHOUT_ASKING_S or args.embed:
+        print(f"pool: {cost}", file=sys.stderr, flush=True)
+        return measured
+    skip = [n for n in todo.texts if n in extra]
     ways = "add --embed to go ahead"
     if skip:
         ways += f", --no-extra to leave out {', '.join(skip)}"
-    raise InputError("pool", f"{cost}: {ways}, or pool with BM25 systems only (--systems)")
+    raise InputError("pool", f"{head}: {cost}: {ways}, or pool with BM25 systems only (--systems)")
 
 
 def export(args: argparse.Namespace) -> int:

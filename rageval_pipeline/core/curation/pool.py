@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from statistics import mean
 
@@ -33,7 +33,6 @@ from rageval_pipeline.core.io.ranking import to_document_level
 from rageval_pipeline.core.suites.chunking import (
     ChunkingConfig,
     StoredChunks,
-    chunk_once,
     chunks_of,
     split_text,
 )
@@ -82,27 +81,6 @@ def suite_level(suite: Suite) -> Level:
     return "chunk" if any(q.level == "chunk" for q in suite.queries) else "document"
 
 
-def to_embed(
-    suite: Suite, systems: Mapping[str, SystemConfig], embeddings_dir: Path
-) -> tuple[dict[str, int], float | None]:
-    """System -> how many of its chunks would be embedded (not in the cache yet, nor embedded
-    by a system before it: chunkings that cut a text alike share its vector), for the systems
-    that embed any, and the slowest rate their models last measured (texts a second; None:
-    never measured): the cost of pooling, known before anything runs."""
-    corpus = suite_tables(suite).corpus
-    out, counted, rates = {}, set(), []
-    for name, system in systems.items():
-        if system.indexed:
-            chunks = chunk_once(corpus, system.run_chunking(suite.chunking))
-            keys, rate = system.to_embed(chunks, embeddings_dir)
-            if new := keys - counted:
-                out[name] = len(new)
-                counted |= new
-                rates.append(rate)
-    measured = [r for r in rates if r]
-    return out, (min(measured) if measured and len(measured) == len(rates) else None)
-
-
 def run_systems(
     suite: Suite,
     systems: Mapping[str, SystemConfig],
@@ -113,6 +91,7 @@ def run_systems(
     queries: pd.DataFrame | None = None,
     log: Log | None = None,
     stored_chunks: StoredChunks | None = None,
+    built: Callable[[str, dict], None] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The RUN table of every system over every query of the suite (edge queries included),
     or over `queries` (a QUERIES table, e.g. synthetic queries) on the suite's documents.
@@ -120,7 +99,8 @@ def run_systems(
     Fusion members are run first whatever order `systems` is in; `base_dir` is the systems
     file's folder (for run files and Python entry points). `log` hears each system as it
     starts and ends, and an embedding's progress (done, rate, ETA). `stored_chunks`: the
-    documents chunked by a chunking, as the caller has them stored (`chunks_of`).
+    documents chunked by a chunking, as the caller has them stored (`chunks_of`). `built`
+    hears each indexed system's build metadata (what its embedding took).
     """
     tables = suite_tables(suite)
     if queries is not None:
@@ -139,9 +119,13 @@ def run_systems(
                 chunking = system.run_chunking(suite.chunking)
                 indexed = chunks_of(tables.corpus, chunking, stored_chunks)
                 new = len(system.to_embed(indexed, embeddings_dir)[0])
-                embedding = f", {new:,} to embed: loading the model first" if new else ""
+                embedding = f", {new:,} to embed" if new else ""
                 say(f"{name}: indexing {len(indexed):,} chunks ({_describe(chunking)}){embedding}")
-                system.build_index(indexed, directory, embeddings_dir=embeddings_dir, log=log)
+                meta = system.build_index(
+                    indexed, directory, embeddings_dir=embeddings_dir, log=log
+                )
+                if built is not None:
+                    built(name, meta)
             corpus = tables.corpus if system.reads_corpus else None  # passages, reranking
             # As the pipeline builds them: a reranker resolves its candidates' `reference`
             # chunking against the suite's, else it would read the default chunking's text.

@@ -181,8 +181,11 @@ def iso_date(stamp: object) -> str:
 
 
 def _trend_figures(history: pd.DataFrame, measures: list[str], keys: list[RunKey]) -> list[Figure]:
-    """Per judged run, each measure over its system's evaluations in time, with the times its
-    configuration (fingerprint) changed from the evaluation before."""
+    """Per judged run with two evaluations or more, each measure over its system's evaluations
+    in time, with the times its configuration (fingerprint) changed from the evaluation before.
+    One evaluation is no trend (its values are the measures figure's), and drawing a panel a
+    compared measure (27 on techdocs) was half of a fresh storage's gate step (bench/README.md,
+    "The gate's figures")."""
     figures = []
     for dataset, split, system in keys:
         rows = history[
@@ -191,7 +194,7 @@ def _trend_figures(history: pd.DataFrame, measures: list[str], keys: list[RunKey
             & (history["system"] == system)
             & history["measure"].isin(measures)
         ].sort_values(["created_at", "measure"])
-        if rows.empty:
+        if rows["run_id"].nunique() < 2:
             continue
         series: dict[str, list] = {m: [] for m in measures if m in set(rows["measure"])}
         for r in rows.itertuples(index=False):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,10 +22,13 @@ import pandas as pd
 from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.io.ranking import top_k
 from rageval_pipeline.core.retrieval.base import REBUILD_INDEX, Hit
+from rageval_pipeline.core.retrieval.embedding_cost import Recorded
 from rageval_pipeline.core.retrieval.embeddings import (
+    Calibration,
     EmbeddingCache,
     EmbedStats,
     Progress,
+    calibrate,
     embed,
     text_key,
 )
@@ -162,6 +166,28 @@ def models_folder(cache: Path, backend: Backend) -> str:
     return "" if backend == "torch" else str(Path(cache).parent / "models")
 
 
+class _Passages:
+    """The cache of one encoding's vectors under the cache root, and its encoder, loaded on
+    first use (so a step whose texts are all cached loads no model)."""
+
+    def __init__(
+        self, cache: Path, model_name: str, max_seq_length: int, backend: Backend, device: Device
+    ) -> None:
+        self.store = EmbeddingCache(
+            cache, model_key(model_name, max_seq_length, backend, _runs_on(backend, device))
+        )
+        models_dir = Path(models_folder(cache, backend))
+        self.encoder = functools.cache(
+            lambda: load_encoder(model_name, max_seq_length, backend, models_dir, device)
+        )
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return encode_passages(self.encoder(), texts)
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        return token_lengths(self.encoder(), texts)
+
+
 def embed_passages(
     chunks: pd.DataFrame,
     cache: Path,
@@ -176,23 +202,37 @@ def embed_passages(
     """The vector of every chunk (title + text), reusing vectors under the cache root `cache`
     and storing the new ones there; `progress` hears how far the embedding has got (see
     `embed`). The model is loaded only when some text is not cached yet."""
-    store = EmbeddingCache(
-        cache, model_key(model_name, max_seq_length, backend, _runs_on(backend, device))
-    )
-    models_dir = Path(models_folder(cache, backend))
-
-    @functools.cache
-    def encoder() -> SentenceTransformer | OnnxEncoder:
-        return load_encoder(model_name, max_seq_length, backend, models_dir, device)
-
+    passages = _Passages(cache, model_name, max_seq_length, backend, device)
     return embed(
         passage_texts(chunks),
-        store,
-        lambda texts: encode_passages(encoder(), texts),
-        lengths=lambda texts: token_lengths(encoder(), texts),
+        passages.store,
+        passages.encode,
+        lengths=passages.lengths,
         progress=progress,
         rows_per_call=batch_size,
     )
+
+
+def calibrate_passages(
+    texts: list[str],
+    cache: Path,
+    *,
+    model_name: str = DEFAULT_MODEL,
+    batch_size: int = 32,
+    max_seq_length: int = 256,
+    backend: Backend = "torch",
+    device: Device = "cpu",
+) -> tuple[Calibration, float]:
+    """Load the model and measure what embedding the passages `texts` will cost
+    (`embeddings.calibrate`, the sample's vectors cached); with the seconds loading took."""
+    passages = _Passages(cache, model_name, max_seq_length, backend, device)
+    start = time.perf_counter()
+    passages.encoder()
+    loaded = time.perf_counter() - start
+    calibration = calibrate(
+        texts, passages.store, passages.encode, lengths=passages.lengths, rows_per_call=batch_size
+    )
+    return calibration, loaded
 
 
 def uncached(
@@ -203,17 +243,18 @@ def uncached(
     max_seq_length: int = 256,
     backend: Backend = "torch",
     device: Device = "cpu",
-) -> tuple[frozenset[str], float | None]:
+) -> tuple[dict[str, str], Recorded | None]:
     """The distinct passages of `chunks` `embed_passages` would have to embed (the rest are
-    in the cache), as keys naming the model too, and the model's last measured rate (texts a
-    second, `EmbeddingCache.rate`): what an embedding will cost, known before the model is
-    loaded. Keys, not a count, so passages that two chunkings share are counted once."""
+    in the cache), by keys naming the model too, and the cost the model's last embedding
+    here recorded (`EmbeddingCache.cost`): what an embedding will cost, known before the model
+    is loaded. Keys, so passages that two chunkings share are counted once."""
     store = EmbeddingCache(
         cache, model_key(model_name, max_seq_length, backend, _runs_on(backend, device))
     )
-    keys = {text_key(text) for text in passage_texts(chunks)}
-    missing = keys - set(store.get(list(keys)))
-    return frozenset(f"{store.directory.name}/{key}" for key in missing), store.rate()
+    texts = {text_key(text): text for text in passage_texts(chunks)}
+    cached = store.get(list(texts))
+    missing = {f"{store.directory.name}/{k}": t for k, t in texts.items() if k not in cached}
+    return missing, store.cost()
 
 
 def passage_texts(chunks: pd.DataFrame) -> list[str]:

@@ -21,30 +21,31 @@ keys are harmless (shards are read in name order, first wins).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from rageval_pipeline.core.storage.files import write_parquet, write_text
+from rageval_pipeline.core.retrieval import embedding_cost
+from rageval_pipeline.core.retrieval.embedding_cost import Cost, Fit, Plan, Recorded, runs
+from rageval_pipeline.core.storage.files import write_parquet
 from rageval_pipeline.core.storage.location import as_location, read_parquet
 
 SHARD_ROWS = 4096  # rows per shard: bounds the work lost if a long build is interrupted
 # Texts per model call when the caller sets none (dense passes its batch size): progress is
 # reported between calls, and 64 of nfcorpus' longest texts take ~20 s on two busy cores.
 ENCODE_ROWS = 64
-# An embedding of this many texts or more records its rate (texts a second, model time only,
-# loading excluded) beside the cache's shards, for the next estimate of what embedding costs.
-RATE_FROM_TEXTS = 32
-# Each model call's weight in the ETA's fitted cost, relative to the next call's.
-FORGET = 0.8
-RATE_FILE = "rate.json"
+# Model calls timed to measure what an embedding will cost (`calibrate`), after one that pays
+# the model's warm-up: spread over the texts' lengths, so the fit sees small and large calls.
+# Under load a call's time varies 10x from one to the next: on 347 calls timed at load 5
+# (bench/README.md), 20 spread calls put the total within 14% (median; 26% at the 90th
+# percentile), 10 calls within 17% (54%).
+CALIBRATION_CALLS = 20
 PROGRESS_EVERY_S = 30.0
 
 
@@ -128,14 +129,9 @@ class EmbeddingCache:
                 found[shard_keys[i]] = vectors[i]
         return found
 
-    def rate(self) -> float | None:
-        """Texts a second the model embedded at this cache's last embedding of at least
-        RATE_FROM_TEXTS texts (`embed` records it), or None when none has."""
-        path = self.directory / RATE_FILE
-        try:
-            return float(json.loads(path.read_text(encoding="utf-8"))["docs_per_s"])
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
-            return None
+    def cost(self) -> Recorded | None:
+        """The cost this cache's last embedding fitted (`embedding_cost.read`)."""
+        return embedding_cost.read(self.directory)
 
     def put(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         """Publish one new shard atomically (core.storage.files.write_parquet)."""
@@ -177,24 +173,23 @@ def embed(
     time, at most `rows_per_call` (default `ENCODE_ROWS`) of them, longest first. New vectors
     are stored every `SHARD_ROWS` texts, so an interrupted build keeps what it had finished.
     `progress` is called at the start, then at least every `progress_every_s` (default
-    `PROGRESS_EVERY_S`) unless one model call takes longer, and at the end.
+    `PROGRESS_EVERY_S`) unless one model call takes longer, and at the end. The cost fitted
+    on the calls is recorded beside the cache (`embedding_cost`) for the next estimate.
     """
     start = time.perf_counter()
     rows_per_call = rows_per_call or ENCODE_ROWS
     every_s = PROGRESS_EVERY_S if progress_every_s is None else progress_every_s
     keys = [text_key(t) for t in texts]
     known = cache.get(keys)
-    missing: dict[str, str] = {}
-    for key, text in zip(keys, texts, strict=True):
-        if key not in known:
-            missing.setdefault(key, text)
+    missing = _missing(keys, texts, known)
     todo = _longest_first(missing, lengths)
     calls = []  # each shard's model calls (first, end): runs of one length
     for offset in range(0, len(todo), SHARD_ROWS):
         sizes = [size for _, _, size in todo[offset : offset + SHARD_ROWS]]
-        calls.append([(offset + a, offset + b) for a, b in _runs(sizes, rows_per_call)])
+        calls.append([(offset + a, offset + b) for a, b in runs(sizes, rows_per_call)])
     plan = [(end - first, todo[first][2]) for shard in calls for first, end in shard]
-    tracker = _Tracker(plan, progress, every_s)
+    prior = cache.cost() if todo else None
+    tracker = _Tracker(plan, progress, every_s, prior and prior.cost)
     embed_seconds = 0.0
     for offset, shard_calls in zip(range(0, len(todo), SHARD_ROWS), calls, strict=True):
         shard, parts = todo[offset : offset + SHARD_ROWS], []
@@ -219,9 +214,87 @@ def embed(
         embed_seconds=embed_seconds,
         seconds=time.perf_counter() - start,
     )
-    if stats.embedded >= RATE_FROM_TEXTS:
-        write_text(cache.directory / RATE_FILE, json.dumps({"docs_per_s": stats.docs_per_s}))
+    # Recorded from as many calls as a calibration times, or more, of different sizes.
+    if tracker.fit.calls > CALIBRATION_CALLS and tracker.fit.costs(recent=False)[2]:
+        embedding_cost.record(cache.directory, _fitted(tracker.fit, todo))
     return matrix, stats
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `calibrate` measured: the cost fitted on a sample of the texts' model calls (None
+    when fewer than two were timed: then nothing is left), the seconds the sample took (model
+    and cache), how many texts it embedded (their vectors cached), and the length of each text
+    still to embed (by key)."""
+
+    cost: Cost | None
+    seconds: float
+    embedded: int
+    lengths: dict[str, int]
+
+
+def calibrate(
+    texts: Sequence[str],
+    cache: EmbeddingCache,
+    encode: Callable[[list[str]], np.ndarray],
+    *,
+    lengths: Callable[[list[str]], Sequence[int]] = characters,
+    rows_per_call: int | None = None,
+    calls: int = CALIBRATION_CALLS,
+) -> Calibration:
+    """Time `calls` of the model calls `embed` would make for `texts` (spread over the plan
+    from the longest texts to the shortest), after one of the shortest that pays the warm-up;
+    fit their cost (or, when one is recorded here, scale it to the speed they ran at: its
+    shape comes from many more calls), record it beside the cache and keep their vectors (an
+    embedding of these texts afterwards computes only the rest)."""
+    start = time.perf_counter()
+    keys = [text_key(t) for t in texts]
+    todo = _longest_first(_missing(keys, texts, cache.get(keys)), lengths)
+    spans = list(runs([size for _, _, size in todo], rows_per_call or ENCODE_ROWS))
+    recorded = cache.cost() if todo else None
+    fit, done, parts = Fit(recorded and recorded.cost), [], []
+    for i in _spread(len(spans), calls):
+        first, end = spans[i]
+        t0 = time.perf_counter()
+        parts.append(np.asarray(encode([text for _, text, _ in todo[first:end]]), np.float32))
+        fit.add(end - first, todo[first][2], time.perf_counter() - t0)
+        done += [key for key, _, _ in todo[first:end]]
+    if done:
+        cache.put(done, np.concatenate(parts))
+    cost = None
+    if fit.calls > 1:
+        cost = fit.scaled(recent=False) or _fitted(fit, todo)
+        if fit.prior is not None or fit.costs(recent=False)[2]:  # else: one size timed
+            embedding_cost.record(cache.directory, cost)
+    finished = set(done)
+    left = {key: size for key, _, size in todo if key not in finished}
+    return Calibration(cost, time.perf_counter() - start, len(done), left)
+
+
+def _spread(n: int, calls: int) -> list[int]:
+    """Which of `n` calls (longest texts first) to time: the last (short: a cheap warm-up),
+    then `calls` spread evenly over the rest."""
+    if n <= calls + 1:
+        return [n - 1, *range(n - 1)] if n else []
+    chosen = np.unique(np.round(np.linspace(0, n - 2, calls)).astype(int))
+    return [n - 1, *chosen.tolist()]
+
+
+def _fitted(fit: Fit, todo: list[tuple[str, str, int]]) -> Cost:
+    """The cost fitted on every call alike, with the texts' tokens a character."""
+    fixed, per_token, _ = fit.costs(recent=False)
+    characters_ = sum(len(text) for _, text, _ in todo)
+    per_char = sum(size for _, _, size in todo) / characters_ if characters_ else 1.0
+    return Cost(fixed_s=fixed, per_token_s=per_token, tokens_per_char=max(per_char, 1e-6))
+
+
+def _missing(keys: list[str], texts: Sequence[str], known: dict) -> dict[str, str]:
+    """key -> text of each distinct text not in `known`."""
+    missing: dict[str, str] = {}
+    for key, text in zip(keys, texts, strict=True):
+        if key not in known:
+            missing.setdefault(key, text)
+    return missing
 
 
 def _longest_first(
@@ -240,41 +313,32 @@ def _longest_first(
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 
 
-def _runs(sizes: list[int], most: int) -> Iterator[tuple[int, int]]:
-    """(first, end) of each run of equal sizes in `sizes`, cut every `most` rows: one batch
-    that no text in it needs padding for."""
-    first = 0
-    for end in range(1, len(sizes) + 1):
-        if end == len(sizes) or sizes[end] != sizes[first] or end - first == most:
-            yield first, end
-            first = end
-
-
 class _Tracker:
     """Reports progress at the start, before the interval would run out, and at the end.
 
     Reports can only come between model calls, so one is made when the next call, taking as
     long as the last, would end past the interval. The ETA is the calls left timed by a cost
-    measured on this machine: each call's seconds fitted as a fixed cost plus a cost per token
-    of its batch (rows x length), by least squares over the calls so far, the latest weighing
-    most (a shared machine's speed changes by the minute) and the first left out once there
-    are others (it pays the model's warm-up: 3 s a text where later calls took 0.4 s). Texts
-    go longest first in batches of one length, so neither texts nor characters left measure
-    the work left: short texts come in many small calls, where the fixed cost is most of the
-    time.
+    measured on this machine (`embedding_cost.Fit`: fixed plus per token, the latest calls
+    weighing most, the warm-up call left out): the cost recorded here (`prior`: a
+    calibration just before, or the last embedding) scaled to the speed of the calls so far,
+    else the cost fitted on them.
+    Texts go longest first in batches of one length, so neither texts nor characters left
+    measure the work left: short texts come in many small calls, where the fixed cost is most
+    of the time.
     """
 
     def __init__(
         self,
-        plan: list[tuple[int, int]],
+        plan: Plan,
         report: Callable[[Progress], None] | None,
         every_s: float,
+        prior: Cost | None = None,
     ) -> None:
         self.report, self.every_s = report, every_s
         self.plan = plan  # (rows, tokens a row) of every model call, in order
         self.total = sum(rows for rows, _ in plan)
         self.calls = self.done = 0
-        self.sums = np.zeros(5)  # n, sum x, sum y, sum x^2, sum xy; x tokens, y seconds
+        self.fit = Fit(prior)
         self.start = self.last = self.call_start = time.perf_counter()
         if report is not None and plan:
             report(Progress(0, self.total, 0.0, None))
@@ -285,24 +349,16 @@ class _Tracker:
         self.done += rows
         now = time.perf_counter()
         call_s, self.call_start = now - self.call_start, now
-        x = float(rows * size)
-        if self.calls == 2:  # the first call (warm-up) is dropped for the second
-            self.sums[:] = 0.0
-        self.sums *= FORGET
-        self.sums += (1.0, x, call_s, x * x, x * call_s)
+        self.fit.add(rows, size, call_s)
         if self.report is None or not (last or now - self.last + call_s >= self.every_s):
             return
         self.last = now
         self.report(Progress(self.done, self.total, now - self.start, self.eta()))
 
     def eta(self) -> float:
-        """Seconds the calls left should take at the fitted cost."""
-        n, sx, sy, sxx, sxy = self.sums
-        spread = n * sxx - sx * sx
-        if spread > 1e-9 * n * sxx:  # calls of different sizes: fixed and per-token costs
-            per_token = max((n * sxy - sx * sy) / spread, 0.0)
-            fixed = max((sy - per_token * sx) / n, 0.0)
-        else:  # every call the same size so far: the time taken as all per token
-            per_token, fixed = sy / sx if sx else 0.0, 0.0
-        left = self.plan[self.calls :]
-        return fixed * len(left) + per_token * sum(rows * size for rows, size in left)
+        """Seconds the calls left should take at the recorded cost scaled to the speed now,
+        else at the cost fitted on the calls so far."""
+        if (cost := self.fit.scaled()) is None:
+            fixed, per_token, _ = self.fit.costs()
+            cost = Cost(fixed_s=fixed, per_token_s=per_token, tokens_per_char=1.0)
+        return cost.seconds(self.plan[self.calls :])

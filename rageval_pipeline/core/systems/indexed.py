@@ -12,6 +12,8 @@ from pydantic import Field
 
 from rageval_pipeline.core.retrieval import bm25, dense
 from rageval_pipeline.core.retrieval.base import Retriever, execute
+from rageval_pipeline.core.retrieval.embedding_cost import Recorded
+from rageval_pipeline.core.retrieval.embeddings import Calibration
 from rageval_pipeline.core.retrieval.encoders import Backend, Device
 from rageval_pipeline.core.retrieval.shards import MAX_SHARDS, Shard, members, split
 from rageval_pipeline.core.suites.chunking import ChunkingConfig
@@ -67,11 +69,11 @@ class _Indexed(_System):
 
     def to_embed(
         self, chunks: pd.DataFrame, embeddings_dir: Path
-    ) -> tuple[frozenset[str], float | None]:
-        """The texts building the index would run through a model (cache misses, as keys
-        naming the model) and the model's last measured rate (texts a second; None: never
-        measured): what the build costs before it starts (nothing for a lexical index)."""
-        return frozenset(), None
+    ) -> tuple[dict[str, str], Recorded | None]:
+        """The texts building the index would run through a model (cache misses, by keys
+        naming the model) and the cost the model's last embedding here recorded (None: none
+        yet): what the build costs before it starts (nothing for a lexical index)."""
+        return {}, None
 
     def produce_run(self, inputs: RunInputs) -> pd.DataFrame:
         baseline = None if inputs.baseline is None else inputs.baseline.search
@@ -188,7 +190,13 @@ class DenseSystem(_Indexed):
 
     def to_embed(
         self, chunks: pd.DataFrame, embeddings_dir: Path
-    ) -> tuple[frozenset[str], float | None]:
+    ) -> tuple[dict[str, str], Recorded | None]:
         encoding = self._encoding(None, "")
         del encoding["batch_size"], encoding["progress"]
         return dense.uncached(chunks, embeddings_dir, **encoding)
+
+    def calibrate(self, texts: list[str], embeddings_dir: Path) -> tuple[Calibration, float]:
+        """Load the model and time a sample of `texts` (`dense.calibrate_passages`)."""
+        encoding = self._encoding(None, "")
+        del encoding["progress"]
+        return dense.calibrate_passages(texts, embeddings_dir, **encoding)

@@ -1,0 +1,125 @@
+"""The gate step's share of a cold techdocs BM25 job (bench/README.md, "The gate's figures").
+
+Each round, per build: the `evaluate_bm25` job on techdocs (bm25 only, the repo's gate policy
+and committed baselines) in a new process on a FRESH storage, twice: the shared plot cache
+(`$RAGEVAL_SCRATCH/cache/plots`) emptied first (cold), then left as that run filled it (warm).
+Each step's duration is read from the run's event log (STEP_START to STEP_SUCCESS); printed:
+the gate step's seconds, the summed step seconds and the gate's share. A build from before the
+cache moved out of the storage draws every figure on a fresh storage either way.
+
+    .venv/bin/python bench/gate_share.py --commit before=d96aaf7 --tree after=. [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+from fast_feedback import BM25, home  # bench/ is the script's own folder
+from side_by_side import checkout, rotated
+
+# Run in a new process with a build first on PYTHONPATH: the job, then each step's seconds.
+DRIVER = """
+import json
+import dagster as dg
+from rageval_pipeline.defs.definitions import build_definitions
+instance = dg.DagsterInstance.ephemeral()
+job = build_definitions().get_job_def("evaluate_bm25")
+result = job.execute_in_process(partition_key="techdocs", instance=instance, raise_on_error=False)
+starts, steps = {}, {}
+for entry in instance.all_logs(result.run_id):
+    event = entry.dagster_event
+    if event is None:
+        continue
+    if event.event_type_value == "STEP_START":
+        starts[entry.step_key] = entry.timestamp
+    elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+        steps[entry.step_key] = round(entry.timestamp - starts[entry.step_key], 3)
+print(json.dumps({"ok": result.success, "steps": steps}))
+"""
+
+
+def job(tree: Path, env: dict[str, str]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER],
+        env=os.environ | env | {"PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        sys.exit(f"the job failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    steps = out["steps"]
+    total = sum(steps.values())
+    return {
+        "ok": out["ok"],
+        "gate_s": steps["gate"],
+        "steps_s": round(total, 2),
+        "share": round(steps["gate"] / total, 3),
+        "steps": steps,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", action="append", default=[], metavar="NAME=FOLDER")
+    parser.add_argument("--commit", action="append", default=[], metavar="NAME=REV")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    report: dict[str, object] = {"load_average_before": os.getloadavg()}
+    with ExitStack() as stack:
+        trees = {}
+        for spec in args.commit + args.tree:
+            name, _, where = spec.partition("=")
+            trees[name] = checkout(stack, where) if spec in args.commit else Path(where).resolve()
+            subprocess.run(
+                [sys.executable, "-m", "compileall", "-q", str(trees[name] / "rageval_pipeline")],
+                check=True,
+                capture_output=True,
+            )
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rageval-share-")))
+        runs: dict[str, dict[str, list]] = {n: {"cold": [], "warm": []} for n in trees}
+        for round_ in range(args.repeat):
+            for name in rotated(list(trees), round_):
+                for kind in ("cold", "warm"):
+                    folder = work / f"{name}-{round_}-{kind}"
+                    env = home(folder, BM25)
+                    env["RAGEVAL_SCRATCH"] = str(work / f"scratch-{name}")  # shared by its runs
+                    if kind == "cold":
+                        shutil.rmtree(Path(env["RAGEVAL_SCRATCH"]) / "cache" / "plots", True)
+                    runs[name][kind].append(job(trees[name], env))
+                    shutil.rmtree(folder)
+                    last = runs[name][kind][-1]
+                    print(
+                        f"{name} {kind}: gate {last['gate_s']} s of {last['steps_s']} s "
+                        f"(share {last['share']})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        report["gate_share"] = {
+            name: {
+                kind: {
+                    "median_share": statistics.median(r["share"] for r in rs),
+                    "median_gate_s": statistics.median(r["gate_s"] for r in rs),
+                    "median_steps_s": statistics.median(r["steps_s"] for r in rs),
+                    "all": rs,
+                }
+                for kind, rs in kinds.items()
+            }
+            for name, kinds in runs.items()
+        }
+    report["load_average_after"] = os.getloadavg()
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
