@@ -121,7 +121,7 @@ def test_unchanged_code_passes_on_a_saturated_machine(home, techdocs_indexes):
     # Scenario 5: chunk-level judgments are checked against chunks: none names a missing one.
     quality = root / "storage" / "reports" / "quality" / DATASET / "bm25"
     [text] = [p.read_text() for p in quality.glob("*.md")]
-    assert "**Qrels coverage (chunk level):** 0 of 4056 judgments" in text
+    assert "**Qrels coverage (chunk level):** 0 of 4052 judgments" in text
 
 
 def _repo_systems() -> dict:
