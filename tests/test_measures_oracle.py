@@ -131,7 +131,10 @@ def test_a_trec_file_read_for_scoring_scores_like_its_table(tmp_path_factory, da
     expected = evaluate(qrels, run, measures)
     with pytest.MonkeyPatch.context() as patch:
         if collide:  # every pair key equal: the reader keeps none, the engine joins exactly
-            zeros = lambda query, doc, query_index=None: np.zeros(len(doc), dtype=np.uint64)  # noqa: E731
+
+            def zeros(query, doc, query_index=None, starts=None):
+                return np.zeros(len(doc), dtype=np.uint64)
+
             patch.setattr("rageval_pipeline.core.io.delimited.pair_keys", zeros)
             patch.setattr("rageval_pipeline.core.measures.join.pair_keys", zeros)
         ranked = read_ranked_run(path)

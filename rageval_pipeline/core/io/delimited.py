@@ -99,16 +99,22 @@ def fast_table(data: bytes, fmt: TextFormat, ahead: Fetched | None = None) -> pa
     return table if bad is None else None
 
 
-def distinct_pair_keys(table: pa.Table, fmt: TextFormat) -> np.ndarray | None:
+def distinct_pair_keys(
+    table: pa.Table, fmt: TextFormat, starts: np.ndarray | None = None
+) -> np.ndarray | None:
     """The `table_pair_keys` of a `fast_table`; None when two are equal (a repeated pair,
     which `exact_table` names, or a fingerprint collision)."""
-    keys = table_pair_keys(table, fmt)
+    keys = table_pair_keys(table, fmt, starts)
     return None if shared_keys(keys).size else keys
 
 
-def table_pair_keys(table: pa.Table, fmt: TextFormat) -> np.ndarray:
-    """The `keys.pair_keys` of a table's `fmt.unique` columns."""
-    return pair_keys(*(arrow_strings(table.column(name)) for name in fmt.unique))
+def table_pair_keys(
+    table: pa.Table, fmt: TextFormat, starts: np.ndarray | None = None
+) -> np.ndarray:
+    """The `keys.pair_keys` of a table's `fmt.unique` columns (`starts`: the first's
+    `keys.id_block_starts`, when known)."""
+    query, doc = (arrow_strings(table.column(name)) for name in fmt.unique)
+    return pair_keys(query, doc, starts=starts)
 
 
 def exact_table(path: Path, data: bytes, fmt: TextFormat, accepted: str) -> pa.Table:

@@ -149,17 +149,21 @@ def id_block_starts(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def pair_keys(
-    query: pa.LargeStringArray, doc: pa.LargeStringArray, query_index: np.ndarray | None = None
+    query: pa.LargeStringArray,
+    doc: pa.LargeStringArray,
+    query_index: np.ndarray | None = None,
+    starts: np.ndarray | None = None,
 ) -> np.ndarray:
     """A uint64 per (query id, doc id) row; equal pairs get equal keys. With `query_index`,
-    `query` holds each distinct id once and row i's is `query[query_index[i]]`."""
+    `query` holds each distinct id once and row i's is `query[query_index[i]]`; `starts`:
+    `id_block_starts(query)`, when the caller has them (a run's reader also orders by them)."""
     if query_index is not None:
         return fingerprint(doc, fingerprint(query), query_index)
     # Each row's salt is its query id's fingerprint, a function of the id alone, so keys made
     # by a reader and by the measures engine agree. Rows grouped by query hash one id a block.
     if not len(query):
         return np.zeros(0, np.uint64)
-    starts = id_block_starts(query)
+    starts = id_block_starts(query) if starts is None else starts
     if len(starts) * 16 > len(query):  # not grouped: hashing every id costs less
         return fingerprint(doc, fingerprint(query))
     return fingerprint(doc, fingerprint(query.take(pa.array(starts))), salt_starts=starts)

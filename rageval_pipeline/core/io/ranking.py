@@ -141,14 +141,16 @@ def top_k(scores: np.ndarray, ids: np.ndarray, k: int, *, positive_only: bool = 
     return candidates[order][:k].tolist()
 
 
-def ranked_table(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] | None]:
+def ranked_table(
+    table: pa.Table, starts: np.ndarray | None = None
+) -> tuple[RankedRun, tuple[np.ndarray, np.ndarray] | None]:
     """A checked run table (query_id, doc_id, score) as a RankedRun without pair keys, and the
     moves that put the file's rows in trec_eval's order: (positions, rows), position
-    positions[i] taking row rows[i]."""
+    positions[i] taking row rows[i]. `starts`: the query ids' `id_block_starts`, when known."""
     query, doc = (arrow_strings(table.column(n)) for n in ("query_id", "doc_id"))
     score = table.column("score").combine_chunks()
     scores = score.to_numpy()  # (a view)
-    grouped = _grouped(query, scores)
+    grouped = _grouped(query, scores, id_block_starts(query) if starts is None else starts)
     if grouped is None:  # not grouped by query with scores descending: one sort
         columns = {"query_id": query, "doc_id": doc, "score": score}
         order = pc.sort_indices(pa.table(columns), sort_keys=TREC_SORT_KEYS).to_numpy()
@@ -167,10 +169,12 @@ def ranked_table(table: pa.Table) -> tuple[RankedRun, tuple[np.ndarray, np.ndarr
     return run, moves
 
 
-def _grouped(query: pa.LargeStringArray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _grouped(
+    query: pa.LargeStringArray, score: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
     """For a run grouped by query with scores descending (as retrievers write them): whether
-    each row and the next belong to one query, and each query's first row. None for others."""
-    starts = id_block_starts(query)
+    each row and the next belong to one query, and each query's first row (`starts`, its
+    `id_block_starts`). None for others."""
     same = np.ones(max(len(query) - 1, 0), dtype=bool)
     same[starts[1:] - 1] = False
     heads = query.take(pa.array(starts))
