@@ -29,7 +29,7 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from side_by_side import checkout, rotated, seconds  # bench/ is the script's own folder
+from side_by_side import builds, rotated, seconds  # bench/ is the script's own folder
 
 REPO = Path(__file__).resolve().parent.parent
 # Run in a new process with a build first on PYTHONPATH: materialize `argv[1]` ("all" or one
@@ -94,15 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     report: dict[str, object] = {"load_average_before": os.getloadavg()}
     with ExitStack() as stack:
-        trees = {}
-        for spec in args.commit + args.tree:
-            name, _, where = spec.partition("=")
-            trees[name] = checkout(stack, where) if spec in args.commit else Path(where).resolve()
-            subprocess.run(
-                [sys.executable, "-m", "compileall", "-q", str(trees[name] / "rageval_pipeline")],
-                check=True,
-                capture_output=True,
-            )
+        trees = builds(stack, args.commit, args.tree)
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rageval-fast-")))
         empty = work / "no-bytecode"
         empty.mkdir()

@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from fast_feedback import BM25, home  # bench/ is the script's own folder
-from side_by_side import checkout, rotated
+from side_by_side import builds, rotated
 
 # Run in a new process with a build first on PYTHONPATH: the job, then each step's seconds.
 DRIVER = """
@@ -77,15 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     report: dict[str, object] = {"load_average_before": os.getloadavg()}
     with ExitStack() as stack:
-        trees = {}
-        for spec in args.commit + args.tree:
-            name, _, where = spec.partition("=")
-            trees[name] = checkout(stack, where) if spec in args.commit else Path(where).resolve()
-            subprocess.run(
-                [sys.executable, "-m", "compileall", "-q", str(trees[name] / "rageval_pipeline")],
-                check=True,
-                capture_output=True,
-            )
+        trees = builds(stack, args.commit, args.tree)
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rageval-share-")))
         runs: dict[str, dict[str, list]] = {n: {"cold": [], "warm": []} for n in trees}
         for round_ in range(args.repeat):

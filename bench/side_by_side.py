@@ -75,6 +75,21 @@ def checkout(stack: ExitStack, rev: str) -> Path:
     return folder
 
 
+def builds(stack: ExitStack, commits: list[str], trees: list[str]) -> dict[str, Path]:
+    """Every `--commit NAME=REV` (checked out) and `--tree NAME=FOLDER` by name, each
+    byte-compiled as `scripts/setup` compiles an installed build."""
+    out = {}
+    for spec in commits + trees:
+        name, _, where = spec.partition("=")
+        out[name] = checkout(stack, where) if spec in commits else Path(where).resolve()
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(out[name] / "rageval_pipeline")],
+            check=True,
+            capture_output=True,
+        )
+    return out
+
+
 def rotated(names: list[str], round_: int) -> list[str]:
     return names[round_ % len(names) :] + names[: round_ % len(names)]
 
@@ -175,16 +190,7 @@ def main() -> None:
     parser.add_argument("--zip", type=Path, default=Path("/work/shared/data/beir/nfcorpus.zip"))
     args = parser.parse_args()
     with ExitStack() as stack:
-        trees = {}
-        for spec in args.commit + args.tree:
-            name, _, where = spec.partition("=")
-            trees[name] = checkout(stack, where) if spec in args.commit else Path(where).resolve()
-        for tree in trees.values():
-            subprocess.run(
-                [sys.executable, "-m", "compileall", "-q", str(tree / "rageval_pipeline")],
-                check=True,
-                capture_output=True,
-            )
+        trees = builds(stack, args.commit, args.tree)
         args.dir.mkdir(parents=True, exist_ok=True)
         report: dict[str, object] = {"load_average_before": os.getloadavg()}
         if args.repeat:
