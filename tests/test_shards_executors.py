@@ -11,6 +11,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -103,6 +104,17 @@ def worker_env(home: Path) -> dict[str, str]:
     return env
 
 
+def worker_ready(worker: subprocess.Popen, log: Path, timeout: float = 180) -> None:
+    """Wait for the worker's `ready.` line, as a deployment starts its workers before its runs:
+    a run started beside a starting worker races it to create kombu's tables on the broker
+    database (`duplicate key ... queue_id_sequence`, seen once in CI)."""
+    deadline = time.monotonic() + timeout
+    while " ready." not in log.read_text():
+        assert worker.poll() is None, f"the worker exited:\n{log.read_text()[-4000:]}"
+        assert time.monotonic() < deadline, f"no worker ready:\n{log.read_text()[-4000:]}"
+        time.sleep(0.5)
+
+
 def test_multiprocess_sharded_index_equals_in_process_unsharded(expected, pipeline_home, tmp_path):
     dense_only(pipeline_home, 3)
     two_at_once = forked_steps(tmp_path / "two.yaml", max_concurrent=2)
@@ -150,6 +162,7 @@ def test_celery_worker_on_postgres_sharded_index_equals_unsharded(
         start_new_session=True,  # `dagster-celery` starts `celery`: stop them together
     )
     try:
+        worker_ready(worker, worker_log)
         output = materialize_index(pipeline_home, env, RUN_CONFIG / "celery.yaml")
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
