@@ -90,8 +90,7 @@ def _unanchored(run: Evaluation, primary: Measure, which: str, kept: int, digest
     too few unchanged queries; a warning when it recorded none (an anchor recorded before
     they were kept: how many are unchanged is unknown, as a baseline without a suite digest
     is taken as comparable)."""
-    s = run.summary
-    update = f"rageval baseline update --dataset {s.dataset} --system {s.system} --pin-anchor"
+    update = run.update_command("--pin-anchor")
     if digests:
         why = f"only {kept} of its queries are unchanged (at least {MIN_UNCHANGED} needed)"
         then = f"the gate blocks. Review the run on this suite and re-anchor: {update} "

@@ -178,7 +178,6 @@ def dropped_check(run: Evaluation, stored: Baseline | None) -> Check | None:
     named = ", ".join(gone[:NAMED]) + (
         f" and {len(gone) - NAMED} more" if len(gone) > NAMED else ""
     )
-    s = run.summary
     return run.check(
         kind="suite",
         passed=False,
@@ -186,6 +185,5 @@ def dropped_check(run: Evaluation, stored: Baseline | None) -> Check | None:
         message=f"{run.label}: {len(gone)} judged queries of the baseline are gone from this "
         f"run's suite ({named}): a query dropped from the qrels counts against the run, never "
         "out of it; restore its judgments, or review the run and re-record the baseline: "
-        f"rageval baseline update --dataset {s.dataset} --system {s.system} --force --note "
-        '"queries dropped"',
+        + run.update_command("--force", '--note "queries dropped"'),
     )

@@ -53,13 +53,6 @@ from rageval_pipeline.core.gate.run import Run
 from rageval_pipeline.core.gate.unchanged import on_unchanged
 
 
-def _update_hint(summary: RunSummary, why: str | None = None) -> str:
-    """The command that records the run as the baseline; with `why`, the one that replaces a
-    baseline the update would refuse as worse (a baseline at another scoring level is)."""
-    hint = f"rageval baseline update --dataset {summary.dataset} --system {summary.system}"
-    return hint if why is None else f'{hint} --force --note "{why}"'
-
-
 def _baseline_status(
     run: Evaluation, baseline: Baseline | None, change: RunChange, rule: Comparability
 ) -> tuple[list[Check], Baseline | None]:
@@ -69,6 +62,7 @@ def _baseline_status(
     gate's purpose); only a changed suite makes the baseline's numbers incomparable."""
     s = run.summary
     if baseline is not None and rule.refuses:
+        note = f'--note "scored at {s.level} level now"'
         check = run.check(
             kind="level",
             passed=False,
@@ -76,7 +70,7 @@ def _baseline_status(
             message=f"{run.label} was scored at {s.level} level and its baseline at "
             f"{baseline.level} level: the gate refuses to compare them ({s.level}-level measures "
             f"rank other units than {baseline.level}-level ones). Review the run and re-record "
-            f"the baseline: {_update_hint(s, f'scored at {s.level} level now')}",
+            f"the baseline: {run.update_command('--force', note)}",
         )
         return [check], None
     if change.compared_with == "thresholds" and not change.suite_changed:
@@ -86,7 +80,7 @@ def _baseline_status(
             passed=False,
             blocking=False,
             message=f"{run.label} has no baseline for split {s.split}{where}; only absolute "
-            f"thresholds apply. Record one after review: {_update_hint(s)}",
+            f"thresholds apply. Record one after review: {run.update_command()}",
         )
         return [check], None
     rerun = change.compared_with == "rerun"
@@ -103,7 +97,7 @@ def _baseline_status(
             message=f"{run.label} was measured on another suite than its baseline (the judged "
             f"queries, judgments or corpus ids changed), so the baseline's numbers are not "
             f"comparable: {judged}. Review the run and re-record the baseline: "
-            f"{_update_hint(s)}",
+            f"{run.update_command()}",
         )
         return [check], baseline if rerun else None
     checks = []

@@ -35,6 +35,14 @@ class Run:
     def label(self) -> str:
         return f"{self.summary.dataset}/{self.summary.system}"
 
+    def update_command(self, *options: str) -> str:
+        """`rageval baseline update` of this run's dataset and system with `options`: the one
+        spelling of the command every check's advice names."""
+        s = self.summary
+        return " ".join(
+            ("rageval baseline update", f"--dataset {s.dataset}", f"--system {s.system}", *options)
+        )
+
     def check(self, **fields: Any) -> Check:
         """A check of this run; a measure's check carries the interval of the run's mean."""
         s = self.summary

@@ -89,7 +89,7 @@ class Narrowed(NamedTuple):
 def on_unchanged(run: Evaluation, stored: Baseline) -> Narrowed:
     """The run and `stored` narrowed to their unchanged queries, or a blocking refusal."""
     s = run.summary
-    hint = f"rageval baseline update --dataset {s.dataset} --system {s.system}"
+    hint = run.update_command()
     if not stored.query_digests or not s.query_digests:
         why = (
             "the baseline recorded no per-query digests"

@@ -248,9 +248,7 @@ def uncached(
     in the cache), by keys naming the model too, and the cost the model's last embedding
     here recorded (`EmbeddingCache.cost`): what an embedding will cost, known before the model
     is loaded. Keys, so passages that two chunkings share are counted once."""
-    store = EmbeddingCache(
-        cache, model_key(model_name, max_seq_length, backend, _runs_on(backend, device))
-    )
+    store = _Passages(cache, model_name, max_seq_length, backend, device).store  # no model
     texts = {text_key(text): text for text in passage_texts(chunks)}
     cached = store.get(list(texts))
     missing = {f"{store.directory.name}/{k}": t for k, t in texts.items() if k not in cached}
