@@ -9,7 +9,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from rageval_pipeline.cli import at_least, ppi_scores
+from rageval_pipeline.cli import at_least, eval_process, ppi_scores
 from rageval_pipeline.cli.scoring import (
     parse_measures,
     read_judgments,
@@ -114,8 +114,8 @@ def _inputs_reading_the_run_ahead(
         raw = None if args.document_level else pool.submit(input_bytes, args.run)
         arrow = raw is not None and args.llm_qrels is None
         if arrow:
-            pyarrow_without_pandas()
-        arrow_pool_keeping_pages()
+            eval_process.pyarrow_without_pandas()
+        eval_process.arrow_pool_keeping_pages()
         from rageval_pipeline.core.io.delimited import fetch
         from rageval_pipeline.core.io.formats import TREC_RUN, read_ranked_run
 
@@ -133,60 +133,12 @@ def _inputs_reading_the_run_ahead(
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def pyarrow_without_pandas() -> None:
-    """`rageval eval`'s Arrow path: pyarrow looks for pandas once, on its first conversion of
-    numpy or Python values (`pa.array`, `to_numpy`, a scalar argument), only to recognise pandas
-    objects, and imports it (0.46 s) if installed. Looked for while `import pandas` fails, it
-    finds none and stops looking; a pandas conversion (`to_pandas`, `from_pandas`) still
-    imports it. So a TREC run scored by the numpy and Arrow kernels (`pandas_free` measures, no
-    `--document-level` or `--llm-qrels`) reads, scores and prints with no pandas at all.
-
-    The one process-level trick of `eval` besides the read-ahead (bench/README.md, "Fast feedback",
-    2026-11-28 at load 6-8): on the 5M-row bench files, six runs of each build alternating,
-    1.62 s median wall (1.39-2.56) and 0.86 s user CPU against 2.57 s (2.00-3.04) and 1.10 s
-    with pandas; two `side_by_side.py` runs at that load (7 each) did not tell them apart."""
-    import pyarrow as pa
-
-    if "pandas" in sys.modules:  # (imported already: nothing to save)
-        return
-    sys.meta_path.insert(0, _NO_PANDAS)
-    try:
-        pa.array([0])
-    finally:
-        sys.meta_path.remove(_NO_PANDAS)
-
-
-def arrow_pool_keeping_pages() -> None:
-    """`rageval eval`'s Arrow allocator: jemalloc (else the system allocator) instead of
-    pyarrow's default mimalloc, whose system time swings with the kernel's supply of fresh
-    (huge) pages: on the 186 MB bench run, whose parse allocates 350 MB of Arrow at its peak,
-    mimalloc's runs spent 0.6-1.6 s of system CPU, jemalloc's 0.40-0.55 s.
-
-    A speed trick (bench/README.md, "Fast feedback", fourth pass; 2026-11-28 17:27-17:31 UTC, load
-    3.3-4.2): six alternating pairs under `/usr/bin/time`, wall 1.39-1.75 s against 1.72-2.81 s;
-    `side_by_side.py --repeat 7`, medians 1.55 s wall, 1.37 s CPU (1.32-1.48) against 1.80 s,
-    1.74 s (1.07-2.52). mimalloc's best runs are faster (1.05 s), its median slower."""
-    import pyarrow as pa
-
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:  # (a pyarrow built without jemalloc)
-        pa.set_memory_pool(pa.system_memory_pool())
-
-
-class _NoPandas:
-    """A module finder under which `import pandas` fails (ModuleNotFoundError)."""
-
-    @staticmethod
-    def find_spec(name: str, path: object = None, target: object = None) -> None:
-        if name == "pandas":
-            raise ModuleNotFoundError("No module named 'pandas'", name=name)
-
-
-_NO_PANDAS = _NoPandas()
-
-
 def run_eval(args: argparse.Namespace) -> int:
+    with eval_process.quiet_process():
+        return _scored(args)
+
+
+def _scored(args: argparse.Namespace) -> int:
     measures, qrels, run = _inputs_reading_the_run_ahead(args)
     population = ppi_scores.population(
         args, qrels, lambda path: read_judgments(path, [args.run], args.document_level)

@@ -10,6 +10,7 @@ where they lose nothing. Gzip-compressed files are read as their content.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -305,18 +306,45 @@ def _ranked_text(path: Path, data: bytes, ahead: Fetched | None) -> RankedRun:
 
 
 def _keyed(table: pa.Table) -> RankedRun | None:
-    """A checked run table as a RankedRun with its pair keys; None when two keys are equal
-    (a repeated pair, or a fingerprint collision: the caller's slower path decides)."""
+    """A checked run table as a RankedRun with its pair keys; None when two keys of a query
+    are equal (a repeated pair, or a fingerprint collision: the caller's slower path decides).
+
+    Named fast path: the keys (fingerprints, then a sort for repeats) are made in pieces of
+    whole queries by two threads while this one finds the trec_eval order; all three run numpy
+    and Arrow kernels, which release the GIL, and a repeat lies within one query, so within one
+    piece. `rageval eval` on the bench's runs (bench/README.md, "Issue 46"), alternating with
+    the keys made in this thread after the order: XX."""
     # The query blocks, found once for the keys' salt and the order (24 ms on 5M rows).
-    starts = id_block_starts(arrow_strings(table.column("query_id")))
-    keys = distinct_pair_keys(table, TREC_RUN, starts)
-    if keys is None:
+    query = arrow_strings(table.column("query_id"))
+    starts = id_block_starts(query)
+    edges = _whole_queries(query, starts, 4)
+    firsts = np.searchsorted(starts, edges)  # each piece's first block
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pieces = [
+            pool.submit(distinct_pair_keys, table.slice(a, b - a), TREC_RUN, starts[i:j] - a)
+            for a, b, i, j in zip(edges[:-1], edges[1:], firsts[:-1], firsts[1:], strict=True)
+        ]
+        run, moves = ranked_table(table, starts)
+        parts = [piece.result() for piece in pieces]
+    if any(part is None for part in parts):
         return None
-    run, moves = ranked_table(table, starts)
+    keys = np.concatenate(parts)
     if moves is not None:  # the keys in trec_eval order, as the engine reads them
         positions, rows = moves
         keys[positions] = keys[rows]
     return replace(run, pair_keys=keys)
+
+
+def _whole_queries(query: pa.LargeStringArray, starts: np.ndarray, count: int) -> np.ndarray:
+    """Row edges cutting a run into about `count` pieces of whole queries (its blocks of equal
+    adjacent `query` ids from `starts`), so a repeated pair lies within one piece; one piece
+    when a query's rows are not together (a repeat may span blocks)."""
+    n = len(query)
+    if len(starts) < 2 or pc.count_distinct(query.take(pa.array(starts))).as_py() < len(starts):
+        return np.array([0, n])
+    at = np.searchsorted(starts, np.linspace(0, n, count + 1)[1:-1])
+    inner = starts[np.minimum(at, len(starts) - 1)]
+    return np.unique(np.r_[0, inner, n])
 
 
 def _ranked_parquet(path: Path, table: pa.Table) -> RankedRun | None:
