@@ -251,3 +251,64 @@ def test_arrow_path_imports_no_pandas_and_agrees_with_pytrec_eval(tmp_path):
         got = [ours["per_query"][q][measure] for q in sorted(judged)]
         assert got == pytest.approx(expected, abs=1e-9), measure
         assert ours["mean"][measure] == pytest.approx(np.mean(expected), abs=1e-9), measure
+
+
+def test_a_run_keyed_in_pieces_and_probed_in_halves_agrees_with_pytrec_eval(tmp_path, capsys):
+    """A grouped run of 1,500 queries (150,000 rows, tied scores): its reader keys it in pieces
+    of whole queries and the join probes it in two halves (`formats._keyed`, `join._matches`);
+    every per-query value is pytrec_eval's."""
+    import pytrec_eval
+
+    rng = np.random.default_rng(46)
+    queries, docs = 1500, 100
+    qrels = [
+        (f"q{q}", f"d{d}", int(rng.integers(0, 4)))
+        for q in range(queries)
+        for d in rng.choice(400, size=12, replace=False)
+    ]
+    run = [
+        (f"q{q}", f"d{d}", float(s))
+        for q in range(queries)
+        for d, s in zip(
+            rng.choice(400, size=docs, replace=False),
+            -np.sort(-rng.integers(0, 30, size=docs)),  # descending, many ties
+            strict=True,
+        )
+    ]
+    (tmp_path / "qrels.trec").write_text("".join(f"{q} 0 {d} {r}\n" for q, d, r in qrels))
+    (tmp_path / "run.trec").write_text("".join(f"{q} Q0 {d} 1 {s!r} t\n" for q, d, s in run))
+    argv = ["eval", str(tmp_path / "qrels.trec"), str(tmp_path / "run.trec"), "--format", "json"]
+    assert main([*argv, "-m", "nDCG@10", "-m", "R@100", "-m", "RR"]) == 0
+    ours = json.loads(capsys.readouterr().out)["per_query"]
+    trec_qrels: dict[str, dict[str, int]] = {}
+    for q, d, r in qrels:
+        trec_qrels.setdefault(q, {})[d] = r
+    trec_run: dict[str, dict[str, float]] = {}
+    for q, d, s in run:
+        trec_run.setdefault(q, {})[d] = s
+    names = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100", "RR": "recip_rank"}
+    theirs = pytrec_eval.RelevanceEvaluator(trec_qrels, set(names.values())).evaluate(trec_run)
+    assert set(ours) == {q for q, _, r in qrels if r >= 1}
+    for query, values in ours.items():
+        for measure, name in names.items():
+            assert values[measure] == pytest.approx(theirs[query][name], abs=1e-12), query
+
+
+def test_evals_process_settings_are_undone_afterwards(monkeypatch):
+    """`quiet_process` turns collection off and sets its environment only while eval runs,
+    keeping a value the user set."""
+    import gc
+    import os
+
+    from rageval_pipeline.cli.eval_process import quiet_process
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    assert gc.isenabled()
+    with quiet_process():
+        assert not gc.isenabled()
+        assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+        assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "1"
+    assert gc.isenabled()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ

@@ -159,6 +159,37 @@ def test_a_repeated_pair_names_both_lines(tmp_path, content):
     )
 
 
+def _queries(count: int, repeat_in: int | None = None) -> str:
+    """A run of `count` queries, two rows each, grouped by query; `repeat_in`: that query
+    lists its first doc again on a third row."""
+    lines = []
+    for q in range(count):
+        lines += [f"q{q} Q0 d{q}a 1 2 t", f"q{q} Q0 d{q}b 2 1 t"]
+        if q == repeat_in:
+            lines.append(f"q{q} Q0 d{q}a 3 0.5 t")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "last", "first", "query"),
+    [
+        # Grouped, many queries: the reader keys them in pieces of whole queries.
+        (_queries(40, repeat_in=39), 81, 79, "q39"),
+        (_queries(40, repeat_in=0), 3, 1, "q0"),
+        (_queries(40, repeat_in=20), 43, 41, "q20"),
+        # Not grouped: a query comes back after another, so no piece may cut between.
+        ("q1 Q0 d1 1 2.5 t\nq2 Q0 d1 1 2.5 t\nq3 Q0 d3 1 2 t\nq1 Q0 d1 3 1 t\n", 4, 1, "q1"),
+    ],
+)
+def test_a_repeat_is_found_wherever_the_run_is_cut_for_keying(
+    tmp_path, content, last, first, query
+):
+    assert refused(tmp_path, read_run, content) == (
+        f"input:{last}: doc_id: query {query!r} lists doc "
+        f"{content.splitlines()[first - 1].split()[2]!r} again (first on line {first})"
+    )
+
+
 @pytest.mark.parametrize(
     "content",
     [
