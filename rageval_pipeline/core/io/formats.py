@@ -33,7 +33,7 @@ from rageval_pipeline.core.io.delimited import (
     read_text,
 )
 from rageval_pipeline.core.io.field_checks import INT32, TextFormat, quote_repr
-from rageval_pipeline.core.io.keys import arrow_strings, id_block_starts
+from rageval_pipeline.core.io.keys import arrow_strings, id_block_starts, whole_query_pieces
 from rageval_pipeline.core.io.ranking import RankedRun, order_run, ranked_table
 
 if TYPE_CHECKING:
@@ -317,34 +317,27 @@ def _keyed(table: pa.Table) -> RankedRun | None:
     # The query blocks, found once for the keys' salt and the order (24 ms on 5M rows).
     query = arrow_strings(table.column("query_id"))
     starts = id_block_starts(query)
-    edges = _whole_queries(query, starts, 4)
+    edges = whole_query_pieces(query, starts, 4)
     firsts = np.searchsorted(starts, edges)  # each piece's first block
+    keys = np.empty(len(table), np.uint64)
+
+    def piece(a: int, b: int, i: int, j: int) -> bool:
+        """Whether rows a..b (blocks i..j) have distinct keys, written into `keys`."""
+        made = distinct_pair_keys(table.slice(a, b - a), TREC_RUN, starts[i:j] - a)
+        if made is not None:
+            keys[a:b] = made
+        return made is not None
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        pieces = [
-            pool.submit(distinct_pair_keys, table.slice(a, b - a), TREC_RUN, starts[i:j] - a)
-            for a, b, i, j in zip(edges[:-1], edges[1:], firsts[:-1], firsts[1:], strict=True)
-        ]
+        cuts = zip(edges[:-1], edges[1:], firsts[:-1], firsts[1:], strict=True)
+        distinct = [pool.submit(piece, *cut) for cut in cuts]
         run, moves = ranked_table(table, starts)
-        parts = [piece.result() for piece in pieces]
-    if any(part is None for part in parts):
-        return None
-    keys = np.concatenate(parts)
+        if not all(done.result() for done in distinct):
+            return None
     if moves is not None:  # the keys in trec_eval order, as the engine reads them
         positions, rows = moves
         keys[positions] = keys[rows]
     return replace(run, pair_keys=keys)
-
-
-def _whole_queries(query: pa.LargeStringArray, starts: np.ndarray, count: int) -> np.ndarray:
-    """Row edges cutting a run into about `count` pieces of whole queries (its blocks of equal
-    adjacent `query` ids from `starts`), so a repeated pair lies within one piece; one piece
-    when a query's rows are not together (a repeat may span blocks)."""
-    n = len(query)
-    if len(starts) < 2 or pc.count_distinct(query.take(pa.array(starts))).as_py() < len(starts):
-        return np.array([0, n])
-    at = np.searchsorted(starts, np.linspace(0, n, count + 1)[1:-1])
-    inner = starts[np.minimum(at, len(starts) - 1)]
-    return np.unique(np.r_[0, inner, n])
 
 
 def _ranked_parquet(path: Path, table: pa.Table) -> RankedRun | None:

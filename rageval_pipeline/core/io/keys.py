@@ -148,6 +148,18 @@ def id_block_starts(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, change.to_numpy(zero_copy_only=False)])
 
 
+def whole_query_pieces(query: pa.LargeStringArray, starts: np.ndarray, count: int) -> np.ndarray:
+    """Row edges cutting a run into about `count` pieces of whole queries (the blocks of equal
+    adjacent `query` ids, from their `id_block_starts`), so a repeated pair lies within one
+    piece; one piece when a query's rows are not together (a repeat may span blocks)."""
+    n = len(query)
+    if len(starts) < 2 or pc.count_distinct(query.take(pa.array(starts))).as_py() < len(starts):
+        return np.array([0, n])
+    at = np.searchsorted(starts, np.linspace(0, n, count + 1)[1:-1])
+    inner = starts[np.minimum(at, len(starts) - 1)]
+    return np.unique(np.r_[0, inner, n])
+
+
 def pair_keys(
     query: pa.LargeStringArray,
     doc: pa.LargeStringArray,
