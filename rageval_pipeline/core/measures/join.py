@@ -168,10 +168,15 @@ def join(
             lambda rows: j_docs.take(pa.array(rows)),
         )
     if not (clash or judgments.clash):
-        run_rows, j_rows = _matches(run_keys, judgments)
-        same_query = np.array_equal(run.qidx[run_rows], j_q[j_rows])
-        same_doc = pc.all(pc.equal(run.doc_ids(run_rows), j_docs.take(pa.array(j_rows)))).as_py()
-        if same_query and same_doc in (True, None):
+
+        def same_ids(run_rows: np.ndarray, j_rows: np.ndarray) -> bool:
+            """Whether the matched rows' query and doc ids are equal, not only their keys."""
+            same_query = np.array_equal(run.qidx[run_rows], j_q[j_rows])
+            equal = pc.equal(run.doc_ids(run_rows), j_docs.take(pa.array(j_rows)))
+            return same_query and pc.all(equal).as_py() in (True, None)
+
+        run_rows, j_rows, same = _matches(run_keys, judgments, same_ids)
+        if same:
             return run_rows, j_rows, judgments
     # Fingerprints collided: exact integer codes for the ids, and the join again.
     import pandas as pd
@@ -184,7 +189,7 @@ def join(
     run_keys = run.in_order(exact_pair_keys(run.doc_qidx, codes[: len(run.docs)]))
     _no_repeat(run, run_keys, universe)
     exact = Judgments.indexed(exact_pair_keys(j_q, codes[len(run.docs) :]), False)
-    return *_matches(run_keys, exact), judgments
+    return *_matches(run_keys, exact)[:2], judgments
 
 
 def _no_repeat(run: OrderedRun, keys: np.ndarray, universe: np.ndarray) -> bool:
@@ -200,22 +205,33 @@ def _no_repeat(run: OrderedRun, keys: np.ndarray, universe: np.ndarray) -> bool:
     return clash
 
 
-def _matches(run_keys: np.ndarray, judgments: Judgments) -> tuple[np.ndarray, np.ndarray]:
-    """(run row, judgment row) of the run keys found among the judgments' (unique) keys.
+def _matches(
+    run_keys: np.ndarray,
+    judgments: Judgments,
+    check: Callable[[np.ndarray, np.ndarray], bool] | None = None,
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(run row, judgment row) of the run keys found among the judgments' (unique) keys, and
+    whether `check` holds for every pair of rows (True without one).
 
-    Named fast path: the two halves of the run are probed in two threads (numpy releases the
-    GIL), as scoring otherwise leaves the second core idle. On the bench's 50,000 x 100 run
-    against 1.5M judgments (bench/README.md, "Issue 46"): 0.XX s against 0.XX s."""
+    Named fast path: the two halves of the run are probed and checked in two threads (numpy
+    and Arrow release the GIL), as scoring otherwise leaves the second core idle. On the
+    bench's 50,000 x 100 run against 1.5M judgments (bench/README.md, "Issue 46"): XX."""
     if not len(judgments.keys) or not len(run_keys):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    half = len(run_keys) // 2
-    if half < _PROBE_ROWS:
-        return _probed(run_keys, judgments, 0)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), True
+
+    def half(start: int, stop: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        run_rows, j_rows = _probed(run_keys[start:stop], judgments, start)
+        return run_rows, j_rows, check is None or check(run_rows, j_rows)
+
+    middle = len(run_keys) // 2
+    if middle < _PROBE_ROWS:
+        return half(0, len(run_keys))
     with ThreadPoolExecutor(max_workers=1) as pool:
-        second = pool.submit(_probed, run_keys[half:], judgments, half)
-        first = _probed(run_keys[:half], judgments, 0)
+        second = pool.submit(half, middle, len(run_keys))
+        first = half(0, middle)
         second = second.result()
-    return tuple(np.concatenate(pair) for pair in zip(first, second, strict=True))
+    rows = (np.concatenate([a, b]) for a, b in zip(first[:2], second[:2], strict=True))
+    return *rows, first[2] and second[2]
 
 
 def _probed(
