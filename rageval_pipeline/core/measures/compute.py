@@ -97,7 +97,7 @@ def per_query_columns(
     if not wanted:
         empty = np.zeros(0, dtype=object)
         return empty, empty, np.zeros(0, dtype=np.float64)
-    data = prepare(qrels, run, judgments)
+    data = prepare(qrels, run, judgments, ideal=any(isinstance(m, names.nDCG) for m in wanted))
     # Condensed variants rank the judged documents only; the judged queries are the same.
     condensed = None
     if any(m.judged for m in wanted):

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rageval_pipeline.core.measures import names
-from rageval_pipeline.core.measures.prepare import Prepared
+from rageval_pipeline.core.measures.prepare import Prepared, cumcount
 
 if TYPE_CHECKING:  # imported where used: `rageval eval`'s Arrow path loads no pandas
     import pandas as pd
@@ -21,14 +21,6 @@ def _ratio(num: np.ndarray, den: np.ndarray | float) -> np.ndarray:
     out = np.zeros(np.shape(num), dtype=np.float64)
     np.divide(num, den, out=out, where=np.asarray(den) > 0)
     return out
-
-
-def _cumcount(groups: np.ndarray) -> np.ndarray:
-    """0, 1, 2, ... within each run of equal values of a grouped array."""
-    idx = np.arange(len(groups))
-    first = np.ones(len(groups), dtype=bool)
-    first[1:] = groups[1:] != groups[:-1]
-    return idx - np.maximum.accumulate(np.where(first, idx, 0))
 
 
 def _gain(labels: np.ndarray, kind: str) -> np.ndarray:
@@ -59,7 +51,7 @@ def _reciprocal_rank(d: Prepared, m: names.Measure) -> np.ndarray:
 
 def _average_precision(d: Prepared, m: names.Measure) -> np.ndarray:
     q, rank = d.relevant(m.rel, m.k)
-    precision_at_hit = (_cumcount(q) + 1) / rank
+    precision_at_hit = (cumcount(q) + 1) / rank
     return _ratio(np.bincount(q, precision_at_hit, minlength=d.nq), d.num_rel(m.rel))
 
 
@@ -77,24 +69,11 @@ def _judged(d: Prepared, m: names.Measure) -> np.ndarray:
     return np.bincount(d.m_q[d.m_rank <= m.k], minlength=d.nq) / m.k
 
 
-def _by_query_label_descending(jq: np.ndarray, jl: np.ndarray) -> np.ndarray:
-    """The order of judgments (labels above 0) by query, then label descending. Labels below
-    2**31 make it one int64 key and one sort: 0.03 s of CPU for 1.1M judgments against a
-    two-key lexsort's 0.05 s."""
-    if not len(jl) or jl.max() >= 2**31:
-        return np.lexsort((-jl, jq))
-    return np.argsort((jq.astype(np.int64) << 32) | (np.int64(2**31 - 1) - jl))
-
-
 def _ndcg(d: Prepared, m: names.Measure) -> np.ndarray:
     top = (d.m_rank <= m.k) & (d.m_label > 0)
     gains = _gain(d.m_label[top], m.gain) / np.log2(d.m_rank[top] + 1.0)
     dcg = np.bincount(d.m_q[top], gains, minlength=d.nq)
-    positive = d.j_label > 0
-    jq, jl = d.j_q[positive], d.j_label[positive]
-    order = _by_query_label_descending(jq, jl)
-    jq, jl = jq[order], jl[order]
-    position = _cumcount(jq)
+    jq, jl, position = d.ideal_ranking()
     best = position < m.k
     ideal_gains = _gain(jl[best], m.gain) / np.log2(position[best] + 2.0)
     return _ratio(dcg, np.bincount(jq[best], ideal_gains, minlength=d.nq))
