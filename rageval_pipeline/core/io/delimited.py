@@ -170,13 +170,14 @@ def _fast_columns(
                 column.validate(full=True)  # (full validation checks a string's UTF-8)
         except pa.ArrowInvalid:
             return None
-    # Only the id columns are made contiguous (fingerprints read their buffers), one at a time
-    # with the table let go, so each one's chunks are freed before the next is copied: the
-    # parse's peak of Arrow memory on the 186 MB bench run is 350 MB, not 411 MB.
+    # Only the id columns are made contiguous (fingerprints read their buffers), each by a
+    # thread (Arrow's copy releases the GIL: 0.04 s of 0.08 s on the 171 MB bench run) with
+    # the table let go, so each one's chunks are freed once copied.
     columns = {name: table.column(name) for name in fmt.fields}
     del table, text
-    for name in fmt.unique:
-        columns[name] = columns[name].combine_chunks()
+    with ThreadPoolExecutor(max_workers=len(fmt.unique)) as pool:
+        joined = pool.map(pa.ChunkedArray.combine_chunks, [columns[n] for n in fmt.unique])
+        columns.update(zip(fmt.unique, joined, strict=True))
     return columns, not (low > 0x20 and high < 0x80), hexed
 
 
