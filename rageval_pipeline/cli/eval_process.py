@@ -25,9 +25,10 @@ def quiet_process() -> Iterator[None]:
     Collections run while the measures engine imports (pydantic builds its models) and find
     nothing to free: eval makes no cycles worth collecting in its second or so.
 
-    A speed trick (bench/README.md, "Issue 46"): on the 5M-row tied TREC run, CPU (perf stat
-    task-clock, 5 runs each, loaded machine) 1.88 s with the environment and 1.86 s with no
-    collections, against 1.97 s with neither."""
+    A speed trick (bench/README.md, "Issue 46"): on the 5M-row tied TREC run, five runs
+    alternating with it turned off (quiet machine): wall 1.14-1.30 s against 1.19-1.34 s, CPU
+    median 1.88 s against 1.99 s; on the 50,000 x 100 Parquet run, CPU 1.86-1.91 s against
+    1.93-2.24 s."""
     saved = {name: os.environ.get(name) for name in _QUIET}
     collecting = gc.isenabled()
     for name, value in _QUIET.items():  # (read when numpy and pydantic first need them)
