@@ -323,9 +323,23 @@ def test_a_changed_suite_and_an_inconclusive_drop_say_what_to_do(changed):
         "- techdocs/hybrid: the suite (corpus, queries or judgments) changed since the baseline; "
         "judged against the thresholds only."
     ) in summary
-    assert "techdocs cannot tell a drop of the band from none on R@100, nDCG@10" in summary
-    assert "add queries to the suite until it resolves the band" in summary
+    # Both intervals lie below zero: a drop the data show, not yet told from the band.
+    assert (
+        "techdocs shows a drop on R@100, nDCG@10 (its interval excludes zero) but cannot tell "
+        "whether it reaches the band: add queries to the suite until it resolves the band"
+    ) in summary
     assert 'techdocs --system hybrid --note "suite changed"' in summary
+    # An interval reaching past zero: the suite cannot tell a drop of the band from none.
+    straddling = [
+        c.model_copy(update={"paired": c.paired.model_copy(update={"ci_high": 0.001})})
+        if c.inconclusive and c.measure == "R@100"
+        else c
+        for c in unsure
+    ]
+    verdict = report.verdict.model_copy(update={"checks": straddling})
+    summary = to_markdown(report.model_copy(update={"verdict": verdict})).split("## Details")[0]
+    assert "techdocs shows a drop on nDCG@10 (its interval excludes zero)" in summary
+    assert "techdocs cannot tell a drop of the band from none on R@100: add queries" in summary
 
 
 def test_an_inconclusive_drop_after_a_configuration_change_is_not_offered_as_the_baseline(
@@ -405,3 +419,18 @@ def test_a_blocked_run_on_a_changed_suite_is_not_offered_as_the_baseline(changed
     assert "--system bm25 --note" not in summary
     keep = "techdocs/bm25: the suite changed too; keep the baseline until this run passes"
     assert keep in summary
+
+
+def test_a_measure_against_the_anchor_is_told_from_the_same_against_the_baseline(changed):
+    """'Measures that moved' lists a drop against the baseline and against the anchor (on the
+    queries unchanged since it) as two rows that say which is which."""
+    verdict = changed.verdict
+    failed = next(c for c in verdict.checks if c.kind == "baseline" and not c.passed)
+    anchor = failed.model_copy(update={"kind": "anchor", "reference": 0.6025})
+    report = changed.model_copy(
+        update={"verdict": verdict.model_copy(update={"checks": [*verdict.checks, anchor]})}
+    )
+    moved = to_markdown(report).split("## Measures that moved", 1)[1].split("## ", 1)[0]
+    run = f"| {failed.dataset}/{failed.system} | {failed.measure}"
+    assert len([line for line in moved.splitlines() if line.startswith(f"{run} |")]) == 1
+    assert f"{run} against the anchor, on the queries unchanged since |" in moved

@@ -104,6 +104,8 @@ def moved_label(check: Check) -> str:
         return f"queries whose {check.measure} broke (net of fixed)"
     if check.kind == "unjudged":
         return "unjudged share of the top 10"
+    if check.kind == "anchor":  # (beside the same measure against the baseline)
+        return f"{check.measure} against the anchor, on the queries unchanged since"
     if check.measure and check.group:
         return f"{check.measure} [{check.group}]"
     return check.measure or check.kind

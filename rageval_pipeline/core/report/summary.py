@@ -249,15 +249,34 @@ def _unsure_steps(name: str, dataset: str, unsure: list[Check]) -> list[str]:
             "reaches the band: the change likely costs about the band; keep the baseline, or "
             "accept the cost with a reviewed baseline update."
         )
-    if small:
-        needed = [c.resolution.needed for c in small if c.resolution and c.resolution.needed]
+    shown = [c for c in small if _drop_shown(c)]
+    for checks, what in (
+        (
+            shown,
+            "shows a drop on {} (its interval excludes zero) but cannot tell whether it "
+            "reaches the band",
+        ),
+        ([c for c in small if c not in shown], "cannot tell a drop of the band from none on {}"),
+    ):
+        if not checks:
+            continue
+        needed = [c.resolution.needed for c in checks if c.resolution and c.resolution.needed]
         more = f" (about {max(needed)} human-judged queries)" if needed else ""
         steps.append(
-            f"{name}: {dataset} cannot tell a drop of the band from none on {_names(small)}: "
-            f"add queries to the suite until it resolves the band{more}, or judge more with "
-            "PPI (What this suite can tell, above)."
+            f"{name}: {dataset} {what.format(_names(checks))}: add queries to the suite until "
+            f"it resolves the band{more}, or judge more with PPI (What this suite can tell, "
+            "above)."
         )
     return steps
+
+
+def _drop_shown(check: Check) -> bool:
+    """Whether the paired interval lies wholly on the worse side of zero: a drop the data
+    show, whether or not it reaches the band."""
+    test, measure = check.paired, try_parse(check.measure or "")
+    if test is None or test.ci_low is None or test.ci_high is None or measure is None:
+        return False
+    return test.ci_high < 0 if measure.higher_is_better else test.ci_low > 0
 
 
 def _quiet(verdict: Verdict) -> str:
