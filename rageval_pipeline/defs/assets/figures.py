@@ -1,0 +1,83 @@
+"""The gate report's figures, drawn in a step of their own after the verdict.
+
+Drawing (importing matplotlib, 0.1-0.15 s a figure, the latency figure new at every
+evaluation) made the gate step a third of a cold job; the gate step now decides, records and
+writes its reports without figures, and this step adds them (`core.report.draw_figures`: the
+shared plot cache, each report folder rewritten whole). The verdict never depends on drawing:
+a drawing error is a warning and the reports stand without figures.
+
+Dagster skips every step downstream of a failed one, so when this step follows in the same run
+the gate step does not fail on a FAIL verdict: it leaves the refusal to this step, which ends
+with the verdict line the gate recorded (`dagster job execute` still exits non-zero, the log
+still ends with `FAIL <dataset>: ...`). Materialized without this step, the gate fails itself.
+"""
+
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+
+import dagster as dg
+
+from rageval_pipeline.core import report
+from rageval_pipeline.core.io.paths import scratch_dir
+from rageval_pipeline.defs.failures import one_line_errors, refusal
+from rageval_pipeline.defs.resources import Settings
+
+FIGURES = "report_figures"
+GATE = "gate"
+
+
+def figures_follow(context: dg.AssetExecutionContext) -> bool:
+    """Whether this run draws the gate's figures after the gate step (so the gate step leaves
+    a FAIL verdict's refusal to it)."""
+    steps = context.run.step_keys_to_execute  # None: every step of the job's selection
+    if steps is not None:
+        return FIGURES in steps
+    selection = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
+    return dg.AssetKey(FIGURES) in selection
+
+
+def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    """The figures of each dataset's gate report (partitioned like the gate)."""
+
+    @dg.asset(
+        name=FIGURES,
+        deps=[GATE],
+        partitions_def=datasets,
+        group_name="gate",
+        kinds={"svg"},
+    )
+    @one_line_errors
+    def report_figures(context: dg.AssetExecutionContext, settings: Settings) -> Iterator:
+        """Draw the figures of the gate report this run wrote (materialized alone: of the
+        dataset's latest gate) into its folder and `latest/`; then, when this run's verdict
+        failed, end the run with its line."""
+        dataset = settings.dataset(context).name
+        gate = _gate_materialization(context, context.partition_key)
+        meta = gate.asset_materialization.metadata
+        stamp = PurePosixPath(meta["report_html"].path).parent.name  # its reports' folder
+        folder = settings.reports_dir / dataset / stamp
+        drawn = 0
+        try:
+            drawn = report.draw_figures(
+                folder,
+                settings.reports_dir / dataset / "latest",
+                plot_cache=scratch_dir() / "cache" / "plots",  # (shared by every storage)
+            )
+            context.log.info(f"{drawn} figure(s) drawn into {folder}")
+        except Exception as exc:  # the verdict stands; its reports read well without figures
+            context.log.warning(f"figures not drawn ({type(exc).__name__}: {exc}): {folder}")
+        yield dg.MaterializeResult(metadata={"figures": drawn, "report": str(folder)})
+        if gate.run_id == context.run.run_id and not meta["passed"].value:
+            raise refusal(meta["verdict"].value)
+
+    return report_figures
+
+
+def _gate_materialization(context: dg.AssetExecutionContext, partition: str) -> dg.EventLogRecord:
+    """The dataset's latest gate materialization (this run's, when the gate ran in it)."""
+    found = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(GATE), asset_partitions=[partition]), limit=1
+    ).records
+    if not found:
+        raise refusal(f"{partition}: no gate report to draw figures for (materialize gate first)")
+    return found[0]
