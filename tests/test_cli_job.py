@@ -46,9 +46,20 @@ def test_gate_exit_codes_follow_the_committed_baseline(evaluated_home):
     output = failing.stdout + failing.stderr
     assert "nDCG@10" in output and "baseline" in output
 
+    # Drawing fails (the plot cache is a file): the passing verdict still exits 0, its
+    # reports stand without figures.
+    scratch = pipeline_home / "scratch"
+    (scratch / "cache").mkdir(parents=True)
+    (scratch / "cache" / "plots").write_text("not a folder")
     path.write_text(good)
-    restored = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
+    restored = dagster_execute(
+        "evaluate_bm25", "beir-mini", env | {"RAGEVAL_SCRATCH": str(scratch)}, pipeline_home
+    )
     assert restored.returncode == 0, restored.stderr[-3000:]
+    assert "figures not drawn (" in restored.stdout + restored.stderr
+    assert json.loads((latest / "gate.json").read_text())["passed"]
+    assert "<figure" not in (latest / "gate.html").read_text()
+    assert not (latest / "plots").exists()
 
 
 def test_malformed_suite_stops_the_job_before_any_asset_runs(pipeline_home):

@@ -177,7 +177,9 @@ def test_a_warm_rerun_reuses_every_stage_and_still_gates(pipeline_home):
     defs = build_definitions()
     cold_result = _materialize(defs)
     cold = _reused(cold_result)
-    assert cold == {"beir_archive": None, "gate": None, "report_figures": None} | {s: False for s in stages}
+    assert cold == {"beir_archive": None, "gate": None, "report_figures": None} | {
+        s: False for s in stages
+    }
     first_run = pq.read_table(run_file).to_pandas()
     files = [p for p in (storage / "indexes").rglob("*") if p.is_file()] + tables
     written = {p: p.stat().st_mtime_ns for p in files}
@@ -185,7 +187,9 @@ def test_a_warm_rerun_reuses_every_stage_and_still_gates(pipeline_home):
 
     warm_result = _materialize(defs)
     warm = _reused(warm_result)
-    assert warm == {"beir_archive": None, "gate": None, "report_figures": None} | {s: True for s in stages}
+    assert warm == {"beir_archive": None, "gate": None, "report_figures": None} | {
+        s: True for s in stages
+    }
     # Reused means untouched: no index file or stored table was rewritten, the run is the
     # same run (latencies included: they were measured once).
     assert {p: p.stat().st_mtime_ns for p in files} == written

@@ -1,0 +1,69 @@
+"""The gate step writes its reports without drawing (matplotlib never imported); the
+report_figures step after it draws the figures into the same report folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+# The gate, then the figures, materialized on one instance in a fresh interpreter: what each
+# step imported is what it cost.
+STEPS = """
+import json, sys
+import dagster as dg
+from rageval_pipeline.defs.definitions import build_definitions
+
+defs = build_definitions()
+instance = dg.DagsterInstance.ephemeral()
+out = {}
+for key in ("gate", "report_figures"):
+    assets = [a for a in defs.assets if dg.AssetKey(key) in a.keys]
+    result = dg.materialize(
+        assets, partition_key="beir-mini", resources=defs.resources, instance=instance
+    )
+    out[key] = [result.success, "matplotlib" in sys.modules]
+print(json.dumps(out))
+"""
+
+
+def test_the_gate_step_draws_nothing_and_the_figures_step_completes_its_reports(
+    evaluated_home, tmp_path
+):
+    latest = evaluated_home / "storage" / "reports" / "beir-mini" / "latest"
+    reports = latest.parent
+    env = os.environ | {"RAGEVAL_SCRATCH": str(tmp_path / "scratch")}  # an empty plot cache
+    before = set(reports.iterdir())
+
+    gate_only = STEPS.replace('("gate", "report_figures")', '("gate",)')
+    done = subprocess.run(
+        [sys.executable, "-c", gate_only], env=env, capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == {"gate": [True, False]}
+    [stamped] = set(reports.iterdir()) - before
+    for folder in (stamped, latest):
+        page = (folder / "gate.html").read_text()
+        assert "<figure" not in page and "<svg" not in page and "Plots" not in page
+        assert not (folder / "plots").exists()
+    figures = json.loads((latest / "report.json").read_text())["figures"]
+    assert figures  # the model holds what the next step draws
+
+    done = subprocess.run(
+        [sys.executable, "-c", STEPS], env=env, capture_output=True, text=True, check=True
+    )
+    # The gate again (matplotlib still not imported), then the figures drawn.
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "gate": [True, False],
+        "report_figures": [True, True],
+    }
+    [drawn] = set(reports.iterdir()) - before - {stamped}
+    for folder in (drawn, latest):
+        names = sorted(p.name for p in (folder / "plots").iterdir())
+        assert names == sorted(f"{f['name']}.svg" for f in figures)
+        page = (folder / "gate.html").read_text()
+        assert page.count("<figure") == len(figures) and "Plots" in page
+    assert (latest / "gate.json").read_bytes() == (drawn / "gate.json").read_bytes()
+    assert not (stamped / "plots").exists()  # the earlier gate's folder: not this run's
+    cached = sorted((tmp_path / "scratch" / "cache" / "plots").glob("*.svg"))
+    assert len(cached) == len(figures)  # through the shared cache
