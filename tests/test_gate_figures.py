@@ -67,3 +67,55 @@ def test_the_gate_step_draws_nothing_and_the_figures_step_completes_its_reports(
     assert not (stamped / "plots").exists()  # the earlier gate's folder: not this run's
     cached = sorted((tmp_path / "scratch" / "cache" / "plots").glob("*.svg"))
     assert len(cached) == len(figures)  # through the shared cache
+
+
+def test_a_failed_verdict_fails_the_run_in_the_figures_step_after_drawing(evaluated_home):
+    """Dagster skips the steps after a failed one: the gate step succeeds on a FAIL verdict
+    (its check recorded failed) and the figures step, after drawing, ends the run with the
+    verdict line; drawn again alone (a re-execution from that failure) it fails again."""
+    import dagster as dg
+    import yaml
+
+    from rageval_pipeline.core.gate import Verdict
+    from rageval_pipeline.defs.definitions import build_definitions
+    from rageval_pipeline.defs.job_summary import verdict_line
+
+    gate = evaluated_home / "data" / "gate.yaml"
+    policy = yaml.safe_load(gate.read_text())
+    policy["datasets"]["beir-mini"] = {"thresholds": {"nDCG@10": 0.99}}  # out of bm25's reach
+    gate.write_text(yaml.safe_dump(policy))
+
+    defs, instance = build_definitions(), dg.DagsterInstance.ephemeral()
+
+    def materialize(*keys: dg.AssetKey) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            list(defs.assets),
+            selection=list(keys),
+            partition_key="beir-mini",
+            resources=defs.resources,
+            instance=instance,
+            raise_on_error=False,
+        )
+
+    result = materialize(*defs.resolve_job_def("evaluate_bm25").asset_layer.selected_asset_keys)
+    assert not result.success
+    latest = evaluated_home / "storage" / "reports" / "beir-mini" / "latest"
+    verdict = Verdict.model_validate_json((latest / "gate.json").read_text())
+    assert not verdict.passed
+    steps = {
+        e.step_key: e.event_type_value
+        for e in result.all_events
+        if e.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE")
+    }
+    assert steps["gate"] == "STEP_SUCCESS" and steps["report_figures"] == "STEP_FAILURE"
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    line = verdict_line("beir-mini", verdict)
+    assert failure.step_failure_data.user_failure_data.description == line
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks["verdict_passes"] is False
+    drawn = sorted((latest / "plots").glob("*.svg"))
+    assert drawn and (latest / "gate.html").read_text().count("<figure") == len(drawn)
+
+    again = materialize(dg.AssetKey("report_figures"))
+    [failure] = [e for e in again.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_failure_data.user_failure_data.description == line

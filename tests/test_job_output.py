@@ -72,7 +72,7 @@ def test_each_dataset_keeps_its_own_verdict_in_one_line(pipeline_home, monkeypat
     assert line.startswith("FAIL techdocs: 1 blocking failure(s)")
     assert f"dagster._core.definitions.events.Failure: {line}\n" in output
     # Raised by the figures step after drawing (a failed gate step would have skipped it).
-    assert f'Execution of step "report_figures" failed.\n\n' in output
+    assert 'Execution of step "report_figures" failed.\n\n' in output
     latest = reports / "techdocs" / "latest"
     drawn = sorted((latest / "plots").glob("*.svg"))
     assert drawn and (latest / "gate.html").read_text().count("<figure") == len(drawn)

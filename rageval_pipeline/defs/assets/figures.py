@@ -1,15 +1,17 @@
 """The gate report's figures, drawn in a step of their own after the verdict.
 
 Drawing (importing matplotlib, 0.1-0.15 s a figure, the latency figure new at every
-evaluation) made the gate step a third of a cold job; the gate step now decides, records and
-writes its reports without figures, and this step adds them (`core.report.draw_figures`: the
-shared plot cache, each report folder rewritten whole). The verdict never depends on drawing:
-a drawing error is a warning and the reports stand without figures.
+evaluation) made the gate step 0.27-0.29 of a cold job's steps; the gate step now decides,
+records and writes its reports without figures, and this step adds them
+(`core.report.draw_figures`: the shared plot cache, each report folder rewritten whole). The
+verdict never depends on drawing: a drawing error is a warning and the reports stand without
+figures.
 
 Dagster skips every step downstream of a failed one, so when this step follows in the same run
 the gate step does not fail on a FAIL verdict: it leaves the refusal to this step, which ends
 with the verdict line the gate recorded (`dagster job execute` still exits non-zero, the log
-still ends with `FAIL <dataset>: ...`). Materialized without this step, the gate fails itself.
+still ends with `FAIL <dataset>: ...`), and so does a re-execution of this step alone.
+Materialized without this step, the gate fails itself.
 """
 
 from collections.abc import Iterator
@@ -48,9 +50,9 @@ def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinitio
     )
     @one_line_errors
     def report_figures(context: dg.AssetExecutionContext, settings: Settings) -> Iterator:
-        """Draw the figures of the gate report this run wrote (materialized alone: of the
-        dataset's latest gate) into its folder and `latest/`; then, when this run's verdict
-        failed, end the run with its line."""
+        """Draw the figures of the dataset's latest gate report (this run's, when the gate ran
+        in it) into its folder and `latest/`; then, when that verdict failed, end the step
+        with its line."""
         dataset = settings.dataset(context).name
         gate = _gate_materialization(context, context.partition_key)
         meta = gate.asset_materialization.metadata
@@ -67,7 +69,7 @@ def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinitio
         except Exception as exc:  # the verdict stands; its reports read well without figures
             context.log.warning(f"figures not drawn ({type(exc).__name__}: {exc}): {folder}")
         yield dg.MaterializeResult(metadata={"figures": drawn, "report": str(folder)})
-        if gate.run_id == context.run.run_id and not meta["passed"].value:
+        if not meta["passed"].value:  # also re-executed alone: a FAIL never turns green
             raise refusal(meta["verdict"].value)
 
     return report_figures
