@@ -21,8 +21,8 @@ from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.report import render
 from rageval_pipeline.core.report.index import write_index
 from rageval_pipeline.core.report.model import Report, build_report
+from rageval_pipeline.core.report.plots import drawing_version, render_cached
 from rageval_pipeline.core.report.plots import render as render_figure
-from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.report.states import compared_with, run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage.files import atomic_dir
@@ -42,6 +42,7 @@ __all__ = [
     "build_report",
     "draw",
     "draw_figures",
+    "drawing_version",
     "listed_ids",
     "plotted_values",
     "report_texts",

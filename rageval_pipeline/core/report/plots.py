@@ -159,6 +159,12 @@ def render(figure: Figure) -> str:
     return text[text.index("<svg") :]
 
 
+def drawing_version() -> str:
+    """What a figure's SVG depends on besides its numbers: this module's style and matplotlib's
+    version (the figures step's code version: a new drawer shows its figures stale)."""
+    return content_key(_STYLE, version("matplotlib"))[:16]
+
+
 # A cached figure unread this long is dropped: the cache serves every dataset and system of a
 # storage, so it keeps what any of their reports drew lately, not only the last report's.
 UNUSED_DAYS = 30

@@ -46,6 +46,7 @@ def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinitio
         deps=[GATE],
         partitions_def=datasets,
         group_name="gate",
+        code_version=report.drawing_version(),
         kinds={"svg"},
     )
     @one_line_errors
