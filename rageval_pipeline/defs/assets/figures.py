@@ -14,7 +14,7 @@ still ends with `FAIL <dataset>: ...`), and so does a re-execution of this step 
 Materialized without this step, the gate fails itself.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 
 import dagster as dg
@@ -55,8 +55,7 @@ def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinitio
         in it) into its folder and `latest/`; then, when that verdict failed, end the step
         with its line."""
         dataset = settings.dataset(context).name
-        gate = _gate_materialization(context, context.partition_key)
-        meta = gate.asset_materialization.metadata
+        meta = _gate_metadata(context, context.partition_key)
         stamp = PurePosixPath(meta["report_html"].path).parent.name  # its reports' folder
         folder = settings.reports_dir / dataset / stamp
         drawn = 0
@@ -76,11 +75,18 @@ def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinitio
     return report_figures
 
 
-def _gate_materialization(context: dg.AssetExecutionContext, partition: str) -> dg.EventLogRecord:
-    """The dataset's latest gate materialization (this run's, when the gate ran in it)."""
+def _gate_metadata(context: dg.AssetExecutionContext, partition: str) -> Mapping:
+    """The metadata of this run's gate materialization of `partition` (another run's gate of
+    the same dataset may have materialized since), else of the dataset's latest."""
+    gate = dg.AssetKey(GATE)
+    materialized = dg.DagsterEventType.ASSET_MATERIALIZATION
+    for entry in context.instance.all_logs(context.run.run_id, of_type=materialized):
+        done = entry.asset_materialization
+        if done is not None and done.asset_key == gate and done.partition == partition:
+            return done.metadata
     found = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(GATE), asset_partitions=[partition]), limit=1
+        dg.AssetRecordsFilter(asset_key=gate, asset_partitions=[partition]), limit=1
     ).records
     if not found:
         raise refusal(f"{partition}: no gate report to draw figures for (materialize gate first)")
-    return found[0]
+    return found[0].asset_materialization.metadata
