@@ -50,8 +50,11 @@ print(json.dumps({"ok": result.success, "steps": steps}))
 
 
 def job(tree: Path, env: dict[str, str]) -> dict:
+    # Run in the build's folder: `python -c` puts the working folder first on sys.path, ahead
+    # of PYTHONPATH, so from the repository every build would run the repository's code.
     done = subprocess.run(
         [sys.executable, "-c", DRIVER],
+        cwd=tree,
         env=os.environ | env | {"PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
