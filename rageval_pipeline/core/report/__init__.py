@@ -100,8 +100,9 @@ def to_html(value: Report | Verdict) -> str:
     return render.to_html(report, draw(report))
 
 
-def draw(report: Report, plot_cache: Path | None = None) -> dict[str, str]:
+def draw(value: Report | Verdict, plot_cache: Path | None = None) -> dict[str, str]:
     """Each figure's SVG by name: drawn, or read from `plot_cache` when drawn before."""
+    report = _report(value)
     if plot_cache is None:
         return {f.name: render_figure(f) for f in report.figures}
     return render_cached(report.figures, plot_cache)
