@@ -1,21 +1,19 @@
-"""The gate report's figures, drawn in a step of their own after the verdict.
+"""The gate report's figures, drawn after the verdict.
 
 Drawing (importing matplotlib, 0.1-0.15 s a figure, the latency figure new at every
 evaluation) made the gate step 0.27-0.29 of a cold job's steps; the gate step now decides,
-records and writes its reports without figures, and this step adds them
-(`core.report.draw_figures`: the shared plot cache, each report folder rewritten whole). The
-verdict never depends on drawing: a drawing error is a warning and the reports stand without
-figures.
+records and writes its reports without figures, and on a PASS this step, next in every job that
+gates, adds them. Dagster skips every step after a failed one, so on a FAIL the gate step draws
+them itself (`draw_into`, the same drawing) before it fails the run with the verdict line: a
+blocked release's report, the one people investigate, has its figures too. The verdict never
+depends on drawing: a drawing error is a warning and the reports stand without figures.
 
-Dagster skips every step downstream of a failed one, so when this step follows in the same run
-the gate step does not fail on a FAIL verdict: it leaves the refusal to this step, which ends
-with the verdict line the gate recorded (`dagster job execute` still exits non-zero, the log
-still ends with `FAIL <dataset>: ...`), and so does a re-execution of this step alone.
-Materialized without this step, the gate fails itself.
+Re-executed alone for a dataset whose latest gate failed, this step (re)draws that report's
+figures and succeeds: the gate asset and its failed check stay failed.
 """
 
-from collections.abc import Iterator, Mapping
-from pathlib import PurePosixPath
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 
 import dagster as dg
 
@@ -28,14 +26,17 @@ FIGURES = "report_figures"
 GATE = "gate"
 
 
-def figures_follow(context: dg.AssetExecutionContext) -> bool:
-    """Whether this run draws the gate's figures after the gate step (so the gate step leaves
-    a FAIL verdict's refusal to it)."""
-    steps = context.run.step_keys_to_execute  # None: every step of the job's selection
-    if steps is not None:
-        return FIGURES in steps
-    selection = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
-    return dg.AssetKey(FIGURES) in selection
+def draw_into(context: dg.AssetExecutionContext, folder: Path, *more: Path) -> int:
+    """Draw the figures of the report in `folder` into it and each of `more`
+    (`core.report.draw_figures`, through the plot cache shared by every storage); returns how
+    many were drawn. A drawing error is a warning: the reports read well without figures."""
+    try:
+        drawn = report.draw_figures(folder, *more, plot_cache=scratch_dir() / "cache" / "plots")
+    except Exception as exc:  # the verdict stands whatever the drawing does
+        context.log.warning(f"figures not drawn ({type(exc).__name__}: {exc}): {folder}")
+        return 0
+    context.log.info(f"{drawn} figure(s) drawn into {folder}")
+    return drawn
 
 
 def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinition:
@@ -50,27 +51,18 @@ def build_figures_asset(datasets: dg.PartitionsDefinition) -> dg.AssetsDefinitio
         kinds={"svg"},
     )
     @one_line_errors
-    def report_figures(context: dg.AssetExecutionContext, settings: Settings) -> Iterator:
+    def report_figures(
+        context: dg.AssetExecutionContext, settings: Settings
+    ) -> dg.MaterializeResult:
         """Draw the figures of the dataset's latest gate report (this run's, when the gate ran
-        in it) into its folder and `latest/`; then, when that verdict failed, end the step
-        with its line."""
+        in it) into its folder and `latest/`. Only draws: whatever that verdict was, the step
+        succeeds (a FAIL's run has already failed in the gate step)."""
         dataset = settings.dataset(context).name
         meta = _gate_metadata(context, context.partition_key)
         stamp = PurePosixPath(meta["report_html"].path).parent.name  # its reports' folder
         folder = settings.reports_dir / dataset / stamp
-        drawn = 0
-        try:
-            drawn = report.draw_figures(
-                folder,
-                settings.reports_dir / dataset / "latest",
-                plot_cache=scratch_dir() / "cache" / "plots",  # (shared by every storage)
-            )
-            context.log.info(f"{drawn} figure(s) drawn into {folder}")
-        except Exception as exc:  # the verdict stands; its reports read well without figures
-            context.log.warning(f"figures not drawn ({type(exc).__name__}: {exc}): {folder}")
-        yield dg.MaterializeResult(metadata={"figures": drawn, "report": str(folder)})
-        if not meta["passed"].value:  # also re-executed alone: a FAIL never turns green
-            raise refusal(meta["verdict"].value)
+        drawn = draw_into(context, folder, settings.reports_dir / dataset / "latest")
+        return dg.MaterializeResult(metadata={"figures": drawn, "report": str(folder)})
 
     return report_figures
 

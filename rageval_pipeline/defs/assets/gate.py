@@ -1,14 +1,15 @@
 """The release gate: check a dataset's evaluated runs against thresholds and baselines, and
 write its reports.
 
-The gate is partitioned by dataset like the assets it checks, and so is its ERROR check: the
-asset and check pages show each dataset's latest verdict. It reads the warehouse rather than
-loading upstream partitions, so materializing it alone recomputes nothing. Its reports are written
-without figures, which the next step draws (defs/assets/figures.py). A failed verdict ends the
-run with a `dg.Failure` whose description is the verdict line, raised by that figures step when
-it follows (Dagster would skip it after a failed gate step, and so the check is not declared
-blocking), else by the gate step: `dagster job execute` exits non-zero and shows that line
-instead of Dagster's `DagsterAssetCheckFailedError`.
+The gate is partitioned by dataset like the assets it checks, and so is its blocking ERROR check:
+the asset and check pages show each dataset's latest verdict. It reads the warehouse rather than
+loading upstream partitions, so materializing it alone recomputes nothing. It writes its reports
+without figures (the gate step imports no matplotlib on a PASS): the next step, `report_figures`
+(defs/assets/figures.py), draws them. A failed verdict ends the step with a `dg.Failure` whose
+description is the verdict line (`dagster job execute` exits non-zero and shows that line
+instead of Dagster's `DagsterAssetCheckFailedError`), after the step has drawn the figures
+itself: Dagster skips every step after a failed one, and a blocked release's report is the one
+people read most.
 """
 
 import json
@@ -40,7 +41,7 @@ from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, integrity
 from rageval_pipeline.core.systems import SystemConfig
 from rageval_pipeline.defs.assets.chunked import chunked
-from rageval_pipeline.defs.assets.figures import figures_follow
+from rageval_pipeline.defs.assets.figures import draw_into
 from rageval_pipeline.defs.checks import measured_integrity
 from rageval_pipeline.defs.failures import one_line_errors, refusal
 from rageval_pipeline.defs.job_summary import verdict_line
@@ -148,6 +149,7 @@ def build_gate_asset(
                 GATE_CHECK,
                 asset="gate",
                 partitions_def=datasets,
+                blocking=True,
                 description="Fails (ERROR) when any blocking gate check of the dataset fails.",
             )
         ],
@@ -187,10 +189,12 @@ def judge(
     logged, gate_id = _record(store, (verdict, run_summaries, baselines), context, stamp)
     ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
     texts = texts_beside_ids(settings, dataset, ids, run_summaries, systems)
-    paths = report.write_reports(  # no figures: drawn by the next step, off the verdict's path
-        report.build_report(verdict, run_summaries, baselines, past, texts),
+    folders = (
         settings.reports_dir / dataset / f"{stamp:%Y%m%dT%H%M%SZ}",
         settings.reports_dir / dataset / "latest",
+    )
+    paths = report.write_reports(  # no figures: drawn after the verdict, off its path
+        report.build_report(verdict, run_summaries, baselines, past, texts), *folders
     )
     report.write_index(settings.reports_dir)
     _write_validation_reports(settings, run_summaries, policy, stamp, measured_integrity(context))
@@ -203,9 +207,11 @@ def judge(
         if not check.blocking:  # a blocking one is among the failures above
             context.log.warning(check.message)
     context.log.info(f"reports ({scope}): {paths['html'].parent}")
+    yield from _results(verdict, (runs, scope, logged, paths))
     line = verdict_line(dataset, verdict)
-    yield from _results(verdict, line, (runs, scope, logged, paths))
-    if not verdict.passed and not figures_follow(context):
+    if not verdict.passed:
+        # Dagster skips report_figures after this step fails: the figures are drawn here.
+        draw_into(context, *folders)
         # Instead of Dagster's DagsterAssetCheckFailedError (printed twice with its trace and
         # no verdict): the failed check is recorded above, the step fails with the line.
         raise refusal(line)
@@ -250,15 +256,13 @@ def _record(
     return logged, gate_id
 
 
-def _results(verdict: Verdict, line: str, about: tuple) -> Iterator:
-    """The asset's metadata (with the verdict `line` the figures step ends a failed run with)
-    and its check's result. `about`: the runs judged, the scope, the experiments logged and
-    the reports' paths."""
+def _results(verdict: Verdict, about: tuple) -> Iterator:
+    """The asset's metadata and its check's result. `about`: the runs judged, the scope, the
+    experiments logged and the reports' paths."""
     runs, scope, logged, paths = about
     yield dg.MaterializeResult(
         metadata={
             "passed": verdict.passed,
-            "verdict": line,
             "scope": scope,
             "runs": ", ".join(runs["run_id"]),
             "categories": ", ".join(verdict.categories) or "none",
