@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -69,10 +70,19 @@ def test_the_gate_step_draws_nothing_and_the_figures_step_completes_its_reports(
     assert len(cached) == len(figures)  # through the shared cache
 
 
-def test_a_failed_verdict_fails_the_run_in_the_figures_step_after_drawing(evaluated_home):
-    """Dagster skips the steps after a failed one: the gate step succeeds on a FAIL verdict
-    (its check recorded failed) and the figures step, after drawing, ends the run with the
-    verdict line; drawn again alone (a re-execution from that failure) it fails again."""
+def test_the_gate_check_is_blocking():
+    """A failed verdict_passes stops what follows the gate, as Dagster's blocking checks do."""
+    from rageval_pipeline.defs.definitions import build_definitions
+
+    gate = build_definitions().resolve_assets_def("gate")
+    [spec] = gate.check_specs
+    assert spec.name == "verdict_passes" and spec.blocking
+
+
+def test_a_failed_verdict_fails_the_gate_step_after_it_drew_the_figures(evaluated_home):
+    """Dagster skips the steps after a failed one: on a FAIL the gate step draws its report's
+    figures itself, then fails with the verdict line (report_figures not run); drawn again
+    alone, report_figures redraws them and succeeds, and the gate's check stays failed."""
     import dagster as dg
     import yaml
 
@@ -84,6 +94,8 @@ def test_a_failed_verdict_fails_the_run_in_the_figures_step_after_drawing(evalua
     policy = yaml.safe_load(gate.read_text())
     policy["datasets"]["beir-mini"] = {"thresholds": {"nDCG@10": 0.99}}  # out of bm25's reach
     gate.write_text(yaml.safe_dump(policy))
+    reports = evaluated_home / "storage" / "reports" / "beir-mini"
+    latest, before = reports / "latest", set(reports.iterdir())
 
     defs, instance = build_definitions(), dg.DagsterInstance.ephemeral()
 
@@ -97,25 +109,36 @@ def test_a_failed_verdict_fails_the_run_in_the_figures_step_after_drawing(evalua
             raise_on_error=False,
         )
 
+    def steps(result: dg.ExecuteInProcessResult) -> dict[str, str]:
+        ends = ("STEP_SUCCESS", "STEP_FAILURE", "STEP_SKIPPED")
+        return {
+            e.step_key: e.event_type_value for e in result.all_events if e.event_type_value in ends
+        }
+
     result = materialize(*defs.resolve_job_def("evaluate_bm25").asset_layer.selected_asset_keys)
     assert not result.success
-    latest = evaluated_home / "storage" / "reports" / "beir-mini" / "latest"
     verdict = Verdict.model_validate_json((latest / "gate.json").read_text())
     assert not verdict.passed
-    steps = {
-        e.step_key: e.event_type_value
-        for e in result.all_events
-        if e.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE")
-    }
-    assert steps["gate"] == "STEP_SUCCESS" and steps["report_figures"] == "STEP_FAILURE"
+    ended = steps(result)
+    assert ended["gate"] == "STEP_FAILURE" and "report_figures" not in ended
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     line = verdict_line("beir-mini", verdict)
     assert failure.step_failure_data.user_failure_data.description == line
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks["verdict_passes"] is False
-    drawn = sorted((latest / "plots").glob("*.svg"))
-    assert drawn and (latest / "gate.html").read_text().count("<figure") == len(drawn)
+    [stamped] = set(reports.iterdir()) - before
+    figures = json.loads((latest / "report.json").read_text())["figures"]
+    assert figures
+    for folder in (stamped, latest):  # the report of a blocked release has its figures
+        names = sorted(p.name for p in (folder / "plots").iterdir())
+        assert names == sorted(f"{f['name']}.svg" for f in figures)
+        assert (folder / "gate.html").read_text().count("<figure") == len(figures)
 
+    shutil.rmtree(latest / "plots")
     again = materialize(dg.AssetKey("report_figures"))
-    [failure] = [e for e in again.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert failure.step_failure_data.user_failure_data.description == line
+    assert again.success and steps(again) == {"report_figures": "STEP_SUCCESS"}
+    assert len(list((latest / "plots").glob("*.svg"))) == len(figures)
+    check = dg.AssetCheckKey(dg.AssetKey("gate"), "verdict_passes")
+    [info] = instance.event_log_storage.get_asset_check_partition_info([check])
+    assert info.partition_key == "beir-mini"
+    assert info.latest_execution_status.value == "FAILED"
