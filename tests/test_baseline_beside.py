@@ -67,7 +67,7 @@ def test_a_chunking_change_is_judged_against_the_baseline_configuration_run_besi
         partition_key="techdocs",
         resources=defs.resources,
         instance=instance,
-        raise_on_error=False,  # the gate fails the run: less evidence at every budget
+        raise_on_error=False,  # the gate fails the step: less evidence at every budget
     )
     assert not result.success
     # The baseline configuration's whole index is built once, in the run step that times it.

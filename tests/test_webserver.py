@@ -146,7 +146,7 @@ def test_ui_in_headless_chromium(evaluated_webserver, failed_run, tmp_path):
         assert page.wait_until("document.querySelectorAll('canvas').length") >= 10
         page.screenshot(shots / "3-metrics-plots.png")
 
-        # The gate's check and its latest result, for the dataset it judged.
+        # The gate's blocking check and its latest result, for the dataset it judged.
         page.goto(f"{url}/assets/gate?view=checks")
         page.wait_for("verdict_passes", "Latest execution", "Passed", "PASS:", "beir-mini")
         page.screenshot(shots / "4-gate-check.png")
