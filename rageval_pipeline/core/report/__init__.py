@@ -3,7 +3,8 @@
 `write_reports(report, directory, drawn=...)` writes `gate.json` (the verdict), `report.json`
 (the whole model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and, with the
 figures `draw` made, `plots/<name>.svg`. The gate writes its reports without figures (so the
-verdict never waits on matplotlib) and `draw_figures` adds them from `report.json` afterwards.
+verdict never waits on matplotlib) and `draw_figures` adds them from `report.json` afterwards
+(in the figures step after a PASS, in the gate step before it fails on a FAIL).
 A bare `Verdict` is accepted wherever a report is and reported without the context
 (summaries, baselines, history, texts) that adds the systems table, explanations and plots.
 `report_texts` builds the query texts and target snippets the explanations show;

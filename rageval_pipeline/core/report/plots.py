@@ -8,8 +8,9 @@ is never drawn again. The cache is a local folder (the gate's is under the scrat
 shared by every storage the machine evaluates into: a fresh storage, or one in object storage,
 reads the figures another drew (importing matplotlib 0.3-0.9 s, 0.1-0.15 s a figure); the
 reports stay static SVG that any viewer shows. SVG text is drawn as paths (`svg.fonttype:
-path`): the page needs no font and no network. matplotlib is imported only to draw, in the
-figures step after the gate's verdict (`core.report.draw_figures`), never by the gate step.
+path`): the page needs no font and no network. matplotlib is imported only to draw, after the
+gate's verdict (`core.report.draw_figures`): on a PASS in the figures step, never by the gate
+step.
 """
 
 from __future__ import annotations
