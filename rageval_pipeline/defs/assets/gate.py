@@ -174,8 +174,9 @@ def judge(
     resources: tuple[Settings, BaseWarehouse, GatePolicy],
     systems: Mapping[str, SystemConfig],
 ) -> Iterator:
-    """The gate step: decide, write the reports, record the verdict and the experiments, and
-    yield the asset's result and its check; a blocked verdict ends the step with its line."""
+    """The gate step: decide, write the reports (without figures), record the verdict and the
+    experiments, and yield the asset's result and its check; a blocked verdict draws the
+    reports' figures, then ends the step with its line."""
     settings, store, policy = resources
     partition = settings.dataset(context)
     dataset = partition.name
