@@ -3,11 +3,13 @@
 Each round, per build: the `evaluate_bm25` job on techdocs (bm25 only, the repo's gate policy
 and committed baselines) in a new process on a FRESH storage, twice: the shared plot cache
 (`$RAGEVAL_SCRATCH/cache/plots`) emptied first (cold), then left as that run filled it (warm).
-Each step's duration is read from the run's event log (STEP_START to STEP_SUCCESS); printed:
-the gate step's seconds, the summed step seconds and the gate's share. A build from before the
-cache moved out of the storage draws every figure on a fresh storage either way.
+Each step's duration is read from the run's event log (STEP_START to STEP_SUCCESS or
+STEP_FAILURE); printed: the gate step's seconds, the summed step seconds and the gate's share,
+and for a build that draws the figures in a step of their own (`report_figures`) that step's
+seconds and the share of gate and figures together. A build from before the cache moved out of
+the storage draws every figure on a fresh storage either way.
 
-    .venv/bin/python bench/gate_share.py --commit before=d96aaf7 --tree after=. [--repeat 3]
+    .venv/bin/python bench/gate_share.py --commit before=5a9d126 --tree after=. [--repeat 3]
 """
 
 from __future__ import annotations
@@ -48,8 +50,11 @@ print(json.dumps({"ok": result.success, "steps": steps}))
 
 
 def job(tree: Path, env: dict[str, str]) -> dict:
+    # Run in the build's folder: `python -c` puts the working folder first on sys.path, ahead
+    # of PYTHONPATH, so from the repository every build would run the repository's code.
     done = subprocess.run(
         [sys.executable, "-c", DRIVER],
+        cwd=tree,
         env=os.environ | env | {"PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
@@ -60,11 +65,14 @@ def job(tree: Path, env: dict[str, str]) -> dict:
     out = json.loads(done.stdout.strip().splitlines()[-1])
     steps = out["steps"]
     total = sum(steps.values())
+    figures = steps.get("report_figures", 0.0)  # a build drawing in the gate step: none
     return {
         "ok": out["ok"],
         "gate_s": steps["gate"],
+        "figures_s": figures,
         "steps_s": round(total, 2),
         "share": round(steps["gate"] / total, 3),
+        "with_figures_share": round((steps["gate"] + figures) / total, 3),
         "steps": steps,
     }
 
@@ -92,8 +100,9 @@ def main() -> None:
                     shutil.rmtree(folder)
                     last = runs[name][kind][-1]
                     print(
-                        f"{name} {kind}: gate {last['gate_s']} s of {last['steps_s']} s "
-                        f"(share {last['share']})",
+                        f"{name} {kind}: gate {last['gate_s']} s, figures {last['figures_s']} s "
+                        f"of {last['steps_s']} s (share {last['share']}, with the figures "
+                        f"{last['with_figures_share']})",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -101,7 +110,12 @@ def main() -> None:
             name: {
                 kind: {
                     "median_share": statistics.median(r["share"] for r in rs),
+                    "max_share": max(r["share"] for r in rs),
+                    "median_with_figures_share": statistics.median(
+                        r["with_figures_share"] for r in rs
+                    ),
                     "median_gate_s": statistics.median(r["gate_s"] for r in rs),
+                    "median_figures_s": statistics.median(r["figures_s"] for r in rs),
                     "median_steps_s": statistics.median(r["steps_s"] for r in rs),
                     "all": rs,
                 }

@@ -36,19 +36,35 @@ def test_gate_exit_codes_follow_the_committed_baseline(evaluated_home):
     assert str(path) in update.stdout
     good = path.read_text()
     raised = json.loads(good)
-    raised["measures"]["nDCG@10"] = min(1.0, raised["measures"]["nDCG@10"] + 0.15)
     for values in raised["per_query"].values():  # the gate judges paired per-query values
         values["nDCG@10"] = min(1.0, values["nDCG@10"] + 0.15)
+    # The mean of the raised values, as a baseline file must hold (core.gate.Baseline).
+    per_query = [values["nDCG@10"] for values in raised["per_query"].values()]
+    raised["measures"]["nDCG@10"] = round(sum(per_query) / len(per_query), 6)
     path.write_text(json.dumps(raised))
 
+    # Drawing fails (the plot cache is a file): a warning in the step that draws, the
+    # verdict and the exit code as they were, the reports standing without figures.
+    scratch = pipeline_home / "scratch"
+    (scratch / "cache").mkdir(parents=True)
+    (scratch / "cache" / "plots").write_text("not a folder")
+    env |= {"RAGEVAL_SCRATCH": str(scratch)}
     failing = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
     assert failing.returncode != 0
     output = failing.stdout + failing.stderr
     assert "nDCG@10" in output and "baseline" in output
+    assert "gate - figures not drawn (" in output  # on a FAIL, the gate step draws
+    assert "events.Failure: FAIL beir-mini: " in output
+    assert not json.loads((latest / "gate.json").read_text())["passed"]
+    assert not (latest / "plots").exists()
 
     path.write_text(good)
     restored = dagster_execute("evaluate_bm25", "beir-mini", env, pipeline_home)
     assert restored.returncode == 0, restored.stderr[-3000:]
+    assert "report_figures - figures not drawn (" in restored.stdout + restored.stderr
+    assert json.loads((latest / "gate.json").read_text())["passed"]
+    assert "<figure" not in (latest / "gate.html").read_text()
+    assert not (latest / "plots").exists()
 
 
 def test_malformed_suite_stops_the_job_before_any_asset_runs(pipeline_home):

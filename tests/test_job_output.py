@@ -4,6 +4,7 @@ as one line, and scripts/evaluate's summary ending with the verdict or the first
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetCheckKey, AssetKey, DagsterInstance
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterInstance
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from rageval_pipeline.core.gate import Verdict
@@ -38,6 +39,16 @@ def _latest_check_status(home: Path) -> dict[str, AssetCheckExecutionRecordStatu
             [AssetCheckKey(AssetKey("gate"), "verdict_passes")]
         )
     return {info.partition_key: info.latest_execution_status for info in infos}
+
+
+def _gate_metadata(home: Path, partition: str) -> dict:
+    """The metadata of the gate's latest materialization of `partition`."""
+    os.environ["DAGSTER_HOME"] = str(home / "dagster_home")  # restored by monkeypatch
+    with DagsterInstance.get() as instance:
+        [record] = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("gate"), asset_partitions=[partition]), limit=1
+        ).records
+    return dict(record.asset_materialization.metadata)
 
 
 def test_each_dataset_keeps_its_own_verdict_in_one_line(pipeline_home, monkeypatch):
@@ -71,6 +82,17 @@ def test_each_dataset_keeps_its_own_verdict_in_one_line(pipeline_home, monkeypat
     line = verdict_line("techdocs", verdicts["techdocs"])
     assert line.startswith("FAIL techdocs: 1 blocking failure(s)")
     assert f"dagster._core.definitions.events.Failure: {line}\n" in output
+    # The gate step fails, as its figures' step would be skipped: it drew them before failing.
+    assert 'Execution of step "gate" failed.\n\n' in output
+    assert "Dependencies for step report_figures failed: ['gate']. Not executing." in output
+    assert 'step "report_figures"' not in output
+    figures = json.loads((reports / "techdocs" / "latest" / "report.json").read_text())["figures"]
+    stamped = Path(_gate_metadata(pipeline_home, "techdocs")["report_html"].path).parent
+    assert figures and stamped.parent == reports / "techdocs"
+    for folder in (stamped, reports / "techdocs" / "latest"):
+        names = sorted(p.name for p in (folder / "plots").glob("*.svg"))
+        assert names == sorted(f"{f['name']}.svg" for f in figures)
+        assert (folder / "gate.html").read_text().count("<figure") == len(figures)
     assert "DagsterAssetCheckFailedError" not in output
     assert "techdocs/bm25 nDCG@10 = " in output  # the failed check, logged once as ERROR
 

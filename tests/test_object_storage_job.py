@@ -73,8 +73,8 @@ def both(tmp_path_factory) -> tuple[Path, Path, Path]:
                 done = dagster_execute(JOB, DATASET, remote, root / "s3")
                 output = done.stdout + done.stderr
                 assert done.returncode == 0, output[-3000:]
-                # The gate again on the same bucket: its figures now come from the plot cache.
-                again = dagster_execute(JOB, DATASET, remote, root / "s3", op="gate")
+                # The gate again on the same bucket, then its figures: from the plot cache now.
+                again = dagster_execute(JOB, DATASET, remote, root / "s3", op="gate*")
                 (root / "gate-again.log").write_text(again.stdout + again.stderr)
                 output += again.stdout + again.stderr
                 assert aws["AWS_SECRET_ACCESS_KEY"] == SECRET and SECRET not in output
@@ -85,8 +85,8 @@ def both(tmp_path_factory) -> tuple[Path, Path, Path]:
         finally:
             beside.wait(600)
     assert beside.returncode == 0, (root / "local.log").read_text()[-3000:]
-    # The local side's gate again too, so both warehouses record two gates.
-    again = dagster_execute(JOB, DATASET, local, root / "local", op="gate")
+    # The local side's gate (and figures) again too, so both warehouses record two gates.
+    again = dagster_execute(JOB, DATASET, local, root / "local", op="gate*")
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     return root / "local" / "storage", root / "s3" / "bucket", root / "s3"
 
@@ -169,9 +169,11 @@ def test_a_second_gate_on_the_bucket_decides_with_its_figures_from_the_cache(bot
     *_, cwd = both
     log = (cwd.parent / "gate-again.log").read_text()
     assert "TypeError" not in log, log[-3000:]
-    # Each gate decided (a verdict line, the check recorded), the second from cached figures.
+    # Each gate decided (a verdict line, the check recorded), the second from cached figures
+    # drawn into the bucket's report folders.
     assert re.search(r"(PASS|FAIL) beir-mini", log), log[-3000:]
     assert "ASSET_CHECK_EVALUATION" in log, log[-3000:]
+    assert re.search(r"report_figures - [0-9]+ figure\(s\) drawn into s3://", log), log[-3000:]
     cached = list((cwd.parent / "scratch" / "cache" / "plots").glob("*.svg"))
     assert cached
 

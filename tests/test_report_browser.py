@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rageval_pipeline.core.report import write_reports
+from rageval_pipeline.core.report import draw, write_reports
 from tests.cdp import chromium_page
 from tests.test_report_model import context  # noqa: F401  (fixture)
 from tests.test_report_summary import changed  # noqa: F401  (fixture)
@@ -82,7 +82,7 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def served(tmp_path, context):  # noqa: F811
     report, _ = context
     folder = tmp_path / "site"
-    write_reports(report, folder)
+    write_reports(report, folder, drawn=draw(report))
     requests: list[str] = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -141,7 +141,7 @@ SUMMARY = ("verdict", "resolution", "config-diff", "moved", "next")
 
 def test_the_first_screen_shows_verdict_config_diff_and_moved_measures(tmp_path, changed):  # noqa: F811
     folder = tmp_path / "site"
-    write_reports(changed, folder)
+    write_reports(changed, folder, drawn=draw(changed))
     with chromium_page(tmp_path / "profile") as page:
         page.send(
             "Emulation.setDeviceMetricsOverride", **FIRST_SCREEN, deviceScaleFactor=1, mobile=False

@@ -19,7 +19,14 @@ from rageval_pipeline.core.gate import (
     decide_validation,
     load_policy,
 )
-from rageval_pipeline.core.report import build_report, to_html, to_markdown, write_reports
+from rageval_pipeline.core.report import (
+    build_report,
+    draw,
+    draw_figures,
+    to_html,
+    to_markdown,
+    write_reports,
+)
 from rageval_pipeline.core.report.plots import UNUSED_DAYS, render, render_cached
 from rageval_pipeline.core.report.validation import validation_report
 
@@ -127,8 +134,8 @@ def test_figures_cover_every_kind_and_render_deterministically(context, tmp_path
     assert svg.startswith("<svg") and render(per_query) == svg
     (tmp_path / "plots").mkdir()
     (tmp_path / "plots" / "per_query-hotel-test-removed.svg").write_text("<svg/>")
-    paths = write_reports(report, tmp_path)
-    again = write_reports(report, tmp_path / "again")
+    paths = write_reports(report, tmp_path, drawn=draw(report))
+    again = write_reports(report, tmp_path / "again", drawn=draw(report))
     for what, path in paths.items():
         assert path.read_bytes() == again[what].read_bytes(), what
     plots = sorted(p.name for p in (tmp_path / "plots").iterdir())
@@ -160,10 +167,45 @@ def test_cached_figures_are_the_drawn_bytes_and_only_changed_ones_are_drawn(
         os.utime(path, (old, old))
     assert render_cached(report.figures, cache) == drawn and calls == [changed]
     assert len(list(cache.iterdir())) == len(report.figures)  # read now: kept; the other dropped
-    cached = write_reports(report, tmp_path / "a", plot_cache=cache)
-    plain = write_reports(report, tmp_path / "b")
+    cached = write_reports(report, tmp_path / "a", drawn=draw(report, cache))
+    plain = write_reports(report, tmp_path / "b", drawn=draw(report))
     for what, path in plain.items():
         assert cached[what].read_bytes() == path.read_bytes(), what
+
+
+def test_reports_before_their_figures_read_whole_and_drawing_completes_them(context, tmp_path):
+    """What the gate step writes has no figures (no Plots section, no broken image, no plots/);
+    `draw_figures` adds them to each folder still holding that report, leaving the verdict's
+    files as they were: the same bytes as reports written with their figures at once."""
+    report, _ = context
+    stamped, latest, other = tmp_path / "20260101T000000Z", tmp_path / "latest", tmp_path / "x"
+    before = write_reports(report, stamped, latest)
+    page, md = before["html"].read_text(), before["markdown"].read_text()
+    assert "<figure" not in page and "<svg" not in page and "Plots" not in page
+    assert "plots/" not in md and not (stamped / "plots").exists()
+    verdict_bytes = {w: before[w].read_bytes() for w in ("json", "report")}
+
+    assert draw_figures(stamped, latest, plot_cache=tmp_path / "cache") == len(report.figures)
+    whole = write_reports(report, other, drawn=draw(report))
+    for folder in (stamped, latest):
+        for what, path in whole.items():
+            assert (folder / path.name).read_bytes() == path.read_bytes(), (folder, what)
+        assert sorted(p.name for p in (folder / "plots").iterdir()) == sorted(
+            f"{f.name}.svg" for f in report.figures
+        )
+        manifest = json.loads((folder / "manifest.json").read_text())  # the folder's own
+        assert manifest["gate.html"] == (folder / "gate.html").stat().st_size
+    assert {w: before[w].read_bytes() for w in verdict_bytes} == verdict_bytes
+    page = before["html"].read_text()
+    assert page.count("<figure") == len(report.figures) and "Plots" in page
+
+    # A later gate replaced `latest` meanwhile: the older report's figures leave it alone.
+    again = tmp_path / "20260102T000000Z"
+    write_reports(report, again)
+    newer = report.model_copy(update={"figures": report.figures[:1]})
+    write_reports(newer, latest)
+    assert draw_figures(again, latest, plot_cache=tmp_path / "cache") == len(report.figures)
+    assert (again / "plots").is_dir() and not (latest / "plots").exists()
 
 
 def test_markdown_and_html_read_the_same_model(context):

@@ -170,7 +170,7 @@ def run_gate(args: argparse.Namespace) -> int:
     verdict = decide([run], baselines, policy)
     full = report.build_report(verdict, [run], baselines)
     if args.reports is not None:
-        report.write_reports(full, Path(args.reports))
+        report.write_reports(full, Path(args.reports), drawn=report.draw(full))
     print(report.to_json(verdict) if args.format == "json" else report.to_markdown(full), end="")
     print(f"gate: {verdict.summary}", file=sys.stderr)
     return 0 if verdict.passed else 1

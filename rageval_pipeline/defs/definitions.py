@@ -12,6 +12,7 @@ import dagster as dg
 from rageval_pipeline.core.generation.config import configured
 from rageval_pipeline.core.systems import load_systems
 from rageval_pipeline.defs.assets.dense_index import STEPS_IO
+from rageval_pipeline.defs.assets.figures import build_figures_asset
 from rageval_pipeline.defs.assets.gate import build_gate_asset
 from rageval_pipeline.defs.assets.ingest import build_ingest_assets
 from rageval_pipeline.defs.assets.systems import build_system_assets
@@ -41,7 +42,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     jobs = build_jobs(list(catalog), datasets)
     system_jobs = {name: job for job in jobs for name in catalog if job.name == f"evaluate_{name}"}
     gate = fresh_daily(build_gate_asset(catalog, settings.data / "gate.yaml", datasets))
-    assets = [*build_ingest_assets(datasets), *system_assets, gate]
+    assets = [*build_ingest_assets(datasets), *system_assets, gate, build_figures_asset(datasets)]
     extra: dict = {}
     if configured():  # the generation check: off until a provider is configured
         from rageval_pipeline.defs.assets.generation import build_generation

@@ -2,12 +2,13 @@
 
 import dagster as dg
 
+from rageval_pipeline.defs.assets.figures import FIGURES
 from rageval_pipeline.defs.executors import executor_from_env
 
 
 def build_jobs(system_names: list[str], datasets: dg.PartitionsDefinition) -> list:
     executor = executor_from_env()
-    gate = dg.AssetSelection.assets("gate")
+    gate = dg.AssetSelection.assets("gate", FIGURES)  # the figures: drawn after the verdict
     jobs = [
         dg.define_asset_job(
             "evaluate_dataset",

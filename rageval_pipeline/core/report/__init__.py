@@ -1,7 +1,10 @@
 """Reports people read: JSON, Markdown and HTML of one report model, with plots beside them.
 
-`write_reports(report, directory)` writes `gate.json` (the verdict), `report.json` (the whole
-model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and `plots/<name>.svg`.
+`write_reports(report, directory, drawn=...)` writes `gate.json` (the verdict), `report.json`
+(the whole model), `gate.md`, `gate.html` (self-contained: inline CSS and SVG) and, with the
+figures `draw` made, `plots/<name>.svg`. The gate writes its reports without figures (so the
+verdict never waits on matplotlib) and `draw_figures` adds them from `report.json` afterwards
+(in the figures step after a PASS, in the gate step before it fails on a FAIL).
 A bare `Verdict` is accepted wherever a report is and reported without the context
 (summaries, baselines, history, texts) that adds the systems table, explanations and plots.
 `report_texts` builds the query texts and target snippets the explanations show;
@@ -19,8 +22,8 @@ from rageval_pipeline.core.numbers import round_metric
 from rageval_pipeline.core.report import render
 from rageval_pipeline.core.report.index import write_index
 from rageval_pipeline.core.report.model import Report, build_report
+from rageval_pipeline.core.report.plots import drawing_version, render_cached
 from rageval_pipeline.core.report.plots import render as render_figure
-from rageval_pipeline.core.report.plots import render_cached
 from rageval_pipeline.core.report.states import compared_with, run_state
 from rageval_pipeline.core.report.texts import ReportTexts, listed_ids, report_texts
 from rageval_pipeline.core.storage.files import atomic_dir
@@ -38,6 +41,9 @@ __all__ = [
     "Report",
     "ReportTexts",
     "build_report",
+    "draw",
+    "draw_figures",
+    "drawing_version",
     "listed_ids",
     "plotted_values",
     "report_texts",
@@ -85,29 +91,37 @@ def _report(value: Report | Verdict) -> Report:
 
 
 def to_markdown(value: Report | Verdict) -> str:
-    return render.to_markdown(_report(value))
+    """The Markdown report, every figure linked as `plots/<name>.svg`."""
+    report = _report(value)
+    return render.to_markdown(report, [f.name for f in report.figures])
 
 
 def to_html(value: Report | Verdict) -> str:
     report = _report(value)
-    return render.to_html(report, {f.name: render_figure(f) for f in report.figures})
+    return render.to_html(report, draw(report))
+
+
+def draw(value: Report | Verdict, plot_cache: Path | None = None) -> dict[str, str]:
+    """Each figure's SVG by name: drawn, or read from `plot_cache` when drawn before."""
+    report = _report(value)
+    if plot_cache is None:
+        return {f.name: render_figure(f) for f in report.figures}
+    return render_cached(report.figures, plot_cache)
 
 
 def write_reports(
-    value: Report | Verdict, directory: Path, *more: Path, plot_cache: Path | None = None
+    value: Report | Verdict, directory: Path, *more: Path, drawn: dict[str, str] | None = None
 ) -> dict[str, Path]:
-    """Write every rendering and plot into `directory` (and each of `more`: drawn once, or
-    read from `plot_cache` when drawn before), each folder replaced whole in one step (with a
-    manifest of its files' sizes); returns what -> path in `directory`."""
+    """Write every rendering into `directory` (and each of `more`), each folder replaced whole
+    in one step (with a manifest of its files' sizes); returns what -> path in `directory`.
+    `drawn` (`draw`): the figures, written to `plots/` and shown; without it the reports have
+    no Plots sections (not broken images) until `draw_figures` adds them."""
     report = _report(value)
-    if plot_cache is None:
-        drawn = {f.name: render_figure(f) for f in report.figures}
-    else:
-        drawn = render_cached(report.figures, plot_cache)
+    drawn = drawn or {}
     texts = {
         "json": to_json(report.verdict),
         "report": report.model_dump_json(indent=2) + "\n",
-        "markdown": render.to_markdown(report),
+        "markdown": render.to_markdown(report, drawn),
         "html": render.to_html(report, drawn),
     }
     # Each folder whole or not at all: built aside and swapped in (a full disk or a kill
@@ -121,6 +135,30 @@ def write_reports(
             for what, text in texts.items():
                 (tmp / REPORT_FILES[what]).write_text(text, encoding="utf-8", newline="\n")
     return {what: as_location(directory) / REPORT_FILES[what] for what in texts}
+
+
+def draw_figures(directory: Path, *more: Path, plot_cache: Path) -> int:
+    """Draw the figures of the report `write_reports` left in `directory` without them (from
+    its `report.json`, through `plot_cache`) and rewrite that folder and each of `more` whole
+    with them; returns how many were drawn. A folder whose `report.json` is no longer the one
+    drawn (a later gate replaced `latest` meanwhile) is left as that gate wrote it."""
+    source = as_location(directory) / REPORT_FILES["report"]
+    text = source.read_text(encoding="utf-8")
+    report = Report.model_validate_json(text)
+    drawn = draw(report, plot_cache)
+    if not drawn:  # nothing to add: the folders stay as written
+        return 0
+    folders = [f for f in map(as_location, (directory, *more)) if _holds(f, text)]
+    if folders:
+        write_reports(report, *folders, drawn=drawn)
+    return len(drawn)
+
+
+def _holds(folder: Path, text: str) -> bool:
+    try:
+        return (folder / REPORT_FILES["report"]).read_text(encoding="utf-8") == text
+    except FileNotFoundError:
+        return False
 
 
 def short_summary(verdict: Verdict, directory: Path) -> str:

@@ -6,11 +6,11 @@ date is written, so the same figure renders to the same bytes, and a figure draw
 back from a cache keyed by its content (`render_cached`): a figure whose numbers did not change
 is never drawn again. The cache is a local folder (the gate's is under the scratch folder),
 shared by every storage the machine evaluates into: a fresh storage, or one in object storage,
-reads the figures another drew (drawing a report's figures is about half of a cold gate step's
-CPU: importing matplotlib 0.5-0.9 s, 0.1-0.15 s a figure); the reports stay static SVG that
-any viewer shows. SVG text is drawn as paths (`svg.fonttype: path`): the page needs no font
-and no network. matplotlib is imported only to draw (a second or so that a gate whose figures
-are all cached never pays).
+reads the figures another drew (importing matplotlib 0.3-0.9 s, 0.1-0.15 s a figure); the
+reports stay static SVG that any viewer shows. SVG text is drawn as paths (`svg.fonttype:
+path`): the page needs no font and no network. matplotlib is imported only to draw, after the
+gate's verdict (`core.report.draw_figures`): on a PASS in the figures step, never by the gate
+step.
 """
 
 from __future__ import annotations
@@ -157,6 +157,12 @@ def render(figure: Figure) -> str:
     plt.close(fig)
     text = svg.getvalue()
     return text[text.index("<svg") :]
+
+
+def drawing_version() -> str:
+    """What a figure's SVG depends on besides its numbers: this module's style and matplotlib's
+    version (the figures step's code version: a new drawer shows its figures stale)."""
+    return content_key(_STYLE, version("matplotlib"))[:16]
 
 
 # A cached figure unread this long is dropped: the cache serves every dataset and system of a

@@ -6,6 +6,8 @@ One list of blocks (`core.report.blocks`) is rendered as Markdown and as HTML.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from rageval_pipeline.core.gate import (
     LATENCY_STATS,
     MEASURE_KINDS,
@@ -218,7 +220,7 @@ def _change_blocks(title: str, changes: list[QueryChange]) -> list[Block]:
     return out
 
 
-def _run_details(report: Report, section: RunSection) -> Details:
+def _run_details(report: Report, section: RunSection, drawn: Collection[str]) -> Details:
     verdict = report.verdict
     key = (section.dataset, section.split, section.system)
     checks = [c for c in verdict.checks if (c.dataset, c.split, c.system) == key]
@@ -237,20 +239,21 @@ def _run_details(report: Report, section: RunSection) -> Details:
     inner += _change_blocks("Queries that gained most", section.gained)
     if section.recommendations:
         inner += [Heading(3, "Recommendations"), Bullets(section.recommendations)]
-    if section.figures:
-        inner += [Heading(3, "Plots"), *(Figure(n, titles[n]) for n in section.figures)]
+    # Only figures drawn: a report written before its figures shows no Plots, not broken images.
+    if shown := [n for n in section.figures if n in drawn]:
+        inner += [Heading(3, "Plots"), *(Figure(n, titles[n]) for n in shown)]
     state, _ = run_state(checks)
     return Details(f"{' / '.join(key)}: {state}", inner)
 
 
-def _blocks(report: Report) -> list[Block]:
+def _blocks(report: Report, drawn: Collection[str]) -> list[Block]:
     verdict = report.verdict
     out = summary_blocks(report)
     out.append(Heading(2, "Details"))
     sections = {(r.dataset, r.split, r.system): r for r in report.runs}
     for key in verdict.runs:
         section = sections.get(key) or RunSection(dataset=key[0], split=key[1], system=key[2])
-        out.append(_run_details(report, section))
+        out.append(_run_details(report, section, drawn))
     if report.rows:
         out.append(Details("Systems side by side", [_systems_table(report)]))
     failures, warnings = verdict.failures, verdict.warnings
@@ -268,12 +271,14 @@ def _blocks(report: Report) -> list[Block]:
     return out
 
 
-def to_markdown(report: Report) -> str:
+def to_markdown(report: Report, drawn: Collection[str]) -> str:
     """The Markdown report: the summary, then each run's details folded (`<details>`), the
-    systems side by side, every failure and warning and the glossary."""
-    return blocks.to_markdown(_blocks(report))
+    systems side by side, every failure and warning and the glossary; the figures named in
+    `drawn` linked (`plots/<name>.svg`)."""
+    return blocks.to_markdown(_blocks(report, drawn))
 
 
 def to_html(report: Report, svgs: dict[str, str]) -> str:
-    """The same document as a self-contained HTML page (`blocks.to_html`)."""
-    return blocks.to_html(headline(report.verdict)[0], _blocks(report), svgs)
+    """The same document as a self-contained HTML page (`blocks.to_html`), with the figures
+    in `svgs` inlined."""
+    return blocks.to_html(headline(report.verdict)[0], _blocks(report, svgs), svgs)

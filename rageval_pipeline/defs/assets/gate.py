@@ -3,9 +3,13 @@ write its reports.
 
 The gate is partitioned by dataset like the assets it checks, and so is its blocking ERROR check:
 the asset and check pages show each dataset's latest verdict. It reads the warehouse rather than
-loading upstream partitions, so materializing it alone recomputes nothing. A failed verdict ends
-the step with a `dg.Failure` whose description is the verdict line: `dagster job execute` exits
-non-zero and shows that line instead of Dagster's `DagsterAssetCheckFailedError`.
+loading upstream partitions, so materializing it alone recomputes nothing. It writes its reports
+without figures (the gate step imports no matplotlib on a PASS): the next step, `report_figures`
+(defs/assets/figures.py), draws them. A failed verdict ends the step with a `dg.Failure` whose
+description is the verdict line (`dagster job execute` exits non-zero and shows that line
+instead of Dagster's `DagsterAssetCheckFailedError`), after the step has drawn the figures
+itself: Dagster skips every step after a failed one, and a blocked release's report is the one
+people read most.
 """
 
 import json
@@ -28,7 +32,6 @@ from rageval_pipeline.core.gate import (
 )
 from rageval_pipeline.core.history import experiments
 from rageval_pipeline.core.history.summaries import history, select_runs, summaries
-from rageval_pipeline.core.io.paths import scratch_dir
 from rageval_pipeline.core.report.validation import validation_report
 from rageval_pipeline.core.storage.base import BaseWarehouse
 from rageval_pipeline.core.storage.files import write_text
@@ -38,6 +41,7 @@ from rageval_pipeline.core.suites import loaders
 from rageval_pipeline.core.suites.chunking import CHUNK_METADATA, integrity
 from rageval_pipeline.core.systems import SystemConfig
 from rageval_pipeline.defs.assets.chunked import chunked
+from rageval_pipeline.defs.assets.figures import draw_into
 from rageval_pipeline.defs.checks import measured_integrity
 from rageval_pipeline.defs.failures import one_line_errors, refusal
 from rageval_pipeline.defs.job_summary import verdict_line
@@ -170,8 +174,9 @@ def judge(
     resources: tuple[Settings, BaseWarehouse, GatePolicy],
     systems: Mapping[str, SystemConfig],
 ) -> Iterator:
-    """The gate step: decide, write the reports, record the verdict and the experiments, and
-    yield the asset's result and its check; a blocked verdict ends the step with its line."""
+    """The gate step: decide, write the reports (without figures), record the verdict and the
+    experiments, and yield the asset's result and its check; a blocked verdict draws the
+    reports' figures, then ends the step with its line."""
     settings, store, policy = resources
     partition = settings.dataset(context)
     dataset = partition.name
@@ -185,11 +190,12 @@ def judge(
     logged, gate_id = _record(store, (verdict, run_summaries, baselines), context, stamp)
     ids = report.listed_ids(run_summaries, baselines.values()).get(dataset, set())
     texts = texts_beside_ids(settings, dataset, ids, run_summaries, systems)
-    paths = report.write_reports(
-        report.build_report(verdict, run_summaries, baselines, past, texts),
+    folders = (
         settings.reports_dir / dataset / f"{stamp:%Y%m%dT%H%M%SZ}",
         settings.reports_dir / dataset / "latest",
-        plot_cache=scratch_dir() / "cache" / "plots",  # (shared by every storage)
+    )
+    paths = report.write_reports(  # no figures: drawn after the verdict, off its path
+        report.build_report(verdict, run_summaries, baselines, past, texts), *folders
     )
     report.write_index(settings.reports_dir)
     _write_validation_reports(settings, run_summaries, policy, stamp, measured_integrity(context))
@@ -205,6 +211,8 @@ def judge(
     yield from _results(verdict, (runs, scope, logged, paths))
     line = verdict_line(dataset, verdict)
     if not verdict.passed:
+        # Dagster skips report_figures after this step fails: the figures are drawn here.
+        draw_into(context, *folders)
         # Instead of Dagster's DagsterAssetCheckFailedError (printed twice with its trace and
         # no verdict): the failed check is recorded above, the step fails with the line.
         raise refusal(line)
