@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TECHDOCS = REPO / "data" / "suites" / "techdocs"
 RAGEVAL = str(Path(sys.executable).parent / "rageval")
-ETA = re.compile(r"(\S+): embedded ([\d,]+)/([\d,]+) \(\d+%\), [\d.]+ docs/s, ETA (\d+) s")
+ETA = re.compile(r"(\S+): embedded ([\d,]+)/([\d,]+) \(\d+%\), [\d.]+ docs/s, ETA (under )?(\d+) s")
 ABOUT = re.compile(r"about (\d+) (s|min)")
 FINAL = re.compile(r"embedded ([\d,]+) chunks in ([\d.]+) s \(estimated (\d+) (s|min)\)")
 
@@ -69,7 +69,13 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=0, help="busy loops run meanwhile")
     parser.add_argument("--storage", type=Path, help="storage to use (default: a fresh one)")
     parser.add_argument("--calls", action="store_true", help="time every call, replay the clock")
+    parser.add_argument("--trace", type=Path, help="with --calls: write the calls' times here")
+    parser.add_argument("--replay", type=Path, nargs="+", help="replay the clock on traces")
     args = parser.parse_args()
+    if args.replay:
+        for path in args.replay:
+            replay(json.loads(path.read_text()), path.name)
+        return
     with tempfile.TemporaryDirectory(prefix="rageval-clock-") as tmp:
         work = Path(tmp)
         data = work / "data"
@@ -96,8 +102,14 @@ def main() -> None:
         try:
             print(f"load average before: {os.getloadavg()}, busy loops: {args.busy}")
             if args.calls:
-                replay(every_call(suite_file, work / "calls"))
+                trace = {"busy": args.busy, "load_before": os.getloadavg()[0]}
+                trace["started"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+                trace |= every_call(suite_file, work / "calls")
+                trace["load_after"] = os.getloadavg()[0]
                 print(f"load average after: {os.getloadavg()}")
+                if args.trace:
+                    args.trace.write_text(json.dumps(trace) + "\n")
+                replay(trace, "this run")
                 return
             lines = run(argv, env)
             print(f"load average after: {os.getloadavg()}")
@@ -108,11 +120,13 @@ def main() -> None:
     report(lines, len(suite["documents"]), sections)
 
 
-def every_call(suite_file: Path, cache: Path) -> dict[str, list[tuple[int, int, float]]]:
-    """(rows, tokens a row, seconds) of every model call each dense system's embedding makes,
-    in its order (longest texts first), timed one by one after a warm-up call."""
+def every_call(suite_file: Path, cache: Path) -> dict:
+    """The model calls of a pool's embedding, timed one by one: `calibration`, the calls
+    `embeddings.calibrate` times on all the systems' texts together (the warm-up first), then
+    under `systems` every call each dense system's embedding makes, in its order (longest
+    texts first); each call as (rows, tokens a row, seconds)."""
     from rageval_pipeline.core.curation import pool, pool_cost
-    from rageval_pipeline.core.retrieval import dense, embedding_cost
+    from rageval_pipeline.core.retrieval import dense, embedding_cost, embeddings
     from rageval_pipeline.core.suites.golden import load_suite
     from rageval_pipeline.core.systems import load_systems
 
@@ -120,60 +134,250 @@ def every_call(suite_file: Path, cache: Path) -> dict[str, list[tuple[int, int, 
     systems = dict(load_systems(REPO / "data" / "systems.yaml")) | pool.extra_systems()
     todo = pool_cost.pending(suite, systems, cache)
     model = dense.load_model()
-    dense.encode_passages(model, ["a warm-up", "call"])
-    calls = {}
-    for name, keyed in todo.texts.items():
-        texts = list(keyed.values())
+
+    def timed(texts: list[str], batch_size: int, picked=None) -> list[tuple[int, int, float]]:
         lengths = dense.token_lengths(model, texts)
         ordered = sorted(zip(lengths, texts, strict=True), key=lambda r: -r[0])
-        calls[name], first = [], 0
-        for rows, size in embedding_cost.plan([n for n, _ in ordered], systems[name].batch_size):
+        spans = list(embedding_cost.runs([n for n, _ in ordered], batch_size))
+        out = []
+        for i in range(len(spans)) if picked is None else picked(len(spans)):
+            first, end = spans[i]
             start = time.perf_counter()
-            dense.encode_passages(model, [t for _, t in ordered[first : first + rows]])
-            calls[name].append((rows, size, time.perf_counter() - start))
-            first += rows
-        print(f"{name}: {len(calls[name])} calls, {sum(c[2] for c in calls[name]):.1f} s")
-    return calls
+            dense.encode_passages(model, [t for _, t in ordered[first:end]])
+            out.append((end - first, ordered[first][0], time.perf_counter() - start))
+        return out
+
+    every = [t for keyed in todo.texts.values() for t in keyed.values()]
+    first = systems[next(iter(todo.texts))].batch_size
+    spread = lambda n: embeddings._spread(n, embeddings.CALIBRATION_CALLS)  # noqa: E731
+    trace = {"calibration": timed(every, first, spread), "systems": {}}
+    for name, keyed in todo.texts.items():
+        trace["systems"][name] = timed(list(keyed.values()), systems[name].batch_size)
+        calls = trace["systems"][name]
+        print(f"{name}: {len(calls)} calls, {sum(c[2] for c in calls):.1f} s")
+    return trace
 
 
-def replay(calls: dict[str, list[tuple[int, int, float]]]) -> None:
-    import numpy as np
+def replay(trace: dict, label: str) -> None:
+    """Each clock candidate's ETA after every call of each system's embedding (and on the lines
+    the shipped cadence prints) against the seconds its calls actually had left."""
+    from rageval_pipeline.core.retrieval.embedding_cost import Cost, Fit
 
-    every = [c for system in calls.values() for c in system]
-    every.sort(key=lambda c: -c[1])
-    x = np.array([rows * size for rows, size, _ in every], float)
-    t = np.array([seconds for _, _, seconds in every])
-    features = np.c_[np.ones(len(x)), x]
-    shape = np.maximum(np.linalg.lstsq(features, t, rcond=None)[0], 0)
-    print(f"{len(t)} calls, {t.sum():.1f} s; fixed {shape[0]:.4f} s + {shape[1]:.2e} s a token")
-    rng = np.random.default_rng(0)
-    for k in (10, 20):
-        errors = []
-        for _ in range(400):
-            picked = np.floor((np.arange(k) + rng.uniform()) * len(t) / k).astype(int)
-            fit = np.linalg.lstsq(features[picked], t[picked], rcond=None)[0]
-            errors.append((features @ np.maximum(fit, 0)).sum() / t.sum() - 1)
-        summary(f"estimate from {k} spread calls", errors)
-    errors = []
-    for system in calls.values():
-        x = np.array([rows * size for rows, size, _ in system], float)
-        seconds = np.array([s for _, _, s in system])
-        predicted = shape[0] + shape[1] * x
-        for i in range(3, len(system) - 3, 3):
-            weights = 0.8 ** np.arange(i - 1, 0, -1)  # calls 1..i-1, the warm-up left out
-            speed = (weights * seconds[1:i]).sum() / (weights * predicted[1:i]).sum()
-            errors.append(speed * predicted[i:].sum() / seconds[i:].sum() - 1)
-    summary("ETA at every third call", errors)
-
-
-def summary(what: str, errors: list[float]) -> None:
-    import numpy as np
-
-    size = np.abs(errors)
+    systems = {name: [tuple(c) for c in calls] for name, calls in trace["systems"].items()}
+    every = [c for calls in systems.values() for c in calls]
     print(
-        f"{what}: |error| median {100 * np.median(size):.0f}%, 90th percentile "
-        f"{100 * np.percentile(size, 90):.0f}%, median error {100 * np.median(errors):+.0f}%"
+        f"{label}: {len(every)} calls, {sum(c[2] for c in every):.1f} s, busy loops "
+        f"{trace['busy']}, load {trace['load_before']:.1f} -> {trace['load_after']:.1f}"
     )
+    priors, fit = [], Fit()
+    for rows, size, seconds in trace["calibration"]:
+        fit.add(rows, size, seconds)
+    fixed, per_token, _ = fit.costs(recent=False)
+    prior = Cost(fixed_s=fixed, per_token_s=per_token, tokens_per_char=1.0)
+    total = sum(prior.seconds([(r, s)]) for calls in systems.values() for r, s, _ in calls)
+    actual = sum(c[2] for c in every)
+    print(f"  estimate from the calibration: {total:.1f} s, {100 * (total / actual - 1):+.0f}%")
+    for calls in systems.values():  # each embedding's prior: the cost recorded before it
+        priors.append(prior)
+        fit = Fit()
+        for rows, size, seconds in calls:
+            fit.add(rows, size, seconds)
+        if fit.calls > 20:
+            fixed, per_token, _ = fit.costs(recent=False)
+            prior = Cost(fixed_s=fixed, per_token_s=per_token, tokens_per_char=1.0)
+    printed = [lines(calls, prior) for prior, calls in zip(priors, systems.values(), strict=True)]
+    print(
+        "  columns (every call | printed lines): n numeric ETAs: |error| median, 90th pct, "
+        "within 30%, median error, under-5-s ETAs true"
+    )
+    print(f"  lines the shipped cadence prints: {sum(map(len, printed))}")
+    for name, make in CANDIDATES.items():
+        every, shown = [], []
+        for prior, calls, at in zip(priors, systems.values(), printed, strict=True):
+            clock = make(prior)
+            for i, (rows, size, seconds) in enumerate(calls[:-1], 1):
+                clock.add(rows, size, seconds)
+                eta = clock.eta([(r, s) for r, s, _ in calls[i:]])
+                every.append((eta, sum(c[2] for c in calls[i:])))
+                if i in at:
+                    shown.append(every[-1])
+        summary(name, every, shown)
+
+
+def lines(calls: list[tuple[int, int, float]], prior) -> set[int]:
+    """After which calls (counted from 1) the shipped tracker prints a line, the last left out:
+    its cadence on the calls' own clock."""
+    from rageval_pipeline.core.retrieval import embeddings
+
+    clock, reports = [0.0], []
+    tracker = embeddings._Tracker(
+        [(r, s) for r, s, _ in calls],
+        reports.append,
+        embeddings.PROGRESS_EVERY_S,
+        prior,
+        clock=lambda: clock[0],
+    )
+    done = {}
+    for i, (_, _, seconds) in enumerate(calls, 1):
+        clock[0] += seconds
+        tracker.advance(last=i == len(calls))
+        done.setdefault(tracker.done, i)
+    return {done[r.done] for r in reports[1:-1]}
+
+
+UNDER_S = 5.0
+
+
+def summary(what: str, every: list[tuple[float, float]], shown: list) -> None:
+    """Per set of ETAs (after every call; on the printed lines): absolute relative error
+    (median, 90th percentile), share within 30% and the median error, numeric ETAs only;
+    then how many `under UNDER_S` ETAs were true."""
+    import numpy as np
+
+    parts = []
+    for pairs in (every, shown):
+        numeric = [(eta, left) for eta, left in pairs if eta >= UNDER_S]
+        under = [left for eta, left in pairs if eta < UNDER_S]
+        relative = np.array([eta / left - 1 for eta, left in numeric]) if numeric else np.zeros(1)
+        size = np.abs(relative)
+        parts.append(
+            f"{len(numeric):3d}: {100 * np.median(size):3.0f}% "
+            f"{100 * np.percentile(size, 90):4.0f}% {100 * np.mean(size <= 0.3):3.0f}% "
+            f"{100 * np.median(relative):+4.0f}%, "
+            f"under {sum(left < UNDER_S for left in under)}/{len(under)}"
+        )
+    print(f"  {what:38s} | {' | '.join(parts)}")
+
+
+class Scaled:
+    """The prior scaled by actual over predicted seconds of the calls so far, each call's
+    weight `forget` times the next's."""
+
+    def __init__(self, prior, forget):
+        self.prior, self.forget, self.taken, self.predicted = prior, forget, 0.0, 0.0
+
+    def add(self, rows, size, seconds):
+        self.taken = self.taken * self.forget + seconds
+        self.predicted = self.predicted * self.forget + self.prior.seconds([(rows, size)])
+
+    def eta(self, plan):
+        ratio = self.taken / self.predicted if self.predicted else 1.0
+        return ratio * self.prior.seconds(plan)
+
+
+class Decay:
+    """The prior scaled by actual over predicted seconds of the calls so far, each call's
+    weight halved every `half` seconds of calls after it."""
+
+    def __init__(self, prior, half):
+        self.prior, self.half, self.taken, self.predicted = prior, half, 0.0, 0.0
+
+    def add(self, rows, size, seconds):
+        keep = 0.5 ** (seconds / self.half)
+        self.taken = self.taken * keep + seconds
+        self.predicted = self.predicted * keep + self.prior.seconds([(rows, size)])
+
+    def eta(self, plan):
+        ratio = self.taken / self.predicted if self.predicted else 1.0
+        return ratio * self.prior.seconds(plan)
+
+
+class Median:
+    """The prior scaled by the median of actual over predicted seconds of the last `k` calls
+    (one call preempted by another job's time slice moves it little)."""
+
+    def __init__(self, prior, k):
+        self.prior, self.k, self.ratios = prior, k, []
+
+    def add(self, rows, size, seconds):
+        self.ratios.append(seconds / self.prior.seconds([(rows, size)]))
+
+    def eta(self, plan):
+        import numpy as np
+
+        return float(np.median(self.ratios[-self.k :])) * self.prior.seconds(plan)
+
+
+class Window:
+    """The prior scaled by actual over predicted seconds of the calls of the last `span`
+    seconds (cost-weighted: a ratio of sums)."""
+
+    def __init__(self, prior, span):
+        self.prior, self.span, self.calls = prior, span, []
+
+    def add(self, rows, size, seconds):
+        self.calls.append((seconds, self.prior.seconds([(rows, size)])))
+
+    def eta(self, plan):
+        taken = predicted = 0.0
+        for seconds, expected in reversed(self.calls):
+            taken, predicted = taken + seconds, predicted + expected
+            if taken >= self.span:
+                break
+        return (
+            taken / predicted * self.prior.seconds(plan) if predicted else self.prior.seconds(plan)
+        )
+
+
+class OwnFit:
+    """Fixed plus per token fitted on the calls so far (`Fit`, recent or all alike); the prior
+    until two sizes are timed."""
+
+    def __init__(self, prior, recent):
+        from rageval_pipeline.core.retrieval.embedding_cost import Fit
+
+        self.fit, self.prior, self.recent = Fit(), prior, recent
+
+    def add(self, rows, size, seconds):
+        self.fit.add(rows, size, seconds)
+
+    def eta(self, plan):
+        from rageval_pipeline.core.retrieval.embedding_cost import Cost
+
+        fixed, per_token, determinate = self.fit.costs(recent=self.recent)
+        if not determinate:
+            return self.prior.seconds(plan)
+        return Cost(fixed_s=fixed, per_token_s=per_token, tokens_per_char=1.0).seconds(plan)
+
+
+class _Alone:
+    def __init__(self, prior):
+        self.prior = prior
+
+    def add(self, rows, size, seconds):
+        pass
+
+    def eta(self, plan):
+        return self.prior.seconds(plan)
+
+
+class Shipped:
+    def __init__(self, prior):
+        from rageval_pipeline.core.retrieval.embedding_cost import Fit
+
+        self.fit = Fit(prior)
+
+    def add(self, rows, size, seconds):
+        self.fit.add(rows, size, seconds)
+
+    def eta(self, plan):
+        return self.fit.scaled().seconds(plan)
+
+
+CANDIDATES = {
+    "shipped: prior x ratio, half-life 10 s": Shipped,
+    "prior x ratio, 0.8 a call (before)": lambda p: Scaled(p, 0.8),
+    "prior x ratio, all calls": lambda p: Scaled(p, 1.0),
+    "prior x ratio, half-life 30 s": lambda p: Decay(p, 30.0),
+    "prior x ratio, half-life 60 s": lambda p: Decay(p, 60.0),
+    "prior x ratio, last 5 s": lambda p: Window(p, 5.0),
+    "prior x ratio, last 30 s": lambda p: Window(p, 30.0),
+    "prior x median ratio, last 9 calls": lambda p: Median(p, 9),
+    "prior x median ratio, last 31 calls": lambda p: Median(p, 31),
+    "prior alone": _Alone,
+    "own fit, all calls": lambda p: OwnFit(p, False),
+    "own fit, half-life 10 s": lambda p: OwnFit(p, True),
+}
 
 
 def run(argv: list[str], env: dict[str, str]) -> list[tuple[float, str]]:
@@ -202,14 +406,25 @@ def report(lines: list[tuple[float, str]], documents: int, sections: int) -> Non
     for at, text in lines:
         if (m := ETA.search(text)) and m[2] == m[3]:
             ends[m[1]] = at
+    errors = []
     for at, text in lines:
         if (m := ETA.search(text)) and m[2] != m[3] and m[2] != "0":
-            left = ends[m[1]] - at
-            error = 100 * (float(m[4]) / left - 1) if left > 0 else float("nan")
+            left, eta = ends[m[1]] - at, float(m[5])
+            if m[4]:  # "under N s"
+                verdict = "true" if left < eta else "false"
+                print(
+                    f"{m[1]}: at {at:6.1f} s {m[2]}/{m[3]}: ETA under {m[5]} s, "
+                    f"actual {left:.1f} s ({verdict})"
+                )
+                continue
+            errors.append(eta / left - 1 if left > 0 else float("inf"))
             print(
-                f"{m[1]}: at {at:6.1f} s {m[2]}/{m[3]}: ETA {m[4]} s, actual {left:.1f} s "
-                f"({error:+.0f}%)"
+                f"{m[1]}: at {at:6.1f} s {m[2]}/{m[3]}: ETA {m[5]} s, actual {left:.1f} s "
+                f"({100 * errors[-1]:+.0f}%)"
             )
+    if errors:
+        within = sum(abs(e) <= 0.3 for e in errors)
+        print(f"numeric ETA lines within 30% of the time left: {within}/{len(errors)}")
     print(f"final line: {final[0] if final else None}")
 
 

@@ -24,9 +24,12 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.files import write_text
 
 RATE_FILE = "rate.json"
-# Each model call's weight in the fit, relative to the next call's: the latest weigh most, as a
-# shared machine's speed changes by the minute.
-FORGET = 0.8
+# The time left is priced at the speed of the latest calls: a call's weight halves with every
+# HALF_LIFE_S seconds of calls after it. A shared machine's speed moves 2-20x between phases of
+# tens of seconds (other jobs starting and stopping); on calls timed one by one at load 4-8,
+# replayed (bench/README.md, "`rageval pool`: the clock"), 10 s did best of per-call, per-second
+# and windowed memories, none within 30% most of the time under such load.
+HALF_LIFE_S = 10.0
 
 Plan = list[tuple[int, int]]  # (rows, tokens a row) of each model call, in order
 
@@ -122,10 +125,10 @@ def approximate_lengths(texts: Sequence[str], cost: Cost, most_tokens: int) -> l
 class Fit:
     """Least squares of call seconds on tokens (rows x length), the first call left out once
     there are others (it pays the model's warm-up: 3 s a text where later calls took 0.4 s).
-    Two fits: one where the latest calls weigh most, for the time left of this embedding (a
-    shared machine's speed changes by the minute), and one where all weigh alike, recorded for
-    the next estimate (the last calls are the shortest texts: alone they say little of long
-    ones).
+    Two fits: one where the latest calls weigh most (`HALF_LIFE_S`), for the time left of this
+    embedding (a shared machine's speed changes by the minute), and one where all weigh alike,
+    recorded for the next estimate (the last calls are the shortest texts: alone they say
+    little of long ones).
 
     With a `prior` (a cost fitted before, on many calls), also the prior scaled to the speed
     measured now: seconds taken over seconds the prior predicts for the same calls. Under
@@ -145,7 +148,7 @@ class Fit:
         x = float(rows * size)
         predicted = self.prior.seconds([(rows, size)]) if self.prior else 0.0
         terms = (1.0, x, seconds, x * x, x * seconds, seconds, predicted)
-        self.recent *= FORGET
+        self.recent *= 0.5 ** (seconds / HALF_LIFE_S)
         self.recent += terms
         self.all += terms
 
