@@ -267,15 +267,18 @@ class Scaled:
 
 class Decay:
     """The prior scaled by actual over predicted seconds of the calls so far, each call's
-    weight halved every `half` seconds of calls after it."""
+    weight halved every `half` seconds of calls after it, and each counted at most `bound`
+    times its due at the speed so far."""
 
-    def __init__(self, prior, half):
-        self.prior, self.half, self.taken, self.predicted = prior, half, 0.0, 0.0
+    def __init__(self, prior, half, bound=float("inf")):
+        self.prior, self.half, self.bound, self.taken, self.predicted = prior, half, bound, 0, 0
 
     def add(self, rows, size, seconds):
+        due = self.prior.seconds([(rows, size)])
+        speed = self.taken / self.predicted if self.predicted else 1.0
         keep = 0.5 ** (seconds / self.half)
-        self.taken = self.taken * keep + seconds
-        self.predicted = self.predicted * keep + self.prior.seconds([(rows, size)])
+        self.taken = self.taken * keep + min(seconds, self.bound * speed * due)
+        self.predicted = self.predicted * keep + due
 
     def eta(self, plan):
         ratio = self.taken / self.predicted if self.predicted else 1.0
@@ -365,17 +368,19 @@ class Shipped:
 
 
 CANDIDATES = {
-    "shipped: prior x ratio, half-life 10 s": Shipped,
-    "prior x ratio, 0.8 a call (before)": lambda p: Scaled(p, 0.8),
-    "prior x ratio, all calls": lambda p: Scaled(p, 1.0),
-    "prior x ratio, half-life 30 s": lambda p: Decay(p, 30.0),
-    "prior x ratio, half-life 60 s": lambda p: Decay(p, 60.0),
-    "prior x ratio, last 5 s": lambda p: Window(p, 5.0),
-    "prior x ratio, last 30 s": lambda p: Window(p, 30.0),
-    "prior x median ratio, last 9 calls": lambda p: Median(p, 9),
-    "prior x median ratio, last 31 calls": lambda p: Median(p, 31),
+    "shipped: half-life 10 s, bound 2x": Shipped,
+    "0.8 a call (before)": lambda p: Scaled(p, 0.8),
+    "all calls alike": lambda p: Scaled(p, 1.0),
+    "half-life 10 s, no bound": lambda p: Decay(p, 10.0),
+    "half-life 30 s, no bound": lambda p: Decay(p, 30.0),
+    "half-life 10 s, bound 1.5x": lambda p: Decay(p, 10.0, 1.5),
+    "half-life 10 s, bound 3x": lambda p: Decay(p, 10.0, 3.0),
+    "half-life 30 s, bound 2x": lambda p: Decay(p, 30.0, 2.0),
+    "last 30 s (window)": lambda p: Window(p, 30.0),
+    "median of the last 9 calls": lambda p: Median(p, 9),
+    "median of the last 31 calls": lambda p: Median(p, 31),
     "prior alone": _Alone,
-    "own fit, all calls": lambda p: OwnFit(p, False),
+    "own fit, all calls alike": lambda p: OwnFit(p, False),
     "own fit, half-life 10 s": lambda p: OwnFit(p, True),
 }
 

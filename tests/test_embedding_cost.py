@@ -128,22 +128,23 @@ def test_the_eta_runs_at_the_recorded_cost_scaled_to_the_speed_of_the_calls_so_f
         assert report.eta_seconds == pytest.approx(end - report.seconds)
 
 
-def test_the_eta_speed_forgets_a_call_by_half_every_half_life_of_calls_after_it():
-    # The prior: 1 s a call. After the warm-up, a call at the prior's speed, then one taking
-    # HALF_LIFE_S seconds (a slow phase begins): the first weighs half, so the speed is
-    # (0.5 x 1 + H) / (0.5 x 1 + 1) times the prior's; all alike (the record) (1 + H) / 2.
-    half = embedding_cost.HALF_LIFE_S
-    assert half == 10.0
+def test_the_eta_speed_forgets_by_half_life_and_bounds_a_stalled_call():
+    # The prior: 1 s a call. After the warm-up, a call at the prior's speed, then one stalled
+    # for HALF_LIFE_S seconds: it counts as SPIKE x its due at the speed so far (2 x 1 s), and
+    # the call before it weighs half, so the speed is (0.5 x 1 + 2) / (0.5 x 1 + 1) times the
+    # prior's; the record weighs all alike, unbounded: (1 + H) / 2.
+    half, spike = embedding_cost.HALF_LIFE_S, embedding_cost.SPIKE
+    assert (half, spike) == (10.0, 2.0)
     fit = Fit(Cost(fixed_s=1.0, per_token_s=0.0, tokens_per_char=1.0))
     for seconds in (30.0, 1.0, half):  # the warm-up first: left out
         fit.add(1, 5, seconds)
-    assert fit.scaled().fixed_s == pytest.approx((0.5 + half) / 1.5)
+    assert fit.scaled().fixed_s == pytest.approx((0.5 + spike) / 1.5)
     assert fit.scaled(recent=False).fixed_s == pytest.approx((1 + half) / 2)
-    # A long fast phase after it: the slow call fades by half every HALF_LIFE_S of calls.
-    for _ in range(40):
-        fit.add(1, 5, half / 4)  # speed: a quarter of HALF_LIFE_S a call
-    speed = fit.scaled().fixed_s
-    assert speed == pytest.approx(half / 4, rel=0.01)
+    # A slower phase (3 s a call) shows: the bound rises with the speed; after 18 half-lives
+    # the calls before it have faded.
+    for _ in range(60):
+        fit.add(1, 5, 3.0)
+    assert fit.scaled().fixed_s == pytest.approx(3.0, rel=1e-3)
     # The own fit (no prior) forgets alike: two sizes, exact costs, any weights recover them.
     own = Fit()
     for rows, size in [(1, 1), (2, 50), (1, 10), (3, 7), (2, 90)]:
