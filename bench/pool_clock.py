@@ -9,13 +9,17 @@ actual seconds, every ETA line against the time its system's embedding actually 
 (error %), and the wall time. `--busy N` runs N busy loops for the run (a loaded machine);
 `--storage DIR` keeps the storage (a second run then estimates by the recorded cost).
 
-`--calls` instead times every model call of each dense system's embedding one by one (the
-model warm) and replays the clock on them: the total as a calibration of 10 or 20 spread calls
-estimates it (400 sample offsets), and the time left as the ETA predicts it (the cost fitted
-on all calls, scaled to the speed of the calls so far, the latest weighing most) at every
-third call: what noise a loaded machine leaves in either.
+`--calls` instead times every model call of a pool's embedding one by one (the model warm):
+the calibration's sample, then each dense system's calls in order; `--trace FILE` writes
+them to FILE. `--replay FILE...` (or `--calls` itself) replays ETA rules on such traces
+without running anything: after every call of each system's embedding, and on the lines the
+shipped cadence prints (`embeddings._Tracker` on the calls' own clock), each rule's time left
+against the seconds the calls actually had left. The prior of a system's ETA is what the run
+records before it: the calibration's fit for the first, the previous system's fit after.
 
-    .venv/bin/python bench/pool_clock.py [--busy 3] [--storage DIR] [--calls]
+    .venv/bin/python bench/pool_clock.py [--busy 3] [--storage DIR]
+    .venv/bin/python bench/pool_clock.py --calls [--busy 3] [--trace FILE]
+    .venv/bin/python bench/pool_clock.py --replay FILE [FILE...]
 """
 
 from __future__ import annotations
