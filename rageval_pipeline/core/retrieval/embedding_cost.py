@@ -29,7 +29,7 @@ RATE_FILE = "rate.json"
 # far predicts for it. A shared machine's speed moves 2-20x between phases of tens of seconds
 # (other jobs starting and stopping), and one call stalled by another job's time slice can take
 # 20x its due (0.84 s for 0.04 s); the bound rises with the speed, so a slower phase still shows
-# within a few calls. Replayed on every call of two pools timed one by one (bench/README.md,
+# within a few calls. Replayed on every call of three pools timed one by one (bench/README.md,
 # "`rageval pool`: the clock"), these did best of per-call, per-second, windowed and median
 # memories, with no bound, 1.5x, 2x, 2.5x-10x; none is within 30% most of the time at load 4-8.
 HALF_LIFE_S = 10.0
