@@ -9,13 +9,17 @@ actual seconds, every ETA line against the time its system's embedding actually 
 (error %), and the wall time. `--busy N` runs N busy loops for the run (a loaded machine);
 `--storage DIR` keeps the storage (a second run then estimates by the recorded cost).
 
-`--calls` instead times every model call of each dense system's embedding one by one (the
-model warm) and replays the clock on them: the total as a calibration of 10 or 20 spread calls
-estimates it (400 sample offsets), and the time left as the ETA predicts it (the cost fitted
-on all calls, scaled to the speed of the calls so far, the latest weighing most) at every
-third call: what noise a loaded machine leaves in either.
+`--calls` instead times every model call of a pool's embedding one by one (the model warm):
+the calibration's sample, then each dense system's calls in order; `--trace FILE` writes
+them to FILE. `--replay FILE...` (or `--calls` itself) replays ETA rules on such traces
+without running anything: after every call of each system's embedding, and on the lines the
+shipped cadence prints (`embeddings._Tracker` on the calls' own clock), each rule's time left
+against the seconds the calls actually had left. The prior of a system's ETA is what the run
+records before it: the calibration's fit for the first, the previous system's fit after.
 
-    .venv/bin/python bench/pool_clock.py [--busy 3] [--storage DIR] [--calls]
+    .venv/bin/python bench/pool_clock.py [--busy 3] [--storage DIR]
+    .venv/bin/python bench/pool_clock.py --calls [--busy 3] [--trace FILE]
+    .venv/bin/python bench/pool_clock.py --replay FILE [FILE...]
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from eta_rules import replay  # bench/ is the script's own folder
+
 REPO = Path(__file__).resolve().parent.parent
 TECHDOCS = REPO / "data" / "suites" / "techdocs"
 RAGEVAL = str(Path(sys.executable).parent / "rageval")
-ETA = re.compile(r"(\S+): embedded ([\d,]+)/([\d,]+) \(\d+%\), [\d.]+ docs/s, ETA (\d+) s")
+ETA = re.compile(r"(\S+): embedded ([\d,]+)/([\d,]+) \(\d+%\), [\d.]+ docs/s, ETA (under )?(\d+) s")
 ABOUT = re.compile(r"about (\d+) (s|min)")
 FINAL = re.compile(r"embedded ([\d,]+) chunks in ([\d.]+) s \(estimated (\d+) (s|min)\)")
 
@@ -69,7 +75,13 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=0, help="busy loops run meanwhile")
     parser.add_argument("--storage", type=Path, help="storage to use (default: a fresh one)")
     parser.add_argument("--calls", action="store_true", help="time every call, replay the clock")
+    parser.add_argument("--trace", type=Path, help="with --calls: write the calls' times here")
+    parser.add_argument("--replay", type=Path, nargs="+", help="replay the clock on traces")
     args = parser.parse_args()
+    if args.replay:
+        for path in args.replay:
+            replay(json.loads(path.read_text()), path.name)
+        return
     with tempfile.TemporaryDirectory(prefix="rageval-clock-") as tmp:
         work = Path(tmp)
         data = work / "data"
@@ -96,8 +108,14 @@ def main() -> None:
         try:
             print(f"load average before: {os.getloadavg()}, busy loops: {args.busy}")
             if args.calls:
-                replay(every_call(suite_file, work / "calls"))
+                trace = {"busy": args.busy, "load_before": os.getloadavg()[0]}
+                trace["started"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+                trace |= every_call(suite_file, work / "calls")
+                trace["load_after"] = os.getloadavg()[0]
                 print(f"load average after: {os.getloadavg()}")
+                if args.trace:
+                    args.trace.write_text(json.dumps(trace) + "\n")
+                replay(trace, "this run")
                 return
             lines = run(argv, env)
             print(f"load average after: {os.getloadavg()}")
@@ -108,11 +126,13 @@ def main() -> None:
     report(lines, len(suite["documents"]), sections)
 
 
-def every_call(suite_file: Path, cache: Path) -> dict[str, list[tuple[int, int, float]]]:
-    """(rows, tokens a row, seconds) of every model call each dense system's embedding makes,
-    in its order (longest texts first), timed one by one after a warm-up call."""
+def every_call(suite_file: Path, cache: Path) -> dict:
+    """The model calls of a pool's embedding, timed one by one: `calibration`, the calls
+    `embeddings.calibrate` times on all the systems' texts together (the warm-up first), then
+    under `systems` every call each dense system's embedding makes, in its order (longest
+    texts first); each call as (rows, tokens a row, seconds)."""
     from rageval_pipeline.core.curation import pool, pool_cost
-    from rageval_pipeline.core.retrieval import dense, embedding_cost
+    from rageval_pipeline.core.retrieval import dense, embedding_cost, embeddings
     from rageval_pipeline.core.suites.golden import load_suite
     from rageval_pipeline.core.systems import load_systems
 
@@ -120,60 +140,28 @@ def every_call(suite_file: Path, cache: Path) -> dict[str, list[tuple[int, int, 
     systems = dict(load_systems(REPO / "data" / "systems.yaml")) | pool.extra_systems()
     todo = pool_cost.pending(suite, systems, cache)
     model = dense.load_model()
-    dense.encode_passages(model, ["a warm-up", "call"])
-    calls = {}
-    for name, keyed in todo.texts.items():
-        texts = list(keyed.values())
+
+    def timed(texts: list[str], batch_size: int, picked=None) -> list[tuple[int, int, float]]:
         lengths = dense.token_lengths(model, texts)
         ordered = sorted(zip(lengths, texts, strict=True), key=lambda r: -r[0])
-        calls[name], first = [], 0
-        for rows, size in embedding_cost.plan([n for n, _ in ordered], systems[name].batch_size):
+        spans = list(embedding_cost.runs([n for n, _ in ordered], batch_size))
+        out = []
+        for i in range(len(spans)) if picked is None else picked(len(spans)):
+            first, end = spans[i]
             start = time.perf_counter()
-            dense.encode_passages(model, [t for _, t in ordered[first : first + rows]])
-            calls[name].append((rows, size, time.perf_counter() - start))
-            first += rows
-        print(f"{name}: {len(calls[name])} calls, {sum(c[2] for c in calls[name]):.1f} s")
-    return calls
+            dense.encode_passages(model, [t for _, t in ordered[first:end]])
+            out.append((end - first, ordered[first][0], time.perf_counter() - start))
+        return out
 
-
-def replay(calls: dict[str, list[tuple[int, int, float]]]) -> None:
-    import numpy as np
-
-    every = [c for system in calls.values() for c in system]
-    every.sort(key=lambda c: -c[1])
-    x = np.array([rows * size for rows, size, _ in every], float)
-    t = np.array([seconds for _, _, seconds in every])
-    features = np.c_[np.ones(len(x)), x]
-    shape = np.maximum(np.linalg.lstsq(features, t, rcond=None)[0], 0)
-    print(f"{len(t)} calls, {t.sum():.1f} s; fixed {shape[0]:.4f} s + {shape[1]:.2e} s a token")
-    rng = np.random.default_rng(0)
-    for k in (10, 20):
-        errors = []
-        for _ in range(400):
-            picked = np.floor((np.arange(k) + rng.uniform()) * len(t) / k).astype(int)
-            fit = np.linalg.lstsq(features[picked], t[picked], rcond=None)[0]
-            errors.append((features @ np.maximum(fit, 0)).sum() / t.sum() - 1)
-        summary(f"estimate from {k} spread calls", errors)
-    errors = []
-    for system in calls.values():
-        x = np.array([rows * size for rows, size, _ in system], float)
-        seconds = np.array([s for _, _, s in system])
-        predicted = shape[0] + shape[1] * x
-        for i in range(3, len(system) - 3, 3):
-            weights = 0.8 ** np.arange(i - 1, 0, -1)  # calls 1..i-1, the warm-up left out
-            speed = (weights * seconds[1:i]).sum() / (weights * predicted[1:i]).sum()
-            errors.append(speed * predicted[i:].sum() / seconds[i:].sum() - 1)
-    summary("ETA at every third call", errors)
-
-
-def summary(what: str, errors: list[float]) -> None:
-    import numpy as np
-
-    size = np.abs(errors)
-    print(
-        f"{what}: |error| median {100 * np.median(size):.0f}%, 90th percentile "
-        f"{100 * np.percentile(size, 90):.0f}%, median error {100 * np.median(errors):+.0f}%"
-    )
+    every = [t for keyed in todo.texts.values() for t in keyed.values()]
+    first = systems[next(iter(todo.texts))].batch_size
+    spread = lambda n: embeddings._spread(n, embeddings.CALIBRATION_CALLS)  # noqa: E731
+    trace = {"calibration": timed(every, first, spread), "systems": {}}
+    for name, keyed in todo.texts.items():
+        trace["systems"][name] = timed(list(keyed.values()), systems[name].batch_size)
+        calls = trace["systems"][name]
+        print(f"{name}: {len(calls)} calls, {sum(c[2] for c in calls):.1f} s")
+    return trace
 
 
 def run(argv: list[str], env: dict[str, str]) -> list[tuple[float, str]]:
@@ -202,14 +190,25 @@ def report(lines: list[tuple[float, str]], documents: int, sections: int) -> Non
     for at, text in lines:
         if (m := ETA.search(text)) and m[2] == m[3]:
             ends[m[1]] = at
+    errors = []
     for at, text in lines:
         if (m := ETA.search(text)) and m[2] != m[3] and m[2] != "0":
-            left = ends[m[1]] - at
-            error = 100 * (float(m[4]) / left - 1) if left > 0 else float("nan")
+            left, eta = ends[m[1]] - at, float(m[5])
+            if m[4]:  # "under N s"
+                verdict = "true" if left < eta else "false"
+                print(
+                    f"{m[1]}: at {at:6.1f} s {m[2]}/{m[3]}: ETA under {m[5]} s, "
+                    f"actual {left:.1f} s ({verdict})"
+                )
+                continue
+            errors.append(eta / left - 1 if left > 0 else float("inf"))
             print(
-                f"{m[1]}: at {at:6.1f} s {m[2]}/{m[3]}: ETA {m[4]} s, actual {left:.1f} s "
-                f"({error:+.0f}%)"
+                f"{m[1]}: at {at:6.1f} s {m[2]}/{m[3]}: ETA {m[5]} s, actual {left:.1f} s "
+                f"({100 * errors[-1]:+.0f}%)"
             )
+    if errors:
+        within = sum(abs(e) <= 0.3 for e in errors)
+        print(f"numeric ETA lines within 30% of the time left: {within}/{len(errors)}")
     print(f"final line: {final[0] if final else None}")
 
 

@@ -264,3 +264,41 @@ def test_progress_is_reported_before_the_interval_would_run_out(tmp_path, monkey
     reports.clear()
     embed(["a", "b", "c"], cache, CountingEncoder(), progress=reports.append)
     assert reports == []
+
+
+def test_progress_comes_every_tenth_of_the_texts_but_not_within_the_gap(tmp_path, monkeypatch):
+    # A clock only the encoder moves; the default interval (30 s) never runs out here.
+    clock = [0.0]
+    monkeypatch.setattr(embeddings.time, "perf_counter", lambda: clock[0])
+    texts = [f"t{i:02d}" for i in range(20)]  # 20 texts, a call each: a tenth is 2 calls
+
+    def taking(seconds: float):
+        def encode(batch: list[str]) -> np.ndarray:
+            clock[0] += seconds
+            return CountingEncoder()(batch)
+
+        return encode
+
+    done = []
+    for call_s, name in ((1.5, "slow"), (0.5, "fast"), (0.0, "instant")):
+        reports: list[embeddings.Progress] = []
+        cache = EmbeddingCache(tmp_path, name)
+        embed(texts, cache, taking(call_s), progress=reports.append, rows_per_call=1)
+        done.append([p.done for p in reports])
+    gap = embeddings.PROGRESS_GAP_S
+    assert gap == 2.0 and embeddings.PROGRESS_STEP == 0.1
+    # 1.5 s a call: a tenth (3 s) is past the gap: a line every tenth.
+    assert done[0] == [0, *range(2, 21, 2)]
+    # 0.5 s a call: a tenth (1 s) is within the gap: a line every 4 calls (2 s).
+    assert done[1] == [0, 4, 8, 12, 16, 20]
+    # No time passing: the start and the end only.
+    assert done[2] == [0, 20]
+
+
+def test_a_short_time_left_is_said_as_under_five_seconds():
+    Progress = embeddings.Progress
+    assert str(Progress(3, 10, 1.0, 4.9)).endswith(", ETA under 5 s")
+    assert str(Progress(3, 10, 1.0, 5.0)).endswith(", ETA 5 s")
+    assert str(Progress(3, 10, 1.0, 0.0)).endswith(", ETA under 5 s")  # calls left: not 0 s
+    assert str(Progress(10, 10, 2.0, 0.0)).endswith(", ETA 0 s")  # done
+    assert str(Progress(0, 10, 0.0, None)).endswith(", ETA ?")

@@ -128,6 +128,30 @@ def test_the_eta_runs_at_the_recorded_cost_scaled_to_the_speed_of_the_calls_so_f
         assert report.eta_seconds == pytest.approx(end - report.seconds)
 
 
+def test_the_eta_speed_forgets_by_half_life_and_bounds_a_stalled_call():
+    # The prior: 1 s a call. After the warm-up, a call at the prior's speed, then one stalled
+    # for HALF_LIFE_S seconds: it counts as SPIKE x its due at the speed so far (2 x 1 s), and
+    # the call before it weighs half, so the speed is (0.5 x 1 + 2) / (0.5 x 1 + 1) times the
+    # prior's; the record weighs all alike, unbounded: (1 + H) / 2.
+    half, spike = embedding_cost.HALF_LIFE_S, embedding_cost.SPIKE
+    assert (half, spike) == (10.0, 2.0)
+    fit = Fit(Cost(fixed_s=1.0, per_token_s=0.0, tokens_per_char=1.0))
+    for seconds in (30.0, 1.0, half):  # the warm-up first: left out
+        fit.add(1, 5, seconds)
+    assert fit.scaled().fixed_s == pytest.approx((0.5 + spike) / 1.5)
+    assert fit.scaled(recent=False).fixed_s == pytest.approx((1 + half) / 2)
+    # A slower phase (3 s a call) shows: the bound rises with the speed; after 18 half-lives
+    # the calls before it have faded.
+    for _ in range(60):
+        fit.add(1, 5, 3.0)
+    assert fit.scaled().fixed_s == pytest.approx(3.0, rel=1e-3)
+    # The own fit (no prior) forgets alike: two sizes, exact costs, any weights recover them.
+    own = Fit()
+    for rows, size in [(1, 1), (2, 50), (1, 10), (3, 7), (2, 90)]:
+        own.add(rows, size, FIXED + PER_TOKEN * rows * size)
+    assert own.costs()[:2] == (pytest.approx(FIXED), pytest.approx(PER_TOKEN))
+
+
 def test_an_embedding_of_many_calls_records_its_cost_a_small_one_does_not(tmp_path, clock):
     texts = texts_of_many_lengths()
     few, many = EmbeddingCache(tmp_path, "few"), EmbeddingCache(tmp_path, "many")

@@ -24,9 +24,16 @@ from rageval_pipeline.core.errors import InputError
 from rageval_pipeline.core.storage.files import write_text
 
 RATE_FILE = "rate.json"
-# Each model call's weight in the fit, relative to the next call's: the latest weigh most, as a
-# shared machine's speed changes by the minute.
-FORGET = 0.8
+# The time left is priced at the speed of the latest calls: a call's weight halves with every
+# HALF_LIFE_S seconds of calls after it, and a call counts at most SPIKE times what the speed so
+# far predicts for it. A shared machine's speed moves 2-20x between phases of tens of seconds
+# (other jobs starting and stopping), and one call stalled by another job's time slice can take
+# 20x its due (0.84 s for 0.04 s); the bound rises with the speed, so a slower phase still shows
+# within a few calls. Replayed on every call of three pools timed one by one (bench/README.md,
+# "`rageval pool`: the clock"), these did best of per-call, per-second, windowed and median
+# memories, with no bound, 1.5x, 2x, 2.5x-10x; none is within 30% most of the time at load 4-8.
+HALF_LIFE_S = 10.0
+SPIKE = 2.0
 
 Plan = list[tuple[int, int]]  # (rows, tokens a row) of each model call, in order
 
@@ -122,16 +129,17 @@ def approximate_lengths(texts: Sequence[str], cost: Cost, most_tokens: int) -> l
 class Fit:
     """Least squares of call seconds on tokens (rows x length), the first call left out once
     there are others (it pays the model's warm-up: 3 s a text where later calls took 0.4 s).
-    Two fits: one where the latest calls weigh most, for the time left of this embedding (a
-    shared machine's speed changes by the minute), and one where all weigh alike, recorded for
-    the next estimate (the last calls are the shortest texts: alone they say little of long
-    ones).
+    Two fits: one where the latest calls weigh most (`HALF_LIFE_S`), for the time left of this
+    embedding (a shared machine's speed changes by the minute), and one where all weigh alike,
+    recorded for the next estimate (the last calls are the shortest texts: alone they say
+    little of long ones).
 
     With a `prior` (a cost fitted before, on many calls), also the prior scaled to the speed
     measured now: seconds taken over seconds the prior predicts for the same calls. Under
     load a call's time varies 10x from one to the next (the other threads' time slices), so
     a few calls' own fit puts the fixed cost anywhere; their total, against the prior's shape,
-    is steadier."""
+    is steadier. The speed now counts each call at most `SPIKE` times its due at the speed
+    before it."""
 
     def __init__(self, prior: Cost | None = None) -> None:
         self.calls, self.prior = 0, prior
@@ -144,10 +152,12 @@ class Fit:
             self.recent[:] = self.all[:] = 0.0
         x = float(rows * size)
         predicted = self.prior.seconds([(rows, size)]) if self.prior else 0.0
-        terms = (1.0, x, seconds, x * x, x * seconds, seconds, predicted)
-        self.recent *= FORGET
-        self.recent += terms
+        terms = np.array((1.0, x, seconds, x * x, x * seconds, seconds, predicted))
         self.all += terms
+        taken, due = self.recent[5:]
+        terms[5] = min(seconds, SPIKE * predicted * (taken / due if due else 1.0))
+        self.recent *= 0.5 ** (seconds / HALF_LIFE_S)
+        self.recent += terms
 
     def scaled(self, *, recent: bool = True) -> Cost | None:
         """The prior at the speed measured on the calls so far (the prior alone before any

@@ -47,6 +47,13 @@ ENCODE_ROWS = 64
 # percentile), 10 calls within 17% (54%).
 CALIBRATION_CALLS = 20
 PROGRESS_EVERY_S = 30.0
+# A line also every tenth of the texts, but not within PROGRESS_GAP_S of the last: an
+# embedding of 10-20 s (a quiet machine, a small folder) says where it is, a long one every 30 s.
+PROGRESS_STEP = 0.1
+PROGRESS_GAP_S = 2.0
+# A time left under this is printed as "under 5 s": a few calls are left, and under load one
+# call's time varies 10x, so a figure would only look precise.
+ETA_FLOOR_S = 5.0
 
 
 def text_key(text: str) -> str:
@@ -92,7 +99,12 @@ class Progress:
         return self.done / self.seconds if self.seconds else 0.0
 
     def __str__(self) -> str:
-        eta = "?" if self.eta_seconds is None else f"{self.eta_seconds:.0f} s"
+        if self.eta_seconds is None:
+            eta = "?"
+        elif self.done < self.total and self.eta_seconds < ETA_FLOOR_S:
+            eta = f"under {ETA_FLOOR_S:.0f} s"
+        else:
+            eta = f"{self.eta_seconds:.0f} s"
         percent = 100 * self.done / self.total if self.total else 100.0
         return (
             f"embedded {self.done:,}/{self.total:,} ({percent:.0f}%), "
@@ -173,7 +185,8 @@ def embed(
     time, at most `rows_per_call` (default `ENCODE_ROWS`) of them, longest first. New vectors
     are stored every `SHARD_ROWS` texts, so an interrupted build keeps what it had finished.
     `progress` is called at the start, then at least every `progress_every_s` (default
-    `PROGRESS_EVERY_S`) unless one model call takes longer, and at the end. The cost fitted
+    `PROGRESS_EVERY_S`) unless one model call takes longer, and every `PROGRESS_STEP` of the
+    texts but not within `PROGRESS_GAP_S` of the last, and at the end. The cost fitted
     on the calls is recorded beside the cache (`embedding_cost`) for the next estimate.
     """
     start = time.perf_counter()
@@ -314,7 +327,8 @@ def _longest_first(
 
 
 class _Tracker:
-    """Reports progress at the start, before the interval would run out, and at the end.
+    """Reports progress at the start, before the interval would run out, every step of the
+    texts (not within the gap of the last report), and at the end.
 
     Reports can only come between model calls, so one is made when the next call, taking as
     long as the last, would end past the interval. The ETA is the calls left timed by a cost
@@ -333,13 +347,16 @@ class _Tracker:
         report: Callable[[Progress], None] | None,
         every_s: float,
         prior: Cost | None = None,
+        clock: Callable[[], float] | None = None,  # a replay passes its calls' own
     ) -> None:
         self.report, self.every_s = report, every_s
+        self.clock = clock or time.perf_counter
         self.plan = plan  # (rows, tokens a row) of every model call, in order
         self.total = sum(rows for rows, _ in plan)
-        self.calls = self.done = 0
+        self.calls = self.done = self.reported = 0
+        self.gap = min(PROGRESS_GAP_S, every_s)
         self.fit = Fit(prior)
-        self.start = self.last = self.call_start = time.perf_counter()
+        self.start = self.last = self.call_start = self.clock()
         if report is not None and plan:
             report(Progress(0, self.total, 0.0, None))
 
@@ -347,12 +364,14 @@ class _Tracker:
         rows, size = self.plan[self.calls]
         self.calls += 1
         self.done += rows
-        now = time.perf_counter()
+        now = self.clock()
         call_s, self.call_start = now - self.call_start, now
         self.fit.add(rows, size, call_s)
-        if self.report is None or not (last or now - self.last + call_s >= self.every_s):
+        stepped = self.done - self.reported >= PROGRESS_STEP * self.total
+        due = now - self.last + call_s >= self.every_s or (stepped and now - self.last >= self.gap)
+        if self.report is None or not (last or due):
             return
-        self.last = now
+        self.last, self.reported = now, self.done
         self.report(Progress(self.done, self.total, now - self.start, self.eta()))
 
     def eta(self) -> float:
