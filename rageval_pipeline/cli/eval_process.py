@@ -5,10 +5,11 @@ the only such tricks of the CLI (bench/README.md, "Fast paths in one place")."""
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from rageval_pipeline.core.settings import environ
 
 # What the environment would otherwise make the libraries do at import, for a process that
 # needs none of it: OpenBLAS (numpy's) starts a thread per core that spins 0.07 s of CPU after
@@ -25,25 +26,18 @@ def quiet_process() -> Iterator[None]:
     Collections run while the measures engine imports (pydantic builds its models) and find
     nothing to free: eval makes no cycles worth collecting in its second or so.
 
-    A speed trick (bench/README.md, "Issue 46"): on the 5M-row tied TREC run, five runs
-    alternating with it turned off (quiet machine): wall 1.14-1.30 s against 1.19-1.34 s, CPU
-    median 1.88 s against 1.99 s; on the 50,000 x 100 Parquet run, CPU 1.86-1.91 s against
-    1.93-2.24 s."""
-    saved = {name: os.environ.get(name) for name in _QUIET}
+    A speed trick (bench/README.md, "Fast paths in one place"): on the 5M-row tied TREC run,
+    five runs alternating with it turned off (quiet machine): wall 1.14-1.30 s against
+    1.19-1.34 s, CPU median 1.88 s against 1.99 s; on the 50,000 x 100 Parquet run, CPU
+    1.86-1.91 s against 1.93-2.24 s."""
     collecting = gc.isenabled()
-    for name, value in _QUIET.items():  # (read when numpy and pydantic first need them)
-        os.environ.setdefault(name, value)
     gc.disable()
     try:
-        yield
+        with environ.defaults_meanwhile(_QUIET):  # (read when numpy and pydantic need them)
+            yield
     finally:
         if collecting:
             gc.enable()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def pyarrow_without_pandas() -> None:

@@ -150,7 +150,7 @@ def _fast_columns(
     Named fast path: the byte scans (a tab, a lone carriage return, `0x`: memchr passes that
     hold the GIL) run in a second thread while pyarrow parses, which releases it; the parse is
     done again as text in the rare file holding `0x`. On the bench's 171 MB run the scans take
-    0.075 s (bench/README.md, "Issue 46")."""
+    0.075 s (bench/README.md, "Fast paths in one place")."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         scanned = pool.submit(_scanned, data, fmt)
         typed = not (fmt.tab and b" " in data)

@@ -312,9 +312,9 @@ def _keyed(table: pa.Table) -> RankedRun | None:
     Named fast path: the keys (fingerprints, then a sort for repeats) are made in pieces of
     whole queries by two threads while this one finds the trec_eval order; all three run numpy
     and Arrow kernels, which release the GIL, and a repeat lies within one query, so within one
-    piece. On the bench's runs (bench/README.md, "Issue 46"; quiet, best of 5 in one process):
-    5M tied TREC rows 0.22 s against 0.31 s with the keys made in this thread before the
-    order, 50,000 x 100 Parquet 0.15 s against 0.22 s."""
+    piece. On the bench's runs (bench/README.md, "Fast paths in one place"; quiet, best of 5
+    in one process): 5M tied TREC rows 0.22 s against 0.31 s with the keys made in this
+    thread before the order, 50,000 x 100 Parquet 0.15 s against 0.22 s."""
     # The query blocks, found once for the keys' salt and the order (24 ms on 5M rows).
     query = arrow_strings(table.column("query_id"))
     starts = id_block_starts(query)

@@ -322,8 +322,8 @@ def prepare(
     caller made it ahead; `ideal`: make the `ideal_ranking` too.
 
     Named fast path: the ideal ranking depends on the judgments alone, so it is made in a
-    second thread beside the join, which leaves that core idle (bench/README.md, "Issue 46":
-    0.05-0.07 s of 0.45 s of scoring on 50,000 queries and 1.5M judgments)."""
+    second thread beside the join, which leaves that core idle (bench/README.md, "Fast paths
+    in one place": 0.05-0.07 s of 0.45 s of scoring on 50,000 queries and 1.5M judgments)."""
     ranked = isinstance(run, RankedRun)
     _require(qrels, ("query_id", "doc_id", "relevance"), "qrels")
     tables = [("qrels", qrels)]

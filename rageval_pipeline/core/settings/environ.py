@@ -10,7 +10,8 @@ code may use it at no cost.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 
 def present(
@@ -35,3 +36,20 @@ def set_default(name: str, value: str) -> None:
 def any_named(prefix: str) -> bool:
     """Whether any variable whose name starts with `prefix` is set."""
     return any(name.startswith(prefix) for name in os.environ)
+
+
+@contextmanager
+def defaults_meanwhile(values: Mapping[str, str]) -> Iterator[None]:
+    """`set_default` of each of `values` while the block runs; afterwards each variable is as
+    it was (a process that runs more than one command, as tests do, keeps its own)."""
+    saved = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        os.environ.setdefault(name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
