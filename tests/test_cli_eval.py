@@ -198,11 +198,23 @@ def test_a_run_that_is_not_qrels_is_not_called_swapped():
 
 
 @pytest.mark.slow
+def _pytrec_eval(qrels: list[tuple], run: list[tuple], names: set[str]) -> dict:
+    """pytrec_eval's per-query values of (query, doc, label) qrels and (query, doc, score) rows."""
+    import pytrec_eval
+
+    trec_qrels: dict[str, dict[str, int]] = {}
+    for q, d, r in qrels:
+        trec_qrels.setdefault(q, {})[d] = r
+    trec_run: dict[str, dict[str, float]] = {}
+    for q, d, s in run:
+        trec_run.setdefault(q, {})[d] = s
+    return pytrec_eval.RelevanceEvaluator(trec_qrels, names).evaluate(trec_run)
+
+
 def test_arrow_path_imports_no_pandas_and_agrees_with_pytrec_eval(tmp_path):
     """`rageval eval` on TREC files with the numpy-and-Arrow measures (`pyarrow_without_pandas`)
     never imports pandas, and every per-query value and mean is pytrec_eval's: graded labels,
     tied scores, unjudged documents, rows out of order, a judged query the run lacks (0)."""
-    import pytrec_eval
 
     rng = np.random.default_rng(35)
     qrels, run = [], []
@@ -236,14 +248,7 @@ def test_arrow_path_imports_no_pandas_and_agrees_with_pytrec_eval(tmp_path):
     assert done.returncode == 0, done.stderr  # 3: pandas was imported
     ours = json.loads(done.stdout)
 
-    trec_qrels: dict[str, dict[str, int]] = {}
-    for q, d, r in qrels:
-        trec_qrels.setdefault(q, {})[d] = r
-    trec_run: dict[str, dict[str, float]] = {}
-    for q, d, s in run:
-        trec_run.setdefault(q, {})[d] = s
-    evaluator = pytrec_eval.RelevanceEvaluator(trec_qrels, set(pairs.values()))
-    theirs = evaluator.evaluate(trec_run)
+    theirs = _pytrec_eval(qrels, run, set(pairs.values()))
     judged = {q for q, _, r in qrels if r >= 1}
     assert set(ours["per_query"]) == judged and "q7" in judged
     for measure, name in pairs.items():
@@ -257,7 +262,6 @@ def test_a_run_keyed_in_pieces_and_probed_in_halves_agrees_with_pytrec_eval(tmp_
     """A grouped run of 1,500 queries (150,000 rows, tied scores): its reader keys it in pieces
     of whole queries and the join probes it in two halves (`formats._keyed`, `join._matches`);
     every per-query value is pytrec_eval's."""
-    import pytrec_eval
 
     rng = np.random.default_rng(46)
     queries, docs = 1500, 100
@@ -280,14 +284,8 @@ def test_a_run_keyed_in_pieces_and_probed_in_halves_agrees_with_pytrec_eval(tmp_
     argv = ["eval", str(tmp_path / "qrels.trec"), str(tmp_path / "run.trec"), "--format", "json"]
     assert main([*argv, "-m", "nDCG@10", "-m", "R@100", "-m", "RR"]) == 0
     ours = json.loads(capsys.readouterr().out)["per_query"]
-    trec_qrels: dict[str, dict[str, int]] = {}
-    for q, d, r in qrels:
-        trec_qrels.setdefault(q, {})[d] = r
-    trec_run: dict[str, dict[str, float]] = {}
-    for q, d, s in run:
-        trec_run.setdefault(q, {})[d] = s
     names = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100", "RR": "recip_rank"}
-    theirs = pytrec_eval.RelevanceEvaluator(trec_qrels, set(names.values())).evaluate(trec_run)
+    theirs = _pytrec_eval(qrels, run, set(names.values()))
     assert set(ours) == {q for q, _, r in qrels if r >= 1}
     for query, values in ours.items():
         for measure, name in names.items():
