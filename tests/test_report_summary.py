@@ -325,8 +325,8 @@ def test_a_changed_suite_and_an_inconclusive_drop_say_what_to_do(changed):
     ) in summary
     # Both intervals lie below zero: a drop the data show, not yet told from the band.
     assert (
-        "techdocs shows a drop on R@100, nDCG@10 (its interval excludes zero) but cannot tell "
-        "whether it reaches the band: add queries to the suite until it resolves the band"
+        "techdocs shows a drop on R@100, nDCG@10 (their intervals exclude zero) but cannot "
+        "tell whether it reaches the band: add queries to the suite until it resolves the band"
     ) in summary
     assert 'techdocs --system hybrid --note "suite changed"' in summary
     # An interval reaching past zero: the suite cannot tell a drop of the band from none.
@@ -433,4 +433,4 @@ def test_a_measure_against_the_anchor_is_told_from_the_same_against_the_baseline
     moved = to_markdown(report).split("## Measures that moved", 1)[1].split("## ", 1)[0]
     run = f"| {failed.dataset}/{failed.system} | {failed.measure}"
     assert len([line for line in moved.splitlines() if line.startswith(f"{run} |")]) == 1
-    assert f"{run} against the anchor, on the queries unchanged since |" in moved
+    assert f"{run} against the anchor on unchanged queries |" in moved

@@ -105,7 +105,7 @@ def moved_label(check: Check) -> str:
     if check.kind == "unjudged":
         return "unjudged share of the top 10"
     if check.kind == "anchor":  # (beside the same measure against the baseline)
-        return f"{check.measure} against the anchor, on the queries unchanged since"
+        return f"{check.measure} against the anchor on unchanged queries"
     if check.measure and check.group:
         return f"{check.measure} [{check.group}]"
     return check.measure or check.kind

@@ -250,11 +250,12 @@ def _unsure_steps(name: str, dataset: str, unsure: list[Check]) -> list[str]:
             "accept the cost with a reviewed baseline update."
         )
     shown = [c for c in small if _drop_shown(c)]
+    several = len({moved_label(c) for c in shown}) > 1
+    excludes = "their intervals exclude" if several else "its interval excludes"
     for checks, what in (
         (
             shown,
-            "shows a drop on {} (its interval excludes zero) but cannot tell whether it "
-            "reaches the band",
+            f"shows a drop on {{}} ({excludes} zero) but cannot tell whether it reaches the band",
         ),
         ([c for c in small if c not in shown], "cannot tell a drop of the band from none on {}"),
     ):
