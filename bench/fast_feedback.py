@@ -65,9 +65,13 @@ def home(folder: Path, systems: str) -> dict[str, str]:
     }
 
 
-def driven(tree: Path, env: dict[str, str], what: str) -> dict:
+def driven(tree: Path, env: dict[str, str], what: str, driver: str = DRIVER) -> dict:
+    """The last line of `driver`'s output (JSON) run with `what` by the build in `tree`."""
+    # Run in the build's folder: `python -c` puts the working folder first on sys.path, ahead
+    # of PYTHONPATH, so from the repository every build would run the repository's code.
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, what],
+        [sys.executable, "-c", driver, what],
+        cwd=tree,
         env=os.environ | env | {"PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,

@@ -19,13 +19,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from fast_feedback import BM25, home  # bench/ is the script's own folder
+from fast_feedback import BM25, driven, home  # bench/ is the script's own folder
 from side_by_side import builds, rotated
 
 # Run in a new process with a build first on PYTHONPATH: the job, then each step's seconds.
@@ -50,19 +49,7 @@ print(json.dumps({"ok": result.success, "steps": steps}))
 
 
 def job(tree: Path, env: dict[str, str]) -> dict:
-    # Run in the build's folder: `python -c` puts the working folder first on sys.path, ahead
-    # of PYTHONPATH, so from the repository every build would run the repository's code.
-    done = subprocess.run(
-        [sys.executable, "-c", DRIVER],
-        cwd=tree,
-        env=os.environ | env | {"PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0 or not done.stdout.strip():
-        sys.exit(f"the job failed:\n{done.stderr[-3000:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = driven(tree, env, "the job", DRIVER)
     steps = out["steps"]
     total = sum(steps.values())
     figures = steps.get("report_figures", 0.0)  # a build drawing in the gate step: none
