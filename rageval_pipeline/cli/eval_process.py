@@ -1,6 +1,7 @@
 """The process-level settings of `rageval eval`, a one-shot process that reads two files and
 prints a few numbers: each saves work that process would otherwise do for nothing. They are
-the only such tricks of the CLI (bench/README.md, "Fast paths in one place")."""
+the CLI's process-level tricks, beside the read-ahead in `score` (bench/README.md, "Fast paths
+in one place")."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def pyarrow_without_pandas() -> None:
     imports it. So a TREC run scored by the numpy and Arrow kernels (`pandas_free` measures, no
     `--document-level` or `--llm-qrels`) reads, scores and prints with no pandas at all.
 
-    The one process-level trick of `eval` besides the read-ahead (bench/README.md, "Fast feedback",
+    A process-level trick of `eval` (bench/README.md, "Fast feedback",
     2026-11-28 at load 6-8): on the 5M-row bench files, six runs of each build alternating,
     1.62 s median wall (1.39-2.56) and 0.86 s user CPU against 2.57 s (2.00-3.04) and 1.10 s
     with pandas; two `side_by_side.py` runs at that load (7 each) did not tell them apart."""

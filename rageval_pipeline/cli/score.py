@@ -101,10 +101,10 @@ def _inputs_reading_the_run_ahead(
     measures (pydantic, 0.15 s), reads the qrels and makes their side of the join. Those come
     first, so their errors do; the thread is not waited for then.
 
-    The one speed trick kept in the CLI (bench/README.md, "Fast paths in one place"): `rageval
-    eval` on the 5M-row bench files, side by side in one script run at load 2 (2026-11-26, 7 runs
-    each), took a median of 2.92 s with it against 4.05 s without. At load 10-11 it was 23.0 s
-    against 24.5 s, within that load's noise: it needs an idle core."""
+    A speed trick of the CLI, beside `eval_process` (bench/README.md, "Fast paths in one
+    place"): `rageval eval` on the 5M-row bench files, side by side in one script run at load 2
+    (2026-11-26, 7 runs each), took a median of 2.92 s with it against 4.05 s without. At load
+    10-11 it was 23.0 s against 24.5 s, within that load's noise: it needs an idle core."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rageval_pipeline.core.io.bounds import input_bytes  # (no pydantic: see `bounds`)

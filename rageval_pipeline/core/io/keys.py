@@ -1,9 +1,10 @@
 """Fast 64-bit fingerprints of id strings, so joins and duplicate checks run on integers.
 
-The one speed trick kept in the readers and the measures engine (bench/README.md, "Fast paths in
-one place"): the libraries' ways to turn 5M Arrow string ids into integers are an order of
-magnitude slower. Equal strings always get equal fingerprints; the callers verify every match on
-the real strings and fall back to exact codes on a collision, so results never depend on the hash.
+The readers' and the measures engine's first speed trick (bench/README.md, "Fast paths in one
+place"; the others are the thread splits named there): the libraries' ways to turn 5M Arrow
+string ids into integers are an order of magnitude slower. Equal strings always get equal
+fingerprints; the callers verify every match on the real strings and fall back to exact codes
+on a collision, so results never depend on the hash.
 """
 
 from __future__ import annotations
